@@ -1,0 +1,3 @@
+from engram.cli import main
+
+main(prog_name="engram")

@@ -1,0 +1,582 @@
+"""The public API: one object over the personal store and the project store.
+
+The CLI and the MCP server are thin front ends over `Engram`; neither calls the other.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from . import events as ev
+from . import memories as mem
+from . import secrets
+from .config import (
+    CONFIG_FILE, PROJECT_DIR, SETTINGS, Layer, Settings, engram_home, find_project_store,
+    find_work_tree,
+)
+from .errors import (
+    AmbiguousIdError, DamagedFileError, EngramError, GitError, NoStoreError, NotFoundError,
+    UsageError,
+)
+from .projection import Projection
+from .store import Problem, Store, WriterState, require
+
+Use = Literal["both", "personal", "project"]
+MIN_PREFIX = 4
+REASON_BYTES = 2000
+
+
+@dataclass
+class CommitResult:
+    store: str
+    commit: str | None
+    events: int
+    refused: list[str] = field(default_factory=list)
+
+
+class Engram:
+    """Open the stores that apply to a working directory.
+
+    `use` picks which stores reads look at and where writes go: "both" (the default) reads both
+    and writes to the project store when there is one, else to the personal store.
+    """
+
+    def __init__(
+        self, *, cwd: Path | str | None = None, use: Use = "both", session: str | None = None,
+        actor: str | None = None,
+    ) -> None:
+        self.cwd = Path(cwd) if cwd is not None else Path.cwd()
+        self.use: Use = use
+        self.session = session if session is not None else os.environ.get("ENGRAM_SESSION")
+        self._actor = actor
+        self.personal = Store(engram_home(), "personal")
+        project_root = find_project_store(self.cwd)
+        self.project = Store(project_root, "project") if project_root else None
+        self._projections: dict[Path, Projection] = {}
+        self._refreshed: set[Path] = set()
+        self.warnings: list[str] = []
+
+    # -- stores ------------------------------------------------------------------------------
+
+    def stores(self) -> list[Store]:
+        """The existing stores this instance reads, project first."""
+        if self.use == "personal":
+            return [require(self.personal, "personal")]
+        if self.use == "project":
+            return [require(self.project, "project")]
+        found = [s for s in (self.project, self.personal) if s is not None and s.exists()]
+        if not found:
+            raise NoStoreError("no Engram store yet; run `engram init` (personal) or "
+                               "`engram init --project` (inside a git repository)")
+        return found
+
+    def write_store(self) -> Store:
+        if self.use == "personal":
+            return require(self.personal, "personal")
+        if self.project is not None and self.project.exists():
+            return self.project
+        if self.use == "project":
+            return require(self.project, "project")
+        return require(self.personal, "personal")
+
+    def settings(self, store: Store | None = None) -> Settings:
+        layers = []
+        if self.personal.exists():
+            layers.append(self.personal.config_layer())
+        target = store or (self.project if self.project and self.project.exists() else None)
+        if target is not None and target.kind == "project" and target.exists():
+            layers.append(target.config_layer())
+        actor = os.environ.get("ENGRAM_ACTOR")
+        if actor:
+            layers.append(Layer({"actor": actor}, origin="ENGRAM_ACTOR"))
+        return Settings(*layers)
+
+    def actor(self, store: Store) -> str:
+        if self._actor:
+            return self._actor
+        configured = self.settings(store)["actor"]
+        if configured:
+            return configured
+        from . import git
+
+        return git.git_identity(store.work_tree) or git.fallback_actor()
+
+    def projection(self, store: Store) -> Projection:
+        """The store's read model, brought up to date with its files once per instance call."""
+        proj = self._projections.get(store.root)
+        if proj is None:
+            proj = self._projections[store.root] = Projection(store)
+        proj.refresh()
+        problems = proj.problems()
+        errors = [p for p in problems if p.severity == "error"]
+        if errors:
+            first = errors[0]
+            raise DamagedFileError(store.root / first.path, first.line, first.message)
+        for problem in problems:
+            text = f"{store.root / problem.path}:{problem.line}: {problem.message}"
+            if text not in self.warnings:
+                self.warnings.append(text)
+        return proj
+
+    def close(self) -> None:
+        for proj in self._projections.values():
+            proj.close()
+        self._projections.clear()
+
+    def __enter__(self) -> Engram:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- init --------------------------------------------------------------------------------
+
+    def init(self, *, project: bool = False) -> tuple[Store, bool]:
+        """Create the personal store, or the project store of the current repository.
+
+        Returns the store and whether anything was created (init is idempotent).
+        """
+        from . import git
+
+        if project:
+            top = find_work_tree(self.cwd)
+            if top is None:
+                raise UsageError(
+                    f"{self.cwd} is not inside a git repository; run `git init` first, "
+                    "or `engram init` without --project for the personal store"
+                )
+            if top.resolve() == self.personal.root.resolve():
+                raise UsageError("this is the personal store's repository; "
+                                 "run `engram init --project` inside a project")
+            store = Store(top / PROJECT_DIR, "project")
+        else:
+            store = self.personal
+            if store.root.exists() and any(store.root.iterdir()) and \
+                    not (store.root / ".git").exists():
+                raise UsageError(
+                    f"{store.root} exists, is not empty and is not a git repository; "
+                    "move it away or set ENGRAM_HOME to another directory"
+                )
+            if not (store.root / ".git").exists():
+                store.root.mkdir(parents=True, exist_ok=True)
+                git.init_repository(store.root)
+        fresh = not store.exists()
+        created = store.ensure_layout()
+        if fresh:
+            self._emit(store, "store.created", {"store": store.kind}, commit=False)
+        if created or fresh:
+            self._commit_store(store, subject=f"engram: initialize {store.kind} store")
+        if project:
+            self.project = store
+        return store, bool(created or fresh)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _emit(self, store: Store, kind: str, data: dict[str, Any], *,
+              commit: bool = True) -> ev.Event:
+        actor = self.actor(store)
+        with store.lock():
+            event = ev.Event(
+                id=ev.new_event_id(),
+                kind=kind,
+                clock=store.next_clock(),
+                time=ev.format_time(ev.utc_now()),
+                actor=actor,
+                session=self.session,
+                machine=ev.machine_name(),
+                data=data,
+            )
+            store.append([event])
+            self.warnings.extend(store.repairs)
+            store.repairs.clear()
+            if commit:
+                self._maybe_commit(store)
+        return event
+
+    def _maybe_commit(self, store: Store) -> None:
+        settings = self.settings(store)
+        if not settings["commit.auto"]:
+            return
+        state = WriterState.load(store)
+        due = state.pending >= settings["commit.every_events"] or (
+            state.pending > 0
+            and time.time() - state.pending_since >= settings["commit.every_seconds"]
+        )
+        if due:
+            try:
+                self._commit_store(store, locked=True)
+            except GitError as exc:
+                self.warnings.append(f"events are saved but not committed yet: {exc}")
+
+    def _commit_store(self, store: Store, *, subject: str | None = None,
+                      locked: bool = False) -> CommitResult:
+        from . import git
+
+        if not locked:
+            with store.lock():
+                return self._commit_store(store, subject=subject, locked=True)
+        repo = git.StoreRepo(store)
+        pending = repo.pending()
+        oid = repo.commit(
+            pending,
+            message=lambda events: commit_message(events, subject=subject),
+            author=self.actor(store),
+        )
+        state = WriterState.load(store)
+        state.pending = 0
+        state.pending_since = 0.0
+        state.save(store)
+        return CommitResult(store.kind, oid, len(pending.events), pending.refused)
+
+    def commit(self, *, subject: str | None = None) -> list[CommitResult]:
+        """Commit every pending event of the selected stores now."""
+        return [self._commit_store(store, subject=subject) for store in self.stores()]
+
+    def remember(
+        self,
+        content: str,
+        *,
+        kind: str = mem.DEFAULT_KIND,
+        tags: Iterable[str] = (),
+        scope: str | None = None,
+        source: str = mem.DEFAULT_SOURCE,
+        importance: float = mem.DEFAULT_IMPORTANCE,
+        valid_from: str | datetime | None = None,
+        valid_until: str | datetime | None = None,
+        redact: bool = False,
+    ) -> mem.Memory:
+        """Store a memory durably (fsynced before this returns) and return it."""
+        store = self.write_store()
+        settings = self.settings(store)
+        content = self._checked_content(content, settings, redact)
+        data: dict[str, Any] = {
+            "memory": ev.new_entity_id(),
+            "content": content,
+            "kind": mem.check_kind(kind),
+            "tags": list(mem.check_tags(tags, limit=settings["limits.tags"],
+                                        name_limit=settings["limits.name_chars"])),
+            "scope": self._checked_scope(scope, settings),
+            "source": mem.check_source(source),
+            "importance": mem.check_importance(importance),
+            "valid_from": _moment(valid_from, "--valid-from"),
+            "valid_until": _moment(valid_until, "--valid-until"),
+        }
+        mem.check_window(data["valid_from"], data["valid_until"])
+        event = self._emit(store, "memory.created", data)
+        memory = mem.fold([event])
+        assert memory is not None
+        return mem.Memory.from_dict({**memory.to_dict(), "store": store.kind})
+
+    def _checked_content(self, content: str, settings: Settings, redact: bool) -> str:
+        return self._checked_text(content, settings, field_name="content",
+                                  limit=settings["limits.content_bytes"], redact=redact)
+
+    def _checked_text(self, text: str, settings: Settings, *, field_name: str, limit: int,
+                      redact: bool = False) -> str:
+        """Free text on its way to disk: well-formed, within its limit, and holding no secret."""
+        text = mem.clean_text(text, field_name=field_name, limit=limit)
+        if settings["secrets.scan"]:
+            text = secrets.guard(text, field=field_name, allow_redaction=redact,
+                                 entropy=settings["secrets.entropy"])
+        return text
+
+    def _checked_scope(self, scope: str | None, settings: Settings) -> str | None:
+        if scope is None or not scope.strip():
+            return None
+        return mem.check_name(scope, what="scope", limit=settings["limits.name_chars"])
+
+    def update(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        *,
+        kind: str | None = None,
+        tags: Iterable[str] | None = None,
+        scope: str | None = None,
+        source: str | None = None,
+        importance: float | None = None,
+        valid_from: str | datetime | None = None,
+        valid_until: str | datetime | None = None,
+        redact: bool = False,
+    ) -> mem.Memory:
+        """Change a memory: a new event with only the changed fields. The old version stays."""
+        store, current = self._memory(memory_id)
+        if current.status == "forgotten":
+            raise UsageError(f"memory {current.id[:8]} was forgotten; "
+                             "remember the new text instead of updating it")
+        settings = self.settings(store)
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = self._checked_content(content, settings, redact)
+        if kind is not None:
+            changes["kind"] = mem.check_kind(kind)
+        if tags is not None:
+            changes["tags"] = list(mem.check_tags(tags, limit=settings["limits.tags"],
+                                                  name_limit=settings["limits.name_chars"]))
+        if scope is not None:
+            changes["scope"] = self._checked_scope(scope, settings)
+        if source is not None:
+            changes["source"] = mem.check_source(source)
+        if importance is not None:
+            changes["importance"] = mem.check_importance(importance)
+        if valid_from is not None:
+            changes["valid_from"] = _moment(valid_from, "--valid-from")
+        if valid_until is not None:
+            changes["valid_until"] = _moment(valid_until, "--valid-until")
+        mem.check_window(changes.get("valid_from", current.valid_from),
+                         changes.get("valid_until", current.valid_until))
+        old = current.to_dict()
+        changes = {k: v for k, v in changes.items() if old.get(k) != v}
+        if not changes:
+            raise UsageError("nothing to change: give new text or a changed option")
+        self._emit(store, "memory.updated", {"memory": current.id, **changes})
+        return self._memory(current.id)[1]
+
+    def forget(self, memory_id: str, *, reason: str) -> mem.Memory:
+        """Retire a memory with a reason (a tombstone event). Its history stays readable."""
+        if not reason or not reason.strip():
+            raise UsageError("say why with --reason; it is kept with the memory's history")
+        store, current = self._memory(memory_id)
+        if current.status == "forgotten":
+            raise UsageError(f"memory {current.id[:8]} is already forgotten")
+        reason = self._checked_text(reason, self.settings(store), field_name="reason",
+                                    limit=REASON_BYTES)
+        self._emit(store, "memory.forgotten", {"memory": current.id, "reason": reason})
+        return self._memory(current.id)[1]
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _resolve(self, ident: str, *, what: str = "memory") -> list[tuple[Store, str, str]]:
+        ident = ident.strip()
+        if len(ident) < MIN_PREFIX:
+            raise UsageError(f"id {ident!r} is too short; give at least {MIN_PREFIX} characters")
+        found: list[tuple[Store, str, str]] = []
+        for store in self.stores():
+            for full, kind in self.projection(store).match_ids(ident):
+                if what == "any" or kind == what:
+                    found.append((store, full, kind))
+        exact = [f for f in found if f[1].lower() == ident.lower()]
+        return exact or found
+
+    def _memory(self, ident: str) -> tuple[Store, mem.Memory]:
+        found = self._resolve(ident)
+        if not found:
+            raise NotFoundError("memory", ident)
+        if len({f[1] for f in found}) > 1:
+            raise AmbiguousIdError(ident, sorted({f[1] for f in found}))
+        store, full, _ = found[0]
+        memory = self.projection(store).memory(full)
+        assert memory is not None
+        return store, memory
+
+    def get(self, memory_id: str) -> mem.Memory:
+        return self._memory(memory_id)[1]
+
+    def history(self, memory_id: str) -> list[tuple[ev.Event, mem.Memory]]:
+        store, memory = self._memory(memory_id)
+        events = self.projection(store).entity_events(memory.id)
+        return [(e, mem.Memory.from_dict({**m.to_dict(), "store": store.kind}))
+                for e, m in mem.history(events)]
+
+    def memories(
+        self,
+        *,
+        kinds: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        scope: str | None = None,
+        limit: int | None = 20,
+        include_forgotten: bool = False,
+        include_expired: bool = False,
+        contains: str | None = None,
+    ) -> list[mem.Memory]:
+        """Memories, most recently changed first, from the selected stores."""
+        for kind in kinds:
+            mem.check_kind(kind)
+        tags = [t.lower() for t in tags]
+        now = ev.utc_now()
+        statuses = () if include_forgotten else ("active",)
+        out: list[mem.Memory] = []
+        for store in self.stores():
+            count = 0
+            for memory in self.projection(store).memories(
+                kinds=kinds, tags=tags, scope=scope, statuses=statuses, contains=contains,
+            ):
+                if not include_expired and not memory.valid_at(now):
+                    continue
+                out.append(memory)
+                count += 1
+                if limit is not None and count >= limit:
+                    break
+        out.sort(key=lambda m: (m.updated_clock, m.id), reverse=True)
+        return out[:limit] if limit is not None else out
+
+    def recall(self, query: str, *, k: int = 10, **filters: Any) -> list[mem.Memory]:
+        """Memories whose text holds every word of the query (simple substring search)."""
+        words = [w.lower() for w in query.split() if w.strip()]
+        if not words:
+            raise UsageError("the query is empty; give words to look for")
+        candidates = self.memories(limit=None, contains=words[0], **filters)
+        scored = []
+        for memory in candidates:
+            text = (memory.content + " " + " ".join(memory.tags)).lower()
+            if all(w in text for w in words):
+                hits = sum(text.count(w) for w in words)
+                scored.append((hits, memory.importance, memory.updated_clock, memory))
+        scored.sort(key=lambda item: item[:3], reverse=True)
+        return [item[3] for item in scored[:k]]
+
+    def log(
+        self,
+        *,
+        kinds: Sequence[str] = (),
+        task: str | None = None,
+        actor: str | None = None,
+        since: str | datetime | None = None,
+        limit: int | None = 50,
+    ) -> list[tuple[str, ev.Event]]:
+        """Events newest first, as (store kind, event)."""
+        since_clock = None
+        if since is not None:
+            moment = since if isinstance(since, datetime) else \
+                mem.parse_moment(since, what="--since")
+            since_clock = int(moment.timestamp() * 1_000_000)
+        out: list[tuple[str, ev.Event]] = []
+        for store in self.stores():
+            for event in self.projection(store).events(
+                kinds=kinds, task=task, actor=actor, since_clock=since_clock, limit=limit,
+            ):
+                out.append((store.kind, event))
+        out.sort(key=lambda pair: pair[1].sort_key, reverse=True)
+        return out[:limit] if limit is not None else out
+
+    def show(self, ident: str) -> dict[str, Any]:
+        """Any record by id or prefix: a memory with its events, or one event."""
+        found = self._resolve(ident, what="any")
+        if not found:
+            raise NotFoundError("record", ident)
+        if len({f[1] for f in found}) > 1:
+            raise AmbiguousIdError(ident, sorted({f[1] for f in found}))
+        store, full, kind = found[0]
+        proj = self.projection(store)
+        if kind == "memory":
+            memory = proj.memory(full)
+            assert memory is not None
+            return {
+                "type": "memory",
+                "store": store.kind,
+                "memory": memory.to_dict(),
+                "events": [e.to_dict() for e in proj.entity_events(full)],
+            }
+        event = proj.event(full)
+        assert event is not None
+        return {"type": "event", "store": store.kind, "event": event.to_dict()}
+
+    def status(self) -> list[dict[str, Any]]:
+        from . import git
+
+        out = []
+        for store in self.stores():
+            proj = self.projection(store)
+            repo = git.StoreRepo(store)
+            pending = repo.pending()
+            out.append({
+                "store": store.kind,
+                "path": str(store.root),
+                "branch": repo.branch(),
+                "head": repo.head_id(),
+                **proj.counts(),
+                "uncommitted": len(pending.events),
+                "uncommitted_files": [c.rel for c in pending.changes],
+                "refused": pending.refused,
+                "missing": pending.missing,
+                "busy": repo.busy(),
+                "remotes": repo.remotes(),
+                "upstream": repo.upstream_state(),
+                "warnings": [str(p) for p in proj.problems()],
+            })
+        return out
+
+    def verify(self) -> dict[str, Any]:
+        """Re-read every event file of the selected stores from disk; report all damage."""
+        from .verify import verify_store
+
+        reports = [verify_store(store) for store in self.stores()]
+        return {
+            "ok": all(r["ok"] for r in reports),
+            "stores": reports,
+        }
+
+    # -- settings ----------------------------------------------------------------------------
+
+    def config_target(self) -> Store:
+        if self.use == "project":
+            return require(self.project, "project")
+        return require(self.personal, "personal")
+
+    def config_set(self, key: str, text: str) -> Any:
+        from .config import parse_value
+
+        store = self.config_target()
+        value = parse_value(key, text)
+        with store.lock():
+            store.config_file.set(key, value)
+        self._commit_store(store, subject=f"engram: config {key} = {value}")
+        return value
+
+    def config_list(self) -> list[dict[str, Any]]:
+        store = self.project if self.use == "project" else None
+        settings = self.settings(store)
+        return [
+            {"key": key, "value": settings[key], "origin": settings.origin(key),
+             "help": SETTINGS[key].help}
+            for key in SETTINGS
+        ]
+
+
+def _moment(value: str | datetime | None, what: str) -> str | None:
+    if value is None or value == "":
+        return None
+    moment = value if isinstance(value, datetime) else mem.parse_moment(value, what=what,
+                                                                       future=True)
+    if moment.tzinfo is None:
+        from datetime import UTC
+
+        moment = moment.replace(tzinfo=UTC)
+    return ev.format_time(moment)
+
+
+def describe(event: ev.Event) -> str:
+    """One line about an event, for logs and commit messages."""
+    if event.kind.startswith("memory."):
+        return mem.describe(event)
+    if event.kind == "store.created":
+        return f"initialize {event.data.get('store', '')} store".replace("  ", " ")
+    return event.kind
+
+
+def commit_message(events: Sequence[ev.Event], *, subject: str | None = None) -> str:
+    """A message a reviewer can read: what happened, one line per event."""
+    if subject is None:
+        if len(events) == 1:
+            subject = f"engram: {describe(events[0])}"
+        else:
+            verbs = Counter(describe(e).split(" ", 1)[0] for e in events)
+            summary = ", ".join(f"{verb} {count}" for verb, count in verbs.most_common())
+            subject = f"engram: {len(events)} events ({summary})"
+    lines = [subject]
+    if len(events) > 1 or (events and subject != f"engram: {describe(events[0])}"):
+        lines.append("")
+        shown = list(events)[:50]
+        lines.extend(f"- {describe(e)}" for e in shown)
+        if len(events) > len(shown):
+            lines.append(f"- ... and {len(events) - len(shown)} more")
+    return "\n".join(lines) + "\n"
+
+

@@ -1,0 +1,526 @@
+"""The `engram` command: thin click commands over `engram.api.Engram`.
+
+Library errors become one line on stderr and their exit status (2 for bad input). `--json` on
+every read command prints a JSON document for scripts; otherwise output is for people.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from . import __version__
+from .errors import EngramError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+# -- plumbing ---------------------------------------------------------------------------------
+
+
+class EngramGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except EngramError as exc:
+            _flush_warnings(ctx)
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        finally:
+            _flush_warnings(ctx)
+
+
+def _flush_warnings(ctx: click.Context) -> None:
+    engram = ctx.meta.get("engram")
+    if engram is None:
+        return
+    for warning in engram.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    engram.warnings.clear()
+
+
+def _engram(ctx: click.Context, project: bool = False, personal: bool = False) -> Any:
+    from .api import Engram
+
+    if project and personal:
+        raise click.UsageError("--project and --personal cannot be used together")
+    use = "project" if project else "personal" if personal else "both"
+    engram = Engram(cwd=ctx.obj["cwd"], use=use)
+    ctx.meta["engram"] = engram
+    ctx.call_on_close(engram.close)
+    return engram
+
+
+def store_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    func = click.option("--personal", is_flag=True,
+                        help="Only the personal store (~/.engram or ENGRAM_HOME).")(func)
+    func = click.option("--project", is_flag=True,
+                        help="Only the project store (.engram/ in this git repository).")(func)
+    return func
+
+
+def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
+
+
+def _print_json(value: Any) -> None:
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
+
+
+def _local(stamp: str | None) -> str:
+    if not stamp:
+        return ""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone().strftime(
+        "%Y-%m-%d %H:%M")
+
+
+def _read_text(text: str) -> str:
+    return sys.stdin.read() if text == "-" else text
+
+
+# -- the group ----------------------------------------------------------------------------------
+
+
+@click.group(cls=EngramGroup, context_settings=CONTEXT)
+@click.version_option(__version__, "-V", "--version", prog_name="engram")
+@click.option("-C", "cwd", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=None, help="Run as if started in this directory (like git -C).")
+@click.pass_context
+def main(ctx: click.Context, cwd: Path | None) -> None:
+    """Durable memory and task continuity for coding agents, kept as JSONL events in git.
+
+    A personal store lives in ~/.engram (ENGRAM_HOME moves it); a project store lives in .engram/
+    inside a project's git repository. Commands read both unless told --project or --personal;
+    writes go to the project store when there is one.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["cwd"] = cwd or Path.cwd()
+
+
+@main.command()
+@click.option("--project", is_flag=True,
+              help="Create .engram/ in the current git repository instead of the personal store.")
+@click.pass_context
+def init(ctx: click.Context, project: bool) -> None:
+    """Create the personal store (~/.engram), or a project store with --project."""
+    engram = _engram(ctx)
+    store, created = engram.init(project=project)
+    if created:
+        click.echo(f"initialized {store.kind} store in {store.root}")
+    else:
+        click.echo(f"{store.kind} store already initialized in {store.root}")
+
+
+# -- memories -----------------------------------------------------------------------------------
+
+
+def memory_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    from .memories import MEMORY_KINDS, SOURCES
+
+    options = [
+        click.option("--kind", "kind", type=click.Choice(list(MEMORY_KINDS)), default=None,
+                     help="What sort of memory this is (default: fact)."),
+        click.option("--tag", "tags", multiple=True,
+                     help="A tag; repeat, or separate with commas."),
+        click.option("--scope", default=None,
+                     help="Where it applies, e.g. a component or path: backend, src/api."),
+        click.option("--source", type=click.Choice(list(SOURCES)), default=None,
+                     help="Who said it (default: agent-inferred)."),
+        click.option("--importance", type=click.FloatRange(0, 1), default=None,
+                     help="0 to 1 (default 0.5)."),
+        click.option("--valid-from", default=None,
+                     help="Not valid before this date (2026-12-01, 2026-12-01T09:00, or 3d)."),
+        click.option("--valid-until", default=None,
+                     help="Not valid from this date on (same forms; an age counts forward)."),
+        click.option("--redact", is_flag=True,
+                     help="Store detected secrets as [REDACTED:type] instead of refusing."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _memory_text(memory: Any, *, many_stores: bool) -> str:
+    tags = "  " + " ".join(f"#{t}" for t in memory.tags) if memory.tags else ""
+    where = f"  ({memory.store})" if many_stores else ""
+    state = "  [forgotten]" if memory.status == "forgotten" else ""
+    return (f"{memory.id[:8]}  {memory.kind:<10} {_local(memory.updated_at)[:10]}  "
+            f"{memory.summary()}{tags}{where}{state}")
+
+
+@main.command()
+@click.argument("text")
+@memory_options
+@store_options
+@json_option
+@click.pass_context
+def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, ...],
+             scope: str | None, source: str | None, importance: float | None,
+             valid_from: str | None, valid_until: str | None, redact: bool, project: bool,
+             personal: bool, as_json: bool) -> None:
+    """Store a memory (TEXT, or - to read it from stdin). Durable when this returns."""
+    from .memories import DEFAULT_IMPORTANCE, DEFAULT_KIND, DEFAULT_SOURCE
+
+    engram = _engram(ctx, project, personal)
+    memory = engram.remember(
+        _read_text(text), kind=kind or DEFAULT_KIND, tags=tags, scope=scope,
+        source=source or DEFAULT_SOURCE,
+        importance=DEFAULT_IMPORTANCE if importance is None else importance,
+        valid_from=valid_from, valid_until=valid_until, redact=redact,
+    )
+    if as_json:
+        _print_json(memory.to_dict())
+    else:
+        click.echo(f"remembered {memory.id[:8]} ({memory.kind}, {memory.store} store)")
+
+
+@main.command()
+@click.argument("ident", metavar="ID")
+@click.option("--history", is_flag=True, help="Show every version, oldest first.")
+@store_options
+@json_option
+@click.pass_context
+def get(ctx: click.Context, ident: str, history: bool, project: bool, personal: bool,
+        as_json: bool) -> None:
+    """Show one memory by id (a unique prefix of at least 4 characters is enough)."""
+    engram = _engram(ctx, project, personal)
+    if history:
+        versions = engram.history(ident)
+        if as_json:
+            _print_json([{"event": e.to_dict(), "memory": m.to_dict()} for e, m in versions])
+            return
+        for number, (event, memory) in enumerate(versions, start=1):
+            click.echo(f"version {number}  {event.kind}  {_local(event.time)}  by {event.actor}")
+            if memory.status == "forgotten":
+                click.echo(f"  forgotten: {memory.forgotten_reason}")
+            else:
+                click.echo(f"  [{memory.kind}] {' '.join('#' + t for t in memory.tags)}".rstrip())
+                for line in memory.content.splitlines():
+                    click.echo(f"  {line}")
+            click.echo()
+        return
+    memory = engram.get(ident)
+    if as_json:
+        _print_json(memory.to_dict())
+        return
+    rows = [
+        ("id", memory.id),
+        ("kind", memory.kind),
+        ("store", memory.store),
+        ("status", memory.status + (f" ({memory.forgotten_reason})"
+                                    if memory.forgotten_reason else "")),
+        ("tags", ", ".join(memory.tags) or "-"),
+        ("scope", memory.scope or "-"),
+        ("source", memory.source),
+        ("importance", f"{memory.importance:g}"),
+        ("valid", f"{_local(memory.valid_from) or '…'} → {_local(memory.valid_until) or '…'}"
+         if memory.valid_from or memory.valid_until else "always"),
+        ("created", f"{_local(memory.created_at)} by {memory.created_by}"),
+        ("updated", f"{_local(memory.updated_at)} (version {memory.version})"),
+    ]
+    for name, value in rows:
+        click.echo(f"{name + ':':<12}{value}")
+    click.echo()
+    click.echo(memory.content)
+
+
+@main.command()
+@click.argument("ident", metavar="ID")
+@click.argument("text", required=False)
+@memory_options
+@store_options
+@json_option
+@click.pass_context
+def update(ctx: click.Context, ident: str, text: str | None, kind: str | None,
+           tags: tuple[str, ...], scope: str | None, source: str | None,
+           importance: float | None, valid_from: str | None, valid_until: str | None,
+           redact: bool, project: bool, personal: bool, as_json: bool) -> None:
+    """Change a memory's TEXT or fields. The old version stays in its history."""
+    engram = _engram(ctx, project, personal)
+    memory = engram.update(
+        ident, None if text is None else _read_text(text), kind=kind,
+        tags=tags if tags else None, scope=scope, source=source, importance=importance,
+        valid_from=valid_from, valid_until=valid_until, redact=redact,
+    )
+    if as_json:
+        _print_json(memory.to_dict())
+    else:
+        click.echo(f"updated {memory.id[:8]} (version {memory.version})")
+
+
+@main.command()
+@click.argument("ident", metavar="ID")
+@click.option("--reason", required=True, help="Why it no longer holds (kept in its history).")
+@store_options
+@json_option
+@click.pass_context
+def forget(ctx: click.Context, ident: str, reason: str, project: bool, personal: bool,
+           as_json: bool) -> None:
+    """Retire a memory. Nothing is deleted: `engram get --history ID` still shows it."""
+    engram = _engram(ctx, project, personal)
+    memory = engram.forget(ident, reason=reason)
+    if as_json:
+        _print_json(memory.to_dict())
+    else:
+        click.echo(f"forgot {memory.id[:8]}")
+
+
+def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    from .memories import MEMORY_KINDS
+
+    options = [
+        click.option("--kind", "kinds", multiple=True, type=click.Choice(list(MEMORY_KINDS)),
+                     help="Only this kind; repeat for several."),
+        click.option("--tag", "tags", multiple=True, help="Only memories with this tag (all given)."),
+        click.option("--scope", default=None, help="Only this scope."),
+        click.option("--all", "include_all", is_flag=True,
+                     help="Include forgotten memories and those outside their validity window."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@main.command(name="list")
+@click.option("-n", "--limit", default=20, show_default=True, type=click.IntRange(1),
+              help="At most this many.")
+@filter_options
+@store_options
+@json_option
+@click.pass_context
+def list_(ctx: click.Context, limit: int, kinds: tuple[str, ...], tags: tuple[str, ...],
+          scope: str | None, include_all: bool, project: bool, personal: bool,
+          as_json: bool) -> None:
+    """Memories, most recently changed first."""
+    engram = _engram(ctx, project, personal)
+    found = engram.memories(kinds=kinds, tags=tags, scope=scope, limit=limit,
+                            include_forgotten=include_all, include_expired=include_all)
+    if as_json:
+        _print_json([m.to_dict() for m in found])
+        return
+    many = len(engram.stores()) > 1
+    for memory in found:
+        click.echo(_memory_text(memory, many_stores=many))
+    if not found:
+        click.echo("no memories" + (" match" if kinds or tags or scope else " yet"))
+
+
+@main.command()
+@click.argument("query")
+@click.option("-k", "--k", "k", default=10, show_default=True, type=click.IntRange(1),
+              help="At most this many results.")
+@filter_options
+@store_options
+@json_option
+@click.pass_context
+def recall(ctx: click.Context, query: str, k: int, kinds: tuple[str, ...],
+           tags: tuple[str, ...], scope: str | None, include_all: bool, project: bool,
+           personal: bool, as_json: bool) -> None:
+    """Find memories that mention every word of QUERY."""
+    engram = _engram(ctx, project, personal)
+    found = engram.recall(query, k=k, kinds=kinds, tags=tags, scope=scope,
+                          include_forgotten=include_all, include_expired=include_all)
+    if as_json:
+        _print_json([m.to_dict() for m in found])
+        return
+    many = len(engram.stores()) > 1
+    for memory in found:
+        click.echo(_memory_text(memory, many_stores=many))
+    if not found:
+        click.echo("nothing found")
+
+
+# -- history and state --------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--kind", "kinds", multiple=True,
+              help="Only events of this kind or family (memory, memory.created); repeatable.")
+@click.option("--task", default=None, help="Only events about this task id.")
+@click.option("--actor", default=None, help="Only events whose actor contains this text.")
+@click.option("--since", default=None, help="Only events since a date (2026-11-01) or age (3d).")
+@click.option("-n", "--limit", default=50, show_default=True, type=click.IntRange(1))
+@store_options
+@json_option
+@click.pass_context
+def log(ctx: click.Context, kinds: tuple[str, ...], task: str | None, actor: str | None,
+        since: str | None, limit: int, project: bool, personal: bool, as_json: bool) -> None:
+    """Events, newest first, one per line (like git log --oneline)."""
+    from .api import describe
+
+    engram = _engram(ctx, project, personal)
+    entries = engram.log(kinds=kinds, task=task, actor=actor, since=since, limit=limit)
+    if as_json:
+        _print_json([{"store": store, **event.to_dict()} for store, event in entries])
+        return
+    many = len(engram.stores()) > 1
+    for store, event in entries:
+        where = f"  ({store})" if many else ""
+        click.echo(f"{event.id[-8:].lower()}  {_local(event.time)}  {describe(event)}  "
+                   f"— {event.actor}{where}")
+    if not entries:
+        click.echo("no events")
+
+
+@main.command()
+@click.argument("ident", metavar="ID")
+@store_options
+@json_option
+@click.pass_context
+def show(ctx: click.Context, ident: str, project: bool, personal: bool, as_json: bool) -> None:
+    """Show any record by id: a memory with all its events, or a single event."""
+    engram = _engram(ctx, project, personal)
+    record = engram.show(ident)
+    if as_json:
+        _print_json(record)
+        return
+    if record["type"] == "memory":
+        memory = record["memory"]
+        click.echo(f"memory {memory['id']} ({record['store']} store, {memory['status']})")
+        click.echo(memory["content"])
+        click.echo()
+        events = record["events"]
+    else:
+        events = [record["event"]]
+    for event in events:
+        click.echo(orjson.dumps(event, option=orjson.OPT_SORT_KEYS).decode())
+
+
+@main.command()
+@store_options
+@json_option
+@click.pass_context
+def status(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> None:
+    """Where the stores are, what they hold, what is not committed, how remotes stand."""
+    engram = _engram(ctx, project, personal)
+    report = engram.status()
+    if as_json:
+        _print_json(report)
+        return
+    for entry in report:
+        click.echo(f"{entry['store']} store  {entry['path']}")
+        head = entry["head"][:8] if entry["head"] else "no commits"
+        click.echo(f"  branch {entry['branch'] or '(detached)'} at {head}; "
+                   f"{entry['memories']} memories ({entry['forgotten']} forgotten), "
+                   f"{entry['events']} events in {entry['files']} files")
+        if entry["uncommitted"]:
+            click.echo(f"  uncommitted: {entry['uncommitted']} events; "
+                       "`engram commit` commits them now")
+        else:
+            click.echo("  uncommitted: none")
+        upstream = entry["upstream"]
+        if upstream:
+            click.echo(f"  remote: {upstream['upstream']} ahead {upstream['ahead']}, "
+                       f"behind {upstream['behind']} (as of the last fetch)")
+        elif entry["remotes"]:
+            names = ", ".join(r["name"] for r in entry["remotes"])
+            click.echo(f"  remote: {names} (no upstream set for this branch)")
+        else:
+            click.echo("  remote: none")
+        if entry["busy"]:
+            click.echo(f"  note: {entry['busy']}; commits wait until it is finished")
+        for rel in entry["refused"]:
+            click.echo(f"  damaged: {rel} changed in its committed part; run `engram verify`")
+        for rel in entry["missing"]:
+            click.echo(f"  missing: {rel} is committed but gone from the work tree; "
+                       f"restore it with `git checkout -- {rel}`")
+
+
+@main.command()
+@store_options
+@json_option
+@click.pass_context
+def verify(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> None:
+    """Re-read every event file and report damage. Exit status 1 if anything is wrong."""
+    engram = _engram(ctx, project, personal)
+    report = engram.verify()
+    if as_json:
+        _print_json(report)
+    else:
+        for entry in report["stores"]:
+            verdict = "ok" if entry["ok"] else f"{len(entry['problems'])} problem(s)"
+            click.echo(f"{entry['store']} store  {entry['path']}: {entry['events']} events in "
+                       f"{entry['files']} files, {entry['duplicates']} duplicate lines; {verdict}")
+            for problem in entry["problems"]:
+                click.echo(f"  {problem['severity']}: {problem['path']}:{problem['line']}: "
+                           f"{problem['message']}")
+    if not report["ok"]:
+        ctx.exit(1)
+
+
+@main.command()
+@click.option("-m", "--message", default=None, help="Subject line instead of the generated one.")
+@store_options
+@click.pass_context
+def commit(ctx: click.Context, message: str | None, project: bool, personal: bool) -> None:
+    """Commit pending events now (they are also committed in batches automatically)."""
+    engram = _engram(ctx, project, personal)
+    for result in engram.commit(subject=message):
+        if result.commit:
+            click.echo(f"{result.store} store: committed {result.events} events as "
+                       f"{result.commit[:8]}")
+        else:
+            click.echo(f"{result.store} store: nothing to commit")
+        for rel in result.refused:
+            click.echo(f"  not committed: {rel} changed in its committed part; "
+                       "run `engram verify`", err=True)
+
+
+# -- settings -----------------------------------------------------------------------------------
+
+
+@main.group()
+def config() -> None:
+    """Read and change settings (config.yaml in a store; comments are kept)."""
+
+
+@config.command(name="list")
+@click.option("--project", is_flag=True, help="Include the project store's settings.")
+@json_option
+@click.pass_context
+def config_list(ctx: click.Context, project: bool, as_json: bool) -> None:
+    """Every setting, its value and where the value comes from."""
+    engram = _engram(ctx, project=project)
+    rows = engram.config_list()
+    if as_json:
+        _print_json(rows)
+        return
+    for row in rows:
+        value = "null" if row["value"] is None else str(row["value"]).lower() \
+            if isinstance(row["value"], bool) else row["value"]
+        click.echo(f"{row['key']} = {value}    # {row['origin']}")
+
+
+@config.command(name="get")
+@click.argument("key")
+@click.option("--project", is_flag=True, help="Include the project store's settings.")
+@click.pass_context
+def config_get(ctx: click.Context, key: str, project: bool) -> None:
+    """Print one setting's effective value."""
+    engram = _engram(ctx, project=project)
+    value = engram.settings(engram.project if project else None)[key]
+    click.echo("null" if value is None else str(value).lower() if isinstance(value, bool)
+               else value)
+
+
+@config.command(name="set")
+@click.argument("key")
+@click.argument("value")
+@click.option("--project", is_flag=True,
+              help="Change the project store's config.yaml instead of the personal one.")
+@click.pass_context
+def config_set(ctx: click.Context, key: str, value: str, project: bool) -> None:
+    """Change a setting in a store's config.yaml (and commit it)."""
+    engram = _engram(ctx, project=project)
+    stored = engram.config_set(key, value)
+    click.echo(f"{key} = {stored}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

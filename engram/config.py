@@ -1,0 +1,258 @@
+"""Where stores live and what their settings are.
+
+One environment variable moves all personal state: `ENGRAM_HOME` (default `~/.engram`). A project
+store is `.engram/` at the top of the git work tree that holds the current directory, found the way
+git finds `.git`. Settings live in each store's `config.yaml`, which is committed with the store
+and edited with ruamel.yaml so that comments survive `engram config set`. A project store's file
+overrides the personal one, which overrides the defaults below.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from .errors import UsageError
+
+CONFIG_FILE = "config.yaml"
+PROJECT_DIR = ".engram"
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    default: Any
+    type: type
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+SETTINGS: dict[str, Setting] = {
+    s.key: s
+    for s in [
+        Setting("actor", None, str, "Who writes events and authors commits, as 'Name <email>'. "
+                "Unset: ENGRAM_ACTOR, then the store repository's git user, then user@host."),
+        Setting("commit.auto", True, bool, "Commit pending events automatically (batched)."),
+        Setting("commit.every_events", 20, int, "Commit once this many events are pending.",
+                minimum=1),
+        Setting("commit.every_seconds", 300, int,
+                "Commit when the oldest pending event is this old (checked on the next write).",
+                minimum=0),
+        Setting("limits.content_bytes", 32768, int, "Largest memory content, in UTF-8 bytes.",
+                minimum=1),
+        Setting("limits.tags", 32, int, "Most tags on one record.", minimum=0),
+        Setting("limits.name_chars", 64, int, "Longest tag or scope, in characters.", minimum=1),
+        Setting("secrets.scan", True, bool,
+                "Refuse content that looks like a credential before it reaches disk."),
+        Setting("secrets.entropy", False, bool,
+                "Also refuse high-entropy strings (noisy: commit hashes and ids look random)."),
+    ]
+}
+
+_TEMPLATE_HEADER = """\
+# Engram store settings. Change them with `engram config set KEY VALUE`; comments are kept.
+# Every key and its default: `engram config list`. A project store's settings override the
+# personal store's, which override the built-in defaults.
+"""
+
+
+def engram_home() -> Path:
+    home = os.environ.get("ENGRAM_HOME")
+    return Path(home).expanduser() if home else Path.home() / ".engram"
+
+
+def find_work_tree(start: Path) -> Path | None:
+    """The top of the git work tree holding `start`, found the way git finds `.git`."""
+    current = start.resolve()
+    for candidate in (current, *current.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+def find_project_store(start: Path) -> Path | None:
+    top = find_work_tree(start)
+    if top is None:
+        return None
+    root = top / PROJECT_DIR
+    if root.is_dir() and root.resolve() != engram_home().resolve():
+        return root
+    return None
+
+
+def parse_value(key: str, text: str) -> Any:
+    """Turn the text of `engram config set KEY VALUE` into the setting's type."""
+    setting = _setting(key)
+    if text.lower() in ("null", "none", "") and setting.default is None:
+        return None
+    if setting.type is bool:
+        lowered = text.lower()
+        if lowered in ("true", "yes", "on", "1"):
+            return True
+        if lowered in ("false", "no", "off", "0"):
+            return False
+        raise UsageError(f"{key} takes true or false, not {text!r}")
+    if setting.type is int:
+        try:
+            value: Any = int(text)
+        except ValueError:
+            raise UsageError(f"{key} takes a whole number, not {text!r}") from None
+    elif setting.type is float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise UsageError(f"{key} takes a number, not {text!r}") from None
+    else:
+        value = text
+    return check_value(key, value)
+
+
+def check_value(key: str, value: Any) -> Any:
+    setting = _setting(key)
+    if value is None and setting.default is None:
+        return None
+    if setting.type is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, setting.type) or (
+        isinstance(value, bool) and setting.type is not bool
+    ):
+        raise UsageError(f"{key} must be a {setting.type.__name__}, not {value!r}")
+    if setting.minimum is not None and value < setting.minimum:
+        raise UsageError(f"{key} must be at least {setting.minimum}, not {value}")
+    if setting.maximum is not None and value > setting.maximum:
+        raise UsageError(f"{key} must be at most {setting.maximum}, not {value}")
+    return value
+
+
+def _setting(key: str) -> Setting:
+    try:
+        return SETTINGS[key]
+    except KeyError:
+        raise UsageError(
+            f"unknown setting {key!r}; see every setting with `engram config list`"
+        ) from None
+
+
+def _yaml() -> YAML:
+    yaml = YAML()  # round-trip: keeps comments, order and style
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    return yaml
+
+
+def default_config_text() -> str:
+    """The commented config.yaml a new store starts with (every setting at its default)."""
+    lines = [_TEMPLATE_HEADER]
+    groups: dict[str, list[Setting]] = {}
+    for setting in SETTINGS.values():
+        head, _, _ = setting.key.rpartition(".")
+        groups.setdefault(head, []).append(setting)
+    for head, settings in groups.items():
+        indent = ""
+        if head:
+            lines.append(f"{head}:\n")
+            indent = "  "
+        for setting in settings:
+            name = setting.key.rpartition(".")[2]
+            lines.append(f"{indent}# {setting.help}\n")
+            lines.append(f"{indent}{name}: {_yaml_scalar(setting.default)}\n")
+    return "".join(lines)
+
+
+def _yaml_scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _flatten(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for name, value in tree.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, Mapping):
+            yield from _flatten(value, key + ".")
+        else:
+            yield key, value
+
+
+class ConfigFile:
+    """One store's config.yaml."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> dict[str, Any]:
+        """The settings this file sets, flattened to dotted keys and checked."""
+        if not self.path.exists():
+            return {}
+        try:
+            tree = _yaml().load(self.path.read_text(encoding="utf-8")) or {}
+        except Exception as exc:  # ruamel raises many types; all mean the same to a user
+            raise UsageError(f"{self.path} is not valid YAML ({exc.__class__.__name__}); "
+                             "fix it by hand or restore it with git") from None
+        if not isinstance(tree, Mapping):
+            raise UsageError(f"{self.path} must hold a mapping of settings")
+        values = {}
+        for key, value in _flatten(tree):
+            if key not in SETTINGS:
+                raise UsageError(f"{self.path}: unknown setting {key!r}; "
+                                 "see every setting with `engram config list`")
+            values[key] = check_value(key, value)
+        return values
+
+    def set(self, key: str, value: Any) -> None:
+        value = check_value(key, value)
+        yaml = _yaml()
+        text = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
+        tree = yaml.load(text) if text.strip() else None
+        if tree is None:
+            tree = yaml.load(default_config_text())
+        node = tree
+        *parents, leaf = key.split(".")
+        for name in parents:
+            if name not in node or not isinstance(node[name], Mapping):
+                node[name] = {}
+            node = node[name]
+        node[leaf] = value
+        out = io.StringIO()
+        yaml.dump(tree, out)
+        tmp = self.path.with_suffix(".yaml.tmp")
+        tmp.write_text(out.getvalue(), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+class Settings:
+    """Effective settings: defaults, then each config file in order, later ones winning."""
+
+    def __init__(self, *layers: Mapping[str, Any]) -> None:
+        self._values = {key: s.default for key, s in SETTINGS.items()}
+        self._origin = {key: "default" for key in SETTINGS}
+        for layer in layers:
+            origin = getattr(layer, "origin", "file")
+            for key, value in layer.items():
+                self._values[key] = value
+                self._origin[key] = origin
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[_setting(key).key]
+
+    def origin(self, key: str) -> str:
+        return self._origin[key]
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        return iter(self._values.items())
+
+
+class Layer(dict):
+    """Settings from one file, remembering where they came from."""
+
+    def __init__(self, values: Mapping[str, Any], origin: str) -> None:
+        super().__init__(values)
+        self.origin = origin

@@ -1,0 +1,282 @@
+"""Memories: what an agent learned, as events folded into current state.
+
+`memory.created` carries every field; `memory.updated` carries only the fields that changed;
+`memory.forgotten` retires a memory with a reason. Folding a memory's events in `(clock, id)`
+order gives the same state on every clone. A forget is final for folding: an update that was
+written concurrently (without seeing the forget) does not bring the memory back.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from . import events as ev
+from .errors import UsageError
+from .store import check_relative
+
+MEMORY_KINDS: dict[str, str] = {
+    "fact": "something true about the code, the project or the world",
+    "decision": "a choice that was made, ideally with why",
+    "preference": "how the user likes things done",
+    "convention": "how this codebase does things",
+    "gotcha": "a trap: something surprising that cost time",
+    "failure": "something that failed, and why",
+    "lesson": "what to do differently next time",
+    "procedure": "steps that work for a recurring job",
+    "note": "anything else worth keeping",
+}
+SOURCES = ("user-said", "agent-inferred")
+DEFAULT_KIND = "fact"
+DEFAULT_SOURCE = "agent-inferred"
+DEFAULT_IMPORTANCE = 0.5
+
+Status = Literal["active", "forgotten"]
+
+_NAME_RE = re.compile(r"^[\w][\w.:@+#/\-]*$")
+_UPDATABLE = ("content", "kind", "tags", "scope", "source", "importance", "valid_from",
+              "valid_until")
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: str
+    content: str
+    kind: str
+    tags: tuple[str, ...]
+    scope: str | None
+    source: str
+    importance: float
+    valid_from: str | None
+    valid_until: str | None
+    status: Status
+    created_at: str
+    updated_at: str
+    created_clock: int
+    updated_clock: int
+    created_by: str
+    version: int
+    forgotten_reason: str | None = None
+    store: str | None = None  # which store it was read from, set by the reader
+    events: tuple[str, ...] = field(default=(), repr=False)  # ids of the events folded
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tags"] = list(self.tags)
+        data["events"] = list(self.events)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Memory:
+        values = dict(data)
+        values["tags"] = tuple(values.get("tags") or ())
+        values["events"] = tuple(values.get("events") or ())
+        return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
+
+    def valid_at(self, moment: datetime) -> bool:
+        if self.valid_from and ev.parse_time(self.valid_from) > moment:
+            return False
+        if self.valid_until and ev.parse_time(self.valid_until) <= moment:
+            return False
+        return True
+
+    def summary(self, width: int = 72) -> str:
+        text = " ".join(self.content.split())
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# -- validation at the edge --------------------------------------------------------------------
+
+
+def clean_text(text: str, *, field_name: str, limit: int) -> str:
+    """Check free text: not empty, valid UTF-8, no control characters but newline and tab."""
+    if not isinstance(text, str):
+        raise UsageError(f"{field_name} must be text")
+    try:
+        encoded = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{field_name} is not valid UTF-8; re-encode it as UTF-8") from None
+    text = text.replace("\r\n", "\n")
+    for index, char in enumerate(text):
+        if char in "\n\t":
+            continue
+        if unicodedata.category(char) == "Cc":
+            line = text.count("\n", 0, index) + 1
+            raise UsageError(
+                f"{field_name} contains a control character (U+{ord(char):04X}) on line {line}; "
+                "remove it"
+            )
+    if not text.strip():
+        raise UsageError(f"{field_name} is empty; give the text to store")
+    if len(encoded) > limit:
+        raise UsageError(
+            f"{field_name} is {len(encoded)} bytes, over the limit of {limit} "
+            "(setting limits.content_bytes); shorten it or split it into several memories"
+        )
+    return text.strip()
+
+
+def check_name(value: str, *, what: str, limit: int) -> str:
+    value = value.strip()
+    if not value:
+        raise UsageError(f"{what} is empty")
+    check_relative(value, what)
+    if len(value) > limit:
+        raise UsageError(f"{what} {value[:20]!r}… is longer than {limit} characters "
+                         "(setting limits.name_chars)")
+    if not _NAME_RE.match(value):
+        raise UsageError(
+            f"{what} {value!r} may hold only letters, digits and . _ - : / @ + #, "
+            "and must start with a letter or digit"
+        )
+    return value
+
+
+def check_tags(tags: Iterable[str], *, limit: int, name_limit: int) -> tuple[str, ...]:
+    out: list[str] = []
+    for tag in tags:
+        for part in str(tag).split(","):
+            if part.strip():
+                name = check_name(part, what="tag", limit=name_limit).lower()
+                if name not in out:
+                    out.append(name)
+    if len(out) > limit:
+        raise UsageError(f"{len(out)} tags is over the limit of {limit} (setting limits.tags)")
+    return tuple(out)
+
+
+def check_kind(kind: str) -> str:
+    if kind not in MEMORY_KINDS:
+        raise UsageError(f"unknown memory kind {kind!r}; use one of: {', '.join(MEMORY_KINDS)}")
+    return kind
+
+
+def check_source(source: str) -> str:
+    if source not in SOURCES:
+        raise UsageError(f"unknown source {source!r}; use {' or '.join(SOURCES)}")
+    return source
+
+
+def check_importance(value: float) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"importance must be a number from 0 to 1, not {value!r}") from None
+    if not 0.0 <= number <= 1.0 or number != number:
+        raise UsageError(f"importance must be from 0 to 1, not {value}")
+    return round(number, 4)
+
+
+_RELATIVE_RE = re.compile(r"^(\d+)\s*(s|m|h|d|w)$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_moment(text: str, *, what: str, now: datetime | None = None,
+                 future: bool = False) -> datetime:
+    """An ISO date or date-time (UTC unless it says otherwise), or an age like 3d, 12h, 2w."""
+    text = text.strip()
+    match = _RELATIVE_RE.match(text)
+    if match:
+        delta = timedelta(**{_UNITS[match[2]]: int(match[1])})
+        base = now or ev.utc_now()
+        return base + delta if future else base - delta
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"{what} {text!r} is not a date; use an ISO date like 2026-12-01, "
+            "a date-time like 2026-12-01T09:30, or an age like 3d or 12h"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment
+
+
+def check_window(valid_from: str | None, valid_until: str | None) -> None:
+    if valid_from and valid_until and ev.parse_time(valid_until) <= ev.parse_time(valid_from):
+        raise UsageError("--valid-until must be later than --valid-from")
+
+
+# -- folding ------------------------------------------------------------------------------------
+
+
+def fold(events: Sequence[ev.Event]) -> Memory | None:
+    """The state of one memory after its events, given in (clock, id) order."""
+    memory: Memory | None = None
+    for event in events:
+        data = event.data
+        if event.kind == "memory.created":
+            if memory is not None:
+                continue
+            memory = Memory(
+                id=data["memory"],
+                content=data.get("content", ""),
+                kind=data.get("kind", DEFAULT_KIND),
+                tags=tuple(data.get("tags") or ()),
+                scope=data.get("scope"),
+                source=data.get("source", DEFAULT_SOURCE),
+                importance=float(data.get("importance", DEFAULT_IMPORTANCE)),
+                valid_from=data.get("valid_from"),
+                valid_until=data.get("valid_until"),
+                status="active",
+                created_at=event.time,
+                updated_at=event.time,
+                created_clock=event.clock,
+                updated_clock=event.clock,
+                created_by=event.actor,
+                version=1,
+                events=(event.id,),
+            )
+        elif memory is None:
+            continue  # an update whose creation has not arrived (yet): nothing to apply it to
+        elif event.kind == "memory.updated":
+            changes: dict[str, Any] = {k: data[k] for k in _UPDATABLE if k in data}
+            if "tags" in changes:
+                changes["tags"] = tuple(changes["tags"] or ())
+            if "importance" in changes:
+                changes["importance"] = float(changes["importance"])
+            memory = replace(
+                memory, **changes, updated_at=event.time, updated_clock=event.clock,
+                version=memory.version + 1, events=(*memory.events, event.id),
+            )
+        elif event.kind == "memory.forgotten":
+            memory = replace(
+                memory, status="forgotten", forgotten_reason=data.get("reason"),
+                updated_at=event.time, updated_clock=event.clock,
+                events=(*memory.events, event.id),
+            )
+    return memory
+
+
+def history(events: Sequence[ev.Event]) -> list[tuple[ev.Event, Memory]]:
+    """Every version of a memory: each event with the state right after it."""
+    out = []
+    for index, event in enumerate(events):
+        state = fold(events[: index + 1])
+        if state is not None and (not out or out[-1][1] != state):
+            out.append((event, state))
+    return out
+
+
+def describe(event: ev.Event) -> str:
+    """One line for `engram log` and commit messages."""
+    data = event.data
+    short = str(data.get("memory", ""))[: ev.SHORT_ID_LEN]
+    if event.kind == "memory.created":
+        return f"remember {short} [{data.get('kind', DEFAULT_KIND)}] {_one_line(data.get('content', ''))}"
+    if event.kind == "memory.updated":
+        fields = ", ".join(k for k in _UPDATABLE if k in data)
+        text = f": {_one_line(data['content'])}" if "content" in data else ""
+        return f"update {short} ({fields}){text}"
+    if event.kind == "memory.forgotten":
+        return f"forget {short}: {_one_line(data.get('reason') or '')}"
+    return ""
+
+
+def _one_line(text: str, width: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,405 @@
+"""The read model: a SQLite cache of a store's events and the state folded from them.
+
+Derived state, never truth: it lives in `<git-dir>/engram/cache/`, can be deleted at any time,
+and rebuilds itself from the event files. Freshness comes from the files themselves: for every
+event file it remembers how far it has read (bytes, lines) and the last line it read, so a file
+that grew is read from where it stopped, and a file that changed in any other way (a checkout, a
+merge, a pull done with plain git) is read again from the start. A query therefore costs a stat
+per event file plus the new lines, never a scan of the whole history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from . import events as ev
+from . import memories as mem
+from .store import Problem, Store
+
+VERSION = 1  # bump when the schema or a fold changes: caches rebuild themselves
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE files (
+    path TEXT PRIMARY KEY, consumed INTEGER, lines INTEGER, tail TEXT, tail_len INTEGER,
+    disk_size INTEGER, mtime_ns INTEGER, ino INTEGER
+);
+CREATE TABLE sources (file TEXT, line INTEGER, id TEXT, PRIMARY KEY (file, line));
+CREATE INDEX sources_id ON sources (id);
+CREATE TABLE events (
+    id TEXT PRIMARY KEY, clock INTEGER, kind TEXT, time TEXT, actor TEXT, session TEXT,
+    machine TEXT, entity TEXT, task TEXT, body BLOB
+);
+CREATE INDEX events_order ON events (clock, id);
+CREATE INDEX events_entity ON events (entity);
+CREATE TABLE memories (
+    id TEXT PRIMARY KEY, status TEXT, kind TEXT, scope TEXT, source TEXT, importance REAL,
+    valid_from TEXT, valid_until TEXT, created_clock INTEGER, updated_clock INTEGER,
+    content TEXT, body BLOB
+);
+CREATE INDEX memories_updated ON memories (updated_clock);
+CREATE TABLE memory_tags (memory TEXT, tag TEXT, PRIMARY KEY (memory, tag));
+CREATE INDEX memory_tags_tag ON memory_tags (tag);
+CREATE TABLE problems (path TEXT, line INTEGER, severity TEXT, message TEXT);
+"""
+
+
+@dataclass
+class RefreshReport:
+    files_read: int = 0
+    events_added: int = 0
+    events_removed: int = 0
+    entities: set[str] = field(default_factory=set)
+    rebuilt: bool = False
+
+
+class Projection:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.path = store.local_dir / "cache" / "projection.sqlite3"
+        self._db: sqlite3.Connection | None = None
+        self.in_memory = False
+
+    # -- connection ------------------------------------------------------------------------
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = self._open()
+        return self._db
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = self._connect(str(self.path))
+        except (sqlite3.DatabaseError, OSError):
+            # Corrupt or unwritable cache: a corrupt one is rebuilt; an unwritable store is read
+            # into memory so that reads keep working.
+            self._remove_files()
+            try:
+                db = self._connect(str(self.path))
+            except (sqlite3.DatabaseError, OSError):
+                self.in_memory = True
+                db = self._connect(":memory:")
+        return db
+
+    def _connect(self, target: str) -> sqlite3.Connection:
+        db = sqlite3.connect(target, timeout=30, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        row = None
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+        except sqlite3.OperationalError:
+            pass
+        if row is None or row[0] != str(VERSION):
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                current = None
+                try:  # another process may have built it while we waited for the lock
+                    current = db.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+                except sqlite3.OperationalError:
+                    pass
+                if current is None or current[0] != str(VERSION):
+                    for (name,) in db.execute(
+                        "SELECT name FROM sqlite_master WHERE type='table'"
+                    ).fetchall():
+                        db.execute(f"DROP TABLE IF EXISTS {name}")
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            db.execute(statement)
+                    db.execute("INSERT INTO meta VALUES ('version', ?)", (str(VERSION),))
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        return db
+
+    def _remove_files(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(self.path) + suffix).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def reset(self) -> None:
+        """Forget everything cached; the next refresh reads every file again."""
+        self.close()
+        self._remove_files()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        else:
+            db.execute("COMMIT")
+
+    # -- keeping up with the files ---------------------------------------------------------
+
+    def refresh(self) -> RefreshReport:
+        try:
+            return self._refresh()
+        except sqlite3.DatabaseError:
+            # A damaged cache is rebuilt, never fatal.
+            self.reset()
+            report = self._refresh()
+            report.rebuilt = True
+            return report
+
+    def _refresh(self) -> RefreshReport:
+        report = RefreshReport()
+        disk = {self.store.rel(p): p for p in self.store.event_files()}
+        stats = {rel: p.stat() for rel, p in disk.items()}
+        known = {row[0]: row for row in self.db.execute("SELECT * FROM files")}
+        if not self._needs_work(disk, stats, known):
+            return report
+        with self._write() as db:
+            # Re-read inside the write transaction: another process may have just done it.
+            known = {row[0]: row for row in db.execute("SELECT * FROM files")}
+            for rel in set(known) - set(disk):
+                self._drop_file(db, rel, report)
+            for rel, path in disk.items():
+                st = stats[rel]
+                row = known.get(rel)
+                if row is not None and _unchanged(row, st):
+                    continue
+                start, first_line = 0, 1
+                if row is not None and self._grew(path, row, st):
+                    start, first_line = row[1], row[2] + 1
+                elif row is not None:
+                    self._drop_file(db, rel, report)
+                if start == 0:
+                    db.execute("DELETE FROM problems WHERE path=?", (rel,))
+                else:
+                    db.execute("DELETE FROM problems WHERE path=? AND severity='warning'", (rel,))
+                chunk = self.store.read_file(path, start=start, first_line=first_line)
+                report.files_read += 1
+                self._add_events(db, rel, chunk.events, report)
+                db.executemany(
+                    "INSERT INTO problems VALUES (?, ?, ?, ?)",
+                    [(p.path, p.line, p.severity, p.message) for p in chunk.problems],
+                )
+                tail = chunk.tail if chunk.tail else (b"" if start == 0 else None)
+                db.execute(
+                    "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        rel, chunk.consumed, chunk.lines,
+                        hashlib.sha1(tail).hexdigest() if tail is not None else row[3],
+                        len(tail) if tail is not None else row[4],
+                        st.st_size, st.st_mtime_ns, st.st_ino,
+                    ),
+                )
+            self._refold(db, report.entities)
+        top = self.db.execute("SELECT MAX(clock) FROM events").fetchone()[0]
+        if top:
+            try:
+                self.store.observe_clock(top)
+            except OSError:
+                pass  # a read-only store still reads
+        return report
+
+    def _needs_work(self, disk: dict[str, Path], stats: dict[str, os.stat_result],
+                    known: dict[str, tuple]) -> bool:
+        if set(disk) != set(known):
+            return True
+        return any(not _unchanged(known[rel], stats[rel]) for rel in disk)
+
+    def _grew(self, path: Path, row: tuple, st: os.stat_result) -> bool:
+        """Did the file only grow since we read it (its read part still ends as we saw it)?"""
+        consumed, tail, tail_len = row[1], row[3], row[4]
+        if st.st_size < consumed:
+            return False
+        if consumed == 0:
+            return True
+        with open(path, "rb") as handle:
+            handle.seek(consumed - tail_len)
+            return hashlib.sha1(handle.read(tail_len)).hexdigest() == tail
+
+    def _drop_file(self, db: sqlite3.Connection, rel: str, report: RefreshReport) -> None:
+        ids = [r[0] for r in db.execute("SELECT id FROM sources WHERE file=?", (rel,))]
+        db.execute("DELETE FROM sources WHERE file=?", (rel,))
+        db.execute("DELETE FROM files WHERE path=?", (rel,))
+        db.execute("DELETE FROM problems WHERE path=?", (rel,))
+        for event_id in ids:
+            if db.execute("SELECT 1 FROM sources WHERE id=? LIMIT 1", (event_id,)).fetchone():
+                continue  # still present in another file (a duplicate line)
+            row = db.execute("SELECT entity FROM events WHERE id=?", (event_id,)).fetchone()
+            db.execute("DELETE FROM events WHERE id=?", (event_id,))
+            report.events_removed += 1
+            if row and row[0]:
+                report.entities.add(row[0])
+
+    def _add_events(self, db: sqlite3.Connection, rel: str,
+                    numbered: Sequence[tuple[int, ev.Event]], report: RefreshReport) -> None:
+        for number, event in numbered:
+            db.execute("INSERT OR REPLACE INTO sources VALUES (?, ?, ?)", (rel, number, event.id))
+            body = ev.canonical_json(event.to_dict())
+            existing = db.execute("SELECT body FROM events WHERE id=?", (event.id,)).fetchone()
+            if existing is not None:
+                if existing[0] != body:
+                    db.execute(
+                        "INSERT INTO problems VALUES (?, ?, 'error', ?)",
+                        (rel, number, f"event id {event.id} appears elsewhere with different "
+                                      "content"),
+                    )
+                continue
+            entity = event.entity
+            db.execute(
+                "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (event.id, event.clock, event.kind, event.time, event.actor, event.session,
+                 event.machine, entity, event.data.get("task"), body),
+            )
+            report.events_added += 1
+            if entity:
+                report.entities.add(entity)
+
+    def _refold(self, db: sqlite3.Connection, entities: Iterable[str]) -> None:
+        for entity in entities:
+            events = self._entity_events(db, entity)
+            db.execute("DELETE FROM memories WHERE id=?", (entity,))
+            db.execute("DELETE FROM memory_tags WHERE memory=?", (entity,))
+            if not events or not events[0].kind.startswith("memory."):
+                continue
+            memory = mem.fold(events)
+            if memory is None:
+                continue
+            db.execute(
+                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (memory.id, memory.status, memory.kind, memory.scope, memory.source,
+                 memory.importance, memory.valid_from, memory.valid_until,
+                 memory.created_clock, memory.updated_clock, memory.content,
+                 orjson.dumps(memory.to_dict())),
+            )
+            db.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
+                           [(memory.id, tag) for tag in memory.tags])
+
+    @staticmethod
+    def _entity_events(db: sqlite3.Connection, entity: str) -> list[ev.Event]:
+        rows = db.execute(
+            "SELECT body FROM events WHERE entity=? ORDER BY clock, id", (entity,)
+        ).fetchall()
+        return [ev.parse_line(r[0]) for r in rows]
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def problems(self) -> list[Problem]:
+        return [Problem(*row) for row in self.db.execute(
+            "SELECT path, line, severity, message FROM problems ORDER BY path, line"
+        )]
+
+    def entity_events(self, entity: str) -> list[ev.Event]:
+        return self._entity_events(self.db, entity)
+
+    def memory(self, memory_id: str) -> mem.Memory | None:
+        row = self.db.execute("SELECT body FROM memories WHERE id=?", (memory_id,)).fetchone()
+        return self._memory(row[0]) if row else None
+
+    def _memory(self, body: bytes) -> mem.Memory:
+        memory = mem.Memory.from_dict(orjson.loads(body))
+        return mem.Memory.from_dict({**memory.to_dict(), "store": self.store.kind})
+
+    def memories(
+        self, *, kinds: Sequence[str] = (), tags: Sequence[str] = (), scope: str | None = None,
+        statuses: Sequence[str] = ("active",), contains: str | None = None,
+    ) -> Iterator[mem.Memory]:
+        """Memories newest first (by last change). Validity windows are the caller's filter."""
+        where, args = [], []
+        if statuses:
+            where.append(f"status IN ({','.join('?' * len(statuses))})")
+            args.extend(statuses)
+        if kinds:
+            where.append(f"kind IN ({','.join('?' * len(kinds))})")
+            args.extend(kinds)
+        if scope is not None:
+            where.append("scope = ?")
+            args.append(scope)
+        for tag in tags:
+            where.append("id IN (SELECT memory FROM memory_tags WHERE tag = ?)")
+            args.append(tag)
+        if contains:
+            where.append("instr(lower(content), ?) > 0")
+            args.append(contains.lower())
+        sql = "SELECT body FROM memories"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY updated_clock DESC, id DESC"
+        for (body,) in self.db.execute(sql, args).fetchall():
+            yield self._memory(body)
+
+    def events(
+        self, *, kinds: Sequence[str] = (), entity: str | None = None, task: str | None = None,
+        actor: str | None = None, since_clock: int | None = None, limit: int | None = None,
+        newest_first: bool = True,
+    ) -> list[ev.Event]:
+        where, args = [], []
+        if kinds:
+            # `--kind memory` matches every memory.* event; `--kind memory.created` just that.
+            where.append("(" + " OR ".join(["kind = ? OR kind LIKE ?"] * len(kinds)) + ")")
+            for prefix in kinds:
+                args.extend([prefix, prefix + ".%"])
+        if entity:
+            where.append("entity = ?")
+            args.append(entity)
+        if task:
+            where.append("(task = ? OR entity = ?)")
+            args.extend([task, task])
+        if actor:
+            where.append("instr(lower(actor), ?) > 0")
+            args.append(actor.lower())
+        if since_clock is not None:
+            where.append("clock >= ?")
+            args.append(since_clock)
+        sql = "SELECT body FROM events"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        order = "DESC" if newest_first else "ASC"
+        sql += f" ORDER BY clock {order}, id {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [ev.parse_line(r[0]) for r in self.db.execute(sql, args)]
+
+    def event(self, event_id: str) -> ev.Event | None:
+        row = self.db.execute("SELECT body FROM events WHERE id=?", (event_id,)).fetchone()
+        return ev.parse_line(row[0]) if row else None
+
+    def match_ids(self, prefix: str) -> list[tuple[str, str]]:
+        """(id, what) pairs whose id starts with `prefix`: memories, then events."""
+        out = [(r[0], "memory") for r in self.db.execute(
+            "SELECT id FROM memories WHERE id >= ? AND id < ? LIMIT 20",
+            (prefix.lower(), prefix.lower() + "\uffff"),
+        )]
+        upper = prefix.upper()
+        out += [(r[0], "event") for r in self.db.execute(
+            "SELECT id FROM events WHERE id >= ? AND id < ? LIMIT 20", (upper, upper + "\uffff")
+        )]
+        return out
+
+    def counts(self) -> dict[str, Any]:
+        db = self.db
+        by_status = dict(db.execute("SELECT status, COUNT(*) FROM memories GROUP BY status"))
+        return {
+            "events": db.execute("SELECT COUNT(*) FROM events").fetchone()[0],
+            "memories": by_status.get("active", 0),
+            "forgotten": by_status.get("forgotten", 0),
+            "files": db.execute("SELECT COUNT(*) FROM files").fetchone()[0],
+        }
+
+
+def _unchanged(row: tuple, st: os.stat_result) -> bool:
+    return row[5] == st.st_size and row[6] == st.st_mtime_ns and row[7] == st.st_ino

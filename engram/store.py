@@ -1,0 +1,493 @@
+"""One store on disk: its layout, the append path, and reading event files back.
+
+Layout of a store root (`~/.engram`, or `.engram/` in a project's work tree):
+
+    config.yaml                      settings (committed)
+    README.md, .gitattributes        for people browsing the repository (committed)
+    events/YYYY/MM/<writer>.jsonl    the events (committed)
+
+Per-clone state that must never be committed lives in the git directory, `<git-dir>/engram/`:
+the write lock, the writer's position, caches, and torn lines set aside after a crash.
+
+One writer, one file: each clone appends to files named after a writer id that no other clone
+uses, so two clones never change the same file and plain `git merge` joins them. The writer
+remembers the size and last line of the file it appends to; if the file is not exactly as it left
+it (a branch switch, a reset, a checkout of an older commit) it starts a new writer file instead
+of extending a history another branch may also extend. That is what keeps merges conflict-free.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from filelock import FileLock, Timeout
+
+from . import events as ev
+from .config import CONFIG_FILE, PROJECT_DIR, ConfigFile, Layer, default_config_text
+from .errors import EngramError, NoStoreError, UsageError
+
+StoreKind = Literal["personal", "project"]
+
+EVENTS_DIR = "events"
+# Paths under a store root that Engram owns and commits. Anything else is left alone.
+TRACKED = (CONFIG_FILE, "README.md", ".gitattributes", EVENTS_DIR)
+
+LOCK_TIMEOUT_SECONDS = 30.0
+
+_README = """\
+# Engram store
+
+This directory is an [Engram](https://pypi.org/project/engram/) store: what coding agents learned
+(decisions, conventions, gotchas, failures) and where they stopped (tasks, checkpoints, handoffs).
+
+- `events/YYYY/MM/*.jsonl` are the truth: immutable events, one JSON object per line. Each file is
+  written by one clone only, so branches and machines merge with plain git, without conflicts.
+- `config.yaml` holds the store's settings (`engram config list`).
+
+Do not edit event files by hand: `engram verify` checks them, and `engram log` reads them.
+"""
+
+_GITATTRIBUTES = """\
+# Event files are LF-only JSON Lines on every platform; never convert line endings.
+*.jsonl text eol=lf
+"""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something wrong in an event file, with where it is."""
+
+    path: str  # relative to the store root
+    line: int
+    severity: Literal["error", "warning"]
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+@dataclass
+class Chunk:
+    """What reading part of an event file found."""
+
+    events: list[tuple[int, ev.Event]] = field(default_factory=list)  # (line number, event)
+    problems: list[Problem] = field(default_factory=list)
+    consumed: int = 0  # byte offset just past the last complete line
+    lines: int = 0  # complete lines up to `consumed`
+    tail: bytes = b""  # the last complete line, for detecting rewrites later
+
+
+def _git_dir(work_tree: Path) -> Path:
+    dot_git = work_tree / ".git"
+    if dot_git.is_file():  # a linked worktree or submodule: "gitdir: <path>"
+        text = dot_git.read_text(encoding="utf-8").strip()
+        if text.startswith("gitdir:"):
+            target = Path(text.split(":", 1)[1].strip())
+            return target if target.is_absolute() else (work_tree / target).resolve()
+    return dot_git
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _slug(text: str, limit: int = 20) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit].strip("-")
+    return slug or "writer"
+
+
+class Store:
+    """A personal or project store. Cheap to construct; touches disk only when asked."""
+
+    def __init__(self, root: Path, kind: StoreKind) -> None:
+        self.root = root.absolute()
+        self.kind: StoreKind = kind
+        self.work_tree = self.root if kind == "personal" else self.root.parent
+        self.prefix = "" if kind == "personal" else PROJECT_DIR
+        self.events_dir = self.root / EVENTS_DIR
+        self._git_dir: Path | None = None
+        self.repairs: list[str] = []  # what the last append had to repair, for the caller to tell
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.root)!r}, {self.kind!r})"
+
+    # -- locations ---------------------------------------------------------------------------
+
+    @property
+    def git_dir(self) -> Path:
+        if self._git_dir is None:
+            self._git_dir = _git_dir(self.work_tree)
+        return self._git_dir
+
+    @property
+    def local_dir(self) -> Path:
+        """Per-clone state, inside the git directory so that it is never committed."""
+        return self.git_dir / "engram"
+
+    @property
+    def config_file(self) -> ConfigFile:
+        return ConfigFile(self.root / CONFIG_FILE)
+
+    def config_layer(self) -> Layer:
+        return Layer(self.config_file.load(), origin=f"{self.kind} store ({self.root / CONFIG_FILE})")
+
+    def exists(self) -> bool:
+        return self.root.is_dir() and (self.root / CONFIG_FILE).exists()
+
+    def repo_path(self, rel: str) -> str:
+        """A store-relative path as a path in the git work tree."""
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def event_files(self) -> list[Path]:
+        """Every event file, in a stable order."""
+        if not self.events_dir.is_dir():
+            return []
+        found = []
+        stack = [self.events_dir]
+        while stack:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+                    elif entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
+                        found.append(Path(entry.path))
+        return sorted(found)
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    # -- creating ----------------------------------------------------------------------------
+
+    def ensure_layout(self) -> list[str]:
+        """Create the committed skeleton files that are missing; return what was created."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.events_dir.mkdir(exist_ok=True)
+        created = []
+        for name, text in (
+            (CONFIG_FILE, default_config_text()),
+            ("README.md", _README),
+            (".gitattributes", _GITATTRIBUTES),
+        ):
+            path = self.root / name
+            if not path.exists():
+                path.write_text(text, encoding="utf-8")
+                created.append(name)
+        self.local_dir.mkdir(parents=True, exist_ok=True)
+        return created
+
+    # -- the write path ----------------------------------------------------------------------
+
+    def lock(self, timeout: float = LOCK_TIMEOUT_SECONDS) -> _StoreLock:
+        return _StoreLock(self, timeout)
+
+    def append(self, events: Iterable[ev.Event]) -> None:
+        """Append events durably: returns once their lines are written and fsynced.
+
+        Callers hold `self.lock()`; they build events with `next_clock()` under the same lock.
+        """
+        batch = list(events)
+        if not batch:
+            return
+        state = WriterState.load(self)
+        path = self._writable_path(state, batch[0])
+        data = b"".join(event.to_line() for event in batch)
+        new_file = not path.exists()
+        if new_file:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise _unwritable(self, exc) from None
+        try:
+            before = os.fstat(fd).st_size
+            try:
+                written = 0
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+                os.fsync(fd)
+            except OSError as exc:
+                # Disk full or I/O error part-way: take the partial line back out.
+                try:
+                    os.ftruncate(fd, before)
+                    os.fsync(fd)
+                except OSError:
+                    pass
+                raise _unwritable(self, exc) from None
+        finally:
+            os.close(fd)
+        if new_file:
+            _fsync_dir(path.parent)
+            _fsync_dir(path.parent.parent)
+        last = batch[-1].to_line()
+        state.segment = self.rel(path)
+        state.size = path.stat().st_size
+        state.tail = hashlib.sha1(last).hexdigest()
+        state.tail_len = len(last)
+        state.clock = max(state.clock, max(e.clock for e in batch))
+        if state.pending == 0:
+            state.pending_since = time.time()
+        state.pending += len(batch)
+        state.save(self)
+
+    def next_clock(self) -> int:
+        """The clock for the next event; call under the lock."""
+        state = WriterState.load(self)
+        return ev.next_clock(state.clock, self.observed_clock())
+
+    def observed_clock(self) -> int:
+        try:
+            return int((self.local_dir / "observed-clock").read_text() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def observe_clock(self, clock: int) -> None:
+        """Record the highest clock seen in any event, so that new events sort after it."""
+        if clock <= self.observed_clock():
+            return
+        self.local_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.local_dir / f"observed-clock.{os.getpid()}.tmp"
+        tmp.write_text(str(clock))
+        os.replace(tmp, self.local_dir / "observed-clock")
+
+    def _writable_path(self, state: WriterState, first: ev.Event) -> Path:
+        """The file to append to: this writer's file for the event's month, if it is untouched."""
+        moment = ev.parse_time(first.time)
+        if state.writer is None:
+            state.writer = self._new_writer_name()
+        path = self._month_path(moment, state.writer)
+        if state.segment == self.rel(path):
+            if self._as_left(path, state):
+                return path
+        elif not path.exists():
+            return path
+        # Not as we left it (or someone else's): never extend a history that may have forked.
+        state.writer = self._new_writer_name()
+        state.segment = None
+        return self._month_path(moment, state.writer)
+
+    def _month_path(self, moment: datetime, writer: str) -> Path:
+        return self.events_dir / f"{moment:%Y}" / f"{moment:%m}" / f"{writer}.jsonl"
+
+    def _new_writer_name(self) -> str:
+        return f"{_slug(ev.machine_name())}-{ev.new_entity_id()[:8]}"
+
+    def _as_left(self, path: Path, state: WriterState) -> bool:
+        """Is the file exactly as this writer left it? Repairs a crash's leftovers on the way."""
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return False
+        if size < state.size or not self._tail_matches(path, state):
+            return False
+        if size > state.size:
+            self._repair_tail(path, state)
+        return True
+
+    def _tail_matches(self, path: Path, state: WriterState) -> bool:
+        if state.size == 0:
+            return True
+        with open(path, "rb") as handle:
+            handle.seek(state.size - state.tail_len)
+            return hashlib.sha1(handle.read(state.tail_len)).hexdigest() == state.tail
+
+    def _repair_tail(self, path: Path, state: WriterState) -> None:
+        """Bytes past where we left the file: a crash between write and bookkeeping.
+
+        Complete valid events stay (they were fsynced; the caller may have been told nothing,
+        but they are real). A torn line is moved aside to `<git-dir>/engram/torn/` and the file
+        is truncated back to its last complete line.
+        """
+        with open(path, "rb") as handle:
+            handle.seek(state.size)
+            extra = handle.read()
+        keep = 0
+        last_line = b""
+        for line in extra.splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                break
+            try:
+                ev.parse_line(line[:-1])
+            except ev.EventFormatError:
+                break
+            keep += len(line)
+            last_line = line
+        if keep:
+            state.size += keep
+            state.tail = hashlib.sha1(last_line).hexdigest()
+            state.tail_len = len(last_line)
+        if state.size < path.stat().st_size:
+            torn_dir = self.local_dir / "torn"
+            torn_dir.mkdir(parents=True, exist_ok=True)
+            aside = torn_dir / f"{path.stem}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}.bad"
+            aside.write_bytes(extra[keep:])
+            with open(path, "r+b") as handle:
+                handle.truncate(state.size)
+                os.fsync(handle.fileno())
+            self.repairs.append(
+                f"{self.rel(path)}: set aside a torn last line ({len(extra) - keep} bytes) "
+                f"left by a crash, in {aside}"
+            )
+
+    # -- the read path -----------------------------------------------------------------------
+
+    def read_file(self, path: Path, start: int = 0, first_line: int = 1) -> Chunk:
+        """Parse an event file from byte offset `start` (which must begin a line)."""
+        rel = self.rel(path)
+        chunk = Chunk(consumed=start, lines=first_line - 1)
+        with open(path, "rb") as handle:
+            if start:
+                handle.seek(start)
+            data = handle.read()
+        pos = 0
+        number = first_line - 1
+        size = len(data)
+        while pos < size:
+            end = data.find(b"\n", pos)
+            if end < 0:
+                chunk.problems.append(Problem(
+                    rel, number + 1, "warning",
+                    "torn last line (a crash mid-write); set aside, not read; "
+                    "the next write from this clone moves it out of the file",
+                ))
+                break
+            number += 1
+            line = data[pos:end]
+            pos = end + 1
+            chunk.consumed = start + pos
+            chunk.lines = number
+            chunk.tail = line + b"\n"
+            if not line.strip():
+                chunk.problems.append(Problem(rel, number, "error", "blank line"))
+                continue
+            if ev.is_conflict_marker(line):
+                chunk.problems.append(Problem(
+                    rel, number, "error",
+                    "git conflict marker; this file was edited on two sides of a merge "
+                    "(event files are never shared by two writers)",
+                ))
+                continue
+            try:
+                event = ev.parse_line(line)
+            except ev.EventFormatError as exc:
+                chunk.problems.append(Problem(rel, number, "error", str(exc)))
+                continue
+            chunk.events.append((number, event))
+        return chunk
+
+    def read_all(self) -> tuple[list[ev.Event], list[Problem]]:
+        """Every event in the store, deduped by id and ordered by (clock, id). Reads every file."""
+        seen: dict[str, ev.Event] = {}
+        problems: list[Problem] = []
+        for path in self.event_files():
+            chunk = self.read_file(path)
+            problems.extend(chunk.problems)
+            for _, event in chunk.events:
+                seen.setdefault(event.id, event)
+        return sorted(seen.values(), key=lambda e: e.sort_key), problems
+
+
+@dataclass
+class WriterState:
+    """Where this clone's writer stands. Kept in `<git-dir>/engram/writer.json`.
+
+    It is written after every append without fsync: if it is lost, the next append merely
+    starts a new writer file, which is always safe.
+    """
+
+    writer: str | None = None
+    segment: str | None = None  # store-relative path of the file last appended to
+    size: int = 0
+    tail: str = ""
+    tail_len: int = 0
+    clock: int = 0
+    pending: int = 0
+    pending_since: float = 0.0
+
+    @classmethod
+    def load(cls, store: Store) -> WriterState:
+        try:
+            raw: dict[str, Any] = orjson.loads((store.local_dir / "writer.json").read_bytes())
+            return cls(**{k: v for k, v in raw.items() if k in cls.__dataclass_fields__})
+        except (FileNotFoundError, orjson.JSONDecodeError, TypeError):
+            return cls()
+
+    def save(self, store: Store) -> None:
+        store.local_dir.mkdir(parents=True, exist_ok=True)
+        tmp = store.local_dir / f"writer.json.{os.getpid()}.tmp"
+        tmp.write_bytes(orjson.dumps(self.__dict__))
+        os.replace(tmp, store.local_dir / "writer.json")
+
+
+class _StoreLock:
+    """Serialises writers on one clone. The OS frees it when its process dies."""
+
+    def __init__(self, store: Store, timeout: float) -> None:
+        self.store = store
+        self.timeout = timeout
+        self._lock: FileLock | None = None
+
+    def __enter__(self) -> Store:
+        try:
+            self.store.local_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _unwritable(self.store, exc) from None
+        self._lock = FileLock(
+            self.store.local_dir / "write.lock", timeout=self.timeout, poll_interval=0.002,
+            thread_local=False,
+        )
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise EngramError(
+                f"another Engram process has held the write lock of {self.store.root} for "
+                f"{self.timeout:.0f}s; wait for it to finish or stop it"
+            ) from None
+        except OSError as exc:
+            raise _unwritable(self.store, exc) from None
+        return self.store
+
+    def __exit__(self, *exc: object) -> None:
+        if self._lock is not None:
+            self._lock.release()
+
+
+def _unwritable(store: Store, exc: OSError) -> EngramError:
+    reason = {
+        errno.EROFS: "its file system is read-only",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.ENOSPC: "the disk is full",
+    }.get(exc.errno or 0, exc.strerror or str(exc))
+    return EngramError(f"cannot write to the store at {store.root}: {reason}; "
+                       "fix that, then retry (nothing was written)")
+
+
+def require(store: Store | None, kind: StoreKind) -> Store:
+    if store is None or not store.exists():
+        if kind == "project":
+            raise NoStoreError(
+                "no project store here; run `engram init --project` at the top of the repository"
+            )
+        raise NoStoreError("no personal store yet; run `engram init` to create one")
+    return store
+
+
+def check_relative(name: str, what: str) -> str:
+    """Refuse path-like names that could escape a directory when used as paths."""
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in name.split("/"):
+        raise UsageError(f"{what} {name!r} must not be an absolute path or contain '..'")
+    return name
