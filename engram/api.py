@@ -422,7 +422,7 @@ class Engram:
         words = [w.lower() for w in query.split() if w.strip()]
         if not words:
             raise UsageError("the query is empty; give words to look for")
-        candidates = self.memories(limit=None, contains=words[0], **filters)
+        candidates = self.memories(limit=None, **filters)
         scored = []
         for memory in candidates:
             text = (memory.content + " " + " ".join(memory.tags)).lower()
@@ -530,9 +530,17 @@ class Engram:
         self._commit_store(store, subject=f"engram: config {key} = {value}")
         return value
 
+    def _effective_settings(self) -> Settings:
+        """Settings as they apply here: the project's on top, unless only personal is used."""
+        if self.use == "personal":
+            return self.settings(self.personal)
+        return self.settings()
+
+    def config_get(self, key: str) -> Any:
+        return self._effective_settings()[key]
+
     def config_list(self) -> list[dict[str, Any]]:
-        store = self.project if self.use == "project" else None
-        settings = self.settings(store)
+        settings = self._effective_settings()
         return [
             {"key": key, "value": settings[key], "origin": settings.origin(key),
              "help": SETTINGS[key].help}

@@ -481,12 +481,12 @@ def config() -> None:
 
 
 @config.command(name="list")
-@click.option("--project", is_flag=True, help="Include the project store's settings.")
+@click.option("--personal", is_flag=True, help="Ignore the project store's settings.")
 @json_option
 @click.pass_context
-def config_list(ctx: click.Context, project: bool, as_json: bool) -> None:
-    """Every setting, its value and where the value comes from."""
-    engram = _engram(ctx, project=project)
+def config_list(ctx: click.Context, personal: bool, as_json: bool) -> None:
+    """Every setting, its effective value here, and where the value comes from."""
+    engram = _engram(ctx, personal=personal)
     rows = engram.config_list()
     if as_json:
         _print_json(rows)
@@ -499,12 +499,12 @@ def config_list(ctx: click.Context, project: bool, as_json: bool) -> None:
 
 @config.command(name="get")
 @click.argument("key")
-@click.option("--project", is_flag=True, help="Include the project store's settings.")
+@click.option("--personal", is_flag=True, help="Ignore the project store's settings.")
 @click.pass_context
-def config_get(ctx: click.Context, key: str, project: bool) -> None:
-    """Print one setting's effective value."""
-    engram = _engram(ctx, project=project)
-    value = engram.settings(engram.project if project else None)[key]
+def config_get(ctx: click.Context, key: str, personal: bool) -> None:
+    """Print one setting's effective value here."""
+    engram = _engram(ctx, personal=personal)
+    value = engram.config_get(key)
     click.echo("null" if value is None else str(value).lower() if isinstance(value, bool)
                else value)
 

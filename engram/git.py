@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
 import pygit2
 from pygit2.enums import FileMode, RepositoryState
 
@@ -148,16 +149,21 @@ class StoreRepo:
         tree = self.head_tree()
         result = Pending()
         on_disk = set()
+        stat_cache = _StatCache(self.store)
         for rel in self._tracked_files():
             on_disk.add(rel)
             blob = self._blob(tree, rel)
             path = self.store.root / rel
             if rel.startswith(EVENTS_DIR + "/"):
                 committed = blob.size if blob is not None else 0
-                size = path.stat().st_size
-                if size == committed:
+                st = path.stat()
+                if st.st_size == committed:
+                    if blob is not None and not self._same_as_committed(path, rel, st, blob,
+                                                                         stat_cache):
+                        result.refused.append(rel)
                     continue
                 data = path.read_bytes()
+                size = len(data)
                 if size < committed or (blob is not None and not data.startswith(blob.data)):
                     result.refused.append(rel)
                     continue
@@ -175,11 +181,24 @@ class StoreRepo:
                 data = path.read_bytes()
                 if blob is None or blob.id != pygit2.hash(data):
                     result.changes.append(FileChange(rel, data))
+        stat_cache.save()
         if tree is not None:
             result.missing = [
                 rel for rel in self._committed_event_files(tree) if rel not in on_disk
             ]
         return result
+
+    @staticmethod
+    def _same_as_committed(path: Path, rel: str, st: os.stat_result, blob: pygit2.Blob,
+                           cache: _StatCache) -> bool:
+        """Same size as committed: is it the same bytes? Hashes only when the stat changed."""
+        key = [st.st_size, st.st_mtime_ns, st.st_ino, str(blob.id)]
+        if cache.get(rel) == key:
+            return True
+        if pygit2.hash(path.read_bytes()) != blob.id:
+            return False
+        cache.put(rel, key)
+        return True
 
     def _committed_event_files(self, tree: pygit2.Tree) -> list[str]:
         try:
@@ -267,6 +286,35 @@ class StoreRepo:
 
     def remotes(self) -> list[dict[str, str]]:
         return [{"name": r.name, "url": r.url or ""} for r in self.repo.remotes]
+
+
+class _StatCache:
+    """Event files already checked against their committed blob, by stat (like git's index)."""
+
+    def __init__(self, store: Store) -> None:
+        self.path = store.local_dir / "committed-stat.json"
+        try:
+            self.entries: dict[str, list] = orjson.loads(self.path.read_bytes())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            self.entries = {}
+        self.dirty = False
+
+    def get(self, rel: str) -> list | None:
+        return self.entries.get(rel)
+
+    def put(self, rel: str, key: list) -> None:
+        self.entries[rel] = key
+        self.dirty = True
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        try:
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(orjson.dumps(self.entries))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # only a cache; a read-only store is still readable
 
 
 class _IndexLock:

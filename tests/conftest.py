@@ -1,0 +1,107 @@
+"""Every test runs with its own HOME, ENGRAM_HOME and an empty git configuration.
+
+Nothing a test does can touch the real home directory or be steered by the developer's own git
+config (pygit2's own test suite blanks its config search path the same way).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pygit2
+import pytest
+from click.testing import CliRunner, Result
+from pygit2.enums import ConfigLevel
+
+from engram.api import Engram
+
+ACTOR = "Test Agent <agent@example.com>"
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test User",
+    "GIT_AUTHOR_EMAIL": "user@example.com",
+    "GIT_COMMITTER_NAME": "Test User",
+    "GIT_COMMITTER_EMAIL": "user@example.com",
+}
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    home = tmp_path / "home"
+    home.mkdir()
+    empty = tmp_path / "empty-gitconfig"
+    empty.write_text("")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("ENGRAM_HOME", str(home / ".engram"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    monkeypatch.setenv("GIT_CONFIG_SYSTEM", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("ENGRAM_ACTOR", ACTOR)
+    monkeypatch.setenv("ENGRAM_MACHINE", "testbox")
+    monkeypatch.delenv("ENGRAM_SESSION", raising=False)
+    for name, value in GIT_ENV.items():
+        monkeypatch.setenv(name, value)
+    saved = {}
+    for level in (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM):
+        saved[level] = pygit2.settings.search_path[level]
+        pygit2.settings.search_path[level] = str(tmp_path / "no-git-config")
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    for level, value in saved.items():
+        pygit2.settings.search_path[level] = value
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> str:
+    """Plain git, as a user would run it."""
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    for name, text in (files or {"README.md": "a project\n"}).items():
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+@pytest.fixture
+def home_store() -> Engram:
+    """An initialised personal store."""
+    engram = Engram()
+    engram.init()
+    return engram
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A git repository with an initialised project store."""
+    repo = make_repo(tmp_path / "project")
+    Engram(cwd=repo).init(project=True)
+    return repo
+
+
+def cli(*args: str, input: str | None = None, cwd: Path | None = None) -> Result:
+    from engram.cli import main
+
+    argv = (["-C", str(cwd)] if cwd else []) + list(args)
+    return CliRunner().invoke(main, argv, input=input, catch_exceptions=False)
+
+
+def run_engram(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The real `engram` command in a child process."""
+    return subprocess.run(
+        [sys.executable, "-m", "engram", *args], cwd=cwd, capture_output=True, text=True,
+        env={**os.environ, **(env or {})}, timeout=timeout,
+    )

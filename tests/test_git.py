@@ -1,0 +1,146 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import ACTOR, git, make_repo
+from engram.api import Engram
+from engram.errors import GitError
+from engram.store import WriterState
+
+
+def porcelain_without_engram(repo: Path) -> list[str]:
+    return [line for line in git(repo, "status", "--porcelain=v1", "-uall").splitlines()
+            if ".engram/" not in line]
+
+
+def test_project_commit_leaves_staged_and_unstaged_changes_exactly_as_they_were(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path / "repo", {
+        "app.py": "line 1\nline 2\nline 3\n",
+        "lib.py": "def f():\n    return 1\n",
+        "notes.txt": "notes\n",
+        "gone.txt": "to be deleted\n",
+    })
+    Engram(cwd=repo).init(project=True)
+    # The user's work in progress: a partly staged file, a staged new file, an unstaged edit,
+    # a staged deletion and an untracked file.
+    (repo / "app.py").write_text("line 1 staged\nline 2\nline 3\n")
+    git(repo, "add", "app.py")
+    (repo / "app.py").write_text("line 1 staged\nline 2\nline 3 unstaged\n")
+    (repo / "new.py").write_text("print('new')\n")
+    git(repo, "add", "new.py")
+    (repo / "lib.py").write_text("def f():\n    return 2\n")
+    git(repo, "rm", "-q", "gone.txt")
+    (repo / "scratch.txt").write_text("untracked\n")
+
+    staged_before = git(repo, "diff", "--cached", "--", ".", ":!.engram")
+    unstaged_before = git(repo, "diff", "--", ".", ":!.engram")
+    status_before = porcelain_without_engram(repo)
+    files_before = {p: (repo / p).read_text() for p in ("app.py", "lib.py", "new.py",
+                                                         "scratch.txt")}
+    head_before = git(repo, "rev-parse", "HEAD").strip()
+
+    engram = Engram(cwd=repo)
+    memory = engram.remember("Never commit generated files", kind="convention")
+    [result] = engram.commit()
+    assert result.commit and result.events == 1
+
+    assert git(repo, "diff", "--cached", "--", ".", ":!.engram") == staged_before
+    assert git(repo, "diff", "--", ".", ":!.engram") == unstaged_before
+    assert porcelain_without_engram(repo) == status_before
+    assert {p: (repo / p).read_text() for p in files_before} == files_before
+    # Engram's own paths are committed and clean; the commit holds nothing else.
+    assert not [l for l in git(repo, "status", "--porcelain").splitlines() if ".engram/" in l]
+    assert git(repo, "rev-parse", "HEAD~1").strip() == head_before
+    changed = git(repo, "show", "--name-only", "--format=", "HEAD").split()
+    assert changed and all(path.startswith(".engram/events/") for path in changed)
+    assert memory.id.encode() in (repo / changed[0]).read_bytes()
+
+
+def test_commit_is_authored_by_the_actor_with_a_readable_message(project: Path) -> None:
+    engram = Engram(cwd=project)
+    first = engram.remember("Use Postgres for the job queue", kind="decision")
+    engram.update(first.id, "Use Postgres 16 for the job queue")
+    engram.commit()
+    author = git(project, "log", "-1", "--format=%an <%ae>").strip()
+    assert author == ACTOR
+    message = git(project, "log", "-1", "--format=%B")
+    assert message.splitlines()[0] == "engram: 2 events (remember 1, update 1)"
+    assert f"- remember {first.id[:8]} [decision] Use Postgres for the job queue" in message
+    assert f"- update {first.id[:8]} (content): Use Postgres 16 for the job queue" in message
+
+
+def test_commits_are_batched_by_event_count(project: Path) -> None:
+    engram = Engram(cwd=project)
+    Engram(cwd=project, use="project").config_set("commit.every_events", "3")
+    head = git(project, "rev-parse", "HEAD").strip()
+    engram.remember("one")
+    engram.remember("two")
+    assert git(project, "rev-parse", "HEAD").strip() == head
+    assert Engram(cwd=project).status()[0]["uncommitted"] == 2
+    engram.remember("three")
+    assert git(project, "rev-parse", "HEAD").strip() != head
+    assert Engram(cwd=project).status()[0]["uncommitted"] == 0
+
+
+def test_commits_are_batched_by_age_on_the_next_write(project: Path) -> None:
+    engram = Engram(cwd=project, use="project")
+    engram.config_set("commit.every_seconds", "60")
+    store = engram.write_store()
+    engram.commit()
+    head = git(project, "rev-parse", "HEAD").strip()
+    engram.remember("pending for a while")
+    state = WriterState.load(store)
+    state.pending_since -= 120  # as if the first pending event were two minutes old
+    state.save(store)
+    engram.remember("the next write commits both")
+    assert git(project, "rev-parse", "HEAD").strip() != head
+    assert "2 events" in git(project, "log", "-1", "--format=%s")
+
+
+def test_no_commit_while_git_is_mid_merge_and_events_stay_safe(project: Path) -> None:
+    engram = Engram(cwd=project)
+    engram.remember("written during a merge")
+    (Path(project) / ".git" / "MERGE_HEAD").write_text(
+        git(project, "rev-parse", "HEAD").strip() + "\n")
+    with pytest.raises(GitError, match="middle of a merge"):
+        engram.commit()
+    (Path(project) / ".git" / "MERGE_HEAD").unlink()
+    [result] = Engram(cwd=project).commit()
+    assert result.events == 1
+
+
+def test_a_rewritten_committed_event_file_is_not_committed(project: Path) -> None:
+    engram = Engram(cwd=project)
+    engram.remember("original")
+    engram.commit()
+    path = next((project / ".engram" / "events").rglob("*.jsonl"))
+    head = git(project, "rev-parse", "HEAD").strip()
+    path.write_bytes(path.read_bytes().replace(b"original", b"tampered"))
+    [result] = Engram(cwd=project).commit()
+    assert result.commit is None
+    assert result.refused == [path.relative_to(project / ".engram").as_posix()]
+    assert git(project, "rev-parse", "HEAD").strip() == head
+
+
+def test_index_lock_held_by_git_defers_the_commit(project: Path) -> None:
+    engram = Engram(cwd=project)
+    engram.remember("waiting for git")
+    lock = project / ".git" / "index.lock"
+    lock.write_text("")
+    with pytest.raises(GitError, match="another git process"):
+        engram.commit()
+    lock.unlink()
+    assert Engram(cwd=project).commit()[0].events == 1
+
+
+def test_personal_store_is_its_own_repository(home_store: Engram) -> None:
+    home = home_store.personal.root
+    assert (home / ".git").is_dir()
+    home_store.remember("a preference", kind="preference")
+    home_store.commit()
+    assert git(home, "status", "--porcelain") == ""
+    assert "remember" in git(home, "log", "-1", "--format=%s")

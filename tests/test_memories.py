@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import make_repo
+from engram.api import Engram
+from engram.errors import AmbiguousIdError, NotFoundError, UsageError
+
+
+def event_lines(engram: Engram) -> int:
+    return sum(len(p.read_bytes().splitlines()) for s in engram.stores() for p in s.event_files())
+
+
+def test_remember_then_get_returns_every_field(home_store: Engram) -> None:
+    memory = home_store.remember(
+        "Run the migrations before the tests", kind="procedure", tags=["DB", "tests,ci"],
+        scope="backend/api", source="user-said", importance=0.9,
+        valid_from="2026-01-01", valid_until="2099-01-01",
+    )
+    got = Engram().get(memory.id[:6])
+    assert got.content == "Run the migrations before the tests"
+    assert (got.kind, got.scope, got.source, got.importance) == ("procedure", "backend/api",
+                                                                  "user-said", 0.9)
+    assert got.tags == ("db", "tests", "ci")
+    assert got.valid_from == "2026-01-01T00:00:00.000000Z"
+    assert got.store == "personal" and got.version == 1 and got.status == "active"
+
+
+def test_update_and_forget_are_new_events_and_history_keeps_every_version(
+    home_store: Engram,
+) -> None:
+    memory = home_store.remember("Deploys go out on Tuesdays", kind="convention")
+    home_store.update(memory.id, "Deploys go out on Thursdays", tags=["deploy"])
+    home_store.forget(memory.id, reason="we deploy continuously now")
+    engram = Engram()
+    assert engram.memories() == []
+    assert [m.id for m in engram.memories(include_forgotten=True)] == [memory.id]
+    versions = engram.history(memory.id)
+    assert [e.kind for e, _ in versions] == ["memory.created", "memory.updated",
+                                             "memory.forgotten"]
+    assert [m.content for _, m in versions] == ["Deploys go out on Tuesdays",
+                                                "Deploys go out on Thursdays",
+                                                "Deploys go out on Thursdays"]
+    assert versions[-1][1].forgotten_reason == "we deploy continuously now"
+    assert event_lines(engram) == 4  # store.created + three
+
+
+def test_forgotten_memories_do_not_come_back_with_a_concurrent_update(home_store: Engram) -> None:
+    memory = home_store.remember("temporary")
+    home_store.forget(memory.id, reason="wrong")
+    with pytest.raises(UsageError, match="was forgotten"):
+        home_store.update(memory.id, "resurrected?")
+
+
+def test_list_is_newest_first_and_filters(home_store: Engram) -> None:
+    a = home_store.remember("a", kind="decision", tags=["db"], scope="backend")
+    b = home_store.remember("b", kind="gotcha", tags=["db", "ci"])
+    c = home_store.remember("c", kind="decision")
+    engram = Engram()
+    assert [m.id for m in engram.memories()] == [c.id, b.id, a.id]
+    assert [m.id for m in engram.memories(limit=2)] == [c.id, b.id]
+    assert [m.id for m in engram.memories(kinds=["decision"])] == [c.id, a.id]
+    assert [m.id for m in engram.memories(tags=["db"])] == [b.id, a.id]
+    assert [m.id for m in engram.memories(tags=["db", "ci"])] == [b.id]
+    assert [m.id for m in engram.memories(scope="backend")] == [a.id]
+    home_store.update(a.id, "a, revised")
+    assert [m.id for m in Engram().memories()][0] == a.id
+
+
+def test_memories_outside_their_validity_window_drop_out(home_store: Engram) -> None:
+    past = home_store.remember("expired", valid_until="2020-01-01")
+    future = home_store.remember("not yet", valid_from="2999-01-01")
+    now = home_store.remember("current", valid_from="2020-01-01", valid_until="2999-01-01")
+    engram = Engram()
+    assert [m.id for m in engram.memories()] == [now.id]
+    assert {m.id for m in engram.memories(include_expired=True)} == {past.id, future.id, now.id}
+    assert [m.id for m in engram.recall("expired")] == []
+    with pytest.raises(UsageError, match="later than"):
+        home_store.remember("backwards", valid_from="2030-01-01", valid_until="2029-01-01")
+
+
+def test_recall_finds_every_word_case_insensitively(home_store: Engram) -> None:
+    pg = home_store.remember("Use Postgres for the job queue", tags=["database"])
+    home_store.remember("Use Redis for caching")
+    assert [m.id for m in Engram().recall("postgres QUEUE")] == [pg.id]
+    assert [m.id for m in Engram().recall("database")] == [pg.id]
+    assert Engram().recall("mongodb") == []
+
+
+def test_short_prefixes_resolve_and_ambiguity_is_explained(home_store: Engram) -> None:
+    memory = home_store.remember("unique")
+    assert Engram().get(memory.id[:4]).id == memory.id
+    with pytest.raises(NotFoundError, match="no memory with id 'zzzzzzzz'"):
+        Engram().get("zzzzzzzz")
+    with pytest.raises(UsageError, match="too short"):
+        Engram().get("ab")
+    # Two memories sharing a prefix: force it by writing ids by hand.
+    engram = Engram()
+    store = engram.write_store()
+    from engram import events as ev
+
+    with store.lock():
+        for suffix in ("aaaa", "bbbb"):
+            store.append([ev.Event(
+                id=ev.new_event_id(), kind="memory.created", clock=store.next_clock(),
+                time=ev.format_time(ev.utc_now()), actor="t", session=None, machine="m",
+                data={"memory": "qqqqqqqq" + suffix, "content": suffix},
+            )])
+    with pytest.raises(AmbiguousIdError) as info:
+        Engram().get("qqqqqqqq")
+    assert info.value.candidates == ["qqqqqqqqaaaa", "qqqqqqqqbbbb"]
+    assert "give more characters" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"content": ""}, "content is empty"),
+        ({"content": "   \n "}, "content is empty"),
+        ({"content": "x" * 40000}, "over the limit of 32768"),
+        ({"content": "bell\x07"}, "control character"),
+        ({"content": "bad \udcff surrogate"}, "not valid UTF-8"),
+        ({"content": "ok", "kind": "rumour"}, "unknown memory kind"),
+        ({"content": "ok", "source": "someone"}, "unknown source"),
+        ({"content": "ok", "importance": 1.5}, "from 0 to 1"),
+        ({"content": "ok", "tags": ["has space"]}, "may hold only"),
+        ({"content": "ok", "tags": [f"t{i}" for i in range(40)]}, "over the limit of 32"),
+        ({"content": "ok", "scope": "../etc"}, "must not be an absolute path"),
+        ({"content": "ok", "scope": "/abs/path"}, "must not be an absolute path"),
+        ({"content": "ok", "valid_from": "next tuesday"}, "is not a date"),
+    ],
+)
+def test_bad_input_is_refused_and_nothing_is_written(
+    home_store: Engram, kwargs: dict, message: str,
+) -> None:
+    before = event_lines(home_store)
+    content = kwargs.pop("content")
+    with pytest.raises(UsageError, match=message):
+        home_store.remember(content, **kwargs)
+    assert event_lines(home_store) == before
+
+
+def test_writes_go_to_the_project_store_and_reads_cover_both(tmp_path: Path,
+                                                             home_store: Engram) -> None:
+    repo = make_repo(tmp_path / "repo")
+    Engram(cwd=repo).init(project=True)
+    personal = Engram(cwd=repo, use="personal").remember("I like short functions",
+                                                         kind="preference")
+    shared = Engram(cwd=repo).remember("This repo uses tabs", kind="convention")
+    assert shared.store == "project" and personal.store == "personal"
+    both = Engram(cwd=repo)
+    assert {m.id for m in both.memories()} == {personal.id, shared.id}
+    assert [m.id for m in Engram(cwd=repo, use="project").memories()] == [shared.id]
+    assert [m.id for m in Engram(cwd=repo, use="personal").memories()] == [personal.id]
+    assert Engram(cwd=repo).get(personal.id[:6]).store == "personal"

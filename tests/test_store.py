@@ -1,0 +1,162 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import git, make_repo
+from engram.api import Engram
+from engram.errors import DamagedFileError
+from engram.store import WriterState
+
+
+def writer_file(engram: Engram) -> Path:
+    store = engram.write_store()
+    return store.root / WriterState.load(store).segment
+
+
+def test_a_write_is_on_disk_as_one_canonical_line(home_store: Engram) -> None:
+    memory = home_store.remember("Use Postgres for the job queue", kind="decision")
+    lines = writer_file(home_store).read_bytes().splitlines()
+    assert memory.id.encode() in lines[-1]
+    assert lines[-1].startswith(b'{"actor":')
+
+
+def test_each_clone_writes_files_named_for_its_own_writer(tmp_path: Path,
+                                                          project: Path) -> None:
+    git(project, "add", "-A")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(project), str(clone))
+    a = Engram(cwd=project)
+    b = Engram(cwd=clone)
+    a.remember("from a")
+    b.remember("from b")
+    assert writer_file(a).name != writer_file(b).name
+    assert writer_file(a).parent.relative_to(project / ".engram").parts[0] == "events"
+
+
+def test_torn_last_line_is_reported_then_set_aside_by_the_next_write(home_store: Engram) -> None:
+    kept = home_store.remember("acknowledged before the crash")
+    path = writer_file(home_store)
+    with open(path, "ab") as handle:  # what a crash mid-write leaves
+        handle.write(b'{"actor":"x","clock":1,"da')
+
+    reader = Engram()
+    assert [m.id for m in reader.memories()] == [kept.id]
+    assert any("torn last line" in w for w in reader.warnings)
+
+    writer = Engram()
+    after = writer.remember("written after the crash")
+    assert any("set aside a torn last line" in w for w in writer.warnings)
+    assert path.read_bytes().endswith(b"\n")
+    aside = list((home_store.personal.local_dir / "torn").iterdir())
+    assert len(aside) == 1 and aside[0].read_bytes() == b'{"actor":"x","clock":1,"da'
+    fresh = Engram()
+    assert {m.id for m in fresh.memories()} == {kept.id, after.id}
+    assert fresh.warnings == []
+    assert fresh.verify()["ok"]
+
+
+def test_conflict_markers_fail_with_file_and_line(home_store: Engram) -> None:
+    home_store.remember("one")
+    path = writer_file(home_store)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join([lines[0], "<<<<<<< HEAD\n", *lines[1:], "=======\n",
+                             ">>>>>>> other\n"]))
+    with pytest.raises(DamagedFileError) as info:
+        Engram().memories()
+    assert info.value.line == 2
+    assert str(info.value).startswith(f"{path}:2: git conflict marker")
+    report = Engram().verify()
+    assert not report["ok"]
+    lines_flagged = [p["line"] for p in report["stores"][0]["problems"]]
+    assert lines_flagged == [2, 4, 5]
+
+
+def test_invalid_json_in_the_middle_fails_with_file_and_line(home_store: Engram) -> None:
+    home_store.remember("one")
+    home_store.remember("two")
+    path = writer_file(home_store)
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines.insert(1, b"{this is not json}\n")
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(DamagedFileError, match=r":2: invalid JSON"):
+        Engram().memories()
+
+
+def test_duplicate_lines_are_read_once(home_store: Engram) -> None:
+    memory = home_store.remember("cherry-picked twice")
+    path = writer_file(home_store)
+    line = path.read_bytes().splitlines(keepends=True)[-1]
+    (path.parent / "other-writer.jsonl").write_bytes(line)  # same event, another file
+    fresh = Engram()
+    assert [m.id for m in fresh.memories()] == [memory.id]
+    assert len([e for _, e in fresh.log(kinds=["memory"])]) == 1
+    assert fresh.verify()["stores"][0]["duplicates"] == 1
+
+
+def test_events_order_by_clock_then_id_not_by_file(home_store: Engram) -> None:
+    first = home_store.remember("first")
+    second = home_store.remember("second")
+    # Move the older event into a file that sorts after the newer one's.
+    path = writer_file(home_store)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(l for l in lines if first.id.encode() not in l))
+    (path.parent / "zzz-writer.jsonl").write_bytes(
+        b"".join(l for l in lines if first.id.encode() in l))
+    order = [e.data["memory"] for _, e in Engram().log(kinds=["memory"])]
+    assert order == [second.id, first.id]
+
+
+def test_a_branch_switch_starts_a_new_writer_file_so_branches_merge(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    engram = Engram(cwd=repo)
+    engram.init(project=True)
+    engram.remember("on main before branching")
+    engram.commit()
+    git(repo, "checkout", "-q", "-b", "feature")
+    Engram(cwd=repo).remember("on feature")
+    Engram(cwd=repo).commit()
+    git(repo, "checkout", "-q", "main")
+    Engram(cwd=repo).remember("on main after the branch")
+    Engram(cwd=repo).commit()
+    merged = git(repo, "merge", "--no-edit", "feature")
+    assert "CONFLICT" not in merged
+    texts = {m.content for m in Engram(cwd=repo).memories()}
+    assert texts == {"on main before branching", "on feature", "on main after the branch"}
+    assert Engram(cwd=repo).verify()["ok"]
+
+
+def test_caches_follow_a_checkout_made_with_plain_git(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    Engram(cwd=repo).init(project=True)
+    Engram(cwd=repo).remember("kept on main")
+    Engram(cwd=repo).commit()
+    git(repo, "checkout", "-q", "-b", "feature")
+    Engram(cwd=repo).remember("only on feature")
+    Engram(cwd=repo).commit()
+    assert len(Engram(cwd=repo).memories()) == 2
+    git(repo, "checkout", "-q", "main")
+    assert [m.content for m in Engram(cwd=repo).memories()] == ["kept on main"]
+
+
+def test_deleting_the_cache_loses_nothing(home_store: Engram) -> None:
+    ids = {home_store.remember(f"memory {i}").id for i in range(5)}
+    assert {m.id for m in home_store.memories()} == ids  # builds the cache
+    home_store.close()
+    cache = home_store.personal.local_dir / "cache"
+    assert any(cache.iterdir())
+    for path in cache.iterdir():
+        path.unlink()
+    assert {m.id for m in Engram().memories()} == ids
+
+
+def test_a_corrupt_cache_is_rebuilt(home_store: Engram) -> None:
+    ids = {home_store.remember(f"memory {i}").id for i in range(3)}
+    assert {m.id for m in home_store.memories()} == ids  # builds the cache
+    home_store.close()
+    cache = home_store.personal.local_dir / "cache" / "projection.sqlite3"
+    cache.write_bytes(b"this is not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        Path(str(cache) + suffix).unlink(missing_ok=True)
+    assert {m.id for m in Engram().memories()} == ids
