@@ -1,0 +1,39 @@
+"""The README's commands are the ones CI runs and the ones that work."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def readme_commands() -> list[str]:
+    section = README.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.+?)\n```", section)
+
+
+def test_readme_has_exactly_two_set_up_commands() -> None:
+    assert len(readme_commands()) == 2
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    test_command = readme_commands()[1]
+    assert "pytest" in test_command
+    assert test_command in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_readme_demo_command_works(tmp_path: Path) -> None:
+    """Run the demo part of the first command against the engram installed here."""
+    demo = readme_commands()[0]
+    body = demo[demo.index("(") + 1 : demo.rindex(")")]
+    body = body.replace('PATH="$PWD/.venv/bin:$PATH"', f'PATH="{Path(sys.executable).parent}:$PATH"')
+    done = subprocess.run(["bash", "-c", body], capture_output=True, text=True, cwd=tmp_path,
+                          env=os.environ.copy(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Use Postgres for the job queue" in done.stdout
+    assert "initialize personal store" in done.stdout
