@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import events as ev
 from . import memories as mem
@@ -28,9 +28,36 @@ from .errors import (
 from .projection import Projection
 from .store import Problem, Store, WriterState, require
 
+if TYPE_CHECKING:
+    from .index.embed import Embedder
+    from .retrieval import Hit, StoreSearch
+
 Use = Literal["both", "personal", "project"]
 MIN_PREFIX = 4
 REASON_BYTES = 2000
+_WARNED: set[str] = set()  # models whose failure to load was already reported in this process
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """What `remember` did. Reads like the memory itself (`.id`, `.content`, ...)."""
+
+    memory: mem.Memory
+    duplicate: bool = False  # an existing memory was reinforced instead of adding one
+    related: tuple[tuple[mem.Memory, float], ...] = ()  # (memory, similarity): may contradict
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "memory":
+            raise AttributeError(name)
+        return getattr(self.memory, name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.memory.to_dict(),
+            "duplicate": self.duplicate,
+            "related": [{"id": m.id, "similarity": round(sim, 4), "summary": m.summary()}
+                        for m, sim in self.related],
+        }
 
 
 @dataclass
@@ -60,6 +87,7 @@ class Engram:
         project_root = find_project_store(self.cwd)
         self.project = Store(project_root, "project") if project_root else None
         self._projections: dict[Path, Projection] = {}
+        self._searches: dict[Path, StoreSearch] = {}
         self._refreshed: set[Path] = set()
         self.warnings: list[str] = []
 
@@ -126,6 +154,9 @@ class Engram:
         return proj
 
     def close(self) -> None:
+        for search in self._searches.values():
+            search.close()
+        self._searches.clear()
         for proj in self._projections.values():
             proj.close()
         self._projections.clear()
@@ -181,24 +212,27 @@ class Engram:
 
     def _emit(self, store: Store, kind: str, data: dict[str, Any], *,
               commit: bool = True) -> ev.Event:
+        return self._emit_many(store, [(kind, data)], commit=commit)[0]
+
+    def _emit_many(self, store: Store, items: Sequence[tuple[str, dict[str, Any]]], *,
+                   commit: bool = True) -> list[ev.Event]:
+        """Append events in one write (one fsync), in order, with increasing clocks."""
         actor = self.actor(store)
         with store.lock():
-            event = ev.Event(
-                id=ev.new_event_id(),
-                kind=kind,
-                clock=store.next_clock(),
-                time=ev.format_time(ev.utc_now()),
-                actor=actor,
-                session=self.session,
-                machine=ev.machine_name(),
-                data=data,
-            )
-            store.append([event])
+            clock = store.next_clock()
+            now = ev.format_time(ev.utc_now())
+            batch = []
+            for offset, (kind, data) in enumerate(items):
+                batch.append(ev.Event(
+                    id=ev.new_event_id(), kind=kind, clock=clock + offset, time=now,
+                    actor=actor, session=self.session, machine=ev.machine_name(), data=data,
+                ))
+            store.append(batch)
             self.warnings.extend(store.repairs)
             store.repairs.clear()
             if commit:
                 self._maybe_commit(store)
-        return event
+        return batch
 
     def _maybe_commit(self, store: Store) -> None:
         settings = self.settings(store)
@@ -250,9 +284,18 @@ class Engram:
         importance: float = mem.DEFAULT_IMPORTANCE,
         valid_from: str | datetime | None = None,
         valid_until: str | datetime | None = None,
+        at: str | datetime | None = None,
+        task: str | None = None,
+        supersedes: Sequence[str] = (),
         redact: bool = False,
-    ) -> mem.Memory:
-        """Store a memory durably (fsynced before this returns) and return it."""
+        check_duplicates: bool | None = None,
+    ) -> Remembered:
+        """Store a memory durably (fsynced before this returns).
+
+        A near-duplicate of an active memory reinforces that memory instead of adding a new one
+        (`duplicate` is then True and `memory` is the existing one); close but different ones
+        come back in `related`, as possible contradictions to supersede explicitly.
+        """
         store = self.write_store()
         settings = self.settings(store)
         content = self._checked_content(content, settings, redact)
@@ -269,10 +312,87 @@ class Engram:
             "valid_until": _moment(valid_until, "--valid-until"),
         }
         mem.check_window(data["valid_from"], data["valid_until"])
-        event = self._emit(store, "memory.created", data)
-        memory = mem.fold([event])
+        if at is not None:
+            data["at"] = _moment(at, "--at", future=False)
+        if task:
+            data["task"] = mem.check_name(task, what="task", limit=settings["limits.name_chars"])
+        old = [self._memory(ident) for ident in supersedes]
+        for old_store, old_memory in old:
+            if old_store.root != store.root:
+                raise UsageError(f"memory {old_memory.id[:8]} is in the {old_store.kind} store; "
+                                 f"a memory can only supersede one in its own store")
+            if old_memory.status != "active":
+                raise UsageError(f"memory {old_memory.id[:8]} is {old_memory.status} already")
+        if old:
+            data["supersedes"] = [m.id for _, m in old]
+
+        related: list[tuple[mem.Memory, float]] = []
+        check = settings["remember.check_duplicates"] if check_duplicates is None \
+            else check_duplicates
+        if check and not old:
+            duplicate, related = self._near(store, settings, content)
+            if duplicate is not None:
+                existing, similarity = duplicate
+                self._emit(store, "memory.reinforced",
+                           {"memory": existing.id, "similarity": round(similarity, 4)})
+                return Remembered(self._memory(existing.id)[1], duplicate=True,
+                                  related=((existing, similarity),))
+        items = [("memory.created", data)]
+        items += [("memory.superseded", {"memory": m.id, "by": data["memory"]}) for _, m in old]
+        created = self._emit_many(store, items)[0]
+        memory = mem.fold([created])
         assert memory is not None
-        return mem.Memory.from_dict({**memory.to_dict(), "store": store.kind})
+        return Remembered(mem.Memory.from_dict({**memory.to_dict(), "store": store.kind}),
+                          related=tuple(related))
+
+    def _near(self, store: Store, settings: Settings, content: str,
+              ) -> tuple[tuple[mem.Memory, float] | None, list[tuple[mem.Memory, float]]]:
+        """The near-duplicate of `content` among active memories, and the related ones."""
+        embedder = self._embedder(store)
+        if embedder is None:
+            return None, []
+        from .index.embed import embed_with_cache
+
+        search = self._search(store)
+        proj = self.projection(store)
+        # The vector is cached, so indexing this memory later does not embed it again.
+        vector, _ = embed_with_cache(embedder, search.embeddings, [content])
+        near = search.nearest(embedder, settings, vector[0], limit=8)
+        found = proj.memories_by_id([i for i, _ in near])
+        now = ev.utc_now()
+        related = []
+        for memory_id, similarity in near:
+            memory = found.get(memory_id)
+            if memory is None or memory.status != "active" or not memory.valid_at(now):
+                continue
+            if similarity >= settings["remember.duplicate_similarity"]:
+                return (memory, similarity), []
+            if similarity >= settings["remember.related_similarity"]:
+                related.append((memory, similarity))
+        return None, related
+
+    def _embedder(self, store: Store | None = None) -> Embedder | None:
+        """The configured embedding model, or None (said once) when it cannot load."""
+        from .index.embed import EmbeddingUnavailable, load_embedder
+
+        model = self.settings(store)["search.model"]
+        if model == "off":
+            return None
+        try:
+            return load_embedder(model)
+        except EmbeddingUnavailable as exc:
+            if model not in _WARNED:
+                _WARNED.add(model)
+                self.warnings.append(f"{exc}; recall uses words only (BM25) until it loads")
+            return None
+
+    def _search(self, store: Store) -> StoreSearch:
+        from .retrieval import StoreSearch
+
+        search = self._searches.get(store.root)
+        if search is None:
+            search = self._searches[store.root] = StoreSearch(store, self.projection(store))
+        return search
 
     def _checked_content(self, content: str, settings: Settings, redact: bool) -> str:
         return self._checked_text(content, settings, field_name="content",
@@ -417,20 +537,89 @@ class Engram:
         out.sort(key=lambda m: (m.updated_clock, m.id), reverse=True)
         return out[:limit] if limit is not None else out
 
-    def recall(self, query: str, *, k: int = 10, **filters: Any) -> list[mem.Memory]:
-        """Memories whose text holds every word of the query (simple substring search)."""
-        words = [w.lower() for w in query.split() if w.strip()]
-        if not words:
+    def recall(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        kinds: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        scope: str | None = None,
+        task: str | None = None,
+        since: str | datetime | None = None,
+        until: str | datetime | None = None,
+        include_forgotten: bool = False,
+        include_expired: bool = False,
+        include_decayed: bool = False,
+        now: datetime | None = None,
+    ) -> list[Hit]:
+        """Memories by meaning and by words, fused, weighted by strength, best first.
+
+        Superseded, forgotten, expired and fully decayed memories are left out unless asked for.
+        `now` is the moment strength and validity are judged at (default: now).
+        """
+        from .retrieval import Hit, fuse, strength
+
+        if not query or not query.strip():
             raise UsageError("the query is empty; give words to look for")
-        candidates = self.memories(limit=None, **filters)
-        scored = []
-        for memory in candidates:
-            text = (memory.content + " " + " ".join(memory.tags)).lower()
-            if all(w in text for w in words):
-                hits = sum(text.count(w) for w in words)
-                scored.append((hits, memory.importance, memory.updated_clock, memory))
-        scored.sort(key=lambda item: item[:3], reverse=True)
-        return [item[3] for item in scored[:k]]
+        if len(query.encode("utf-8")) > 8192:
+            raise UsageError("the query is over 8192 bytes; shorten it")
+        for kind in kinds:
+            mem.check_kind(kind)
+        wanted_tags = {t.lower() for t in tags}
+        moment = now or ev.utc_now()
+        since_text = _moment(since, "--since", future=False) if since else None
+        until_text = _moment(until, "--until", future=False) if until else None
+        query_vectors: dict[str, Any] = {}
+        hits: list[Hit] = []
+        for store in self.stores():
+            settings = self.settings(store)
+            proj = self.projection(store)
+            search = self._search(store)
+            limit = max(settings["recall.candidates"], k * 5)
+            text_hits = dict(search.text_candidates(query, limit))
+            vector_hits: dict[str, float] = {}
+            embedder = self._embedder(store)
+            if embedder is not None:
+                if embedder.identity not in query_vectors:
+                    query_vectors[embedder.identity] = embedder.embed([query])[0]
+                vector_hits = search.vector_scores(
+                    embedder, settings, query_vectors[embedder.identity], limit,
+                    extra_ids=list(text_hits),
+                )
+            weight = settings["recall.weight_vector"] if embedder is not None else 0.0
+            fused = fuse(text_hits, vector_hits, weight)
+            found = proj.memories_by_id(list(fused))
+            floor = settings["recall.strength_floor"]
+            min_relevance = settings["recall.min_relevance"]
+            share = settings["recall.weight_strength"]
+            for memory_id, (relevance, bm25, cosine) in fused.items():
+                memory = found.get(memory_id)
+                if memory is None or relevance <= 0 or relevance < min_relevance:
+                    continue
+                if memory.status != "active" and not include_forgotten:
+                    continue
+                if kinds and memory.kind not in kinds:
+                    continue
+                if wanted_tags and not wanted_tags <= set(memory.tags):
+                    continue
+                if scope is not None and memory.scope != scope:
+                    continue
+                if task is not None and memory.task != task:
+                    continue
+                if since_text and memory.moment < since_text:
+                    continue
+                if until_text and memory.moment >= until_text:
+                    continue
+                if not include_expired and not memory.valid_at(moment):
+                    continue
+                power = strength(memory, moment, settings)
+                if power < floor and not include_decayed:
+                    continue
+                score = relevance * ((1.0 - share) + share * power)
+                hits.append(Hit(memory, score, bm25, cosine, relevance, power))
+        hits.sort(key=lambda hit: (hit.score, hit.memory.updated_clock), reverse=True)
+        return hits[:k]
 
     def log(
         self,
@@ -548,11 +737,11 @@ class Engram:
         ]
 
 
-def _moment(value: str | datetime | None, what: str) -> str | None:
+def _moment(value: str | datetime | None, what: str, *, future: bool = True) -> str | None:
     if value is None or value == "":
         return None
     moment = value if isinstance(value, datetime) else mem.parse_moment(value, what=what,
-                                                                       future=True)
+                                                                       future=future)
     if moment.tzinfo is None:
         from datetime import UTC
 

@@ -157,27 +157,44 @@ def _memory_text(memory: Any, *, many_stores: bool) -> str:
 @main.command()
 @click.argument("text")
 @memory_options
+@click.option("--at", default=None,
+              help="When it happened or was said, if not now (a date, or an age like 3d).")
+@click.option("--task", default=None, help="The task id it belongs to.")
+@click.option("--supersedes", multiple=True, metavar="ID",
+              help="A memory this one replaces (it leaves recall; its history stays).")
 @store_options
 @json_option
 @click.pass_context
 def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, ...],
              scope: str | None, source: str | None, importance: float | None,
-             valid_from: str | None, valid_until: str | None, redact: bool, project: bool,
+             valid_from: str | None, valid_until: str | None, redact: bool, at: str | None,
+             task: str | None, supersedes: tuple[str, ...], project: bool,
              personal: bool, as_json: bool) -> None:
     """Store a memory (TEXT, or - to read it from stdin). Durable when this returns."""
     from .memories import DEFAULT_IMPORTANCE, DEFAULT_KIND, DEFAULT_SOURCE
 
     engram = _engram(ctx, project, personal)
-    memory = engram.remember(
+    result = engram.remember(
         _read_text(text), kind=kind or DEFAULT_KIND, tags=tags, scope=scope,
         source=source or DEFAULT_SOURCE,
         importance=DEFAULT_IMPORTANCE if importance is None else importance,
-        valid_from=valid_from, valid_until=valid_until, redact=redact,
+        valid_from=valid_from, valid_until=valid_until, at=at, task=task,
+        supersedes=supersedes, redact=redact,
     )
     if as_json:
-        _print_json(memory.to_dict())
-    else:
-        click.echo(f"remembered {memory.id[:8]} ({memory.kind}, {memory.store} store)")
+        _print_json(result.to_dict())
+        return
+    memory = result.memory
+    if result.duplicate:
+        similarity = result.related[0][1]
+        click.echo(f"reinforced {memory.id[:8]} instead of adding a near-duplicate "
+                   f"(similarity {similarity:.2f}): {memory.summary(60)}")
+        return
+    click.echo(f"remembered {memory.id[:8]} ({memory.kind}, {memory.store} store)")
+    for other, similarity in result.related:
+        click.echo(f"  possible contradiction: {other.id[:8]} (similarity {similarity:.2f}) "
+                   f"{other.summary(50)}; supersede it with "
+                   f"`engram remember ... --supersedes {other.id[:8]}`")
 
 
 @main.command()
@@ -316,23 +333,36 @@ def list_(ctx: click.Context, limit: int, kinds: tuple[str, ...], tags: tuple[st
 @click.option("-k", "--k", "k", default=10, show_default=True, type=click.IntRange(1),
               help="At most this many results.")
 @filter_options
+@click.option("--task", default=None, help="Only memories of this task.")
+@click.option("--since", default=None, help="Only memories from this date (or age, 3d) on.")
+@click.option("--until", default=None, help="Only memories before this date (or age).")
+@click.option("--full", is_flag=True, help="Print whole memories, not one-line summaries.")
+@click.option("--explain", is_flag=True, help="Show the scores behind each rank.")
 @store_options
 @json_option
 @click.pass_context
 def recall(ctx: click.Context, query: str, k: int, kinds: tuple[str, ...],
-           tags: tuple[str, ...], scope: str | None, include_all: bool, project: bool,
+           tags: tuple[str, ...], scope: str | None, include_all: bool, task: str | None,
+           since: str | None, until: str | None, full: bool, explain: bool, project: bool,
            personal: bool, as_json: bool) -> None:
-    """Find memories that mention every word of QUERY."""
+    """Find memories by meaning and by words (hybrid BM25 + vector ranking)."""
     engram = _engram(ctx, project, personal)
-    found = engram.recall(query, k=k, kinds=kinds, tags=tags, scope=scope,
-                          include_forgotten=include_all, include_expired=include_all)
+    hits = engram.recall(query, k=k, kinds=kinds, tags=tags, scope=scope, task=task,
+                         since=since, until=until, include_forgotten=include_all,
+                         include_expired=include_all, include_decayed=include_all)
     if as_json:
-        _print_json([m.to_dict() for m in found])
+        _print_json([hit.to_dict(full=full or explain) for hit in hits])
         return
     many = len(engram.stores()) > 1
-    for memory in found:
-        click.echo(_memory_text(memory, many_stores=many))
-    if not found:
+    for hit in hits:
+        click.echo(_memory_text(hit.memory, many_stores=many))
+        if explain:
+            parts = "  ".join(f"{k}={v:.3f}" for k, v in hit.explain().items())
+            click.echo(f"          {parts}")
+        if full:
+            for line in hit.memory.content.splitlines():
+                click.echo(f"          {line}")
+    if not hits:
         click.echo("nothing found")
 
 

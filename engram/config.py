@@ -53,6 +53,46 @@ SETTINGS: dict[str, Setting] = {
                 "Refuse content that looks like a credential before it reaches disk."),
         Setting("secrets.entropy", False, bool,
                 "Also refuse high-entropy strings (noisy: commit hashes and ids look random)."),
+        Setting("search.model", "builtin", str,
+                "Embedding model: 'builtin' (all-MiniLM-L6-v2 int8, shipped with Engram), "
+                "any fastembed model name (downloaded on first use), or 'off' for BM25 only."),
+        Setting("search.vector_flush", 256, int,
+                "Fold changed memories into the saved vector index once this many are pending.",
+                minimum=1),
+        Setting("recall.weight_vector", 0.6, float,
+                "Share of meaning (vector similarity) against words (BM25) in relevance.",
+                minimum=0, maximum=1),
+        Setting("recall.weight_strength", 0.15, float,
+                "How much memory strength (recency, importance, reinforcement) moves the rank.",
+                minimum=0, maximum=1),
+        Setting("recall.strength_floor", 0.01, float,
+                "Memories whose strength decayed below this are left out of recall (not deleted).",
+                minimum=0, maximum=1),
+        Setting("recall.min_relevance", 0.2, float,
+                "Results less relevant than this (0 to 1, before strength) are dropped.",
+                minimum=0, maximum=1),
+        Setting("recall.candidates", 100, int,
+                "Candidates taken from each index before fusing and filtering.", minimum=1),
+        Setting("remember.check_duplicates", True, bool,
+                "On remember, compare with existing memories (costs one embedding)."),
+        Setting("remember.duplicate_similarity", 0.95, float,
+                "At or above this similarity a new memory reinforces the existing one instead.",
+                minimum=0, maximum=1),
+        Setting("remember.related_similarity", 0.80, float,
+                "At or above this (and below the duplicate level) a memory is reported as a "
+                "possible contradiction that it may supersede.", minimum=0, maximum=1),
+        Setting("consolidate.similarity", 0.90, float,
+                "Memories at least this similar are merged by `engram consolidate`.",
+                minimum=0, maximum=1),
+        *[
+            Setting(f"decay.{kind}", days, float,
+                    f"Days for a {kind} to fade to 37% strength (scaled up by importance and "
+                    "by each reinforcement).", minimum=0.001)
+            for kind, days in {
+                "fact": 180, "decision": 365, "preference": 730, "convention": 730,
+                "gotcha": 365, "failure": 120, "lesson": 365, "procedure": 730, "note": 60,
+            }.items()
+        ],
     ]
 }
 
@@ -124,6 +164,7 @@ def check_value(key: str, value: Any) -> Any:
         isinstance(value, bool) and setting.type is not bool
     ):
         raise UsageError(f"{key} must be a {setting.type.__name__}, not {value!r}")
+    value = setting.type(value)  # plain Python values, not ruamel's round-trip scalars
     if setting.minimum is not None and value < setting.minimum:
         raise UsageError(f"{key} must be at least {setting.minimum}, not {value}")
     if setting.maximum is not None and value > setting.maximum:

@@ -31,6 +31,8 @@ KINDS: dict[str, str] = {
     "memory.created": "A memory was stored (remember).",
     "memory.updated": "Fields of a memory changed; only the changed fields are in the payload.",
     "memory.forgotten": "A memory was retired, with the reason. Its history stays.",
+    "memory.superseded": "A newer memory replaces this one (payload: memory, by).",
+    "memory.reinforced": "A near-duplicate confirmed a memory instead of adding noise.",
 }
 
 # Ordered upgrades: UPGRADES[n] turns a schema-n event dict into a schema-(n+1) one.

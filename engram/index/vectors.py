@@ -1,0 +1,98 @@
+"""Vector search with usearch (cosine). Keys are the memories' own ids as integers."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from . import usearch_index
+
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_VALUE = {c: i for i, c in enumerate(_CROCKFORD)}
+
+
+def key_of(memory_id: str) -> int:
+    """A memory id (12 base32 characters, 60 bits) as the integer usearch keys it by."""
+    value = 0
+    for char in memory_id:
+        value = value * 32 + _VALUE[char]
+    return value
+
+
+def id_of(key: int) -> str:
+    return "".join(_CROCKFORD[(key >> (5 * i)) & 31] for i in range(11, -1, -1))
+
+
+class VectorIndex:
+    """A usearch index plus a small sidecar saying which model filled it and whether fully."""
+
+    def __init__(self, path: Path, identity: str, dim: int) -> None:
+        self.path = path
+        self.meta_path = path.with_suffix(".json")
+        self.identity = identity
+        self.dim = dim
+        self.rebuilt = False
+        self.index = self._open()
+
+    def _new(self) -> object:
+        return usearch_index().Index(ndim=self.dim, metric="cos", dtype="f32")
+
+    def _open(self) -> object:
+        try:
+            meta = json.loads(self.meta_path.read_text())
+            if meta.get("identity") == self.identity and meta.get("dim") == self.dim \
+                    and meta.get("complete") and self.path.exists():
+                index = self._new()
+                index.load(str(self.path))
+                if len(index) == meta.get("count"):
+                    return index
+        except (OSError, ValueError, RuntimeError):
+            pass  # missing, corrupt or for another model: rebuilt from the embedding cache
+        self.rebuilt = True
+        return self._new()
+
+    def update(self, upserts: dict[str, np.ndarray], deletes: Iterable[str]) -> None:
+        index = self.index
+        for memory_id in [*deletes, *upserts]:
+            key = key_of(memory_id)
+            if index.contains(key):
+                index.remove(key)
+        if upserts:
+            keys = np.array([key_of(m) for m in upserts], dtype=np.uint64)
+            index.add(keys, np.stack(list(upserts.values())).astype(np.float32))
+
+    def save(self) -> None:
+        """Write the index then its sidecar, each by rename: a crash leaves the old pair or a
+        mismatch that the next open detects (and rebuilds)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        self.index.save(str(tmp))
+        os.replace(tmp, self.path)
+        meta = {"identity": self.identity, "dim": self.dim, "count": len(self.index),
+                "complete": True}
+        tmp_meta = self.meta_path.with_name(f"{self.meta_path.name}.{os.getpid()}.tmp")
+        tmp_meta.write_text(json.dumps(meta))
+        os.replace(tmp_meta, self.meta_path)
+
+    def search(self, vector: np.ndarray, limit: int) -> list[tuple[str, float]]:
+        if len(self.index) == 0:
+            return []
+        matches = self.index.search(vector.astype(np.float32), min(limit, len(self.index)))
+        return [(id_of(int(key)), 1.0 - float(distance))
+                for key, distance in zip(matches.keys, matches.distances, strict=True)]
+
+    def vector(self, memory_id: str) -> np.ndarray | None:
+        key = key_of(memory_id)
+        if not self.index.contains(key):
+            return None
+        return np.asarray(self.index.get(key), dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def ids(self) -> Sequence[str]:
+        return [id_of(int(k)) for k in self.index.keys]

@@ -1,0 +1,247 @@
+"""Recall: query -> candidates from BM25 and vectors -> fused, decayed, filtered ranking.
+
+Per store, two disposable indexes hang off the read model:
+
+- the tantivy index is brought up to date (one commit) by the first query after writes;
+- the usearch index is a *base* that is saved only when enough memories changed
+  (`search.vector_flush`); memories changed since then are compared by brute force, from the
+  embedding cache, so a write never waits for an index save and a query never misses a change.
+
+Scores: BM25 is normalised by the best BM25 score among the candidates; cosine similarity is used
+as it is (clipped at 0). Relevance = (1 - w) * bm25 + w * cosine, w = `recall.weight_vector`.
+The final score multiplies relevance by (1 - s) + s * strength, s = `recall.weight_strength`,
+where strength is an Ebbinghaus retention exp(-age / stability), stability = the kind's decay
+days * (1 + importance) * (1 + times reinforced), and age counts from when the memory was last
+confirmed, said, or written.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from filelock import FileLock
+
+from . import events as ev
+from . import memories as mem
+from .config import Settings
+from .index.embed import Embedder, EmbeddingCache, embed_with_cache
+from .index.text import TextIndex
+from .projection import Projection
+from .store import Store
+
+
+def search_text(memory: mem.Memory) -> str:
+    """What BM25 sees of a memory: its words, tags and scope."""
+    extra = " ".join([*memory.tags, memory.scope or ""]).replace("/", " ").replace("-", " ")
+    return f"{memory.content}\n{extra}".strip()
+
+
+def strength(memory: mem.Memory, now: datetime, settings: Settings) -> float:
+    stability = settings[f"decay.{memory.kind}"] * (1.0 + memory.importance) * \
+        (1.0 + memory.reinforced)
+    age = max(0.0, (now - ev.parse_time(memory.moment)).total_seconds() / 86400.0)
+    return math.exp(-age / stability)
+
+
+@dataclass
+class Hit:
+    """One recalled memory and why it ranked where it did."""
+
+    memory: mem.Memory
+    score: float
+    bm25: float = 0.0  # normalised to the best candidate
+    vector: float = 0.0  # cosine similarity
+    relevance: float = 0.0
+    strength: float = 1.0
+
+    def explain(self) -> dict[str, float]:
+        return {"score": round(self.score, 4), "bm25": round(self.bm25, 4),
+                "vector": round(self.vector, 4), "relevance": round(self.relevance, 4),
+                "strength": round(self.strength, 4)}
+
+    def to_dict(self, *, full: bool = True) -> dict[str, Any]:
+        data = self.memory.to_dict() if full else {
+            "id": self.memory.id, "kind": self.memory.kind, "summary": self.memory.summary(),
+            "tags": list(self.memory.tags), "store": self.memory.store,
+        }
+        return {**data, "explain": self.explain()}
+
+
+@dataclass
+class SyncReport:
+    indexed_text: int = 0
+    indexed_vectors: int = 0
+    embedded: int = 0
+    reused: int = 0
+    rebuilt: list[str] = field(default_factory=list)
+
+
+class StoreSearch:
+    """The search indexes of one store, kept current from its read model."""
+
+    def __init__(self, store: Store, projection: Projection) -> None:
+        self.store = store
+        self.projection = projection
+        self.cache_dir = store.local_dir / "cache"
+        self._text: TextIndex | None = None
+        self._vectors: Any = None
+        self._vectors_stamp: tuple[int, int] | None = None
+        self.embeddings = EmbeddingCache(self.cache_dir / "embeddings.sqlite3")
+
+    def lock(self) -> FileLock:
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        return FileLock(self.cache_dir / "index.lock", timeout=120, thread_local=False)
+
+    @property
+    def text(self) -> TextIndex:
+        if self._text is None:
+            self._text = TextIndex(self.cache_dir / "text")
+        return self._text
+
+    def vectors(self, embedder: Embedder) -> Any:
+        from .index.vectors import VectorIndex
+
+        path = self.cache_dir / "vectors.usearch"
+        stamp = _stamp(path)
+        if self._vectors is None or self._vectors.identity != embedder.identity or \
+                stamp != self._vectors_stamp:
+            self._vectors = VectorIndex(path, embedder.identity, embedder.dim)
+            self._vectors_stamp = stamp
+        return self._vectors
+
+    # -- keeping up ------------------------------------------------------------------------
+
+    def sync_text(self, report: SyncReport | None = None) -> SyncReport:
+        report = report or SyncReport()
+        proj = self.projection
+        with self.lock():
+            text = self.text
+            if text.rebuilt:
+                proj.mark_all_dirty("text")
+                text.rebuilt = False
+                report.rebuilt.append("text")
+            while True:
+                marks = proj.dirty("text", limit=2000)
+                if not marks:
+                    break
+                ids = [m for m, _ in marks]
+                found = proj.memories_by_id(ids)
+                text.update([(i, search_text(found[i])) for i in ids if i in found],
+                            [i for i in ids if i not in found])
+                proj.clean("text", marks)
+                report.indexed_text += len(found)
+        return report
+
+    def sync_vectors(self, embedder: Embedder, settings: Settings, *, force: bool = False,
+                     report: SyncReport | None = None, progress: Any = None) -> SyncReport:
+        """Fold changed memories into the saved vector index once enough have changed."""
+        report = report or SyncReport()
+        proj = self.projection
+        with self.lock():
+            index = self.vectors(embedder)
+            if index.rebuilt:
+                proj.mark_all_dirty("vec")
+                index.rebuilt = False
+                report.rebuilt.append("vectors")
+                force = True
+            if not force and proj.dirty_count("vec") < settings["search.vector_flush"]:
+                return report
+            changed = False
+            while True:
+                marks = proj.dirty("vec", limit=512)
+                if not marks:
+                    break
+                ids = [m for m, _ in marks]
+                found = proj.memories_by_id(ids)
+                live = [found[i] for i in ids if i in found]
+                vectors, embedded = embed_with_cache(embedder, self.embeddings,
+                                                     [m.content for m in live])
+                report.embedded += embedded
+                report.reused += len(live) - embedded
+                index.update({m.id: vectors[row] for row, m in enumerate(live)},
+                             [i for i in ids if i not in found])
+                proj.clean("vec", marks)
+                report.indexed_vectors += len(live)
+                changed = True
+                if progress is not None:
+                    progress(len(live))
+            if changed or not index.meta_path.exists():
+                index.save()
+                self._vectors_stamp = _stamp(index.path)
+        return report
+
+    # -- querying --------------------------------------------------------------------------
+
+    def text_candidates(self, query: str, limit: int) -> list[tuple[str, float]]:
+        self.sync_text()
+        return self.text.search(query, limit)
+
+    def vector_scores(self, embedder: Embedder, settings: Settings, query_vector: np.ndarray,
+                      limit: int, extra_ids: list[str] = ()) -> dict[str, float]:
+        """Cosine similarity of the best `limit` memories, plus any of `extra_ids`."""
+        self.sync_vectors(embedder, settings)
+        index = self.vectors(embedder)
+        scores = dict(index.search(query_vector, limit))
+        # Memories changed since the index was saved: compare them directly.
+        pending = [m for m, _ in self.projection.dirty("vec")]
+        for memory_id in pending:
+            scores.pop(memory_id, None)
+        wanted = list(dict.fromkeys([*pending, *(i for i in extra_ids if i not in scores)]))
+        if wanted:
+            found = self.projection.memories_by_id(wanted)
+            live = [found[i] for i in wanted if i in found]
+            if live:
+                vectors, _ = embed_with_cache(embedder, self.embeddings,
+                                              [m.content for m in live])
+                sims = vectors @ query_vector
+                for row, memory in enumerate(live):
+                    scores[memory.id] = float(sims[row])
+        return scores
+
+    def nearest(self, embedder: Embedder, settings: Settings, vector: np.ndarray,
+                limit: int = 5) -> list[tuple[str, float]]:
+        """The most similar memories to a vector, without touching any index file."""
+        index = self.vectors(embedder)
+        scores = dict(index.search(vector, limit)) if len(index) else {}
+        pending = [m for m, _ in self.projection.dirty("vec")]
+        for memory_id in pending:
+            scores.pop(memory_id, None)
+        if pending:
+            found = self.projection.memories_by_id(pending)
+            live = [found[i] for i in pending if i in found]
+            if live:
+                vectors, _ = embed_with_cache(embedder, self.embeddings,
+                                              [m.content for m in live])
+                for row, memory in enumerate(live):
+                    scores[memory.id] = float(vectors[row] @ vector)
+        return sorted(scores.items(), key=lambda item: item[1], reverse=True)[:limit]
+
+    def close(self) -> None:
+        self.embeddings.close()
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def fuse(
+    text_hits: dict[str, float], vector_hits: dict[str, float], weight_vector: float,
+) -> dict[str, tuple[float, float, float]]:
+    """Relevance per memory id: (relevance, normalised bm25, cosine)."""
+    top = max(text_hits.values(), default=0.0)
+    out = {}
+    for memory_id in set(text_hits) | set(vector_hits):
+        bm25 = text_hits.get(memory_id, 0.0) / top if top > 0 else 0.0
+        cosine = max(0.0, vector_hits.get(memory_id, 0.0))
+        out[memory_id] = ((1.0 - weight_vector) * bm25 + weight_vector * cosine, bm25, cosine)
+    return out
