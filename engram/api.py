@@ -6,9 +6,10 @@ The CLI and the MCP server are thin front ends over `Engram`; neither calls the 
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -365,7 +366,8 @@ class Engram:
             memory = found.get(memory_id)
             if memory is None or memory.status != "active" or not memory.valid_at(now):
                 continue
-            if similarity >= settings["remember.duplicate_similarity"]:
+            if similarity >= settings["remember.duplicate_similarity"] or \
+                    _normalised(memory.content) == _normalised(content):
                 return (memory, similarity), []
             if similarity >= settings["remember.related_similarity"]:
                 related.append((memory, similarity))
@@ -667,6 +669,211 @@ class Engram:
         assert event is not None
         return {"type": "event", "store": store.kind, "event": event.to_dict()}
 
+    # -- search maintenance ------------------------------------------------------------------
+
+    def reindex(self, *, progress: Callable[[str, int, int], None] | None = None,
+                ) -> dict[str, Any]:
+        """Rebuild every cache of the selected stores from the event files.
+
+        Embeddings come from the embedding cache where the same text was embedded before by the
+        same model, so a second reindex embeds nothing. `progress(stage, done, total)` is called
+        as work advances.
+        """
+        started = time.perf_counter()
+        totals = {"events": 0, "memories": 0, "embedded": 0, "reused": 0, "stores": []}
+        for store in self.stores():
+            search = self._searches.pop(store.root, None)
+            if search is not None:
+                search.close()
+            proj = self._projections.get(store.root) or Projection(store)
+            with store.lock():
+                proj.reset()
+                for name in ("text",):
+                    shutil.rmtree(store.local_dir / "cache" / name, ignore_errors=True)
+                for name in ("vectors.usearch", "vectors.json"):
+                    (store.local_dir / "cache" / name).unlink(missing_ok=True)
+            self._projections.pop(store.root, None)
+            proj = self.projection(store)
+            counts = proj.counts()
+            total = len(proj.all_memory_ids())
+            search = self._search(store)
+            search.sync_text()
+            report = None
+            embedder = self._embedder(store)
+            if embedder is not None:
+                done = 0
+
+                def step(count: int, total: int = total) -> None:
+                    nonlocal done
+                    done += count
+                    if progress is not None:
+                        progress(store.kind, done, total)
+
+                report = search.sync_vectors(embedder, self.settings(store), force=True,
+                                             progress=step)
+            totals["events"] += counts["events"]
+            totals["memories"] += total
+            totals["embedded"] += report.embedded if report else 0
+            totals["reused"] += report.reused if report else 0
+            totals["stores"].append({"store": store.kind, "events": counts["events"],
+                                     "memories": total,
+                                     "embedded": report.embedded if report else 0,
+                                     "reused": report.reused if report else 0,
+                                     "vectors": embedder is not None})
+        totals["seconds"] = round(time.perf_counter() - started, 3)
+        return totals
+
+    def index_state(self) -> list[dict[str, Any]]:
+        """Whether each store's caches are current, without changing anything."""
+        out = []
+        for store in self.stores():
+            cache = store.local_dir / "cache"
+            proj_path = cache / "projection.sqlite3"
+            entry: dict[str, Any] = {"store": store.kind, "path": str(store.root)}
+            if not proj_path.exists():
+                entry.update(projection="missing", current=False)
+                out.append(entry)
+                continue
+            proj = self._projections.get(store.root) or Projection(store)
+            stale = proj.stale()
+            dirty_text = proj.dirty_count("text")
+            dirty_vec = proj.dirty_count("vec")
+            text_ok = (cache / "text" / "meta.json").exists()
+            vectors_meta = cache / "vectors.json"
+            identity = None
+            try:
+                import json
+
+                identity = json.loads(vectors_meta.read_text()).get("identity")
+            except (OSError, ValueError):
+                pass
+            model = self.settings(store)["search.model"]
+            entry.update(
+                projection="stale" if stale else "current",
+                text_index="current" if text_ok and not dirty_text and not stale else
+                ("missing" if not text_ok else "behind"),
+                text_pending=dirty_text,
+                vector_index=("missing" if identity is None else
+                              "behind" if dirty_vec or stale else "current"),
+                vector_pending=dirty_vec,
+                vector_model=identity,
+                model=model,
+            )
+            entry["current"] = not stale and text_ok and dirty_text == 0 and (
+                model == "off" or (identity is not None and dirty_vec == 0))
+            if self._projections.get(store.root) is None:
+                proj.close()
+            out.append(entry)
+        return out
+
+    def stats(self, *, now: datetime | None = None) -> list[dict[str, Any]]:
+        """Counts by kind, scope and store, average strength, and index freshness."""
+        from .retrieval import strength
+
+        moment = now or ev.utc_now()
+        freshness = {entry["store"]: entry for entry in self.index_state()}
+        out = []
+        for store in self.stores():
+            settings = self.settings(store)
+            proj = self.projection(store)
+            active = list(proj.memories())
+            by_kind = Counter(m.kind for m in active)
+            by_scope = Counter(m.scope or "-" for m in active)
+            strengths = [strength(m, moment, settings) for m in active]
+            out.append({
+                "store": store.kind,
+                "path": str(store.root),
+                **proj.counts(),
+                "by_kind": dict(by_kind.most_common()),
+                "by_scope": dict(by_scope.most_common(20)),
+                "average_strength": round(sum(strengths) / len(strengths), 4)
+                if strengths else None,
+                "decayed": sum(1 for value in strengths
+                               if value < settings["recall.strength_floor"]),
+                "index": freshness.get(store.kind),
+            })
+        return out
+
+    def consolidate(self, *, apply: bool = False, similarity: float | None = None,
+                    ) -> list[dict[str, Any]]:
+        """Find clusters of near-duplicate memories; with `apply`, merge each into one.
+
+        A merge is events only: a new memory (the longest text of the cluster, the union of its
+        tags, the highest importance) that supersedes every member. Nothing is deleted.
+        """
+        import numpy as np
+
+        from .index.embed import embed_with_cache
+
+        plans = []
+        for store in self.stores():
+            settings = self.settings(store)
+            threshold = settings["consolidate.similarity"] if similarity is None else similarity
+            embedder = self._embedder(store)
+            if embedder is None:
+                raise EngramError("consolidate needs the embedding model, which did not load; "
+                                  "see `engram stats`")
+            proj = self.projection(store)
+            search = self._search(store)
+            active = [m for m in proj.memories() if m.valid_at(ev.utc_now())]
+            if len(active) < 2:
+                continue
+            vectors, _ = embed_with_cache(embedder, search.embeddings, [m.content for m in active])
+            parent = list(range(len(active)))
+
+            def find(i: int) -> int:
+                while parent[i] != i:
+                    parent[i] = parent[parent[i]]
+                    i = parent[i]
+                return i
+
+            for start in range(0, len(active), 1024):
+                block = vectors[start : start + 1024] @ vectors.T
+                for offset, row in enumerate(block):
+                    i = start + offset
+                    for j in np.nonzero(row >= threshold)[0]:
+                        if j > i and active[i].kind == active[int(j)].kind:
+                            parent[find(i)] = find(int(j))
+            clusters: dict[int, list[int]] = {}
+            for i in range(len(active)):
+                clusters.setdefault(find(i), []).append(i)
+            for members in clusters.values():
+                if len(members) < 2:
+                    continue
+                group = [active[i] for i in members]
+                keeper = max(group, key=lambda m: (len(m.content), m.importance, m.updated_clock))
+                tags = list(dict.fromkeys(t for m in group for t in m.tags))
+                plan = {
+                    "store": store.kind,
+                    "members": [{"id": m.id, "summary": m.summary()} for m in group],
+                    "content": keeper.content,
+                    "kind": keeper.kind,
+                    "tags": tags[: settings["limits.tags"]],
+                    "importance": max(m.importance for m in group),
+                    "merged_into": None,
+                }
+                if apply:
+                    result = self._merge(store, group, plan)
+                    plan["merged_into"] = result
+                plans.append(plan)
+        return plans
+
+    def _merge(self, store: Store, group: list[mem.Memory], plan: dict[str, Any]) -> str:
+        new_id = ev.new_entity_id()
+        keeper = max(group, key=lambda m: (len(m.content), m.importance, m.updated_clock))
+        data: dict[str, Any] = {
+            "memory": new_id, "content": plan["content"], "kind": plan["kind"],
+            "tags": plan["tags"], "scope": keeper.scope, "source": keeper.source,
+            "importance": plan["importance"], "valid_from": None, "valid_until": None,
+            "supersedes": [m.id for m in group],
+        }
+        if keeper.task:
+            data["task"] = keeper.task
+        items = [("memory.created", data)]
+        items += [("memory.superseded", {"memory": m.id, "by": new_id}) for m in group]
+        self._emit_many(store, items)
+        return new_id
+
     def status(self) -> list[dict[str, Any]]:
         from . import git
 
@@ -747,6 +954,11 @@ def _moment(value: str | datetime | None, what: str, *, future: bool = True) -> 
 
         moment = moment.replace(tzinfo=UTC)
     return ev.format_time(moment)
+
+
+def _normalised(text: str) -> str:
+    """Text compared for duplicates: case, punctuation and spacing do not count."""
+    return " ".join("".join(c if c.isalnum() else " " for c in text.casefold()).split())
 
 
 def describe(event: ev.Event) -> str:

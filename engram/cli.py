@@ -502,6 +502,113 @@ def commit(ctx: click.Context, message: str | None, project: bool, personal: boo
                        "run `engram verify`", err=True)
 
 
+# -- search maintenance ---------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--check", is_flag=True, help="Only report whether the caches are current.")
+@store_options
+@json_option
+@click.pass_context
+def reindex(ctx: click.Context, check: bool, project: bool, personal: bool,
+            as_json: bool) -> None:
+    """Rebuild the caches (read model, word and vector indexes) from the event files."""
+    engram = _engram(ctx, project, personal)
+    if check:
+        states = engram.index_state()
+        if as_json:
+            _print_json(states)
+        else:
+            for state in states:
+                verdict = "current" if state["current"] else "not current"
+                click.echo(f"{state['store']} store: caches {verdict}")
+                for key in ("projection", "text_index", "text_pending", "vector_index",
+                            "vector_pending", "vector_model", "model"):
+                    if key in state:
+                        click.echo(f"  {key.replace('_', ' ')}: {state[key]}")
+        if not all(state["current"] for state in states):
+            ctx.exit(1)
+        return
+    if sys.stderr.isatty() and not as_json:
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            tasks: dict[str, Any] = {}
+
+            def progress(store: str, done: int, total: int) -> None:
+                if store not in tasks:
+                    tasks[store] = bar.add_task(f"embedding ({store})", total=total)
+                bar.update(tasks[store], completed=done)
+
+            report = engram.reindex(progress=progress)
+    else:
+        report = engram.reindex()
+    if as_json:
+        _print_json(report)
+        return
+    click.echo(f"reindexed {report['events']} events, {report['memories']} memories: "
+               f"{report['embedded']} embedded, {report['reused']} reused from the cache, "
+               f"in {report['seconds']:.1f}s")
+
+
+@main.command()
+@store_options
+@json_option
+@click.pass_context
+def stats(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> None:
+    """Counts by kind, scope and store, average strength, and index freshness."""
+    engram = _engram(ctx, project, personal)
+    report = engram.stats()
+    if as_json:
+        _print_json(report)
+        return
+    for entry in report:
+        click.echo(f"{entry['store']} store  {entry['path']}")
+        click.echo(f"  {entry['memories']} memories ({entry['forgotten']} forgotten, "
+                   f"{entry['superseded']} superseded), {entry['events']} events")
+        kinds = ", ".join(f"{k} {n}" for k, n in entry["by_kind"].items()) or "-"
+        click.echo(f"  by kind: {kinds}")
+        scopes = ", ".join(f"{k} {n}" for k, n in entry["by_scope"].items()) or "-"
+        click.echo(f"  by scope: {scopes}")
+        if entry["average_strength"] is not None:
+            click.echo(f"  average strength: {entry['average_strength']:.2f} "
+                       f"({entry['decayed']} decayed below the floor)")
+        index = entry["index"] or {}
+        click.echo(f"  indexes: {'current' if index.get('current') else 'not current'} "
+                   f"(text {index.get('text_index')}, vectors {index.get('vector_index')}, "
+                   f"model {index.get('vector_model') or index.get('model')})")
+
+
+@main.command()
+@click.option("--apply", is_flag=True, help="Merge the clusters (otherwise only show them).")
+@click.option("--similarity", type=click.FloatRange(0, 1), default=None,
+              help="Merge memories at least this similar (default: consolidate.similarity).")
+@store_options
+@json_option
+@click.pass_context
+def consolidate(ctx: click.Context, apply: bool, similarity: float | None, project: bool,
+                personal: bool, as_json: bool) -> None:
+    """Merge clusters of near-duplicate memories into one (dry run unless --apply)."""
+    engram = _engram(ctx, project, personal)
+    plans = engram.consolidate(apply=apply, similarity=similarity)
+    if as_json:
+        _print_json(plans)
+        return
+    if not plans:
+        click.echo("no near-duplicates found")
+        return
+    for plan in plans:
+        ids = ", ".join(m["id"][:8] for m in plan["members"])
+        if plan["merged_into"]:
+            click.echo(f"merged {ids} into {plan['merged_into'][:8]}: {plan['content'][:60]}")
+        else:
+            click.echo(f"would merge {ids}: {plan['content'][:60]}")
+            for member in plan["members"]:
+                click.echo(f"  {member['id'][:8]}  {member['summary']}")
+    if not apply:
+        click.echo("dry run: nothing changed; run with --apply to merge")
+
+
 # -- settings -----------------------------------------------------------------------------------
 
 

@@ -75,7 +75,7 @@ SETTINGS: dict[str, Setting] = {
                 "Candidates taken from each index before fusing and filtering.", minimum=1),
         Setting("remember.check_duplicates", True, bool,
                 "On remember, compare with existing memories (costs one embedding)."),
-        Setting("remember.duplicate_similarity", 0.95, float,
+        Setting("remember.duplicate_similarity", 0.92, float,
                 "At or above this similarity a new memory reinforces the existing one instead.",
                 minimum=0, maximum=1),
         Setting("remember.related_similarity", 0.80, float,

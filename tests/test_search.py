@@ -1,0 +1,203 @@
+"""Hybrid recall over disposable indexes, with the real tantivy, usearch and embedding model."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import cli, git, make_repo
+from engram.api import Engram
+from engram.index import embed
+
+MEMORIES = [
+    ("Use Postgres for the job queue; Redis lost jobs on restart", "decision"),
+    ("The integration tests need Docker running before pytest starts", "gotcha"),
+    ("Name branches feature/<ticket>-<slug>", "convention"),
+    ("The user prefers small commits with imperative subject lines", "preference"),
+    ("Deploys to staging go through the GitHub Actions workflow deploy.yml", "procedure"),
+    ("The billing service times out when the invoice batch exceeds 500 rows", "failure"),
+]
+
+
+def fill(engram: Engram) -> dict[str, str]:
+    return {engram.remember(text, kind=kind).id: text for text, kind in MEMORIES}
+
+
+def ranked(engram: Engram, query: str, **kwargs: object) -> list[str]:
+    return [hit.memory.id for hit in engram.recall(query, **kwargs)]
+
+
+def test_recall_finds_by_meaning_and_by_words(home_store: Engram) -> None:
+    ids = {text: mid for mid, text in fill(home_store).items()}
+    engram = Engram()
+    # No word in common with the memory: found by meaning.
+    assert ranked(engram, "which database backs our background work queue")[0] == \
+        ids[MEMORIES[0][0]]
+    # A rare word: found by BM25.
+    assert ranked(engram, "deploy.yml")[0] == ids[MEMORIES[4][0]]
+    hit = engram.recall("docker for the tests")[0]
+    assert hit.memory.id == ids[MEMORIES[1][0]]
+    assert hit.bm25 > 0 and hit.vector > 0 and 0 < hit.score <= 1
+
+
+def test_filters_and_k(home_store: Engram) -> None:
+    fill(home_store)
+    engram = Engram()
+    assert all(h.memory.kind == "gotcha" for h in engram.recall("tests", kinds=["gotcha"]))
+    assert len(engram.recall("the", k=2)) <= 2
+
+
+def test_deleting_every_cache_gives_the_same_results(home_store: Engram) -> None:
+    fill(home_store)
+    queries = ["database for jobs", "how do we deploy to staging", "commit style"]
+    before = {q: ranked(Engram(), q) for q in queries}
+    home_store.close()
+    shutil.rmtree(home_store.personal.local_dir / "cache")
+    after = {q: ranked(Engram(), q) for q in queries}
+    assert after == before and all(before.values())
+
+
+def test_a_pull_made_with_plain_git_is_visible_to_the_next_recall(tmp_path: Path) -> None:
+    origin = tmp_path / "origin.git"
+    seed = make_repo(tmp_path / "seed")
+    Engram(cwd=seed).init(project=True)
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(origin))
+    a, b = tmp_path / "a", tmp_path / "b"
+    git(tmp_path, "clone", "-q", str(origin), str(a))
+    git(tmp_path, "clone", "-q", str(origin), str(b))
+    Engram(cwd=b).remember("Existing memory about the frontend build")
+    assert Engram(cwd=b).recall("frontend build")  # b's indexes are built and current
+    new = Engram(cwd=a).remember("The payment webhook must be idempotent", kind="gotcha")
+    Engram(cwd=a).commit()
+    git(a, "push", "-q", "origin", "main")
+    git(b, "pull", "-q", "--no-rebase", "origin", "main")  # plain git, outside Engram
+    assert ranked(Engram(cwd=b), "idempotent webhook")[0] == new.id
+
+
+def test_a_near_duplicate_reinforces_instead_of_adding(home_store: Engram) -> None:
+    first = home_store.remember("Use Postgres for the job queue")
+    again = Engram().remember("Use Postgres for the job queue.")
+    assert again.duplicate and again.id == first.id and again.reinforced == 1
+    assert [m.id for m in Engram().memories()] == [first.id]
+    assert [e.kind for e, _ in Engram().history(first.id)] == ["memory.created",
+                                                                "memory.reinforced"]
+    related = Engram().remember("Use SQLite for the job queue instead of Postgres")
+    assert not related.duplicate
+    assert first.id in [m.id for m, _ in related.related]
+
+
+def test_supersede_retires_the_old_memory_from_recall(home_store: Engram) -> None:
+    old = home_store.remember("The API runs on port 8080")
+    new = Engram().remember("The API runs on port 9090", supersedes=[old.id[:6]])
+    engram = Engram()
+    assert engram.get(old.id).status == "superseded"
+    assert engram.get(old.id).superseded_by == new.id
+    assert old.id not in ranked(engram, "API port")
+    assert old.id in ranked(engram, "API port", include_forgotten=True)
+
+
+def test_decayed_memories_are_left_out_but_not_deleted(home_store: Engram) -> None:
+    old = home_store.remember("The staging database password rotates monthly", kind="note",
+                              at="2000-01-01")
+    engram = Engram()
+    assert old.id not in ranked(engram, "staging database rotates")
+    assert old.id in ranked(engram, "staging database rotates", include_decayed=True)
+    assert engram.get(old.id).status == "active"
+
+
+def test_without_the_model_recall_works_on_words_and_says_so_once(home_store: Engram) -> None:
+    pg = home_store.remember("Use Postgres for the job queue")
+    home_store.config_set("search.model", "nobody/no-such-model")
+    engram = Engram()
+    hits = engram.recall("postgres queue")
+    assert [h.memory.id for h in hits] == [pg.id]
+    assert hits[0].vector == 0.0
+    engram.recall("postgres")
+    warnings = [w for w in engram.warnings if "could not be loaded" in w]
+    assert len(warnings) == 1 and "BM25" in warnings[0]
+    # And remember still works, without the near-duplicate check.
+    assert not engram.remember("Use Postgres for the job queue").duplicate
+
+
+def test_a_model_change_invalidates_vectors_and_re_embeds_exactly_once(
+    home_store: Engram, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A second real model cannot be downloaded here, so the same weights stand in under
+    another identity: what is checked is that the identity, not the weights, keys the vectors."""
+    fill(home_store)
+    first = Engram().reindex()
+    assert first["memories"] == len(MEMORIES)
+    assert first["embedded"] == 0  # remember's duplicate check already embedded them all
+    real = embed.load_embedder("builtin")
+    other = embed.Embedder(real._model, "other-model@1", real.dim)
+    monkeypatch.setitem(embed._loaded, "builtin", other)
+    engram = Engram()
+    assert engram.recall("job queue database")  # vectors rebuilt for the new identity
+    state = engram.index_state()[0]
+    assert state["vector_model"] == "other-model@1" and state["current"]
+    again = Engram().reindex()
+    assert again["embedded"] == 0 and again["reused"] == len(MEMORIES)
+    cache = engram._search(engram.personal).embeddings
+    assert cache.count("other-model@1") == len(MEMORIES)
+
+
+def test_reindex_check_reports_without_changing(home_store: Engram) -> None:
+    fill(home_store)
+    Engram().reindex()
+    assert Engram().index_state()[0]["current"]
+    home_store.remember("A new memory after the reindex")
+    state = Engram().index_state()[0]
+    assert not state["current"] and state["projection"] == "stale"
+    assert not Engram().index_state()[0]["current"]  # the check itself changed nothing
+    result = cli("reindex", "--check")
+    assert result.exit_code == 1 and "not current" in result.stdout
+    assert cli("reindex").exit_code == 0
+    assert cli("reindex", "--check").exit_code == 0
+
+
+def test_corrupt_indexes_are_rebuilt(home_store: Engram) -> None:
+    fill(home_store)
+    expected = ranked(Engram(), "database for jobs")
+    Engram().reindex()
+    cache = home_store.personal.local_dir / "cache"
+    (cache / "vectors.usearch").write_bytes(b"garbage")
+    for path in (cache / "text").iterdir():
+        if path.is_file():
+            path.write_bytes(b"garbage")
+    assert ranked(Engram(), "database for jobs") == expected
+
+
+def test_consolidate_merges_near_duplicates_as_events(home_store: Engram) -> None:
+    a = home_store.remember("Run the linter before pushing", tags=["ci"],
+                            check_duplicates=False)
+    b = home_store.remember("Run the linter before you push", tags=["lint"],
+                            check_duplicates=False)
+    other = home_store.remember("The cache lives in Redis", check_duplicates=False)
+    plans = Engram().consolidate(similarity=0.85)
+    assert [sorted(m["id"] for m in p["members"]) for p in plans] == [sorted([a.id, b.id])]
+    assert {m.id for m in Engram().memories()} == {a.id, b.id, other.id}  # dry run
+    [plan] = Engram().consolidate(similarity=0.85, apply=True)
+    merged = Engram().get(plan["merged_into"])
+    assert set(merged.tags) == {"ci", "lint"} and set(merged.supersedes) == {a.id, b.id}
+    assert {m.id for m in Engram().memories()} == {merged.id, other.id}
+    assert Engram().get(a.id).status == "superseded"
+
+
+def test_stats_counts_and_freshness(home_store: Engram) -> None:
+    fill(home_store)
+    [entry] = Engram().stats()
+    assert entry["memories"] == len(MEMORIES)
+    assert entry["by_kind"]["decision"] == 1
+    assert 0.9 < entry["average_strength"] <= 1.0
+    assert "current" in entry["index"]
+
+
+def test_usearch_is_always_imported_after_onnxruntime() -> None:
+    code = ("from engram.index import usearch_index; usearch_index(); "
+            "import fastembed, onnxruntime; print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
