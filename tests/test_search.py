@@ -201,3 +201,13 @@ def test_usearch_is_always_imported_after_onnxruntime() -> None:
             "import fastembed, onnxruntime; print('ok')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_shipped_tokenizer_files_are_the_upstream_ones() -> None:
+    import hashlib
+
+    notice = (embed.TOKENIZER_DIR / "NOTICE").read_text()
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                 "config.json"):
+        digest = hashlib.sha256((embed.TOKENIZER_DIR / name).read_bytes()).hexdigest()
+        assert f"{digest}  {name}" in notice
