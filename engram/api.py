@@ -26,6 +26,7 @@ from .errors import (
     AmbiguousIdError, DamagedFileError, EngramError, GitError, NoStoreError, NotFoundError,
     UsageError,
 )
+from .continuity.service import Continuity
 from .projection import Projection
 from .store import Problem, Store, WriterState, require
 
@@ -69,7 +70,7 @@ class CommitResult:
     refused: list[str] = field(default_factory=list)
 
 
-class Engram:
+class Engram(Continuity):
     """Open the stores that apply to a working directory.
 
     `use` picks which stores reads look at and where writes go: "both" (the default) reads both
@@ -965,6 +966,18 @@ def describe(event: ev.Event) -> str:
     """One line about an event, for logs and commit messages."""
     if event.kind.startswith("memory."):
         return mem.describe(event)
+    if event.kind.startswith("task."):
+        from .continuity.tasks import describe as describe_task
+
+        return describe_task(event)
+    if event.kind.startswith("checkpoint."):
+        from .continuity.checkpoints import describe as describe_checkpoint
+
+        return describe_checkpoint(event)
+    if event.kind.startswith("session."):
+        from .continuity.sessions import describe as describe_session
+
+        return describe_session(event)
     if event.kind == "store.created":
         return f"initialize {event.data.get('store', '')} store".replace("  ", " ")
     return event.kind

@@ -84,6 +84,26 @@ SETTINGS: dict[str, Setting] = {
         Setting("consolidate.similarity", 0.90, float,
                 "Memories at least this similar are merged by `engram consolidate`.",
                 minimum=0, maximum=1),
+        Setting("checkpoint.auto", True, bool,
+                "Save checkpoints automatically when the picture changes (failure, plan change, "
+                "working-set shift, quiet period)."),
+        Setting("checkpoint.plan_change", 0.5, float,
+                "Share of next steps and work in progress that must change to count as a new "
+                "plan (Jaccard distance).", minimum=0, maximum=1),
+        Setting("checkpoint.working_set_change", 0.5, float,
+                "Share of working-set files that must change to count as a shift.",
+                minimum=0, maximum=1),
+        Setting("checkpoint.quiet_minutes", 30.0, float,
+                "A task event this long after the last checkpoint saves a new one.", minimum=0),
+        Setting("checkpoint.debounce_seconds", 120.0, float,
+                "At most one automatic checkpoint per reason in this time (failures always "
+                "save one).", minimum=0),
+        Setting("session.stale_minutes", 30.0, float,
+                "An open session of this machine without a heartbeat for this long is "
+                "interrupted.", minimum=0.001),
+        Setting("resume.max_chars", 100_000, int,
+                "Longest `engram resume` output; longer output is cut and says so.",
+                minimum=1000),
         *[
             Setting(f"decay.{kind}", days, float,
                     f"Days for a {kind} to fade to 37% strength (scaled up by importance and "

@@ -141,6 +141,9 @@ class StoreRepo:
             path = self.store.root / name
             if name == EVENTS_DIR:
                 found.extend(self.store.rel(p) for p in self.store.event_files())
+            elif path.is_dir():
+                found.extend(self.store.rel(p) for p in sorted(path.rglob("*"))
+                             if p.is_file() and not p.name.startswith("."))
             elif path.is_file():
                 found.append(name)
         return found

@@ -25,7 +25,7 @@ from . import events as ev
 from . import memories as mem
 from .store import Problem, Store
 
-VERSION = 2  # bump when the schema or a fold changes: caches rebuild themselves
+VERSION = 3  # bump when the schema or a fold changes: caches rebuild themselves
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
@@ -45,6 +45,12 @@ CREATE TABLE memories (
     id TEXT PRIMARY KEY, status TEXT, kind TEXT, scope TEXT, source TEXT, importance REAL,
     valid_from TEXT, valid_until TEXT, created_clock INTEGER, updated_clock INTEGER,
     content TEXT, task TEXT, moment TEXT, body BLOB
+);
+CREATE TABLE tasks (
+    id TEXT PRIMARY KEY, name TEXT, status TEXT, parent TEXT, updated_clock INTEGER, body BLOB
+);
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY, state TEXT, agent TEXT, machine TEXT, started_clock INTEGER, body BLOB
 );
 CREATE TABLE dirty_text (memory TEXT PRIMARY KEY, gen INTEGER);
 CREATE TABLE dirty_vec (memory TEXT PRIMARY KEY, gen INTEGER);
@@ -276,8 +282,16 @@ class Projection:
             events = self._entity_events(db, entity)
             existed = db.execute("DELETE FROM memories WHERE id=?", (entity,)).rowcount
             db.execute("DELETE FROM memory_tags WHERE memory=?", (entity,))
+            db.execute("DELETE FROM tasks WHERE id=?", (entity,))
+            db.execute("DELETE FROM sessions WHERE id=?", (entity,))
             if existed:
                 self._mark(db, entity)
+            if events and events[0].kind.startswith(("task.", "checkpoint.")):
+                self._refold_task(db, entity, events)
+                continue
+            if events and events[0].kind.startswith("session."):
+                self._refold_session(db, entity, events)
+                continue
             if not events or not events[0].kind.startswith("memory."):
                 continue
             memory = mem.fold(events)
@@ -294,6 +308,64 @@ class Projection:
             )
             db.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
                            [(memory.id, tag) for tag in memory.tags])
+
+    @staticmethod
+    def _refold_task(db: sqlite3.Connection, entity: str, events: list[ev.Event]) -> None:
+        from .continuity import tasks
+
+        db.execute("DELETE FROM tasks WHERE id=?", (entity,))
+        task = tasks.fold(events)
+        if task is not None:
+            db.execute("INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?)",
+                       (task.id, task.name, task.status, task.parent, task.updated_clock,
+                        orjson.dumps(task.to_dict())))
+
+    @staticmethod
+    def _refold_session(db: sqlite3.Connection, entity: str, events: list[ev.Event]) -> None:
+        from .continuity import sessions
+
+        db.execute("DELETE FROM sessions WHERE id=?", (entity,))
+        session = sessions.fold(events)
+        if session is not None:
+            db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?)",
+                       (session.id, session.state, session.agent, session.machine,
+                        session.started_clock, orjson.dumps(session.to_dict())))
+
+    def tasks(self, *, statuses: Sequence[str] = (), ids: Sequence[str] | None = None,
+              ) -> list[Any]:
+        from .continuity.tasks import Task
+
+        sql, args = "SELECT body FROM tasks", []
+        where = []
+        if statuses:
+            where.append(f"status IN ({','.join('?' * len(statuses))})")
+            args.extend(statuses)
+        if ids is not None:
+            where.append(f"id IN ({','.join('?' * len(ids))})")
+            args.extend(ids)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY updated_clock DESC, id DESC"
+        return [Task.from_dict({**orjson.loads(r[0]), "store": self.store.kind})
+                for r in self.db.execute(sql, args)]
+
+    def sessions(self, *, states: Sequence[str] = (), ids: Sequence[str] | None = None,
+                 ) -> list[Any]:
+        from .continuity.sessions import Session
+
+        sql, args = "SELECT body FROM sessions", []
+        where = []
+        if states:
+            where.append(f"state IN ({','.join('?' * len(states))})")
+            args.extend(states)
+        if ids is not None:
+            where.append(f"id IN ({','.join('?' * len(ids))})")
+            args.extend(ids)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY started_clock DESC, id DESC"
+        return [Session.from_dict({**orjson.loads(r[0]), "store": self.store.kind})
+                for r in self.db.execute(sql, args)]
 
     @staticmethod
     def _entity_events(db: sqlite3.Connection, entity: str) -> list[ev.Event]:
@@ -449,11 +521,13 @@ class Projection:
         return ev.parse_line(row[0]) if row else None
 
     def match_ids(self, prefix: str) -> list[tuple[str, str]]:
-        """(id, what) pairs whose id starts with `prefix`: memories, then events."""
-        out = [(r[0], "memory") for r in self.db.execute(
-            "SELECT id FROM memories WHERE id >= ? AND id < ? LIMIT 20",
-            (prefix.lower(), prefix.lower() + "\uffff"),
-        )]
+        """(id, what) pairs whose id starts with `prefix`: memories, tasks, sessions, events."""
+        out = []
+        for table, what in (("memories", "memory"), ("tasks", "task"), ("sessions", "session")):
+            out += [(r[0], what) for r in self.db.execute(
+                f"SELECT id FROM {table} WHERE id >= ? AND id < ? LIMIT 20",
+                (prefix.lower(), prefix.lower() + "\uffff"),
+            )]
         upper = prefix.upper()
         out += [(r[0], "event") for r in self.db.execute(
             "SELECT id FROM events WHERE id >= ? AND id < ? LIMIT 20", (upper, upper + "\uffff")

@@ -40,7 +40,8 @@ StoreKind = Literal["personal", "project"]
 
 EVENTS_DIR = "events"
 # Paths under a store root that Engram owns and commits. Anything else is left alone.
-TRACKED = (CONFIG_FILE, "README.md", ".gitattributes", EVENTS_DIR)
+HANDOFFS_DIR = "handoffs"
+TRACKED = (CONFIG_FILE, "README.md", ".gitattributes", EVENTS_DIR, HANDOFFS_DIR)
 
 LOCK_TIMEOUT_SECONDS = 30.0
 

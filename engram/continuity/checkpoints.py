@@ -1,0 +1,263 @@
+"""Checkpoints: versioned continuation packages for a task, and how a reviewer reads them.
+
+A checkpoint is one `checkpoint.saved` event whose payload is the whole package (below). A
+handoff is a checkpoint someone asked for; the others are saved by triggers (a failure, a plan
+change, a working-set shift, a quiet period) with a debounce per reason.
+
+Each checkpoint is also rendered to Markdown at `handoffs/<task>/<seq>-<checkpoint>.md` in the
+store, committed with it: a new file every time, so two machines never edit the same file, and
+each file says field by field what changed since the previous checkpoint. That is what a
+reviewer reads in a pull request.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from .. import events as ev
+from ..errors import UsageError
+
+LIST_FIELDS = ("completed", "in_progress", "blocked", "next", "must_not_redo", "must_preserve",
+               "open_questions")
+TEXT_FIELDS = ("goal", "summary")
+REASONS = ("handoff", "failure", "plan_change", "working_set", "quiet", "overflow",
+           "session_end", "manual")
+TITLES = {
+    "goal": "Goal",
+    "summary": "Summary",
+    "completed": "Completed",
+    "in_progress": "In progress",
+    "blocked": "Blocked",
+    "next": "Next steps (in order)",
+    "must_not_redo": "Must not redo",
+    "must_preserve": "Must preserve",
+    "open_questions": "Open questions",
+    "working_set": "Working set",
+}
+
+# How much each part of a package is worth to the next agent (sums to 1).
+COMPLETENESS_WEIGHTS = {
+    "goal": 0.20, "next": 0.25, "completed": 0.15, "must_not_redo": 0.10, "working_set": 0.10,
+    "in_progress": 0.10, "summary": 0.05, "must_preserve": 0.05,
+}
+FRESHNESS_HOURS = 72.0
+
+
+def empty_package() -> dict[str, Any]:
+    package: dict[str, Any] = {name: [] for name in LIST_FIELDS}
+    package.update(goal="", summary="", working_set={"files": [], "commands": [],
+                                                    "artifacts": []})
+    return package
+
+
+def normalise(raw: Mapping[str, Any], *, limit: int = 4000) -> dict[str, Any]:
+    """A package from user input (options, YAML or JSON), checked field by field."""
+    unknown = set(raw) - {*LIST_FIELDS, *TEXT_FIELDS, "working_set", "task", "files",
+                          "commands", "artifacts"}
+    if unknown:
+        raise UsageError(f"unknown checkpoint field(s): {', '.join(sorted(unknown))}; "
+                         f"known: {', '.join((*TEXT_FIELDS, *LIST_FIELDS, 'working_set'))}")
+    package = empty_package()
+    for name in TEXT_FIELDS:
+        value = raw.get(name)
+        if value is not None:
+            if not isinstance(value, str):
+                raise UsageError(f"checkpoint field {name} must be text")
+            package[name] = _text(value, name, limit)
+    for name in LIST_FIELDS:
+        package[name] = _items(raw.get(name), name, limit)
+    working = raw.get("working_set") or {}
+    if not isinstance(working, Mapping):
+        raise UsageError("checkpoint field working_set must be a mapping of files, commands, "
+                         "artifacts")
+    files = [*(working.get("files") or []), *(raw.get("files") or [])]
+    package["working_set"] = {
+        "files": [_file(item) for item in files],
+        "commands": _items([*(working.get("commands") or []), *(raw.get("commands") or [])],
+                           "commands", limit),
+        "artifacts": _items([*(working.get("artifacts") or []),
+                             *(raw.get("artifacts") or [])], "artifacts", limit),
+    }
+    return package
+
+
+def _text(value: str, name: str, limit: int) -> str:
+    value = " ".join(value.split()) if "\n" not in value else value.strip()
+    if len(value.encode("utf-8")) > limit:
+        raise UsageError(f"checkpoint field {name} is over {limit} bytes; shorten it")
+    if any(ord(c) < 32 and c not in "\n\t" for c in value):
+        raise UsageError(f"checkpoint field {name} contains a control character; remove it")
+    return value
+
+
+def _items(value: Any, name: str, limit: int) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, Sequence):
+        raise UsageError(f"checkpoint field {name} must be a list of text")
+    out: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            raise UsageError(f"checkpoint field {name} must be a list of text")
+        text = _text(item, name, limit)
+        if text and text not in out:
+            out.append(text)
+    if len(out) > 200:
+        raise UsageError(f"checkpoint field {name} has {len(out)} items; at most 200")
+    return out
+
+
+def _file(item: Any) -> dict[str, Any]:
+    if isinstance(item, str):
+        path, _, commit = item.partition("@")
+        item = {"path": path, "commit": commit or None}
+    if not isinstance(item, Mapping) or not isinstance(item.get("path"), str):
+        raise UsageError("a working-set file is a path, path@commit, or {path, commit}")
+    path = item["path"].strip()
+    if not path or path.startswith(("/", "\\")) or ".." in path.replace("\\", "/").split("/"):
+        raise UsageError(f"working-set file {path!r} must be a path inside the repository "
+                         "(relative, without '..')")
+    commit = item.get("commit")
+    if commit is not None and (not isinstance(commit, str) or
+                               not all(c in "0123456789abcdef" for c in commit.lower())):
+        raise UsageError(f"working-set file {path!r}: commit {commit!r} is not a git commit id")
+    return {"path": path, "commit": commit.lower() if commit else None}
+
+
+def file_paths(package: Mapping[str, Any]) -> set[str]:
+    return {f["path"] for f in (package.get("working_set") or {}).get("files") or []}
+
+
+def completeness(package: Mapping[str, Any]) -> float:
+    score = 0.0
+    for name, weight in COMPLETENESS_WEIGHTS.items():
+        value = package.get(name)
+        if name == "working_set":
+            value = [*(value or {}).get("files", []), *(value or {}).get("commands", [])]
+        if value:
+            score += weight
+    return round(score, 4)
+
+
+def freshness(*, saved_at: str, now: datetime, unchanged: float | None = None) -> float:
+    """1 when just saved; decays with age (time constant FRESHNESS_HOURS) and with the share
+    of working-set files that changed since the commit they were seen at."""
+    age_hours = max(0.0, (now - ev.parse_time(saved_at)).total_seconds() / 3600.0)
+    value = math.exp(-age_hours / FRESHNESS_HOURS)
+    if unchanged is not None:
+        value *= 0.5 + 0.5 * unchanged
+    return round(value, 4)
+
+
+def confidence(package: Mapping[str, Any], *, saved_at: str, now: datetime,
+               unchanged: float | None = None) -> float:
+    """How well the next agent can continue from this package: completeness x freshness."""
+    fresh = freshness(saved_at=saved_at, now=now, unchanged=unchanged)
+    return round(completeness(package) * (0.5 + 0.5 * fresh), 4)
+
+
+def changes(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, Any]:
+    """Field-by-field change from one package to the next."""
+    before = before or empty_package()
+    out: dict[str, Any] = {}
+    for name in TEXT_FIELDS:
+        if (before.get(name) or "") != (after.get(name) or ""):
+            out[name] = {"from": before.get(name) or "", "to": after.get(name) or ""}
+    for name in LIST_FIELDS:
+        old, new = before.get(name) or [], after.get(name) or []
+        added = [x for x in new if x not in old]
+        removed = [x for x in old if x not in new]
+        if added or removed or (name == "next" and old != new):
+            out[name] = {"added": added, "removed": removed,
+                         **({"reordered": True} if not added and not removed else {})}
+    old_files, new_files = file_paths(before), file_paths(after)
+    if old_files != new_files:
+        out["working_set"] = {"added": sorted(new_files - old_files),
+                              "removed": sorted(old_files - new_files)}
+    return out
+
+
+def jaccard_distance(a: Iterable[str], b: Iterable[str]) -> float:
+    left, right = set(a), set(b)
+    if not left and not right:
+        return 0.0
+    return 1.0 - len(left & right) / len(left | right)
+
+
+def render(task: Mapping[str, Any], checkpoint: Mapping[str, Any],
+           previous: Mapping[str, Any] | None) -> str:
+    """The Markdown a reviewer reads. Deterministic: the same checkpoint, the same bytes."""
+    lines = [
+        f"# Handoff: {task['name']}",
+        "",
+        f"- task: `{task['id']}`",
+        f"- checkpoint: {checkpoint['seq']} (`{checkpoint['checkpoint']}`), "
+        f"reason: {checkpoint['reason']}",
+        f"- by: {checkpoint['actor']}"
+        + (f", session `{checkpoint['session']}`" if checkpoint.get("session") else "")
+        + (f", on {checkpoint['machine']}" if checkpoint.get("machine") else ""),
+        f"- at: {checkpoint['time']}",
+        f"- continuation confidence: {checkpoint['confidence']:.2f}",
+        "",
+    ]
+    for name in ("summary", "goal"):
+        if checkpoint.get(name):
+            lines += [f"## {TITLES[name]}", "", checkpoint[name], ""]
+    for name in LIST_FIELDS:
+        items = checkpoint.get(name) or []
+        lines += [f"## {TITLES[name]}", ""]
+        if not items:
+            lines += ["(none)", ""]
+            continue
+        for number, item in enumerate(items, start=1):
+            bullet = f"{number}." if name == "next" else "-"
+            lines.append(f"{bullet} {item}")
+        lines.append("")
+    working = checkpoint.get("working_set") or {}
+    lines += [f"## {TITLES['working_set']}", ""]
+    entries = [f"- `{f['path']}`" + (f" @ {f['commit'][:12]}" if f.get("commit") else "")
+               for f in working.get("files") or []]
+    entries += [f"- command: `{c}`" for c in working.get("commands") or []]
+    entries += [f"- artifact: {a}" for a in working.get("artifacts") or []]
+    lines += (entries or ["(none)"]) + [""]
+    delta = changes(previous, checkpoint)
+    title = f"checkpoint {previous['seq']}" if previous else "the start"
+    lines += [f"## Changes since {title}", ""]
+    if not delta:
+        lines += ["(no change)", ""]
+    for name, change in delta.items():
+        label = TITLES[name].split(" (")[0].lower()
+        if name in TEXT_FIELDS:
+            lines.append(f"- {label}: was \"{_short(change['from'])}\", "
+                         f"now \"{_short(change['to'])}\"")
+            continue
+        for item in change.get("added", []):
+            lines.append(f"- {label}: + {item}")
+        for item in change.get("removed", []):
+            lines.append(f"- {label}: − {item}")
+        if change.get("reordered"):
+            lines.append(f"- {label}: reordered")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _short(text: str, width: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_path(task_id: str, checkpoint: Mapping[str, Any]) -> str:
+    return f"handoffs/{task_id}/{checkpoint['seq']:04d}-{checkpoint['checkpoint'][:8]}.md"
+
+
+def describe(event: ev.Event) -> str:
+    data = event.data
+    short = str(data.get("task", ""))[: ev.SHORT_ID_LEN]
+    summary = " ".join(str(data.get("summary") or "").split())[:60]
+    verb = "handoff" if data.get("reason") == "handoff" else f"checkpoint ({data.get('reason')})"
+    return f"{verb} {short}" + (f" — {summary}" if summary else "")

@@ -1,0 +1,732 @@
+"""The continuity half of the public API, mixed into `engram.api.Engram`.
+
+Tasks, progress and failures; checkpoints (handoffs and the automatic ones); sessions and their
+interruptions; resume; continuity metrics. Everything written is an event; every method here is
+a thin layer of validation and folding over the store.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import events as ev
+from ..errors import AmbiguousIdError, EngramError, NotFoundError, UsageError
+from ..memories import Memory, check_name
+from . import checkpoints as cp
+from . import metrics, rehydrate, sessions, tasks
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..store import Store
+
+_SESSION_ID = __import__("re").compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class AmbiguousResumeError(EngramError):
+    """More than one active task matches: the caller must choose. Exit status 3."""
+
+    exit_code = 3
+
+    def __init__(self, candidates: Sequence[tasks.Task]) -> None:
+        self.candidates = list(candidates)
+        listing = "; ".join(f"{t.id[:8]} {t.name!r} ({t.status})" for t in self.candidates[:10])
+        super().__init__(f"{len(self.candidates)} active tasks could be resumed: {listing}; "
+                         "choose one with --task ID")
+
+
+class Continuity:
+    """Mixin: needs the store plumbing of `Engram` (stores, projection, _emit_many, ...)."""
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    def task_create(self, name: str, *, goal: str = "", parent: str | None = None,
+                    tags: Iterable[str] = (), status: str = "open") -> tasks.Task:
+        from ..memories import check_tags
+
+        store = self.write_store()
+        settings = self.settings(store)
+        name = self._checked_text(name, settings, field_name="name", limit=400)
+        goal = self._checked_text(goal, settings, field_name="goal", limit=8000) if goal \
+            and goal.strip() else ""
+        parent_id = self._task(parent)[1].id if parent else None
+        data = {
+            "task": ev.new_entity_id(), "name": name, "goal": goal,
+            "status": tasks.check_status(status), "parent": parent_id,
+            "tags": list(check_tags(tags, limit=settings["limits.tags"],
+                                    name_limit=settings["limits.name_chars"])),
+        }
+        self._emit(store, "task.created", data)
+        return self._task(data["task"])[1]
+
+    def _task(self, ident: str | None) -> tuple[Store, tasks.Task]:
+        """A task by id prefix, or by its exact name (case-insensitive)."""
+        if not ident or not ident.strip():
+            raise UsageError("give a task id (or its exact name); list them with "
+                             "`engram task list`")
+        ident = ident.strip()
+        found: list[tuple[Store, tasks.Task]] = []
+        if len(ident) >= 4:
+            for store, full, _ in self._resolve(ident, what="task"):
+                found += [(store, t) for t in self.projection(store).tasks(ids=[full])]
+        if not found:
+            for store in self.stores():
+                found += [(store, t) for t in self.projection(store).tasks()
+                          if t.name.casefold() == ident.casefold()]
+        if not found:
+            raise NotFoundError("task", ident)
+        if len({t.id for _, t in found}) > 1:
+            raise AmbiguousIdError(ident, sorted({t.id for _, t in found}))
+        return found[0]
+
+    def task(self, ident: str) -> tasks.Task:
+        return self._task(ident)[1]
+
+    def task_update(self, ident: str, *, name: str | None = None, goal: str | None = None,
+                    status: str | None = None, parent: str | None = None,
+                    tags: Iterable[str] | None = None) -> tasks.Task:
+        from ..memories import check_tags
+
+        store, task = self._task(ident)
+        settings = self.settings(store)
+        changes: dict[str, Any] = {}
+        if name is not None:
+            changes["name"] = self._checked_text(name, settings, field_name="name", limit=400)
+        if goal is not None:
+            changes["goal"] = self._checked_text(goal, settings, field_name="goal", limit=8000)
+        if status is not None:
+            changes["status"] = tasks.check_status(status)
+        if parent is not None:
+            parent_task = self._task(parent)[1]
+            if parent_task.id == task.id:
+                raise UsageError("a task cannot be its own parent")
+            changes["parent"] = parent_task.id
+        if tags is not None:
+            changes["tags"] = list(check_tags(tags, limit=settings["limits.tags"],
+                                              name_limit=settings["limits.name_chars"]))
+        current = task.to_dict()
+        changes = {k: v for k, v in changes.items() if current.get(k) != v}
+        if not changes:
+            raise UsageError("nothing to change: give a new name, goal, status, parent or tags")
+        self._emit(store, "task.updated", {"task": task.id, **changes})
+        return self._task(task.id)[1]
+
+    def tasks(self, *, statuses: Sequence[str] = (), include_closed: bool = False,
+              ) -> list[tasks.Task]:
+        for status in statuses:
+            tasks.check_status(status)
+        wanted = statuses or (() if include_closed else tasks.ACTIVE)
+        out = [t for store in self.stores() for t in self.projection(store).tasks(
+            statuses=wanted)]
+        return sorted(out, key=lambda t: (t.updated_clock, t.id), reverse=True)
+
+    def progress(self, ident: str, feature: str, *, status: str = "done",
+                 note: str | None = None, component: str | None = None,
+                 files: Iterable[str] = ()) -> dict[str, Any]:
+        """Record progress on a task. Returns the task, earlier failures of the same
+        component (so they are not repeated), and any checkpoint it triggered."""
+        store, task = self._task(ident)
+        settings = self.settings(store)
+        data: dict[str, Any] = {
+            "task": task.id,
+            "feature": self._checked_text(feature, settings, field_name="feature", limit=2000),
+            "status": tasks.check_progress_status(status),
+        }
+        if note:
+            data["note"] = self._checked_text(note, settings, field_name="note", limit=8000)
+        if component:
+            data["component"] = check_name(component, what="component",
+                                           limit=settings["limits.name_chars"])
+        paths = [cp._file(f)["path"] for f in files]
+        if paths:
+            data["files"] = paths
+        items: list[tuple[str, dict[str, Any]]] = [("task.progress", data)]
+        if task.status == "open":  # work started
+            items.append(("task.updated", {"task": task.id, "status": "in_progress"}))
+        self._emit_many(store, items)
+        saved = self._auto_checkpoint(store, task.id, cause="progress")
+        return {"task": self._task(task.id)[1], "checkpoint": saved,
+                "earlier_failures": self.failures_for(component=component, files=paths)}
+
+    def failure(self, ident: str, error: str, *, component: str | None = None,
+                root_cause: str | None = None, fix: str | None = None) -> dict[str, Any]:
+        """Record a failure on a task; a checkpoint is always saved with it."""
+        store, task = self._task(ident)
+        settings = self.settings(store)
+        data: dict[str, Any] = {
+            "task": task.id,
+            "error": self._checked_text(error, settings, field_name="error", limit=8000),
+        }
+        if component:
+            data["component"] = check_name(component, what="component",
+                                           limit=settings["limits.name_chars"])
+        for key, value in (("root_cause", root_cause), ("fix", fix)):
+            if value:
+                data[key] = self._checked_text(value, settings, field_name=key, limit=8000)
+        earlier = self.failures_for(component=component)
+        self._emit(store, "task.failure", data)
+        saved = self._auto_checkpoint(store, task.id, cause="failure")
+        return {"task": self._task(task.id)[1], "checkpoint": saved,
+                "earlier_failures": earlier}
+
+    def failures_for(self, *, component: str | None = None, files: Sequence[str] = (),
+                     ) -> list[dict[str, Any]]:
+        """Failures recorded on any task for this component, or for a component named in
+        one of these file paths: what later work should not repeat."""
+        if not component and not files:
+            return []
+        parts = {p for f in files for p in f.replace("\\", "/").split("/") if p}
+        out = []
+        for store in self.stores():
+            for task in self.projection(store).tasks():
+                for failure in task.failures:
+                    if failure.component and (failure.component == component
+                                              or failure.component in parts):
+                        out.append({"task": task.id, "task_name": task.name,
+                                    **failure.__dict__})
+        return sorted(out, key=lambda f: f["time"], reverse=True)
+
+    def task_view(self, ident: str) -> dict[str, Any]:
+        store, task = self._task(ident)
+        proj = self.projection(store)
+        memories = [m for m in proj.memories(task=task.id)]
+        return {
+            "task": task.to_dict(),
+            "memories": [m.to_dict() for m in memories],
+            "children": [t.id for t in proj.tasks() if t.parent == task.id],
+        }
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    def handoff(self, ident: str, *, summary: str, package: Mapping[str, Any] | None = None,
+                reason: str = "handoff", **fields: Any) -> dict[str, Any]:
+        """Record a continuation package for a task, render it for review, and commit now.
+
+        `package` (e.g. from a YAML or JSON file) and the keyword fields (completed,
+        in_progress, blocked, next, must_not_redo, must_preserve, files, commands, artifacts,
+        open_questions, goal) are merged; list fields from both are concatenated.
+        """
+        if reason not in cp.REASONS:
+            raise UsageError(f"unknown checkpoint reason {reason!r}; use one of "
+                             f"{', '.join(cp.REASONS)}")
+        store, task = self._task(ident)
+        merged: dict[str, Any] = dict(package or {})
+        for key, value in fields.items():
+            if value is None or value == () or value == []:
+                continue
+            if isinstance(value, (list, tuple)) and isinstance(merged.get(key), list):
+                merged[key] = [*merged[key], *value]
+            else:
+                merged[key] = list(value) if isinstance(value, tuple) else value
+        merged["summary"] = summary or merged.get("summary") or ""
+        if not merged["summary"].strip():
+            raise UsageError("a handoff needs a summary: say in a line where things stand")
+        built = cp.normalise(merged)
+        # What is done and what must hold carries over; the plan is what this handoff says,
+        # or the current picture where it says nothing.
+        current = self._derived_package(task)
+        for name in ("completed", "must_not_redo", "must_preserve"):
+            built[name] = [*current[name], *(x for x in built[name] if x not in current[name])]
+        for name in ("in_progress", "blocked", "next", "open_questions"):
+            if not built[name] and name not in merged:
+                built[name] = current[name]
+        if not built["working_set"]["files"] and not merged.get("files") and \
+                not (merged.get("working_set") or {}).get("files"):
+            built["working_set"]["files"] = current["working_set"].get("files", [])
+        for key in ("commands", "artifacts"):
+            if not built["working_set"][key]:
+                built["working_set"][key] = current["working_set"].get(key, [])
+        built["goal"] = built["goal"] or current["goal"] or task.goal
+        checked = self._scan_package(store, built)
+        saved = self._save_checkpoint(store, task, checked, reason=reason)
+        self._commit_store(store, subject=f"handoff: {task.name} — {_line(checked['summary'])}")
+        return saved
+
+    def _scan_package(self, store: Store, package: dict[str, Any]) -> dict[str, Any]:
+        """Every text of a package goes through the same checks as memory content."""
+        settings = self.settings(store)
+        for name in cp.TEXT_FIELDS:
+            if package[name]:
+                package[name] = self._checked_text(package[name], settings, field_name=name,
+                                                   limit=8000)
+        for name in cp.LIST_FIELDS:
+            package[name] = [self._checked_text(x, settings, field_name=name, limit=4000)
+                             for x in package[name]]
+        working = package["working_set"]
+        working["commands"] = [self._checked_text(x, settings, field_name="commands",
+                                                  limit=4000) for x in working["commands"]]
+        working["artifacts"] = [self._checked_text(x, settings, field_name="artifacts",
+                                                   limit=4000) for x in working["artifacts"]]
+        return package
+
+    def _unchanged_share(self, store: Store, files: Sequence[Mapping[str, Any]],
+                         ) -> float | None:
+        """Share of working-set files whose content is as it was at the commit they were
+        seen at (None when that cannot be told, e.g. files of another repository)."""
+        import pygit2
+
+        from ..git import open_repository
+
+        try:
+            repo = open_repository(store.work_tree)
+        except EngramError:
+            return None
+        known = same = 0
+        for item in files:
+            commit = item.get("commit")
+            if not commit:
+                continue
+            try:
+                then = repo.revparse_single(f"{commit}:{item['path']}").id
+            except (KeyError, ValueError, pygit2.GitError):
+                continue
+            path = store.work_tree / item["path"]
+            known += 1
+            try:
+                same += pygit2.hash(path.read_bytes()) == then
+            except OSError:
+                pass
+        return same / known if known else None
+
+    def _head(self, store: Store) -> str | None:
+        from ..git import StoreRepo
+
+        try:
+            return StoreRepo(store).head_id()
+        except EngramError:
+            return None
+
+    def _save_checkpoint(self, store: Store, task: tasks.Task, package: dict[str, Any], *,
+                         reason: str) -> dict[str, Any]:
+        head = self._head(store)
+        for item in package["working_set"]["files"]:
+            if not item.get("commit"):
+                item["commit"] = head
+        now = ev.utc_now()
+        checkpoint_id = ev.new_entity_id()
+        data = {
+            "task": task.id, "checkpoint": checkpoint_id, "seq": len(task.checkpoints) + 1,
+            "reason": reason, **package,
+            "confidence": cp.confidence(
+                package, saved_at=ev.format_time(now), now=now,
+                unchanged=self._unchanged_share(store, package["working_set"]["files"])),
+        }
+        [event] = self._emit_many(store, [("checkpoint.saved", data)], commit=False)
+        saved = {k: v for k, v in data.items() if k != "task"}
+        saved.update(time=event.time, actor=event.actor, session=event.session,
+                     machine=event.machine, clock=event.clock)
+        self._render_checkpoint(store, task, saved)
+        self._maybe_commit(store)
+        return {"task": task.id, **saved}
+
+    def _render_checkpoint(self, store: Store, task: tasks.Task,
+                           checkpoint: Mapping[str, Any]) -> Path:
+        text = cp.render(task.to_dict(), checkpoint, task.latest_checkpoint)
+        path = store.root / cp.render_path(task.id, checkpoint)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    def checkpoints(self, ident: str) -> list[dict[str, Any]]:
+        store, task = self._task(ident)
+        return [{"task": task.id, **self._checkpoint_from(e)}
+                for e in self.projection(store).entity_events(task.id)
+                if e.kind == "checkpoint.saved"]
+
+    @staticmethod
+    def _checkpoint_from(event: ev.Event) -> dict[str, Any]:
+        data = {k: v for k, v in event.data.items() if k != "task"}
+        data.update(time=event.time, actor=event.actor, session=event.session,
+                    machine=event.machine, clock=event.clock)
+        return data
+
+    def _derived_package(self, task: tasks.Task) -> dict[str, Any]:
+        """The task's picture now: its latest package, moved on by progress since."""
+        latest = task.latest_checkpoint
+        package = cp.empty_package()
+        if latest:
+            for name in (*cp.TEXT_FIELDS, *cp.LIST_FIELDS):
+                package[name] = list(latest.get(name) or []) if name in cp.LIST_FIELDS \
+                    else latest.get(name) or ""
+            package["working_set"] = {k: list(v) for k, v in
+                                      (latest.get("working_set") or {}).items()}
+        package["goal"] = package["goal"] or task.goal
+        since = latest["clock"] if latest else 0
+        files = {f["path"] for f in package["working_set"].get("files", [])}
+        for item in task.progress:
+            if item.clock <= since:
+                continue
+            for name in ("in_progress", "blocked", "next"):
+                if item.feature in package[name] and item.status != name:
+                    package[name].remove(item.feature)
+            target = {"done": "completed", "in_progress": "in_progress",
+                      "blocked": "blocked", "todo": "next"}[item.status]
+            if item.feature not in package[target]:
+                package[target].append(item.feature)
+            for path in item.files:
+                if path not in files:
+                    files.add(path)
+                    package["working_set"].setdefault("files", []).append(
+                        {"path": path, "commit": None})
+        package["summary"] = package["summary"] if latest else ""
+        return package
+
+    def _auto_checkpoint(self, store: Store, task_id: str, *, cause: str,
+                         ) -> dict[str, Any] | None:
+        """Save a checkpoint when the picture changed enough (see docs/continuity.md)."""
+        settings = self.settings(store)
+        if not settings["checkpoint.auto"]:
+            return None
+        task = self.projection(store).tasks(ids=[task_id])[0]
+        latest = task.latest_checkpoint
+        package = self._derived_package(task)
+        reasons = []
+        if cause == "failure":
+            reasons.append("failure")
+        before = latest or cp.empty_package()
+        plan = cp.jaccard_distance([*(before.get("next") or []),
+                                    *(before.get("in_progress") or [])],
+                                   [*package["next"], *package["in_progress"]])
+        if plan >= settings["checkpoint.plan_change"]:
+            reasons.append("plan_change")
+        if cp.jaccard_distance(cp.file_paths(before), cp.file_paths(package)) >= \
+                settings["checkpoint.working_set_change"]:
+            reasons.append("working_set")
+        quiet = settings["checkpoint.quiet_minutes"] * 60
+        last_time = ev.parse_time(latest["time"]).timestamp() if latest else \
+            ev.parse_time(task.created_at).timestamp()
+        if time.time() - last_time >= quiet:
+            reasons.append("quiet")
+        debounce = settings["checkpoint.debounce_seconds"]
+        last_by_reason = self._last_checkpoint_times(store, task.id)
+        for reason in reasons:
+            if reason != "failure" and time.time() - last_by_reason.get(reason, 0) < debounce:
+                continue
+            failure = task.failures[-1] if reason == "failure" and task.failures else None
+            if failure is not None:
+                where = f" in {failure.component}" if failure.component else ""
+                package["summary"] = f"failed{where}: {failure.error}"
+            elif not package["summary"]:
+                package["summary"] = f"automatic checkpoint ({reason.replace('_', ' ')})"
+            return self._save_checkpoint(store, task, package, reason=reason)
+        return None
+
+    def _last_checkpoint_times(self, store: Store, task_id: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for event in self.projection(store).entity_events(task_id):
+            if event.kind == "checkpoint.saved":
+                out[event.data.get("reason", "")] = ev.parse_time(event.time).timestamp()
+        return out
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def session_start(self, *, agent: str = "cli", session_id: str | None = None,
+                      pid: int | None = None) -> sessions.Session:
+        """Open a session for this process (or `pid`): later events carry its id."""
+        store = self.write_store()
+        if agent not in sessions.AGENTS:
+            agent = "other" if agent else "cli"
+        session_id = session_id or ev.new_entity_id()
+        if not _SESSION_ID.match(session_id):
+            raise UsageError("a session id is 1-64 letters, digits, '.', '_' or '-'")
+        pid = pid or os.getpid()
+        self.session = session_id
+        self._emit(store, "session.started", {"session_id": session_id, "agent": agent,
+                                              "pid": pid, "head": self._head(store)})
+        sessions.write_beat(store.local_dir, session_id, pid=pid)
+        return self.session_info(session_id)
+
+    def close_session_on_exit(self) -> None:
+        """Close this process's session at normal exit and on SIGTERM (a kill -9 cannot be
+        caught: the next command finds the session stale and records a crash)."""
+        import atexit
+        import signal
+
+        session_id = self.session
+        if not session_id:
+            raise UsageError("no session to close: start one first")
+
+        def close(how: str) -> None:
+            try:
+                if self.session_info(session_id).state == "open":
+                    self.session_end(how=how, session_id=session_id)
+            except EngramError:
+                pass
+
+        def on_sigterm(signum: int, frame: object) -> None:
+            close("sigterm")
+            raise SystemExit(128 + signum)
+
+        atexit.register(close, "exit")
+        signal.signal(signal.SIGTERM, on_sigterm)
+
+    def heartbeat(self, *, context: float | None = None, session_id: str | None = None) -> None:
+        """Say the session is alive (and, optionally, how full its context is, 0..1)."""
+        store = self.write_store()
+        session_id = session_id or self.session
+        if not session_id:
+            raise UsageError("no session: start one with `engram session start`")
+        if context is not None and not 0 <= context <= 1:
+            raise UsageError("context is the share of the context window in use, 0 to 1")
+        beat = sessions.read_beat(store.local_dir, session_id) or {}
+        sessions.write_beat(store.local_dir, session_id, pid=beat.get("pid") or os.getpid(),
+                            context=context)
+
+    def report_interruption(self, reason: str, *, note: str | None = None,
+                            session_id: str | None = None) -> None:
+        """Say why the session is about to stop; used when its interruption is classified."""
+        if reason not in sessions.REASONS:
+            raise UsageError(f"unknown interruption reason {reason!r}; use one of "
+                             f"{', '.join(sessions.REASONS)}")
+        store = self.write_store()
+        session_id = session_id or self.session
+        if not session_id:
+            raise UsageError("no session: start one with `engram session start`")
+        data = {"session_id": session_id, "reason": reason}
+        if note:
+            data["note"] = self._checked_text(note, self.settings(store), field_name="note",
+                                              limit=2000)
+        self._emit(store, "session.reported", data)
+
+    def session_end(self, *, outcome: str | None = None, how: str = "exit",
+                    session_id: str | None = None) -> sessions.Session:
+        """Close the session; its outcome adjusts the importance of the memories it made or
+        relied on (success +0.05, failure -0.05). Commits pending events."""
+        store = self.write_store()
+        session_id = session_id or self.session
+        if not session_id:
+            raise UsageError("no session: start one with `engram session start`")
+        if outcome is not None and outcome not in sessions.OUTCOMES:
+            raise UsageError(f"unknown outcome {outcome!r}; use one of "
+                             f"{', '.join(sessions.OUTCOMES)}")
+        current = self.session_info(session_id)
+        if current.state != "open":
+            raise UsageError(f"session {session_id[:8]} is {current.state}: it is history")
+        items: list[tuple[str, dict[str, Any]]] = [
+            ("session.ended", {"session_id": session_id, "outcome": outcome, "how": how})]
+        delta = {"success": 0.05, "failure": -0.05}.get(outcome or "", 0.0)
+        if delta:
+            for memory in self._session_memories(store, session_id):
+                value = round(min(1.0, max(0.0, memory.importance + delta)), 4)
+                if value != memory.importance:
+                    items.append(("memory.updated", {"memory": memory.id, "importance": value}))
+        self._emit_many(store, items, commit=False)
+        sessions.drop_beat(store.local_dir, session_id)
+        try:
+            self._commit_store(store)
+        except EngramError as exc:
+            self.warnings.append(f"session closed; events not committed yet: {exc}")
+        if self.session == session_id:
+            self.session = None
+        return self.session_info(session_id)
+
+    def _session_memories(self, store: Store, session_id: str) -> list[Memory]:
+        proj = self.projection(store)
+        ids = {e.data["memory"] for e in proj.events(kinds=["memory.created"], limit=None)
+               if e.session == session_id}
+        ids |= set(_read_lines(store.local_dir / "sessions" / f"{session_id}.recalled"))
+        return list(proj.memories_by_id(sorted(ids)).values())
+
+    def note_recalled(self, memory_ids: Sequence[str]) -> None:
+        """Remember, locally, which memories this session relied on."""
+        if not self.session or not memory_ids:
+            return
+        for store in self.stores():
+            path = store.local_dir / "sessions" / f"{self.session}.recalled"
+            if path.parent.exists():
+                with open(path, "a", encoding="utf-8") as handle:
+                    handle.write("".join(f"{m}\n" for m in memory_ids))
+
+    def session_info(self, session_id: str) -> sessions.Session:
+        for store in self.stores():
+            found = self.projection(store).sessions(ids=[session_id])
+            if found:
+                return found[0]
+        matches = [f for f in self._resolve(session_id, what="session")] \
+            if len(session_id) >= 4 else []
+        if len({m[1] for m in matches}) == 1:
+            return self.projection(matches[0][0]).sessions(ids=[matches[0][1]])[0]
+        raise NotFoundError("session", session_id)
+
+    def sessions(self, *, states: Sequence[str] = ()) -> list[sessions.Session]:
+        out = [s for store in self.stores() for s in self.projection(store).sessions(
+            states=states)]
+        return sorted(out, key=lambda s: (s.started_clock, s.id), reverse=True)
+
+    def detect_interruptions(self) -> list[sessions.Session]:
+        """Find open sessions of this machine whose process is gone (or whose heartbeat
+        stopped), classify why, and record it. Runs when a store is opened for resume or by
+        the MCP server; safe to run often."""
+        found = []
+        machine = ev.machine_name()
+        for store in self.stores():
+            settings = self.settings(store)
+            window = settings["session.stale_minutes"] * 60
+            proj = self.projection(store)
+            for session in proj.sessions(states=["open"]):
+                if session.machine != machine or session.id == self.session:
+                    continue
+                beat = sessions.read_beat(store.local_dir, session.id)
+                why = sessions.staleness(session, beat, machine=machine, window_seconds=window)
+                if why is None:
+                    continue
+                recent = [e for e in proj.events(limit=200) if e.session == session.id]
+                recent.reverse()
+                reason, evidence = sessions.classify(session, beat, why, recent)
+                try:
+                    self._emit(store, "session.interrupted", {
+                        "session_id": session.id, "reason": reason, "evidence": evidence,
+                        "detected_by": self.session or "cli"})
+                except EngramError as exc:  # a read-only store still resumes
+                    self.warnings.append(f"could not record the interruption: {exc}")
+                    continue
+                sessions.drop_beat(store.local_dir, session.id)
+                found.append(proj.sessions(ids=[session.id])[0])
+        return found
+
+    # -- resume ----------------------------------------------------------------------------
+
+    def resume(self, *, task: str | None = None, session: str | None = None,
+               depth: str = "standard", since: str | datetime | None = None,
+               restore: str = "selective", max_chars: int | None = None) -> rehydrate.Resume:
+        """What the next agent needs to continue, as bounded Markdown."""
+        if depth not in rehydrate.DEPTHS:
+            raise UsageError(f"unknown depth {depth!r}; use brief, standard or full")
+        if restore not in rehydrate.RESTORE_MODES:
+            raise UsageError(f"unknown restore mode {restore!r}; use full, selective or none")
+        try:
+            self.detect_interruptions()
+        except EngramError as exc:
+            self.warnings.append(str(exc))
+        chosen: tasks.Task | None = None
+        store: Store | None = None
+        if task:
+            store, chosen = self._task(task)
+        elif session:
+            info = self.session_info(session)
+            for candidate in self.stores():
+                worked = [e.data["task"] for e in self.projection(candidate).events(limit=None)
+                          if e.session == info.id and e.data.get("task")]
+                if worked:
+                    store, chosen = self._task(worked[0])
+                    break
+        else:
+            active = self.tasks()
+            if len(active) > 1:
+                raise AmbiguousResumeError(active)
+            if active:
+                store, chosen = self._task(active[0].id)
+        settings = self.settings(store)
+        limit = max_chars or settings["resume.max_chars"]
+        events_wanted, summaries_wanted = rehydrate.DEPTHS[depth]
+        since_clock = None
+        if since is not None:
+            from ..memories import parse_moment
+
+            moment = since if isinstance(since, datetime) else parse_moment(since, what="--since")
+            since_clock = int(moment.timestamp() * 1_000_000)
+        from ..api import describe
+
+        checkpoint = confidence = None
+        earlier: list[Mapping[str, Any]] = []
+        failures: list[tasks.Failure] = []
+        decisions: list[Memory] = []
+        gotchas: list[Memory] = []
+        others: list[Memory] = []
+        events: list[tuple[ev.Event, str]] = []
+        interruptions = []
+        if chosen is not None and store is not None:
+            proj = self.projection(store)
+            checkpoint = chosen.latest_checkpoint
+            if checkpoint:
+                confidence = cp.confidence(
+                    checkpoint, saved_at=checkpoint["time"], now=ev.utc_now(),
+                    unchanged=self._unchanged_share(
+                        store, (checkpoint.get("working_set") or {}).get("files") or []))
+                all_checkpoints = self.checkpoints(chosen.id)
+                earlier = list(reversed(all_checkpoints[:-1]))[:summaries_wanted]
+            failures = list(chosen.failures)
+            components = {f.component for f in chosen.failures if f.component}
+            paths = [f["path"] for f in ((checkpoint or {}).get("working_set") or {})
+                     .get("files", [])]
+            for other in self.failures_for(files=paths):
+                if other["task"] != chosen.id and other["component"] not in components:
+                    failures.append(tasks.Failure(**{k: other[k] for k in (
+                        "event", "clock", "time", "actor", "session", "error", "component",
+                        "root_cause", "fix")}))
+            task_memories = list(proj.memories(task=chosen.id))
+            decisions = [m for m in task_memories if m.kind == "decision"]
+            gotchas = [m for m in task_memories if m.kind in ("gotcha", "failure")]
+            raw = proj.events(task=chosen.id, since_clock=since_clock, limit=events_wanted)
+            events = [(e, describe(e)) for e in raw]
+            worked_in = {e.session for e in proj.entity_events(chosen.id) if e.session}
+            for info in proj.sessions(states=["interrupted"], ids=sorted(worked_in)):
+                interruptions.append({"id": info.id, "agent": info.agent,
+                                      "machine": info.machine, "reason": info.reason,
+                                      "evidence": info.evidence})
+            interruptions = interruptions[:1]
+        if restore != "none":
+            seen = {m.id for m in (*decisions, *gotchas)}
+            for candidate in self.stores():
+                for memory in self.projection(candidate).memories():
+                    if memory.id in seen or not memory.valid_at(ev.utc_now()):
+                        continue
+                    if restore == "full" or memory.importance >= 0.7 or \
+                            memory.kind in ("failure", "gotcha"):
+                        others.append(memory)
+            others = others[: (20 if restore == "selective" else 200)]
+        if chosen is None:
+            raw = [e for _, e in self.log(limit=events_wanted, since=since)]
+            events = [(e, describe(e)) for e in raw]
+        return rehydrate.render(
+            task=chosen, checkpoint=checkpoint, confidence=confidence, earlier=earlier,
+            failures=failures, decisions=decisions, gotchas=gotchas, memories=others,
+            events=events, interruptions=interruptions, limit=limit,
+        )
+
+    # -- metrics ---------------------------------------------------------------------------
+
+    def continuity(self, ident: str, *, before: str | None = None,
+                   after: str | None = None) -> dict[str, Any]:
+        """Score the latest checkpoint (or `after`) against the one before it (or `before`)."""
+        store, task = self._task(ident)
+        saved = self.checkpoints(task.id)
+        if len(saved) < 2:
+            raise UsageError("continuity compares two checkpoints; this task has "
+                             f"{len(saved)} — record a handoff first")
+
+        def pick(ref: str | None, default: dict[str, Any]) -> dict[str, Any]:
+            if ref is None:
+                return default
+            for item in saved:
+                if item["checkpoint"].startswith(ref) or str(item["seq"]) == ref:
+                    return item
+            raise NotFoundError("checkpoint", ref)
+
+        late = pick(after, saved[-1])
+        early = pick(before, saved[saved.index(late) - 1] if saved.index(late) else saved[0])
+        if early["clock"] >= late["clock"]:
+            raise UsageError("the first checkpoint must be older than the second")
+        failures_before = [f for f in task.failures if f.clock <= early["clock"]]
+        failures_after = [f for f in task.failures if f.clock > early["clock"]]
+        scores = metrics.score(early, late, failures_before=failures_before,
+                               failures_after=failures_after)
+        return {"task": task.id, "before": early["seq"], "after": late["seq"], **scores}
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def _line(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"

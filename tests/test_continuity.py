@@ -1,0 +1,275 @@
+"""Tasks, checkpoints, sessions and resume; interruptions played out with real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import cli, git, make_repo, run_engram
+from engram.api import Engram
+from engram.continuity.service import AmbiguousResumeError
+
+AGENT = Path(__file__).with_name("agent.py")
+
+
+def start_agent(repo: Path, scenario: str) -> tuple[subprocess.Popen[str], str, str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    proc = subprocess.Popen([sys.executable, str(AGENT), str(repo), scenario],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("READY"):
+        proc.kill()
+        raise AssertionError(f"agent did not start: {line}{proc.communicate()[1]}")
+    _, task_id, session_id = line.split()
+    return proc, task_id, session_id
+
+
+def resume_text(repo: Path, *args: str) -> str:
+    done = run_engram("resume", *args, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def assert_recovered(text: str) -> None:
+    assert "Users can sign in with GitHub" in text  # the goal
+    assert "Callback returns 500: state mismatch" in text  # the failure
+    assert "the session cookie is not set before the redirect" in text  # its cause
+    assert "Create the production OAuth app in GitHub" in text  # must not redo
+    assert "Do not touch the main branch" in text  # must preserve
+    assert "Write callback tests" in text  # next steps
+
+
+def session_of(repo: Path, session_id: str) -> dict:
+    done = run_engram("sessions", "--json", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    return next(s for s in json.loads(done.stdout) if s["id"] == session_id)
+
+
+@pytest.fixture
+def repo(project: Path) -> Path:
+    return project
+
+
+def test_agent_killed_with_kill_9_is_resumed_by_another_process(repo: Path) -> None:
+    """The scenario of record: A works, records progress and a failure, is killed -9; B in a
+    new process resumes with the goal, the failure, must-not-redo and next steps, and the
+    interruption is classified as a crash."""
+    agent, task_id, session_id = start_agent(repo, "kill")
+    agent.send_signal(signal.SIGKILL)
+    agent.wait(timeout=30)
+    text = resume_text(repo)
+    assert_recovered(text)
+    assert f"task `{task_id}`" in text
+    assert "**crash**" in text
+    session = session_of(repo, session_id)
+    assert session["state"] == "interrupted" and session["reason"] == "crash"
+    assert session["agent"] == "claude-code"
+
+
+def test_sigterm_closes_the_session_and_nothing_is_lost(repo: Path) -> None:
+    agent, task_id, session_id = start_agent(repo, "sigterm")
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=30) == 128 + signal.SIGTERM
+    session = session_of(repo, session_id)
+    assert session["state"] == "ended" and session["how"] == "sigterm"
+    assert_recovered(resume_text(repo, "--task", task_id))
+    # Closing a session commits: everything acknowledged is in git.
+    assert Engram(cwd=repo).status()[0]["uncommitted"] == 0
+
+
+def test_normal_handoff_then_resume(repo: Path) -> None:
+    agent, task_id, session_id = start_agent(repo, "handoff")
+    assert agent.wait(timeout=60) == 0
+    text = resume_text(repo, "--task", task_id[:6])
+    assert_recovered(text)
+    assert "Callback handler fixed; tests next" in text
+    assert session_of(repo, session_id)["state"] == "ended"
+    assert "Interruption" not in text
+    log = git(repo, "log", "--format=%s")
+    assert "handoff: Add OAuth login — Callback handler fixed; tests next" in log
+
+
+def test_failure_mid_session_is_recalled_and_lowers_importance(repo: Path) -> None:
+    engram = Engram(cwd=repo)
+    engram.session_start(agent="codex")
+    memory = engram.remember("The OAuth callback needs the state cookie", importance=0.5)
+    engram.session_end(outcome="failure")
+    assert Engram(cwd=repo).get(memory.id).importance == 0.45
+    agent, task_id, session_id = start_agent(repo, "failure")
+    assert agent.wait(timeout=60) == 0
+    assert session_of(repo, session_id)["outcome"] == "failure"
+    text = resume_text(repo, "--task", task_id)
+    assert "Failures to avoid repeating" in text
+    assert "[auth] Callback returns 500" in text
+
+
+def test_working_set_drift_lowers_confidence(repo: Path) -> None:
+    (repo / "src").mkdir()
+    (repo / "src" / "auth.py").write_text("def login(): ...\n")
+    git(repo, "add", "src/auth.py")
+    git(repo, "commit", "-q", "-m", "auth")
+    engram = Engram(cwd=repo)
+    task = engram.task_create("Add OAuth login", goal="Users can sign in with GitHub")
+    saved = engram.handoff(task.id, summary="Started", next=["Write the callback"],
+                           files=["src/auth.py"], completed=["Skeleton"],
+                           must_not_redo=["Created the app"])
+    steady = Engram(cwd=repo).resume(task=task.id).confidence
+    (repo / "src" / "auth.py").write_text("def login(): return 1\n")
+    git(repo, "commit", "-q", "-am", "someone else changed it")
+    drifted = Engram(cwd=repo).resume(task=task.id).confidence
+    assert saved["confidence"] >= steady > drifted
+
+
+def test_resume_does_not_guess_between_active_tasks(repo: Path) -> None:
+    engram = Engram(cwd=repo)
+    a = engram.task_create("Task A", goal="a")
+    engram.task_create("Task B", goal="b")
+    with pytest.raises(AmbiguousResumeError) as info:
+        Engram(cwd=repo).resume()
+    assert len(info.value.candidates) == 2
+    done = run_engram("resume", cwd=repo)
+    assert done.returncode == 3
+    assert a.id[:8] in done.stderr and "--task" in done.stderr
+    assert "Task A" in Engram(cwd=repo).resume(task="task a").markdown  # by name
+
+
+def test_resume_output_is_bounded_and_says_so(repo: Path) -> None:
+    engram = Engram(cwd=repo)
+    task = engram.task_create("Big", goal="x")
+    engram.handoff(task.id, summary="s", next=[f"step {i} " + "word " * 30 for i in range(150)])
+    result = Engram(cwd=repo).resume(task=task.id, max_chars=2000)
+    assert result.truncated and len(result.markdown) <= 2000
+    assert "cut at 2000 characters" in result.markdown
+    brief = Engram(cwd=repo).resume(task=task.id, depth="brief")
+    assert not brief.truncated
+
+
+def test_handoff_is_a_readable_file_that_shows_what_changed(repo: Path) -> None:
+    engram = Engram(cwd=repo)
+    task = engram.task_create("Add OAuth login", goal="Users can sign in with GitHub")
+    engram.handoff(task.id, summary="Plan", next=["Register the app", "Write callback"])
+    first_head = git(repo, "rev-parse", "HEAD").strip()
+    engram.handoff(task.id, summary="App registered", completed=["Register the app"],
+                   next=["Write callback", "Write tests"], must_preserve=["Keep main green"])
+    diff = git(repo, "diff", first_head, "HEAD", "--", ".engram/handoffs")
+    added = [l[1:] for l in diff.splitlines() if l.startswith("+") and not l.startswith("+++")]
+    assert "## Changes since checkpoint 1" in added
+    assert "- completed: + Register the app" in added
+    assert "- next steps: + Write tests" in added
+    assert "- next steps: − Register the app" in added
+    assert "- must preserve: + Keep main green" in added
+    assert "1. Write callback" in added and "2. Write tests" in added
+
+
+def test_handoff_from_a_yaml_file(repo: Path, tmp_path: Path) -> None:
+    task = Engram(cwd=repo).task_create("Migrate the DB", goal="Postgres 16")
+    package = tmp_path / "handoff.yaml"
+    package.write_text(
+        "summary: Dump taken, restore next\n"
+        "completed: [Take the dump]\n"
+        "next:\n  - Restore into the new cluster\n  - Switch the DSN\n"
+        "must_not_redo: [Take the dump (it locks the primary)]\n"
+        "working_set:\n  files: [db/migrate.sql]\n  commands: [make restore]\n"
+    )
+    result = cli("handoff", "--task", task.id, "--from", str(package), cwd=repo)
+    assert result.exit_code == 0, result.output
+    latest = Engram(cwd=repo).task(task.id).latest_checkpoint
+    assert latest["next"] == ["Restore into the new cluster", "Switch the DSN"]
+    assert latest["working_set"]["commands"] == ["make restore"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("summary: x\nnonsense_field: 1\n")
+    result = cli("handoff", "--task", task.id, "--from", str(bad), cwd=repo)
+    assert result.exit_code == 2 and "unknown checkpoint field" in result.stderr
+
+
+def test_automatic_checkpoints_on_failure_plan_change_and_working_set(repo: Path) -> None:
+    engram = Engram(cwd=repo)
+    task = engram.task_create("Fix flaky tests", goal="CI green")
+    first = engram.progress(task.id, "Find the flaky test", status="in_progress",
+                            files=["tests/test_api.py"])
+    assert first["checkpoint"]["reason"] in ("plan_change", "working_set")
+    again = engram.progress(task.id, "Find the flaky test", status="in_progress")
+    assert again["checkpoint"] is None  # nothing changed enough
+    failed = engram.failure(task.id, "Timeout in test_upload", component="api")
+    assert failed["checkpoint"]["reason"] == "failure"
+    failed = engram.failure(task.id, "Timeout again", component="api")
+    assert failed["checkpoint"]["reason"] == "failure"  # failures always save one
+    assert failed["earlier_failures"][0]["error"] == "Timeout in test_upload"
+    reasons = [c["reason"] for c in engram.checkpoints(task.id)]
+    assert reasons.count("failure") == 2
+
+
+def test_a_component_failure_is_surfaced_when_later_work_touches_it(repo: Path) -> None:
+    engram = Engram(cwd=repo)
+    old = engram.task_create("Old work", goal="x")
+    engram.failure(old.id, "Upload fails over 10 MB", component="uploads",
+                   fix="stream the body")
+    new = engram.task_create("New feature", goal="y")
+    result = engram.progress(new.id, "Add resumable uploads", component="uploads")
+    assert [f["error"] for f in result["earlier_failures"]] == ["Upload fails over 10 MB"]
+    by_path = engram.progress(new.id, "Touch the handler", files=["src/uploads/handler.py"])
+    assert by_path["earlier_failures"][0]["fix"] == "stream the body"
+
+
+def test_continuity_scores_a_restore(repo: Path) -> None:
+    engram = Engram(cwd=repo)
+    task = engram.task_create("Add OAuth login", goal="Users can sign in with GitHub")
+    engram.handoff(task.id, summary="Plan", next=["Write the callback handler",
+                                                  "Write callback tests"],
+                   must_not_redo=["Create the OAuth app"], files=["src/auth.py"])
+    engram.handoff(task.id, summary="Callback done", completed=["Write the callback handler"],
+                   next=["Write callback tests"], files=["src/auth.py"])
+    good = engram.continuity(task.id)
+    assert good["goal_retention"] == 1.0 and good["action_consistency"] == 1.0
+    assert good["redundant_exploration"] == 0.0 and good["composite"] > 0.9
+    engram.handoff(task.id, summary="Started over", completed=["Create the OAuth app again"],
+                   next=["Rewrite everything in Go"], goal="Rewrite the service",
+                   files=["main.go"])
+    bad = engram.continuity(task.id)
+    assert bad["composite"] < good["composite"]
+    assert bad["redundant_exploration"] > 0 and bad["replanning_rate"] == 1.0
+    result = cli("continuity", "--task", task.id, "--json", cwd=repo)
+    assert json.loads(result.stdout)["composite"] == bad["composite"]
+
+
+def test_task_commands_and_json(repo: Path) -> None:
+    created = json.loads(cli("task", "create", "Ship v2", "--goal", "Release 2.0", "--json",
+                             cwd=repo).stdout)
+    child = json.loads(cli("task", "create", "Write notes", "--parent", created["id"],
+                           "--json", cwd=repo).stdout)
+    assert child["parent"] == created["id"]
+    cli("task", "update", created["id"][:6], "--status", "blocked", cwd=repo)
+    listed = json.loads(cli("task", "list", "--json", cwd=repo).stdout)
+    assert {t["id"]: t["status"] for t in listed}[created["id"]] == "blocked"
+    shown = json.loads(cli("task", "show", created["id"], "--json", cwd=repo).stdout)
+    assert shown["children"] == [child["id"]]
+    cli("task", "update", created["id"], "--status", "done", cwd=repo)
+    assert created["id"] not in [t["id"] for t in json.loads(
+        cli("task", "list", "--json", cwd=repo).stdout)]
+    assert cli("task", "update", created["id"], "--status", "nope", cwd=repo).exit_code == 2
+    assert cli("task", "show", "zzzzzz", cwd=repo).exit_code == 2
+
+
+def test_a_closed_session_is_history(repo: Path) -> None:
+    engram = Engram(cwd=repo)
+    opened = engram.session_start(agent="cursor")
+    engram.session_end(outcome="success")
+    with pytest.raises(Exception, match="is ended: it is history"):
+        Engram(cwd=repo).session_end(session_id=opened.id)
+
+
+def test_an_agent_reported_reason_wins_over_heuristics(repo: Path) -> None:
+    agent, task_id, session_id = start_agent(repo, "kill")
+    Engram(cwd=repo).report_interruption("rate_limit", note="429 from the API",
+                                         session_id=session_id)
+    agent.send_signal(signal.SIGKILL)
+    agent.wait(timeout=30)
+    assert "**rate_limit**" in resume_text(repo, "--task", task_id)
+    assert session_of(repo, session_id)["reason"] == "rate_limit"
