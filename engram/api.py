@@ -622,6 +622,7 @@ class Engram(Continuity):
                 score = relevance * ((1.0 - share) + share * power)
                 hits.append(Hit(memory, score, bm25, cosine, relevance, power))
         hits.sort(key=lambda hit: (hit.score, hit.memory.updated_clock), reverse=True)
+        self.note_recalled([hit.memory.id for hit in hits[:3]])  # what this session relies on
         return hits[:k]
 
     def log(

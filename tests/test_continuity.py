@@ -102,6 +102,12 @@ def test_failure_mid_session_is_recalled_and_lowers_importance(repo: Path) -> No
     memory = engram.remember("The OAuth callback needs the state cookie", importance=0.5)
     engram.session_end(outcome="failure")
     assert Engram(cwd=repo).get(memory.id).importance == 0.45
+    # A later successful session that relied on it (recalled it) raises it again.
+    engram = Engram(cwd=repo)
+    engram.session_start(agent="codex")
+    assert engram.recall("state cookie for the OAuth callback")[0].memory.id == memory.id
+    engram.session_end(outcome="success")
+    assert Engram(cwd=repo).get(memory.id).importance == 0.5
     agent, task_id, session_id = start_agent(repo, "failure")
     assert agent.wait(timeout=60) == 0
     assert session_of(repo, session_id)["outcome"] == "failure"
