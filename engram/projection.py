@@ -25,7 +25,7 @@ from . import events as ev
 from . import memories as mem
 from .store import Problem, Store
 
-VERSION = 3  # bump when the schema or a fold changes: caches rebuild themselves
+VERSION = 4  # bump when the schema or a fold changes: caches rebuild themselves
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
@@ -278,6 +278,7 @@ class Projection:
                 report.entities.add(entity)
 
     def _refold(self, db: sqlite3.Connection, entities: Iterable[str]) -> None:
+        self._gen = self._next_gen(db)
         for entity in entities:
             events = self._entity_events(db, entity)
             existed = db.execute("DELETE FROM memories WHERE id=?", (entity,)).rowcount
@@ -377,11 +378,17 @@ class Projection:
     # -- queries ---------------------------------------------------------------------------
 
     @staticmethod
-    def _mark(db: sqlite3.Connection, memory_id: str) -> None:
-        # A generation per mark: cleaning what an indexer read never drops a newer mark.
+    def _next_gen(db: sqlite3.Connection) -> int:
+        """A new generation for dirty marks (call inside a write transaction)."""
+        row = db.execute("SELECT value FROM meta WHERE key='gen'").fetchone()
+        gen = int(row[0]) + 1 if row else 1
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('gen', ?)", (str(gen),))
+        return gen
+
+    def _mark(self, db: sqlite3.Connection, memory_id: str) -> None:
+        # A generation per refresh: cleaning what an indexer read never drops a newer mark.
         for table in ("dirty_text", "dirty_vec"):
-            db.execute(f"INSERT OR REPLACE INTO {table} VALUES "
-                       f"(?, (SELECT COALESCE(MAX(gen), 0) + 1 FROM {table}))", (memory_id,))
+            db.execute(f"INSERT OR REPLACE INTO {table} VALUES (?, ?)", (memory_id, self._gen))
 
     def dirty(self, which: str, limit: int | None = None) -> list[tuple[str, int]]:
         """(memory id, generation) pairs whose `which` ("text" or "vec") entries are stale."""
@@ -402,8 +409,8 @@ class Projection:
     def mark_all_dirty(self, which: str) -> None:
         table = f"dirty_{_which(which)}"
         with self._write() as db:
-            db.execute(f"INSERT OR REPLACE INTO {table} SELECT id, "
-                       f"(SELECT COALESCE(MAX(gen), 0) + 1 FROM {table}) FROM memories")
+            gen = self._next_gen(db)
+            db.execute(f"INSERT OR REPLACE INTO {table} SELECT id, ? FROM memories", (gen,))
 
     def all_memory_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT id FROM memories")]

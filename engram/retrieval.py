@@ -126,16 +126,19 @@ class StoreSearch:
                 proj.mark_all_dirty("text")
                 text.rebuilt = False
                 report.rebuilt.append("text")
-            while True:
-                marks = proj.dirty("text", limit=2000)
-                if not marks:
-                    break
-                ids = [m for m, _ in marks]
-                found = proj.memories_by_id(ids)
-                text.update([(i, search_text(found[i])) for i in ids if i in found],
-                            [i for i in ids if i not in found])
-                proj.clean("text", marks)
-                report.indexed_text += len(found)
+            marks = proj.dirty("text")
+            if not marks:
+                return report
+
+            def batches() -> Any:
+                for start in range(0, len(marks), 2000):
+                    ids = [m for m, _ in marks[start : start + 2000]]
+                    found = proj.memories_by_id(ids)
+                    yield ([(i, search_text(found[i])) for i in ids if i in found],
+                           [i for i in ids if i not in found])
+
+            report.indexed_text += text.update(batches())
+            proj.clean("text", marks)
         return report
 
     def sync_vectors(self, embedder: Embedder, settings: Settings, *, force: bool = False,

@@ -36,21 +36,26 @@ class TextIndex:
         self.path.mkdir(parents=True, exist_ok=True)
         return tantivy.Index(_schema(), path=str(self.path), reuse=False)
 
-    def update(self, upserts: Sequence[tuple[str, str]], deletes: Iterable[str]) -> None:
-        """Replace documents by id and delete others, in one commit."""
-        writer = self.index.writer(heap_size=15_000_000, num_threads=1)
+    def update(self, batches: Iterable[tuple[Sequence[tuple[str, str]], Iterable[str]]]) -> int:
+        """Apply (upserts, deletes) batches with one writer and one commit; returns documents
+        written. Upserts replace documents by id."""
+        writer = self.index.writer(heap_size=50_000_000, num_threads=1)
+        written = 0
         try:
-            for memory_id in deletes:
-                writer.delete_documents_by_term("id", memory_id)
-            for memory_id, body in upserts:
-                writer.delete_documents_by_term("id", memory_id)
-                writer.add_document(tantivy.Document(id=memory_id, body=body))
+            for upserts, deletes in batches:
+                for memory_id in deletes:
+                    writer.delete_documents_by_term("id", memory_id)
+                for memory_id, body in upserts:
+                    writer.delete_documents_by_term("id", memory_id)
+                    writer.add_document(tantivy.Document(id=memory_id, body=body))
+                    written += 1
             writer.commit()
             writer.wait_merging_threads()
         except BaseException:
             writer.rollback()
             raise
         self.index.reload()
+        return written
 
     def search(self, query: str, limit: int) -> list[tuple[str, float]]:
         words = _WORD.findall(query.lower())
