@@ -16,6 +16,7 @@ import click
 import orjson
 
 from . import __version__
+from .cli_mcp import register as register_mcp
 from .errors import EngramError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -1070,6 +1071,8 @@ def config_set(ctx: click.Context, key: str, value: str, project: bool) -> None:
     stored = engram.config_set(key, value)
     click.echo(f"{key} = {stored}")
 
+
+register_mcp(main)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

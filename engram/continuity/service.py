@@ -587,7 +587,7 @@ class Continuity:
                     self.warnings.append(f"could not record the interruption: {exc}")
                     continue
                 sessions.drop_beat(store.local_dir, session.id)
-                found.append(proj.sessions(ids=[session.id])[0])
+                found.append(self.projection(store).sessions(ids=[session.id])[0])
         return found
 
     # -- resume ----------------------------------------------------------------------------

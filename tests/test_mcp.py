@@ -1,0 +1,694 @@
+"""The MCP server, driven by the SDK's own client: over stdio against `engram serve` in a child
+process, plus in-process checks of the tool surface, client installers and hooks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp_types import Implementation
+
+from conftest import ACTOR, cli, git, make_repo
+from engram.api import Engram
+from engram.cli import main as engram_main
+
+ROOT = Path(__file__).parent.parent
+# `python -m engram serve` once engram/cli.py registers the MCP commands; until then the same
+# commands through engram.cli_mcp. Decided before any test registers them in this process.
+SERVE_MODULE = "engram" if "serve" in engram_main.commands else "engram.cli_mcp"
+
+APP = '''import os
+
+
+def retry_budget():
+    """Retries are capped here, not in the queue."""
+    return int(os.environ.get("RETRIES", "3"))
+'''
+
+
+def serve_args(*args: str) -> list[str]:
+    return ["-m", SERVE_MODULE, "serve", *args]
+
+
+@asynccontextmanager
+async def connect(cwd: Path, *args: str, client: str = "claude-code",
+                  env: dict[str, str] | None = None) -> AsyncIterator[Client]:
+    """The real server in a child process, through the SDK's real stdio client."""
+    params = StdioServerParameters(command=sys.executable, args=serve_args(*args),
+                                   env={**os.environ, **(env or {})}, cwd=cwd)
+    async with Client(params, client_info=Implementation(name=client, version="1.0"),
+                      read_timeout_seconds=120) as session:
+        yield session
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, f"{tool}: {result.content[0].text}"
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def fail(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, f"{tool} should have failed: {result.structured_content}"
+    return result.content[0].text
+
+
+def run(scenario: Callable[[], Any]) -> Any:
+    return anyio.run(scenario)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with some code and a project store."""
+    path = make_repo(tmp_path / "repo", {"README.md": "a project\n", "src/app.py": APP})
+    Engram(cwd=path).init(project=True)
+    return path
+
+
+@pytest.fixture
+def with_mcp_commands() -> click.Group:
+    """`engram serve` / `engram mcp` on the in-process CLI, as engram/cli.py will have them."""
+    from engram.cli_mcp import register
+
+    if "serve" not in engram_main.commands:
+        register(engram_main)
+    return engram_main
+
+
+# -- the surface agents see ---------------------------------------------------------------------
+
+# name: (required parameters, optional parameters, read-only, destructive, idempotent)
+SURFACE: dict[str, tuple[list[str], list[str], bool, bool, bool]] = {
+    "memory_remember": (["content"], ["kind", "tags", "scope", "importance", "source", "task",
+                                      "valid_until", "redact"], False, False, False),
+    "memory_recall": (["query"], ["k", "kinds", "tags", "scope", "task", "since",
+                                  "include_all"], True, False, False),
+    "memory_list": ([], ["limit", "kinds", "tags", "scope", "include_all"], True, False, False),
+    "memory_get": (["id"], ["history"], True, False, False),
+    "memory_update": (["id"], ["content", "kind", "tags", "scope", "importance", "valid_until",
+                               "redact"], False, False, True),
+    "memory_forget": (["id"], ["reason", "replace_with"], False, True, True),
+    "memory_consolidate": ([], ["apply", "similarity"], False, True, True),
+    "memory_stats": ([], [], True, False, False),
+    "task_create": (["name"], ["goal", "parent", "tags", "status"], False, False, False),
+    "task_get": (["task"], ["checkpoints"], True, False, False),
+    "task_update": (["task"], ["name", "goal", "status", "parent", "tags"], False, False, True),
+    "task_list": ([], ["statuses", "include_closed", "limit"], True, False, False),
+    "task_progress": (["task", "feature"], ["status", "note", "component", "files"], False,
+                      False, False),
+    "task_failure": (["task", "error"], ["component", "root_cause", "fix"], False, False,
+                     False),
+    "task_continuity": (["task"], ["before", "after"], True, False, False),
+    "session_handoff": (["task", "summary"], ["completed", "in_progress", "blocked", "next",
+                                              "must_not_redo", "must_preserve", "files",
+                                              "commands", "artifacts", "open_questions",
+                                              "goal"], False, False, False),
+    "session_resume": ([], ["task", "session", "depth", "since", "restore", "max_chars"], False,
+                       False, True),
+    "session_list": ([], ["state", "limit"], True, False, False),
+    "session_report": ([], ["outcome", "interruption", "note"], False, False, False),
+    "discovery_record": (["content", "citations"], ["tags", "task", "importance", "redact"],
+                         False, False, False),
+    "discovery_check": ([], ["id", "limit"], True, False, False),
+}
+
+
+def test_the_tool_surface_is_pinned() -> None:
+    """A change to what agents see (names, parameters, annotations) must be deliberate: update
+    SURFACE here and regenerate docs/mcp-tools.md."""
+    from engram.mcp_server import build_server
+
+    server = build_server()
+    tools = {tool.name: tool for tool in run(server.list_tools)}
+    assert list(tools) == list(SURFACE)
+    for name, (required, optional, read_only, destructive, idempotent) in SURFACE.items():
+        tool = tools[name]
+        schema = tool.input_schema
+        assert sorted(schema.get("required", [])) == sorted(required), name
+        assert list(schema["properties"]) == [*required, *optional] or \
+            sorted(schema["properties"]) == sorted([*required, *optional]), name
+        notes = tool.annotations
+        assert notes is not None and notes.title, name
+        assert notes.read_only_hint is read_only, name
+        assert notes.open_world_hint is False, name
+        if not read_only:
+            assert notes.destructive_hint is destructive, name
+            assert notes.idempotent_hint is idempotent, name
+        assert tool.output_schema and tool.output_schema["type"] == "object", name
+        assert "warnings" in tool.output_schema["properties"], name
+        assert len(tool.description or "") > 150, f"{name} needs a fuller description"
+        for parameter, spec in schema["properties"].items():
+            assert spec.get("description"), f"{name}.{parameter} has no description"
+    assert len(tools) <= 21
+    prompts = run(server.list_prompts)
+    assert [p.name for p in prompts] == ["resume"]
+    assert [(a.name, a.required) for a in prompts[0].arguments or []] == [("task", False)]
+    assert server.instructions and len(server.instructions.encode()) < 2048
+
+
+def test_the_kind_and_reason_literals_match_the_library() -> None:
+    from typing import get_args
+
+    from engram.continuity import sessions
+    from engram.continuity.tasks import PROGRESS_STATUSES, STATUSES
+    from engram.mcp_server import Interruption, Kind, Outcome, ProgressStatus, TaskStatus
+    from engram.memories import MEMORY_KINDS
+
+    assert list(get_args(Kind)) == list(MEMORY_KINDS)
+    assert get_args(TaskStatus) == STATUSES
+    assert get_args(ProgressStatus) == PROGRESS_STATUSES
+    assert get_args(Outcome) == sessions.OUTCOMES
+    assert get_args(Interruption) == sessions.REASONS
+
+
+def test_the_tool_reference_is_generated_from_the_server() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_mcp_docs.py"),
+                           "--check"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_importing_the_cli_commands_does_not_import_the_sdk() -> None:
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import engram.cli_mcp"],
+                          capture_output=True, text=True)
+    loaded = {line.rsplit("|", 1)[1].strip().split(".")[0]
+              for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "engram" in loaded and not loaded & {"mcp", "fastembed", "usearch", "onnxruntime"}
+
+
+# -- every tool, over stdio ---------------------------------------------------------------------
+
+
+def test_every_tool_over_stdio(repo: Path) -> None:
+    async def scenario() -> dict[str, Any]:
+        async with connect(repo) as client:
+            seen: dict[str, Any] = {}
+            stats = await call(client, "memory_stats")
+            runtime = stats["runtime"]
+            assert runtime["session"] and runtime["agent"] == "claude-code"
+            assert runtime["client"] == "claude-code" and runtime["actor"] == ACTOR
+            assert stats["stores"][0]["store"] == "project"
+            seen["session"] = runtime["session"]
+
+            made = await call(client, "memory_remember", content="Use Postgres for the job "
+                              "queue: we need SKIP LOCKED", kind="decision", tags=["db"])
+            memory_id = made["memory"]["id"]
+            assert made["duplicate"] is False and made["memory"]["kind"] == "decision"
+            again = await call(client, "memory_remember", content="use postgres for the job "
+                               "queue: we need skip locked", kind="decision")
+            assert again["duplicate"] is True and again["memory"]["id"] == memory_id
+
+            found = await call(client, "memory_recall", query="which database for jobs")
+            assert found["hits"][0]["memory"]["id"] == memory_id
+            listed = await call(client, "memory_list", limit=5)
+            assert [m["id"] for m in listed["memories"]] == [memory_id]
+
+            updated = await call(client, "memory_update", id=memory_id[:6], tags=["db", "queue"])
+            assert updated["memory"]["version"] == 2
+            got = await call(client, "memory_get", id=memory_id, history=True)
+            assert [v["kind"] for v in got["history"]][-1] == "memory.updated"
+
+            old = await call(client, "memory_remember", content="The API listens on port 8080",
+                             kind="fact")
+            replaced = await call(client, "memory_forget", id=old["memory"]["id"],
+                                  replace_with="The API listens on port 9090")
+            assert replaced["memory"]["status"] == "superseded"
+            assert replaced["replacement"]["content"] == "The API listens on port 9090"
+            gone = await call(client, "memory_remember", content="Deploys happen on Fridays")
+            forgot = await call(client, "memory_forget", id=gone["memory"]["id"],
+                                reason="we deploy on every merge now")
+            assert forgot["memory"]["status"] == "forgotten"
+            merged = await call(client, "memory_consolidate")
+            assert merged["applied"] is False and merged["note"]
+
+            task = (await call(client, "task_create", name="Add OAuth login",
+                               goal="Users can sign in with GitHub"))["task"]
+            progress = await call(client, "task_progress", task=task["id"],
+                                  feature="Register the OAuth app", component="auth",
+                                  files=["src/app.py"])
+            assert progress["task"]["status"] == "in_progress"
+            failure = await call(client, "task_failure", task="Add OAuth login",
+                                 error="Callback returns 500: state mismatch",
+                                 component="auth", root_cause="cookie not set before redirect")
+            assert failure["checkpoint"]["reason"] == "failure"
+            again_failed = await call(client, "task_progress", task=task["id"],
+                                      feature="Write the callback", status="in_progress",
+                                      component="auth")
+            assert again_failed["earlier_failures"][0]["root_cause"] == \
+                "cookie not set before redirect"
+            await call(client, "memory_remember", content="OAuth state lives in a signed "
+                       "cookie", kind="decision", task=task["id"])
+            first = await call(client, "session_handoff", task=task["id"],
+                               summary="App registered; callback next",
+                               next=["Write the callback", "Write callback tests"],
+                               must_not_redo=["Create the GitHub OAuth app"],
+                               must_preserve=["Do not touch main"])
+            second = await call(client, "session_handoff", task=task["id"],
+                                summary="Callback written", completed=["Write the callback"],
+                                next=["Write callback tests"])
+            assert second["checkpoint"]["seq"] == first["checkpoint"]["seq"] + 1
+            assert second["checkpoint"]["must_not_redo"] == ["Create the GitHub OAuth app"]
+            scores = await call(client, "task_continuity", task=task["id"])
+            assert 0 <= scores["composite"] <= 1 and scores["after"] == second["checkpoint"]["seq"]
+            changed = await call(client, "task_update", task=task["id"], status="blocked")
+            assert changed["task"]["status"] == "blocked"
+            tasks = await call(client, "task_list")
+            assert [t["id"] for t in tasks["tasks"]] == [task["id"]]
+            view = await call(client, "task_get", task=task["id"][:5], checkpoints=True)
+            assert len(view["checkpoints"]) == view["task"]["checkpoints"] >= 3
+            assert view["memories"][0]["content"] == "OAuth state lives in a signed cookie"
+            resumed = await call(client, "session_resume", depth="brief")
+            assert resumed["task"] == task["id"]
+            for text in ("Users can sign in with GitHub", "Write callback tests",
+                         "Create the GitHub OAuth app", "Do not touch main",
+                         "cookie not set before redirect"):
+                assert text in resumed["markdown"]
+            prompt = await client.get_prompt("resume", {"task": task["id"]})
+            assert "Write callback tests" in prompt.messages[0].content.text
+
+            sessions = await call(client, "session_list")
+            assert [s["current"] for s in sessions["sessions"]] == [True]
+            report = await call(client, "session_report", outcome="success",
+                                interruption="user_away", note="lunch")
+            assert report["outcome"] == "success" and report["interruption"] == "user_away"
+
+            recorded = await call(client, "discovery_record",
+                                  content="Retries are capped in retry_budget, not the queue",
+                                  citations=[{"path": "src/app.py", "start_line": 4,
+                                              "end_line": 6,
+                                              "excerpt": "def retry_budget():"
+                                                         "\n    \"\"\"Retries are capped here, "
+                                                         "not in the queue.\"\"\"\n    return "
+                                                         "int(os.environ.get(\"RETRIES\", "
+                                                         "\"3\"))"}])
+            cite = recorded["citations"][0]
+            head = git(repo, "rev-parse", "HEAD").strip()
+            assert cite == {"path": "src/app.py", "start_line": 4, "end_line": 6,
+                            "commit": head, "excerpt_kept": False}
+            assert f"cite: src/app.py:4-6@{head}" in recorded["memory"]["content"]
+            discovery_id = recorded["memory"]["id"]
+            checked = await call(client, "discovery_check", id=discovery_id)
+            assert checked["discoveries"][0]["status"] == "valid"
+            same = await call(client, "discovery_record",
+                              content="Retries are capped in retry_budget, not the queue",
+                              citations=[{"path": "src/app.py", "start_line": 4,
+                                          "end_line": 6}])
+            assert same["duplicate"] is True and same["memory"]["id"] == discovery_id
+
+            (repo / "src" / "app.py").write_text("# retries\n\n" + APP)
+            moved = await call(client, "discovery_check")
+            assert moved["discoveries"][0]["status"] == "moved"
+            assert moved["discoveries"][0]["citations"][0]["moved_to"] == [
+                {"start_line": 6, "end_line": 8}]
+            again = await call(client, "discovery_record",
+                               content="Retries are capped in retry_budget, not the queue",
+                               citations=[{"path": "src/app.py", "start_line": 6,
+                                           "end_line": 8}])
+            assert again["duplicate"] is False and again["citations"][0]["excerpt_kept"]
+            (repo / "src" / "new.py").write_text("LIMIT = 3\n")
+            fresh = await call(client, "discovery_record", content="The limit is three",
+                               citations=[{"path": "src/new.py", "start_line": 1}])
+            assert fresh["citations"][0]["excerpt_kept"] is True
+            (repo / "src" / "app.py").write_text("def retry_budget():\n    return 5\n")
+            (repo / "src" / "new.py").unlink()
+            broken = await call(client, "discovery_check", limit=5)
+            assert [d["status"] for d in broken["discoveries"]] == ["broken"] * 3
+            assert broken["counts"] == {"valid": 0, "moved": 0, "unknown": 0, "broken": 3}
+            return seen
+
+    seen = run(scenario)
+    # The session was closed when the client went away, with the outcome the agent reported.
+    with Engram(cwd=repo) as engram:
+        session = engram.session_info(seen["session"])
+        assert (session.state, session.how, session.outcome, session.agent) == \
+            ("ended", "exit", "success", "claude-code")
+        assert session.reported == "user_away"
+        written = [e for _, e in engram.log(kinds=["memory.created"], limit=None)]
+        assert written and all(e.session == seen["session"] and e.actor == ACTOR
+                               for e in written)
+        handoffs = list((repo / ".engram" / "handoffs").rglob("*.md"))
+        assert len(handoffs) >= 3
+
+
+def test_every_tool_reports_errors_the_agent_can_act_on(repo: Path) -> None:
+    with Engram(cwd=repo) as engram:
+        plain = engram.remember("Tests need ENGRAM_HOME set", kind="gotcha")
+        lonely = engram.task_create("Write docs")
+        engram.task_create("Fix the flaky test")
+
+    async def scenario() -> None:
+        async with connect(repo) as client:
+            cases: dict[str, tuple[dict[str, Any], str]] = {
+                "memory_remember": ({"content": "   "}, "content is empty"),
+                "memory_recall": ({"query": " "}, "the query is empty"),
+                "memory_list": ({"limit": 500}, "less than or equal to 100"),
+                "memory_get": ({"id": "zzzzzzzz"}, "find ids with memory_list"),
+                "memory_update": ({"id": plain.id, "kind": "gotcha"}, "nothing to change"),
+                "memory_forget": ({"id": plain.id}, "say why in reason"),
+                "memory_consolidate": ({"similarity": 2}, "less than or equal to 1"),
+                "task_create": ({"name": ""}, "name is empty"),
+                "task_get": ({"task": "no-such-task"}, "find ids with task_list"),
+                "task_update": ({"task": lonely.id, "name": "Write docs"}, "nothing to change"),
+                "task_list": ({"statuses": ["finished"]}, "statuses"),
+                "task_progress": ({"task": lonely.id, "feature": "x", "files": ["/etc/passwd"]},
+                                  "must be a path inside the repository"),
+                "task_failure": ({"task": lonely.id, "error": " "}, "error is empty"),
+                "task_continuity": ({"task": lonely.id}, "record a handoff first"),
+                "session_handoff": ({"task": lonely.id, "summary": " "}, "needs a summary"),
+                "session_resume": ({}, "call session_resume again with task=<id>"),
+                "session_list": ({"state": "gone"}, "state"),
+                "session_report": ({}, "give an outcome, an interruption reason, or both"),
+                "discovery_record": ({"content": "x", "citations": [
+                    {"path": "../secrets.txt", "start_line": 1}]}, "contain '..'"),
+                "discovery_check": ({"id": plain.id}, "is not a discovery"),
+            }
+            for tool, (arguments, expected) in cases.items():
+                message = await fail(client, tool, **arguments)
+                assert expected in message, f"{tool}: {message}"
+                assert message.startswith(f"Error executing tool {tool}"), message
+            # Citations are checked against the work tree before anything is stored.
+            for citation, expected in (
+                ({"path": "/etc/hosts", "start_line": 1}, "absolute path"),
+                ({"path": "src/app.py", "start_line": 40}, "past its end"),
+                ({"path": "src/nope.py", "start_line": 1}, "is not a file"),
+                ({"path": "src/app.py", "start_line": 4, "excerpt": "import os"},
+                 "the excerpt is at src/app.py:1-1"),
+                ({"path": "src/app.py", "start_line": 1, "end_line": 500}, "cite at most 200"),
+            ):
+                message = await fail(client, "discovery_record", content="x",
+                                     citations=[citation])
+                assert expected in message, message
+            # The server is still healthy after every error.
+            assert (await call(client, "memory_stats"))["runtime"]["problems"] == []
+
+    run(scenario)
+    with Engram(cwd=repo) as engram:
+        assert engram.memories(tags=["discovery"]) == []
+
+
+def test_scopes_limit_what_a_connection_may_do(repo: Path) -> None:
+    async def scenario() -> None:
+        async with connect(repo, "--scopes", "memory:read") as client:
+            assert (await call(client, "memory_list"))["memories"] == []
+            message = await fail(client, "memory_remember", content="x")
+            assert "memory_remember needs the scope memory:write" in message
+            message = await fail(client, "session_handoff", task="x", summary="y")
+            assert "needs the scope session:write" in message
+            runtime = (await call(client, "memory_stats"))["runtime"]
+            assert runtime["scopes"] == ["memory:read"]
+
+    run(scenario)
+
+
+def test_every_tool_is_refused_without_its_scope(repo: Path) -> None:
+    """In-process, for speed: each tool checks its scope before touching the store."""
+    from engram.mcp_server import build_server
+
+    server = build_server(cwd=repo, scopes=[])
+
+    async def scenario() -> None:
+        async with Client(server) as client:
+            for name, (required, *_) in SURFACE.items():
+                arguments: dict[str, Any] = {p: "x" for p in required}
+                if "citations" in arguments:
+                    arguments["citations"] = [{"path": "README.md", "start_line": 1}]
+                message = await fail(client, name, **arguments)
+                assert f"{name} needs the scope" in message, message
+
+    run(scenario)
+
+
+def test_results_are_bounded_and_say_so(repo: Path) -> None:
+    with Engram(cwd=repo) as engram:
+        for number in range(40):
+            engram.remember(f"Note {number}: " + "lorem ipsum dolor sit amet " * 120,
+                            kind="note", check_duplicates=False)
+        long = engram.remember("The deploy checklist: " + "step and check " * 1500,
+                               kind="procedure", check_duplicates=False)
+        task = engram.task_create("Big task", goal="Many steps")
+        for number in range(60):
+            engram.progress(task.id, f"Step {number} " + "detail " * 50)
+
+    async def scenario() -> None:
+        async with connect(repo) as client:
+            listed = await call(client, "memory_list", limit=100)
+            assert listed["truncated"] is True and 3 <= len(listed["memories"]) < 41
+            assert len(json.dumps(listed)) < 30_000
+            assert all(m["content_truncated"] for m in listed["memories"])
+            whole = await call(client, "memory_get", id=long.id)
+            assert whole["memory"]["content_truncated"] is False
+            assert len(whole["memory"]["content"]) == len(long.content)
+            resumed = await call(client, "session_resume", task=task.id, depth="full",
+                                 max_chars=2000)
+            assert resumed["truncated"] is True and len(resumed["markdown"]) <= 2100
+            view = await call(client, "task_get", task=task.id)
+            assert len(view["task"]["progress"]) == 50  # the latest 50
+            assert view["truncated"] is True and "early progress" in view["note"]
+
+    run(scenario)
+
+
+def test_session_agent_comes_from_the_client_and_interruptions_are_found(repo: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    with Engram(cwd=repo) as engram:
+        crashed = engram.session_start(agent="codex", pid=int(dead))
+
+    async def scenario() -> str:
+        async with connect(repo, client="cursor-vscode") as client:
+            runtime = (await call(client, "memory_stats"))["runtime"]
+            assert runtime["agent"] == "cursor" and runtime["client"] == "cursor-vscode"
+            assert runtime["interruptions_found"] == [f"{crashed.id} (codex): crash"]
+            return runtime["session"]
+
+    session_id = run(scenario)
+    with Engram(cwd=repo) as engram:
+        assert engram.session_info(crashed.id).state == "interrupted"
+        assert engram.session_info(session_id).state == "ended"
+
+
+def test_sigterm_closes_the_session(repo: Path) -> None:
+    proc = subprocess.Popen([sys.executable, *serve_args("--agent", "codex")], cwd=repo,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        opened = []
+        while not opened and time.monotonic() < deadline:
+            time.sleep(0.1)
+            with Engram(cwd=repo) as engram:
+                opened = engram.sessions(states=["open"])
+        assert opened, "the server opened no session"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 143
+    finally:
+        proc.kill()
+        proc.wait()
+    with Engram(cwd=repo) as engram:
+        session = engram.session_info(opened[0].id)
+        assert (session.state, session.how, session.agent) == ("ended", "sigterm", "codex")
+
+
+def test_without_a_store_the_server_says_how_to_start_and_recovers(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with connect(tmp_path) as client:
+            stats = await call(client, "memory_stats")
+            assert stats["runtime"]["session"] is None
+            assert any("engram init" in p for p in stats["runtime"]["problems"])
+            message = await fail(client, "memory_remember", content="x")
+            assert "run `engram init`" in message
+            Engram().init()  # what the agent does next, from its shell
+            await call(client, "memory_remember", content="The store exists now")
+            assert (await call(client, "memory_stats"))["runtime"]["session"]
+
+    run(scenario)
+
+
+# -- client configuration -----------------------------------------------------------------------
+
+
+def test_install_claude_merges_user_and_project_config(repo: Path, with_mcp_commands: Any,
+                                                       tmp_path: Path) -> None:
+    home = Path(os.environ["HOME"])
+    (home / ".claude.json").write_text(json.dumps({
+        "numStartups": 12, "mcpServers": {"other": {"command": "other-server"},
+                                          "engram": {"command": "old", "env": {"X": "1"}}},
+        "projects": {"/somewhere": {"allowedTools": []}}}, indent=2))
+    os.chmod(home / ".claude.json", 0o600)
+    result = cli("mcp", "install", "claude")
+    assert result.exit_code == 0, result.output
+    data = json.loads((home / ".claude.json").read_text())
+    assert data["numStartups"] == 12 and data["projects"] == {"/somewhere": {"allowedTools": []}}
+    assert data["mcpServers"]["other"] == {"command": "other-server"}
+    entry = data["mcpServers"]["engram"]
+    assert entry["env"] == {"X": "1"} and entry["type"] == "stdio"
+    assert entry["args"][-3:] == ["serve", "--agent", "claude-code"]
+    assert (home / ".claude.json").stat().st_mode & 0o777 == 0o600
+    before = (home / ".claude.json").read_text()
+    assert cli("mcp", "install", "claude").exit_code == 0
+    assert (home / ".claude.json").read_text() == before  # idempotent
+
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"permissions": {"allow": ["Bash(ls)"]}, "hooks": {
+        "SessionStart": [{"hooks": [{"type": "command", "command": "echo hi"}]}]}}))
+    result = cli("mcp", "install", "claude", "--project", "--hooks", cwd=repo / "src")
+    assert result.exit_code == 0, result.output
+    project = json.loads((repo / ".mcp.json").read_text())
+    assert project["mcpServers"]["engram"] == {
+        "type": "stdio", "command": "engram", "args": ["serve", "--agent", "claude-code"]}
+    hooks = json.loads(settings.read_text())
+    assert hooks["permissions"] == {"allow": ["Bash(ls)"]}
+    commands = {event: [h["command"] for g in groups for h in g["hooks"]]
+                for event, groups in hooks["hooks"].items()}
+    assert commands == {"SessionStart": ["echo hi", "engram mcp hook session-start"],
+                        "PreCompact": ["engram mcp hook precompact"],
+                        "SessionEnd": ["engram mcp hook session-end"]}
+    assert cli("mcp", "install", "claude", "--project", "--hooks", cwd=repo).exit_code == 0
+    assert json.loads(settings.read_text()) == hooks  # no duplicates
+    user_hooks = cli("mcp", "install", "claude", "--hooks")
+    assert user_hooks.exit_code == 0
+    user = json.loads((home / ".claude" / "settings.json").read_text())
+    assert user["hooks"]["PreCompact"][0]["hooks"][0]["command"] == \
+        f"{sys.executable} -m engram.hooks precompact"
+
+
+def test_install_cursor_and_codex(repo: Path, with_mcp_commands: Any) -> None:
+    home = Path(os.environ["HOME"])
+    assert cli("mcp", "install", "cursor").exit_code == 0
+    user = json.loads((home / ".cursor" / "mcp.json").read_text())
+    assert user["mcpServers"]["engram"]["args"][-3:] == ["serve", "--agent", "cursor"]
+    assert cli("mcp", "install", "cursor", "--project", cwd=repo).exit_code == 0
+    assert json.loads((repo / ".cursor" / "mcp.json").read_text())["mcpServers"]["engram"][
+        "command"] == "engram"
+
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir()
+    original = ('# my settings\nmodel = "o4-mini"  # fast\n\n[mcp_servers.other]\n'
+                'command = "other"\nargs = ["--flag"]\n\n[mcp_servers.engram]\ncommand = "old"\n'
+                '\n[mcp_servers.engram.env]\nENGRAM_HOME = "/data/engram"\n\n'
+                '[profiles.deep]\nmodel = "o3"\nnotes = """\n[not a table]\n"""\n')
+    config.write_text(original)
+    result = cli("mcp", "install", "codex")
+    assert result.exit_code == 0, result.output
+    text = config.read_text()
+    assert text.startswith('# my settings\nmodel = "o4-mini"  # fast\n')
+    assert '[profiles.deep]\nmodel = "o3"\nnotes = """\n[not a table]\n"""' in text
+    data = tomllib.loads(text)
+    assert data["model"] == "o4-mini" and data["profiles"]["deep"]["notes"] == "[not a table]\n"
+    assert data["mcp_servers"]["other"] == {"command": "other", "args": ["--flag"]}
+    engram_entry = data["mcp_servers"]["engram"]
+    assert engram_entry["env"] == {"ENGRAM_HOME": "/data/engram"}
+    assert engram_entry["args"][-3:] == ["serve", "--agent", "codex"]
+    assert cli("mcp", "install", "codex").exit_code == 0
+    assert config.read_text() == text  # idempotent
+
+    config.write_text('mcp_servers = { engram = { command = "x" } }\n')
+    refused = cli("mcp", "install", "codex")
+    assert refused.exit_code == 2 and "add this table by hand" in refused.stderr
+    assert config.read_text() == 'mcp_servers = { engram = { command = "x" } }\n'
+    (repo / ".cursor" / "mcp.json").write_text("{not json")
+    refused = cli("mcp", "install", "cursor", "--project", cwd=repo)
+    assert refused.exit_code == 2 and "is not valid JSON" in refused.stderr
+    assert cli("mcp", "install", "codex", "--hooks").exit_code == 2
+
+
+def test_mcp_instructions_prints_a_block_for_agents_md(with_mcp_commands: Any) -> None:
+    result = cli("mcp", "instructions")
+    assert result.exit_code == 0
+    assert result.output.startswith("## Memory and continuity (Engram)")
+    assert "session_resume" in result.output and "session_handoff" in result.output
+
+
+def test_serve_refuses_auth_options_on_stdio(with_mcp_commands: Any) -> None:
+    result = cli("serve", "--oidc-issuer", "https://id.example.com")
+    assert result.exit_code == 2 and "apply to --http only" in result.stderr
+
+
+# -- Claude Code hooks --------------------------------------------------------------------------
+
+
+def hook(name: str, payload: dict[str, Any] | str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    text = payload if isinstance(payload, str) else json.dumps(payload)
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "engram.hooks", name], input=text,
+                          capture_output=True, text=True, cwd=cwd, timeout=60)
+    assert time.perf_counter() - started < 10
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_hooks_inject_the_resume_and_checkpoint_before_compaction(repo: Path) -> None:
+    with Engram(cwd=repo) as engram:
+        task = engram.task_create("Add OAuth login", goal="Users can sign in with GitHub")
+        engram.handoff(task.id, summary="App registered", next=["Write the callback"])
+    started = hook("session-start", {"cwd": str(repo), "source": "startup"}, repo)
+    context = json.loads(started.stdout)["hookSpecificOutput"]
+    assert context["hookEventName"] == "SessionStart"
+    assert "Write the callback" in context["additionalContext"]
+
+    assert hook("precompact", {"cwd": str(repo), "trigger": "auto"}, repo).stdout == ""
+    with Engram(cwd=repo) as engram:
+        latest = engram.checkpoints(task.id)[-1]
+        assert latest["reason"] == "overflow" and latest["next"] == ["Write the callback"]
+        assert latest["summary"].startswith("App registered [saved before the context")
+
+    # Never blocks the client: bad input, no store, several tasks.
+    assert hook("precompact", "not json", repo).stdout == ""
+    nowhere = repo.parent / "elsewhere"
+    nowhere.mkdir()
+    assert hook("session-start", {"cwd": str(nowhere)}, nowhere).stdout.strip() in (
+        "", json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                               "additionalContext": ""}}))
+    with Engram(cwd=repo) as engram:
+        engram.task_create("Second task")
+    several = json.loads(hook("session-start", {"cwd": str(repo)}, repo).stdout)
+    assert "several active tasks" in several["hookSpecificOutput"]["additionalContext"]
+
+
+def test_session_end_hook_closes_this_clients_session(repo: Path) -> None:
+    """The hook and the server are both children of the client (here, this test process)."""
+    async def scenario() -> tuple[str, str]:
+        async with connect(repo) as client:
+            first = (await call(client, "memory_stats"))["runtime"]["session"]
+            hook("session-end", {"cwd": str(repo), "reason": "clear"}, repo)
+            with Engram(cwd=repo) as engram:
+                assert engram.session_info(first).state == "ended"
+            # The next call (a new conversation after /clear) opens a new session.
+            await call(client, "memory_remember", content="After the clear")
+            second = (await call(client, "memory_stats"))["runtime"]["session"]
+            assert second != first
+            return first, second
+
+    first, second = run(scenario)
+    with Engram(cwd=repo) as engram:
+        assert engram.session_info(second).state == "ended"
+        assert engram.session_info(first).how == "exit"
+
+
+# -- cold start ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_cold_start_is_within_half_a_second_of_a_bare_server(tmp_path: Path) -> None:
+    out = tmp_path / "cold.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mcp_cold_start.py"),
+                           "--runs", "5", "--json", str(out)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["difference_seconds"] <= 0.5, report

@@ -1,0 +1,225 @@
+"""`engram serve --http`: a real streamable-HTTP server on 127.0.0.1 in a child process, with
+authentication on, against a real OIDC issuer stand-in (a JWKS served over HTTP)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from conftest import make_repo
+from engram.api import Engram
+from test_mcp import fail, serve_args
+
+AUDIENCE = "engram-test"
+ADA = {"sub": "user-1", "name": "Ada Lovelace", "email": "ada@example.com"}
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "curl", "version": "1"}}}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+class Issuer:
+    """An OIDC issuer stand-in: discovery document and JWKS over HTTP, and a signing key."""
+
+    def __init__(self) -> None:
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        public = jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key(), as_dict=True)
+        self.jwks = {"keys": [{**public, "kid": "k1", "use": "sig", "alg": "RS256"}]}
+        issuer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/.well-known/openid-configuration":
+                    body = {"issuer": issuer.url, "jwks_uri": f"{issuer.url}/jwks.json"}
+                elif self.path == "/jwks.json":
+                    body = issuer.jwks
+                else:
+                    self.send_error(404)
+                    return
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+    def token(self, scopes: str = "memory:read memory:write session:write", *,
+              key: Any = None, expires_in: int = 600, audience: str = AUDIENCE,
+              issuer: str | None = None, **claims: Any) -> str:
+        now = int(time.time())
+        body = {"iss": issuer or self.url, "aud": audience, "iat": now, "exp": now + expires_in,
+                "scope": scopes, **ADA, **claims}
+        return jwt.encode(body, key or self.key, algorithm="RS256", headers={"kid": "k1"})
+
+
+@pytest.fixture
+def issuer() -> Iterator[Issuer]:
+    found = Issuer()
+    yield found
+    found.http.shutdown()
+
+
+@contextmanager
+def http_server(cwd: Path, *args: str, env: dict[str, str] | None = None,
+                ) -> Iterator[tuple[str, subprocess.Popen[str], list[str]]]:
+    """`engram serve --http --port 0 ...`; yields the endpoint URL, the process and its stderr
+    lines so far."""
+    proc = subprocess.Popen([sys.executable, *serve_args("--http", "--port", "0", *args)],
+                            cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    lines: queue.Queue[str] = queue.Queue()
+    seen: list[str] = []
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        url = None
+        deadline = time.monotonic() + 60
+        while url is None and time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            seen.append(line)
+            if "serving MCP" in line:
+                url = line.rsplit(" at ", 1)[1].strip()
+        assert url, f"the server did not start: {''.join(seen)}"
+        time.sleep(0.2)  # let the status lines that follow arrive
+        while not lines.empty():
+            seen.append(lines.get())
+        yield url, proc, seen
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+async def tools_as(url: str, token: str) -> Client:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    return Client(streamable_http_client(url, http_client=http), read_timeout_seconds=60)
+
+
+def test_http_with_oidc_refuses_bad_tokens_and_takes_the_actor_from_the_token(
+        tmp_path: Path, issuer: Issuer) -> None:
+    repo = make_repo(tmp_path / "repo")
+    Engram(cwd=repo).init(project=True)
+    with http_server(repo, "--oidc-issuer", issuer.url, "--oidc-audience", AUDIENCE,
+                     "--agent", "other") as (url, proc, stderr):
+        assert any("requiring OIDC tokens" in line for line in stderr)
+        assert not any("no authentication" in line for line in stderr)
+        refused = {
+            "no token": {},
+            "not a JWT": {"Authorization": "Bearer not-a-token"},
+            "another key": {"Authorization": "Bearer " + issuer.token(
+                key=rsa.generate_private_key(public_exponent=65537, key_size=2048))},
+            "expired": {"Authorization": "Bearer " + issuer.token(expires_in=-3600)},
+            "other audience": {"Authorization": "Bearer " + issuer.token(audience="billing")},
+            "other issuer": {"Authorization": "Bearer " + issuer.token(
+                issuer="https://evil.example.com")},
+        }
+        for why, headers in refused.items():
+            answer = httpx2.post(url, json=INITIALIZE, headers={**HEADERS, **headers},
+                                timeout=30)
+            assert answer.status_code == 401, why
+            assert answer.headers["www-authenticate"].lower().startswith("bearer"), why
+
+        async def scenario() -> None:
+            async with await tools_as(url, issuer.token()) as client:
+                made = await client.call_tool("memory_remember", {
+                    "content": "The staging database is read-only on Sundays",
+                    "kind": "gotcha"})
+                assert not made.is_error, made.content[0].text
+                assert made.structured_content["memory"]["created_by"] == \
+                    "Ada Lovelace <ada@example.com>"
+                stats = await client.call_tool("memory_stats", {})
+                runtime = stats.structured_content["runtime"]
+                assert runtime["actor"] == "Ada Lovelace <ada@example.com>"
+                assert runtime["scopes"] == ["memory:read", "memory:write", "session:write"]
+            async with await tools_as(url, issuer.token("memory:read", sub="user-2",
+                                                        name="Bob", email=None)) as client:
+                found = await client.call_tool("memory_recall", {"query": "staging database"})
+                assert not found.is_error and found.structured_content["hits"]
+                message = await fail(client, "memory_remember", content="x")
+                assert "needs the scope memory:write; this connection has memory:read" in \
+                    message
+
+        anyio.run(scenario)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) in (0, 143, -signal.SIGTERM)
+    with Engram(cwd=repo) as engram:
+        written = [e for _, e in engram.log(kinds=["memory.created"])]
+        assert [e.actor for e in written] == ["Ada Lovelace <ada@example.com>"]
+        [session] = engram.sessions()
+        assert (session.state, session.how) == ("ended", "sigterm")
+        assert written[0].session == session.id
+
+
+def test_http_with_a_static_token(tmp_path: Path) -> None:
+    Engram().init()
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token-for-tests\n")
+    with http_server(tmp_path, "--token-file", str(token_file), "--actor",
+                     "Build Bot <bot@example.com>") as (url, _, stderr):
+        assert any("requiring a bearer token" in line for line in stderr)
+        for header in ({}, {"Authorization": "Bearer wrong"}):
+            answer = httpx2.post(url, json=INITIALIZE, headers={**HEADERS, **header}, timeout=30)
+            assert answer.status_code == 401
+
+        async def scenario() -> None:
+            async with await tools_as(url, "s3cret-token-for-tests") as client:
+                made = await client.call_tool("task_create", {"name": "Nightly build"})
+                assert not made.is_error, made.content[0].text
+
+        anyio.run(scenario)
+    with Engram() as engram:
+        [(_, event)] = engram.log(kinds=["task.created"])
+        assert event.actor == "Build Bot <bot@example.com>"
+
+
+def test_http_without_auth_warns_on_loopback_and_refuses_other_addresses(
+        tmp_path: Path) -> None:
+    Engram().init()
+    with http_server(tmp_path, env={"ENGRAM_MCP_TOKEN": ""}) as (url, _, stderr):
+        assert url.startswith("http://127.0.0.1:")
+        assert any("WARNING: no authentication" in line for line in stderr)
+        answer = httpx2.post(url, json=INITIALIZE, headers=HEADERS, timeout=30)
+        assert answer.status_code == 200
+    done = subprocess.run([sys.executable, *serve_args("--http", "--host", "0.0.0.0")],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "ENGRAM_MCP_TOKEN": ""})
+    assert done.returncode == 2
+    assert "refusing to serve 0.0.0.0 without authentication" in done.stderr
