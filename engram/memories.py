@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -71,7 +71,8 @@ class Memory:
     events: tuple[str, ...] = field(default=(), repr=False)  # ids of the events folded
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        # Flat fields only, so no deep copy (dataclasses.asdict costs ~10x more here).
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["tags"] = list(self.tags)
         data["events"] = list(self.events)
         data["supersedes"] = list(self.supersedes)

@@ -446,8 +446,7 @@ class Projection:
         return self._memory(row[0]) if row else None
 
     def _memory(self, body: bytes) -> mem.Memory:
-        memory = mem.Memory.from_dict(orjson.loads(body))
-        return mem.Memory.from_dict({**memory.to_dict(), "store": self.store.kind})
+        return mem.Memory.from_dict({**orjson.loads(body), "store": self.store.kind})
 
     def memories(
         self, *, kinds: Sequence[str] = (), tags: Sequence[str] = (), scope: str | None = None,
