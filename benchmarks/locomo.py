@@ -23,7 +23,8 @@ multi-session chats between two people, and questions about them whose answers a
 Figures are given per category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop), per
 conversation and overall (micro-averaged over questions). Times: ingestion (``remember`` of every
 turn and a final ``commit``), index build (the first ``recall``, which indexes every memory in
-tantivy and embeds it for usearch), and query latency (later recalls).
+tantivy and embeds it for usearch; for the first conversation it also loads the model), and query
+latency (later recalls).
 
 Evidence ids are cleaned as the dataset's README asks: entries such as ``"D8:6; D9:17"`` are
 split on ``;``, ``,`` and whitespace, ids that are not turns of the conversation are dropped, and
@@ -61,6 +62,7 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -402,6 +404,23 @@ def comparison(summaries: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def engram_revision() -> str | None:
+    """The git commit of the checkout Engram is imported from, if it is one (read-only)."""
+    import engram
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(Path(engram.__file__).resolve().parent), "rev-parse", "HEAD"],
+            check=False, capture_output=True, text=True, timeout=10,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
+
+
 # -- main --------------------------------------------------------------------------------------
 
 
@@ -429,6 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import engram
 
+    revision = engram_revision()
     base: dict[str, str] = {}
     for item in args.set:
         base.update(parse_assignments(item))
@@ -457,7 +477,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     index = sum(r.index_seconds for r in runs)
     dropped = [i for c in conversations for i in c.dropped_ids]
 
-    print(f"Engram {engram.__version__} on LoCoMo: {args.dataset.name}, conversations "
+    print(f"Engram {engram.__version__} ({revision[:12] if revision else 'no git revision'}, "
+          f"{Path(engram.__file__).parent}) on LoCoMo: {args.dataset.name}, conversations "
           f"{', '.join(c.sample_id for c in conversations)}")
     print(f"{turns} turns ingested as memories (photo captions "
           f"{'appended as [shares a photo: ...]' if captions else 'not used'}); "
@@ -488,6 +509,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "dataset": str(args.dataset),
             "conversations": [c.sample_id for c in conversations],
             "engram_version": engram.__version__,
+            "engram_revision": revision,
+            "engram_path": str(Path(engram.__file__).parent),
             "python": platform.python_version(),
             "captions": captions,
             "k": K,

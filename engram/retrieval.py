@@ -37,8 +37,12 @@ from .store import Store
 
 
 def search_text(memory: mem.Memory) -> str:
-    """What BM25 sees of a memory: its words, tags and scope."""
+    """What BM25 sees of a memory: its words, tags and scope, and the date it is about (as
+    words, "8 May 2023", so that a question naming a month or year finds it)."""
     extra = " ".join([*memory.tags, memory.scope or ""]).replace("/", " ").replace("-", " ")
+    if memory.at:
+        moment = ev.parse_time(memory.at)
+        extra += f" {moment.day} {moment:%B %Y}"
     return f"{memory.content}\n{extra}".strip()
 
 

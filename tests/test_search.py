@@ -211,3 +211,24 @@ def test_the_shipped_tokenizer_files_are_the_upstream_ones() -> None:
                  "config.json"):
         digest = hashlib.sha256((embed.TOKENIZER_DIR / name).read_bytes()).hexdigest()
         assert f"{digest}  {name}" in notice
+
+
+def test_question_words_do_not_drown_the_words_that_matter(home_store: Engram) -> None:
+    from engram.index.text import query_words
+
+    assert query_words("When did you deploy the API?") == ["deploy", "api"]
+    assert query_words("what is it") == ["what", "is", "it"]  # nothing left: keep them all
+    small_talk = home_store.remember("When did you get back? What did you do there?",
+                                     check_duplicates=False)
+    deploy = home_store.remember("The API deploy runs from deploy.yml", check_duplicates=False)
+    hits = Engram().recall("When did you deploy the API?", k=2)
+    assert hits[0].memory.id == deploy.id and small_talk.id != hits[0].memory.id
+
+
+def test_a_question_naming_a_month_finds_memories_about_it(home_store: Engram) -> None:
+    may = home_store.remember("We migrated the billing database", at="2023-05-08",
+                              check_duplicates=False)
+    home_store.remember("We migrated the search cluster", at="2023-09-20",
+                        check_duplicates=False)
+    hits = Engram().recall("what did we migrate in May 2023", k=1, include_decayed=True)
+    assert hits[0].memory.id == may.id

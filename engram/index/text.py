@@ -10,6 +10,28 @@ from pathlib import Path
 import tantivy
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+VERSION = "2"  # bump when what is indexed changes: old indexes rebuild themselves
+
+# Function words, auxiliaries, pronouns and question words (the classic English list, as in
+# NLTK), left out of queries: in "when did you ...", they match small talk and, once BM25 is
+# normalised by the best score, drown the words that matter. Documents keep them.
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are aren as at be because been before being
+below between both but by can cannot could couldn d did didn do does doesn doing don down during
+each few for from further had hadn has hasn have haven having he her here hers herself him himself
+his how i if in into is isn it its itself just let ll m me more most mustn my myself no nor not of
+off on once only or other ought our ours ourselves out over own re s same shan she should shouldn
+so some such t than that the their theirs them themselves then there these they this those
+through to too under until up ve very was wasn we were weren what when where which while who whom
+why will with won would wouldn you your yours yourself yourselves
+""".split())
+
+
+def query_words(query: str) -> list[str]:
+    """The words of a query that BM25 should weigh (all of them if every one is a stop word)."""
+    words = _WORD.findall(query.lower())
+    kept = [w for w in words if w not in STOP_WORDS]
+    return kept or words
 
 
 def _schema() -> tantivy.Schema:
@@ -26,15 +48,19 @@ class TextIndex:
         self.index = self._open()
 
     def _open(self) -> tantivy.Index:
+        marker = self.path / "engram-version"
         try:
-            if self.path.exists() and tantivy.Index.exists(str(self.path)):
+            if self.path.exists() and tantivy.Index.exists(str(self.path)) and \
+                    marker.exists() and marker.read_text() == VERSION:
                 return tantivy.Index(_schema(), path=str(self.path), reuse=True)
         except Exception:  # a damaged index is rebuilt, never fatal
-            shutil.rmtree(self.path, ignore_errors=True)
+            pass
         self.rebuilt = True
         shutil.rmtree(self.path, ignore_errors=True)
         self.path.mkdir(parents=True, exist_ok=True)
-        return tantivy.Index(_schema(), path=str(self.path), reuse=False)
+        index = tantivy.Index(_schema(), path=str(self.path), reuse=False)
+        marker.write_text(VERSION)
+        return index
 
     def update(self, batches: Iterable[tuple[Sequence[tuple[str, str]], Iterable[str]]]) -> int:
         """Apply (upserts, deletes) batches with one writer and one commit; returns documents
@@ -58,7 +84,7 @@ class TextIndex:
         return written
 
     def search(self, query: str, limit: int) -> list[tuple[str, float]]:
-        words = _WORD.findall(query.lower())
+        words = query_words(query)
         if not words:
             return []
         parsed, _errors = self.index.parse_query_lenient(" ".join(words), ["body"])
