@@ -199,6 +199,11 @@ class StoreSearch:
         pending = [m for m, _ in self.projection.dirty("vec")]
         for memory_id in pending:
             scores.pop(memory_id, None)
+        stale = set(pending)
+        # Candidates found by words only: their stored vectors, straight from the index.
+        others = [i for i in extra_ids if i not in scores and i not in stale]
+        for memory_id, vector in index.vectors_for(others).items():
+            scores[memory_id] = float(vector @ query_vector)
         wanted = list(dict.fromkeys([*pending, *(i for i in extra_ids if i not in scores)]))
         if wanted:
             found = self.projection.memories_by_id(wanted)

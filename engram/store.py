@@ -121,6 +121,7 @@ class Store:
         self.prefix = "" if kind == "personal" else PROJECT_DIR
         self.events_dir = self.root / EVENTS_DIR
         self._git_dir: Path | None = None
+        self._config_cache: tuple[tuple[int, ...] | None, Layer] | None = None
         self.repairs: list[str] = []  # what the last append had to repair, for the caller to tell
 
     def __repr__(self) -> str:
@@ -144,7 +145,19 @@ class Store:
         return ConfigFile(self.root / CONFIG_FILE)
 
     def config_layer(self) -> Layer:
-        return Layer(self.config_file.load(), origin=f"{self.kind} store ({self.root / CONFIG_FILE})")
+        """This store's settings, parsed again only when config.yaml changed."""
+        path = self.root / CONFIG_FILE
+        try:
+            st = path.stat()
+            stamp: tuple[int, ...] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except FileNotFoundError:
+            stamp = None
+        cached = self._config_cache
+        if cached is None or cached[0] != stamp:
+            cached = (stamp, Layer(self.config_file.load(),
+                                   origin=f"{self.kind} store ({path})"))
+            self._config_cache = cached
+        return cached[1]
 
     def exists(self) -> bool:
         return self.root.is_dir() and (self.root / CONFIG_FILE).exists()

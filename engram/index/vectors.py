@@ -85,6 +85,17 @@ class VectorIndex:
         return [(id_of(int(key)), 1.0 - float(distance))
                 for key, distance in zip(matches.keys, matches.distances, strict=True)]
 
+    def vectors_for(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of those memories that are in the index."""
+        if not memory_ids or len(self.index) == 0:
+            return {}
+        keys = np.array([key_of(m) for m in memory_ids], dtype=np.uint64)
+        found = self.index.get(keys)
+        if isinstance(found, np.ndarray) and found.ndim == 1:
+            found = (found,)
+        return {m: np.asarray(v, dtype=np.float32)
+                for m, v in zip(memory_ids, found, strict=True) if v is not None}
+
     def vector(self, memory_id: str) -> np.ndarray | None:
         key = key_of(memory_id)
         if not self.index.contains(key):
