@@ -359,7 +359,7 @@ class Engram(Continuity):
         proj = self.projection(store)
         # The vector is cached, so indexing this memory later does not embed it again.
         vector, _ = embed_with_cache(embedder, search.embeddings, [content])
-        near = search.nearest(embedder, settings, vector[0], limit=8)
+        near = search.nearest(embedder, vector[0], limit=8)
         found = proj.memories_by_id([i for i, _ in near])
         now = ev.utc_now()
         related = []

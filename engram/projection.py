@@ -332,41 +332,34 @@ class Projection:
                        (session.id, session.state, session.agent, session.machine,
                         session.started_clock, orjson.dumps(session.to_dict())))
 
-    def tasks(self, *, statuses: Sequence[str] = (), ids: Sequence[str] | None = None,
-              ) -> list[Any]:
-        from .continuity.tasks import Task
-
-        sql, args = "SELECT body FROM tasks", []
-        where = []
-        if statuses:
-            where.append(f"status IN ({','.join('?' * len(statuses))})")
-            args.extend(statuses)
+    def _bodies(self, table: str, column: str, values: Sequence[str], ids: Sequence[str] | None,
+                order: str) -> list[dict[str, Any]]:
+        sql, args, where = f"SELECT body FROM {table}", [], []
+        if values:
+            where.append(f"{column} IN ({','.join('?' * len(values))})")
+            args.extend(values)
         if ids is not None:
             where.append(f"id IN ({','.join('?' * len(ids))})")
             args.extend(ids)
         if where:
             sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY updated_clock DESC, id DESC"
-        return [Task.from_dict({**orjson.loads(r[0]), "store": self.store.kind})
+        sql += f" ORDER BY {order} DESC, id DESC"
+        return [{**orjson.loads(r[0]), "store": self.store.kind}
                 for r in self.db.execute(sql, args)]
+
+    def tasks(self, *, statuses: Sequence[str] = (), ids: Sequence[str] | None = None,
+              ) -> list[Any]:
+        from .continuity.tasks import Task
+
+        return [Task.from_dict(body) for body in
+                self._bodies("tasks", "status", statuses, ids, "updated_clock")]
 
     def sessions(self, *, states: Sequence[str] = (), ids: Sequence[str] | None = None,
                  ) -> list[Any]:
         from .continuity.sessions import Session
 
-        sql, args = "SELECT body FROM sessions", []
-        where = []
-        if states:
-            where.append(f"state IN ({','.join('?' * len(states))})")
-            args.extend(states)
-        if ids is not None:
-            where.append(f"id IN ({','.join('?' * len(ids))})")
-            args.extend(ids)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY started_clock DESC, id DESC"
-        return [Session.from_dict({**orjson.loads(r[0]), "store": self.store.kind})
-                for r in self.db.execute(sql, args)]
+        return [Session.from_dict(body) for body in
+                self._bodies("sessions", "state", states, ids, "started_clock")]
 
     @staticmethod
     def _entity_events(db: sqlite3.Connection, entity: str) -> list[ev.Event]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -190,49 +191,39 @@ class StoreSearch:
         return self.text.search(query, limit)
 
     def vector_scores(self, embedder: Embedder, settings: Settings, query_vector: np.ndarray,
-                      limit: int, extra_ids: list[str] = ()) -> dict[str, float]:
+                      limit: int, extra_ids: Sequence[str] = ()) -> dict[str, float]:
         """Cosine similarity of the best `limit` memories, plus any of `extra_ids`."""
         self.sync_vectors(embedder, settings)
+        return self._scores(embedder, query_vector, limit, extra_ids)
+
+    def nearest(self, embedder: Embedder, vector: np.ndarray,
+                limit: int = 5) -> list[tuple[str, float]]:
+        """The most similar memories to a vector, without touching any index file."""
+        scores = self._scores(embedder, vector, limit)
+        return sorted(scores.items(), key=lambda item: item[1], reverse=True)[:limit]
+
+    def _scores(self, embedder: Embedder, vector: np.ndarray, limit: int,
+                extra_ids: Sequence[str] = ()) -> dict[str, float]:
+        """Cosine similarity from the saved index, corrected for memories changed since it was
+        saved (compared directly, from the embedding cache), plus any of `extra_ids`."""
         index = self.vectors(embedder)
-        scores = dict(index.search(query_vector, limit))
-        # Memories changed since the index was saved: compare them directly.
+        scores = dict(index.search(vector, limit))
         pending = [m for m, _ in self.projection.dirty("vec")]
         for memory_id in pending:
             scores.pop(memory_id, None)
         stale = set(pending)
         # Candidates found by words only: their stored vectors, straight from the index.
         others = [i for i in extra_ids if i not in scores and i not in stale]
-        for memory_id, vector in index.vectors_for(others).items():
-            scores[memory_id] = float(vector @ query_vector)
+        for memory_id, stored in index.vectors_for(others).items():
+            scores[memory_id] = float(stored @ vector)
         wanted = list(dict.fromkeys([*pending, *(i for i in extra_ids if i not in scores)]))
-        if wanted:
-            found = self.projection.memories_by_id(wanted)
-            live = [found[i] for i in wanted if i in found]
-            if live:
-                vectors, _ = embed_with_cache(embedder, self.embeddings,
-                                              [m.content for m in live])
-                sims = vectors @ query_vector
-                for row, memory in enumerate(live):
-                    scores[memory.id] = float(sims[row])
+        found = self.projection.memories_by_id(wanted) if wanted else {}
+        live = [found[i] for i in wanted if i in found]
+        if live:
+            vectors, _ = embed_with_cache(embedder, self.embeddings, [m.content for m in live])
+            for row, memory in enumerate(live):
+                scores[memory.id] = float(vectors[row] @ vector)
         return scores
-
-    def nearest(self, embedder: Embedder, settings: Settings, vector: np.ndarray,
-                limit: int = 5) -> list[tuple[str, float]]:
-        """The most similar memories to a vector, without touching any index file."""
-        index = self.vectors(embedder)
-        scores = dict(index.search(vector, limit)) if len(index) else {}
-        pending = [m for m, _ in self.projection.dirty("vec")]
-        for memory_id in pending:
-            scores.pop(memory_id, None)
-        if pending:
-            found = self.projection.memories_by_id(pending)
-            live = [found[i] for i in pending if i in found]
-            if live:
-                vectors, _ = embed_with_cache(embedder, self.embeddings,
-                                              [m.content for m in live])
-                for row, memory in enumerate(live):
-                    scores[memory.id] = float(vectors[row] @ vector)
-        return sorted(scores.items(), key=lambda item: item[1], reverse=True)[:limit]
 
     def close(self) -> None:
         self.embeddings.close()
