@@ -44,6 +44,9 @@ HANDOFFS_DIR = "handoffs"
 TRACKED = (CONFIG_FILE, "README.md", ".gitattributes", EVENTS_DIR, HANDOFFS_DIR)
 
 LOCK_TIMEOUT_SECONDS = 30.0
+# A writer starts a new file past this size, so that a commit (which stores whole files, as git
+# does) costs the same at a million events as at a thousand.
+MAX_FILE_BYTES = 4 * 1024 * 1024
 
 _README = """\
 # Engram store
@@ -284,7 +287,7 @@ class Store:
             state.writer = self._new_writer_name()
         path = self._month_path(moment, state.writer)
         if state.segment == self.rel(path):
-            if self._as_left(path, state):
+            if self._as_left(path, state) and state.size < MAX_FILE_BYTES:
                 return path
         elif not path.exists():
             return path

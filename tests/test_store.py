@@ -160,3 +160,18 @@ def test_a_corrupt_cache_is_rebuilt(home_store: Engram) -> None:
     for suffix in ("-wal", "-shm"):
         Path(str(cache) + suffix).unlink(missing_ok=True)
     assert {m.id for m in Engram().memories()} == ids
+
+
+def test_a_full_writer_file_is_left_for_a_new_one(home_store: Engram,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from engram import store as store_module
+
+    monkeypatch.setattr(store_module, "MAX_FILE_BYTES", 2000)
+    ids = {home_store.remember(f"memory number {i} " + "x" * 300, check_duplicates=False).id
+           for i in range(12)}
+    files = home_store.personal.event_files()
+    assert len(files) >= 3
+    assert all(p.stat().st_size < 2000 + 700 for p in files)
+    fresh = Engram()
+    assert {m.id for m in fresh.memories(limit=None)} == ids
+    assert fresh.verify()["ok"]
