@@ -574,7 +574,7 @@ class Engram(Continuity):
         since_text = _moment(since, "--since", future=False) if since else None
         until_text = _moment(until, "--until", future=False) if until else None
         query_vectors: dict[str, Any] = {}
-        hits: list[Hit] = []
+        ranked: list[tuple[Any, ...]] = []
         for store in self.stores():
             settings = self.settings(store)
             proj = self.projection(store)
@@ -592,38 +592,44 @@ class Engram(Continuity):
                 )
             weight = settings["recall.weight_vector"] if embedder is not None else 0.0
             fused = fuse(text_hits, vector_hits, weight)
-            found = proj.memories_by_id(list(fused))
+            heads = proj.heads(list(fused), tags=bool(wanted_tags))
             floor = settings["recall.strength_floor"]
             min_relevance = settings["recall.min_relevance"]
             share = settings["recall.weight_strength"]
             for memory_id, (relevance, bm25, cosine) in fused.items():
-                memory = found.get(memory_id)
-                if memory is None or relevance <= 0 or relevance < min_relevance:
+                head = heads.get(memory_id)
+                if head is None or relevance <= 0 or relevance < min_relevance:
                     continue
-                if memory.status != "active" and not include_forgotten:
+                if head.status != "active" and not include_forgotten:
                     continue
-                if kinds and memory.kind not in kinds:
+                if kinds and head.kind not in kinds:
                     continue
-                if wanted_tags and not wanted_tags <= set(memory.tags):
+                if wanted_tags and not wanted_tags <= head.tags:
                     continue
-                if scope is not None and memory.scope != scope:
+                if scope is not None and head.scope != scope:
                     continue
-                if task is not None and memory.task != task:
+                if task is not None and head.task != task:
                     continue
-                if since_text and memory.moment < since_text:
+                if since_text and head.moment < since_text:
                     continue
-                if until_text and memory.moment >= until_text:
+                if until_text and head.moment >= until_text:
                     continue
-                if not include_expired and not memory.valid_at(moment):
+                if not include_expired and not head.valid_at(moment):
                     continue
-                power = strength(memory, moment, settings)
+                power = strength(head, moment, settings)
                 if power < floor and not include_decayed:
                     continue
                 score = relevance * ((1.0 - share) + share * power)
-                hits.append(Hit(memory, score, bm25, cosine, relevance, power))
-        hits.sort(key=lambda hit: (hit.score, hit.memory.updated_clock), reverse=True)
+                ranked.append((score, head.updated_clock, store, head.id, bm25, cosine,
+                               relevance, power))
+        # Only the results read their whole memory.
+        ranked.sort(key=lambda item: (item[0], item[1]), reverse=True)
+        hits: list[Hit] = []
+        for score, _, store, memory_id, bm25, cosine, relevance, power in ranked[:k]:
+            memory = self.projection(store).memories_by_id([memory_id])[memory_id]
+            hits.append(Hit(memory, score, bm25, cosine, relevance, power))
         self.note_recalled([hit.memory.id for hit in hits[:3]])  # what this session relies on
-        return hits[:k]
+        return hits
 
     def log(
         self,

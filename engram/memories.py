@@ -87,11 +87,7 @@ class Memory:
         return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
 
     def valid_at(self, moment: datetime) -> bool:
-        if self.valid_from and ev.parse_time(self.valid_from) > moment:
-            return False
-        if self.valid_until and ev.parse_time(self.valid_until) <= moment:
-            return False
-        return True
+        return valid_at(self.valid_from, self.valid_until, moment)
 
     @property
     def moment(self) -> str:
@@ -101,6 +97,35 @@ class Memory:
     def summary(self, width: int = 72) -> str:
         text = " ".join(self.content.split())
         return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def valid_at(valid_from: str | None, valid_until: str | None, moment: datetime) -> bool:
+    if valid_from and ev.parse_time(valid_from) > moment:
+        return False
+    if valid_until and ev.parse_time(valid_until) <= moment:
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """What ranking and filtering need of a memory, read without its body."""
+
+    id: str
+    status: str
+    kind: str
+    scope: str | None
+    task: str | None
+    moment: str
+    valid_from: str | None
+    valid_until: str | None
+    importance: float
+    reinforced: int
+    updated_clock: int
+    tags: frozenset[str] = frozenset()
+
+    def valid_at(self, moment: datetime) -> bool:
+        return valid_at(self.valid_from, self.valid_until, moment)
 
 
 # -- validation at the edge --------------------------------------------------------------------

@@ -25,7 +25,7 @@ from . import events as ev
 from . import memories as mem
 from .store import Problem, Store
 
-VERSION = 4  # bump when the schema or a fold changes: caches rebuild themselves
+VERSION = 5  # bump when the schema or a fold changes: caches rebuild themselves
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
@@ -44,7 +44,7 @@ CREATE INDEX events_entity ON events (entity);
 CREATE TABLE memories (
     id TEXT PRIMARY KEY, status TEXT, kind TEXT, scope TEXT, source TEXT, importance REAL,
     valid_from TEXT, valid_until TEXT, created_clock INTEGER, updated_clock INTEGER,
-    content TEXT, task TEXT, moment TEXT, body BLOB
+    content TEXT, task TEXT, moment TEXT, reinforced INTEGER, body BLOB
 );
 CREATE TABLE tasks (
     id TEXT PRIMARY KEY, name TEXT, status TEXT, parent TEXT, updated_clock INTEGER, body BLOB
@@ -301,11 +301,11 @@ class Projection:
             # The search indexes catch up from the dirty lists when they are next used.
             self._mark(db, entity)
             db.execute(
-                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (memory.id, memory.status, memory.kind, memory.scope, memory.source,
                  memory.importance, memory.valid_from, memory.valid_until,
                  memory.created_clock, memory.updated_clock, memory.content, memory.task,
-                 memory.moment, orjson.dumps(memory.to_dict())),
+                 memory.moment, memory.reinforced, orjson.dumps(memory.to_dict())),
             )
             db.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
                            [(memory.id, tag) for tag in memory.tags])
@@ -417,6 +417,26 @@ class Projection:
             ):
                 memory = self._memory(body)
                 out[memory.id] = memory
+        return out
+
+    def heads(self, ids: Sequence[str], *, tags: bool = False) -> dict[str, mem.Head]:
+        """Ranking fields of these memories, without parsing their bodies."""
+        out: dict[str, mem.Head] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            tag_sets: dict[str, set[str]] = {}
+            if tags:
+                for memory_id, tag in self.db.execute(
+                    f"SELECT memory, tag FROM memory_tags WHERE memory IN ({marks})", chunk
+                ):
+                    tag_sets.setdefault(memory_id, set()).add(tag)
+            for row in self.db.execute(
+                "SELECT id, status, kind, scope, task, moment, valid_from, valid_until, "
+                f"importance, reinforced, updated_clock FROM memories WHERE id IN ({marks})",
+                chunk,
+            ):
+                out[row[0]] = mem.Head(*row, tags=frozenset(tag_sets.get(row[0], ())))
         return out
 
     def stale(self) -> bool:

@@ -47,7 +47,7 @@ def search_text(memory: mem.Memory) -> str:
     return f"{memory.content}\n{extra}".strip()
 
 
-def strength(memory: mem.Memory, now: datetime, settings: Settings) -> float:
+def strength(memory: mem.Memory | mem.Head, now: datetime, settings: Settings) -> float:
     stability = settings[f"decay.{memory.kind}"] * (1.0 + memory.importance) * \
         (1.0 + memory.reinforced)
     age = max(0.0, (now - ev.parse_time(memory.moment)).total_seconds() / 86400.0)
