@@ -158,8 +158,11 @@ class StoreRepo:
             blob = self._blob(tree, rel)
             path = self.store.root / rel
             if rel.startswith(EVENTS_DIR + "/"):
-                committed = blob.size if blob is not None else 0
                 st = path.stat()
+                if blob is not None and stat_cache.get(rel) == \
+                        [st.st_size, st.st_mtime_ns, st.st_ino, str(blob.id)]:
+                    continue  # as committed, known from its stat: the blob is not even read
+                committed = blob.size if blob is not None else 0
                 if st.st_size == committed:
                     if blob is not None and not self._same_as_committed(path, rel, st, blob,
                                                                          stat_cache):
@@ -272,6 +275,17 @@ class StoreRepo:
                 ) from None
             for path, blob_id in entries:
                 user_index.add(pygit2.IndexEntry(path, blob_id, FileMode.BLOB))
+        # Remember what was committed by stat, so the next look reads nothing it need not.
+        cache = _StatCache(self.store)
+        for change, (_, blob_id) in zip(pending.changes, entries, strict=True):
+            if change.rel.startswith(EVENTS_DIR + "/"):
+                try:
+                    st = (self.store.root / change.rel).stat()
+                except FileNotFoundError:
+                    continue
+                if st.st_size == len(change.data):
+                    cache.put(change.rel, [st.st_size, st.st_mtime_ns, st.st_ino, str(blob_id)])
+        cache.save()
         return str(oid)
 
     # -- remotes ---------------------------------------------------------------------------
