@@ -19,7 +19,7 @@ from . import events as ev
 from . import memories as mem
 from . import secrets
 from .config import (
-    CONFIG_FILE, PROJECT_DIR, SETTINGS, Layer, Settings, engram_home, find_project_store,
+    PROJECT_DIR, SETTINGS, Layer, Settings, engram_home, find_project_store,
     find_work_tree,
 )
 from .errors import (
@@ -28,7 +28,7 @@ from .errors import (
 )
 from .continuity.service import Continuity
 from .projection import Projection
-from .store import Problem, Store, WriterState, require
+from .store import Store, WriterState, require
 
 if TYPE_CHECKING:
     from .index.embed import Embedder

@@ -87,6 +87,12 @@ def machine_name() -> str:
     return os.environ.get("ENGRAM_MACHINE") or socket.gethostname() or "unknown"
 
 
+def one_line(text: object, width: int = 60) -> str:
+    """Text folded to one line and cut to `width` characters, for logs and messages."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
 def canonical_json(obj: Mapping[str, Any]) -> bytes:
     """The one serialisation of an object: sorted keys, no spaces, UTF-8, no trailing newline."""
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)

@@ -24,7 +24,7 @@ import pygit2
 from pygit2.enums import FileMode, RepositoryState
 
 from . import events as ev
-from .errors import GitError, UsageError
+from .errors import GitError
 from .store import EVENTS_DIR, TRACKED, Store
 
 _ACTOR_RE = re.compile(r"^\s*(?P<name>[^<>]*?)\s*<(?P<email>[^<>]*)>\s*$")
@@ -383,8 +383,3 @@ class _IndexLock:
                 os.close(self.fd)
                 self.lock_path.unlink(missing_ok=True)
             self.work_copy.unlink(missing_ok=True)
-
-
-def require_work_tree(path: Path) -> None:
-    if not (path / ".git").exists():
-        raise UsageError(f"{path} is not the top of a git work tree")

@@ -95,8 +95,7 @@ class Memory:
         return self.reinforced_at or self.at or self.updated_at
 
     def summary(self, width: int = 72) -> str:
-        text = " ".join(self.content.split())
-        return text if len(text) <= width else text[: width - 1] + "…"
+        return ev.one_line(self.content, width)
 
 
 def valid_at(valid_from: str | None, valid_until: str | None, moment: datetime) -> bool:
@@ -321,20 +320,15 @@ def describe(event: ev.Event) -> str:
     data = event.data
     short = str(data.get("memory", ""))[: ev.SHORT_ID_LEN]
     if event.kind == "memory.created":
-        return f"remember {short} [{data.get('kind', DEFAULT_KIND)}] {_one_line(data.get('content', ''))}"
+        return f"remember {short} [{data.get('kind', DEFAULT_KIND)}] {ev.one_line(data.get('content', ''))}"
     if event.kind == "memory.updated":
         fields = ", ".join(k for k in _UPDATABLE if k in data)
-        text = f": {_one_line(data['content'])}" if "content" in data else ""
+        text = f": {ev.one_line(data['content'])}" if "content" in data else ""
         return f"update {short} ({fields}){text}"
     if event.kind == "memory.forgotten":
-        return f"forget {short}: {_one_line(data.get('reason') or '')}"
+        return f"forget {short}: {ev.one_line(data.get('reason') or '')}"
     if event.kind == "memory.superseded":
         return f"supersede {short} by {str(data.get('by', ''))[: ev.SHORT_ID_LEN]}"
     if event.kind == "memory.reinforced":
         return f"reinforce {short}"
     return ""
-
-
-def _one_line(text: str, width: int = 60) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: width - 1] + "…"

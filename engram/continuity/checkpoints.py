@@ -233,8 +233,8 @@ def render(task: Mapping[str, Any], checkpoint: Mapping[str, Any],
     for name, change in delta.items():
         label = TITLES[name].split(" (")[0].lower()
         if name in TEXT_FIELDS:
-            lines.append(f"- {label}: was \"{_short(change['from'])}\", "
-                         f"now \"{_short(change['to'])}\"")
+            lines.append(f"- {label}: was \"{ev.one_line(change['from'], 80)}\", "
+                         f"now \"{ev.one_line(change['to'], 80)}\"")
             continue
         for item in change.get("added", []):
             lines.append(f"- {label}: + {item}")
@@ -244,11 +244,6 @@ def render(task: Mapping[str, Any], checkpoint: Mapping[str, Any],
             lines.append(f"- {label}: reordered")
     lines.append("")
     return "\n".join(lines)
-
-
-def _short(text: str, width: int = 80) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def render_path(task_id: str, checkpoint: Mapping[str, Any]) -> str:

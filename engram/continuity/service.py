@@ -8,6 +8,7 @@ a thin layer of validation and folding over the store.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -21,10 +22,9 @@ from . import checkpoints as cp
 from . import metrics, rehydrate, sessions, tasks
 
 if TYPE_CHECKING:
-    from ..config import Settings
     from ..store import Store
 
-_SESSION_ID = __import__("re").compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 class AmbiguousResumeError(EngramError):
@@ -243,7 +243,8 @@ class Continuity:
         built["goal"] = built["goal"] or current["goal"] or task.goal
         checked = self._scan_package(store, built)
         saved = self._save_checkpoint(store, task, checked, reason=reason)
-        self._commit_store(store, subject=f"handoff: {task.name} — {_line(checked['summary'])}")
+        subject = f"handoff: {task.name} — {ev.one_line(checked['summary'])}"
+        self._commit_store(store, subject=subject)
         return saved
 
     def _scan_package(self, store: Store, package: dict[str, Any]) -> dict[str, Any]:
@@ -725,8 +726,3 @@ def _read_lines(path: Path) -> list[str]:
         return [line.strip() for line in path.read_text().splitlines() if line.strip()]
     except FileNotFoundError:
         return []
-
-
-def _line(text: str, width: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"

@@ -11,7 +11,7 @@ Events (entity: the task id):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .. import events as ev
@@ -155,22 +155,17 @@ def describe(event: ev.Event) -> str:
     data = event.data
     short = str(data.get("task", ""))[: ev.SHORT_ID_LEN]
     if event.kind == "task.created":
-        return f"task {short} created: {_line(data.get('name', ''))}"
+        return f"task {short} created: {ev.one_line(data.get('name', ''))}"
     if event.kind == "task.updated":
         fields = ", ".join(k for k in ("name", "goal", "status", "parent", "tags") if k in data)
         status = f" -> {data['status']}" if "status" in data else ""
         return f"task {short} updated ({fields}){status}"
     if event.kind == "task.progress":
-        return f"progress {short} [{data.get('status', '')}] {_line(data.get('feature', ''))}"
+        return f"progress {short} [{data.get('status', '')}] {ev.one_line(data.get('feature', ''))}"
     if event.kind == "task.failure":
         where = f" in {data['component']}" if data.get("component") else ""
-        return f"failure {short}{where}: {_line(data.get('error', ''))}"
+        return f"failure {short}{where}: {ev.one_line(data.get('error', ''))}"
     return event.kind
-
-
-def _line(text: str, width: int = 60) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 __all__ = ["Task", "Progress", "Failure", "fold", "STATUSES", "ACTIVE", "describe"]
