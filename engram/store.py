@@ -14,6 +14,12 @@ uses, so two clones never change the same file and plain `git merge` joins them.
 remembers the size and last line of the file it appends to; if the file is not exactly as it left
 it (a branch switch, a reset, a checkout of an older commit) it starts a new writer file instead
 of extending a history another branch may also extend. That is what keeps merges conflict-free.
+
+It also starts a new file whenever HEAD has moved since the file was started (a commit, a merge, a
+checkout): so an event file is created by one commit and never changed by a later one. Squash
+merges, cherry-picks and rebases copy commits' changes onto other branches; because no change ever
+extends a file that an earlier commit created, those copies apply cleanly too, and a later merge
+of the original branch meets identical files.
 """
 
 from __future__ import annotations
@@ -62,8 +68,9 @@ Do not edit event files by hand: `engram verify` checks them, and `engram log` r
 """
 
 _GITATTRIBUTES = """\
-# Event files are LF-only JSON Lines on every platform; never convert line endings.
-*.jsonl text eol=lf
+# Event files are LF-only JSON Lines on every platform; never convert line endings. They are sets
+# of lines (readers dedupe events by id), so should two sides ever change one, keep both sides.
+*.jsonl text eol=lf merge=union
 """
 
 
@@ -220,7 +227,8 @@ class Store:
         if not batch:
             return
         state = WriterState.load(self)
-        path = self._writable_path(state, batch[0])
+        head = self.head_id()
+        path = self._writable_path(state, batch[0], head)
         data = b"".join(event.to_line() for event in batch)
         new_file = not path.exists()
         if new_file:
@@ -251,6 +259,7 @@ class Store:
             _fsync_dir(path.parent.parent)
         last = batch[-1].to_line()
         state.segment = self.rel(path)
+        state.head = head
         state.size = path.stat().st_size
         state.tail = hashlib.sha1(last).hexdigest()
         state.tail_len = len(last)
@@ -280,18 +289,48 @@ class Store:
         tmp.write_text(str(clock))
         os.replace(tmp, self.local_dir / "observed-clock")
 
-    def _writable_path(self, state: WriterState, first: ev.Event) -> Path:
-        """The file to append to: this writer's file for the event's month, if it is untouched."""
+    def head_id(self) -> str:
+        """The commit HEAD points at ("" when unborn), read from the ref files: no repository
+        object on the write path."""
+        try:
+            head = (self.git_dir / "HEAD").read_text(encoding="utf-8").strip()
+            if not head.startswith("ref:"):
+                return head
+            ref = head[4:].strip()
+            common = self.git_dir
+            if (self.git_dir / "commondir").is_file():  # a linked worktree
+                common = (self.git_dir / (self.git_dir / "commondir").read_text().strip())
+            for base in (self.git_dir, common):
+                try:
+                    return (base / ref).read_text(encoding="utf-8").strip()
+                except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                    continue
+            try:
+                packed = (common / "packed-refs").read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return ""
+            for line in packed.splitlines():
+                if line.endswith(" " + ref) and not line.startswith(("#", "^")):
+                    return line.split(" ", 1)[0]
+            return ""
+        except (OSError, UnicodeDecodeError):
+            return "?"  # unreadable: never equal to a recorded head, so a new file is started
+
+    def _writable_path(self, state: WriterState, first: ev.Event, head: str) -> Path:
+        """The file to append to: this writer's file for the event's month, if it is untouched
+        and HEAD has not moved since it was started."""
         moment = ev.parse_time(first.time)
         if state.writer is None:
             state.writer = self._new_writer_name()
         path = self._month_path(moment, state.writer)
         if state.segment == self.rel(path):
-            if self._as_left(path, state) and state.size < MAX_FILE_BYTES:
+            if (self._as_left(path, state) and state.head == head
+                    and state.size < MAX_FILE_BYTES):
                 return path
         elif not path.exists():
             return path
-        # Not as we left it (or someone else's): never extend a history that may have forked.
+        # Not as we left it, someone else's, or committed: never extend a history that may have
+        # forked or been copied elsewhere.
         state.writer = self._new_writer_name()
         state.segment = None
         return self._month_path(moment, state.writer)
@@ -427,6 +466,7 @@ class WriterState:
 
     writer: str | None = None
     segment: str | None = None  # store-relative path of the file last appended to
+    head: str | None = None  # the commit HEAD pointed at when the segment was started
     size: int = 0
     tail: str = ""
     tail_len: int = 0

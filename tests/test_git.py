@@ -117,7 +117,8 @@ def test_a_rewritten_committed_event_file_is_not_committed(project: Path) -> Non
     engram = Engram(cwd=project)
     engram.remember("original")
     engram.commit()
-    path = next((project / ".engram" / "events").rglob("*.jsonl"))
+    [path] = [p for p in (project / ".engram" / "events").rglob("*.jsonl")
+              if b"original" in p.read_bytes()]
     head = git(project, "rev-parse", "HEAD").strip()
     path.write_bytes(path.read_bytes().replace(b"original", b"tampered"))
     [result] = Engram(cwd=project).commit()

@@ -59,6 +59,7 @@ def test_torn_last_line_is_reported_then_set_aside_by_the_next_write(home_store:
 
 def test_conflict_markers_fail_with_file_and_line(home_store: Engram) -> None:
     home_store.remember("one")
+    home_store.remember("two")
     path = writer_file(home_store)
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join([lines[0], "<<<<<<< HEAD\n", *lines[1:], "=======\n",
