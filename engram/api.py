@@ -731,6 +731,46 @@ class Engram(Continuity):
         totals["seconds"] = round(time.perf_counter() - started, 3)
         return totals
 
+    def refresh_indexes(self, *, stores: Sequence[Store] | None = None,
+                        progress: Callable[[str, int, int], None] | None = None,
+                        ) -> dict[str, Any]:
+        """Bring every cache up to date with the event files, doing only what changed.
+
+        What `reindex` does from scratch, this does incrementally: after a pull, a merge or a
+        branch switch it reads the changed files, indexes the changed memories' words, and folds
+        their vectors (embedding only texts the embedding cache has not seen) into the index.
+        """
+        started = time.perf_counter()
+        totals: dict[str, Any] = {"events_added": 0, "events_removed": 0, "indexed_text": 0,
+                                  "embedded": 0, "reused": 0}
+        for store in stores if stores is not None else self.stores():
+            proj = self._projections.get(store.root)
+            if proj is None:
+                proj = self._projections[store.root] = Projection(store)
+            refreshed = proj.refresh()
+            totals["events_added"] += refreshed.events_added
+            totals["events_removed"] += refreshed.events_removed
+            search = self._search(store)
+            totals["indexed_text"] += search.sync_text().indexed_text
+            embedder = self._embedder(store)
+            if embedder is None:
+                continue
+            total = proj.dirty_count("vec")
+            done = 0
+
+            def step(count: int, total: int = total, kind: str = store.kind) -> None:
+                nonlocal done
+                done += count
+                if progress is not None:
+                    progress(kind, done, total)
+
+            report = search.sync_vectors(embedder, self.settings(store), force=True,
+                                         progress=step)
+            totals["embedded"] += report.embedded
+            totals["reused"] += report.reused
+        totals["seconds"] = round(time.perf_counter() - started, 3)
+        return totals
+
     def index_state(self) -> list[dict[str, Any]]:
         """Whether each store's caches are current, without changing anything."""
         out = []

@@ -17,6 +17,7 @@ import orjson
 
 from . import __version__
 from .cli_mcp import register as register_mcp
+from .cli_sync import register as register_sync
 from .errors import EngramError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -1073,6 +1074,7 @@ def config_set(ctx: click.Context, key: str, value: str, project: bool) -> None:
 
 
 register_mcp(main)
+register_sync(main)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

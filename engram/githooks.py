@@ -1,0 +1,250 @@
+"""Git hooks for a repository that holds a store: `engram hooks install`.
+
+- `post-merge`, `post-checkout`, `post-rewrite`: after a pull, a merge, a branch switch or a
+  rebase, bring the store's caches up to date in the background, so that the next recall does not
+  wait for them. They never slow git down and never fail it.
+- `pre-commit`: refuse a commit whose staged event files fail verification: a line that is not a
+  valid event, a git conflict marker, a torn last line, or what looks like a secret.
+
+Each hook is a short block between marker lines, placed right after the shebang of the hook
+script (so that an existing script's own `exit` cannot skip it); a script that is not a shell
+script is left alone, and the user is told what to add. `engram hooks uninstall` removes the
+blocks and nothing else.
+
+    python -m engram.githooks pre-commit|refresh [--background]
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import UsageError
+from .store import EVENTS_DIR, Store
+
+BEGIN = "# >>> engram >>>"
+END = "# <<< engram <<<"
+REFRESH_HOOKS = ("post-merge", "post-checkout", "post-rewrite")
+HOOKS = (*REFRESH_HOOKS, "pre-commit")
+_SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+
+
+def hooks_dir(store: Store) -> Path:
+    """Where git runs hooks from for this repository (honours core.hooksPath)."""
+    from .sync import run_git
+
+    done = run_git(store.work_tree, "rev-parse", "--git-path", "hooks")
+    if done.returncode != 0:
+        raise UsageError(f"{store.work_tree} is not a git repository git can read")
+    path = Path(done.stdout.strip())
+    return path if path.is_absolute() else store.work_tree / path
+
+
+def _block(hook: str) -> str:
+    python = shlex.quote(sys.executable)
+    if hook == "pre-commit":
+        body = f"{python} -m engram.githooks pre-commit || exit 1"
+    elif hook == "post-checkout":
+        # Only branch checkouts ($3 = 1), not `git checkout -- file`.
+        body = (f'[ "$3" = "1" ] && {python} -m engram.githooks refresh --background '
+                ">/dev/null 2>&1")
+    else:
+        body = f"{python} -m engram.githooks refresh --background >/dev/null 2>&1"
+    return (f"{BEGIN} (added by `engram hooks install`; `engram hooks uninstall` removes it)\n"
+            f"{body}\n{END}\n")
+
+
+def _strip(text: str) -> str:
+    out, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line.startswith(BEGIN):
+            skipping = True
+            continue
+        if skipping:
+            if line.startswith(END):
+                skipping = False
+            continue
+        out.append(line)
+    return "".join(out)
+
+
+def _is_shell(text: str) -> bool:
+    first = text.splitlines()[0] if text else ""
+    if not first.startswith("#!"):
+        return False
+    words = first[2:].split()
+    if not words:
+        return False
+    program = Path(words[0]).name
+    if program == "env" and len(words) > 1:
+        program = words[1]
+    return program in _SHELLS
+
+
+def install(store: Store) -> list[str]:
+    """Install or update the hooks; returns a line per hook saying what was done."""
+    directory = hooks_dir(store)
+    directory.mkdir(parents=True, exist_ok=True)
+    report = []
+    for hook in HOOKS:
+        path = directory / hook
+        existing = path.read_text(encoding="utf-8") if path.exists() else ""
+        if existing and not _is_shell(existing):
+            report.append(f"{hook}: left alone ({path} is not a shell script); add "
+                          f"`{_block(hook).splitlines()[1]}` to it yourself")
+            continue
+        if existing:
+            rest = _strip(existing).split("\n", 1)
+            shebang, body = rest[0], rest[1] if len(rest) > 1 else ""
+            text = f"{shebang}\n{_block(hook)}{body}"
+            verb = "updated" if BEGIN in existing else "added to the existing hook"
+        else:
+            text = f"#!/bin/sh\n{_block(hook)}"
+            verb = "installed"
+        tmp = path.with_name(f".{hook}.engram-{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.chmod(0o755)
+        os.replace(tmp, path)
+        report.append(f"{hook}: {verb} ({path})")
+    return report
+
+
+def uninstall(store: Store) -> list[str]:
+    directory = hooks_dir(store)
+    report = []
+    for hook in HOOKS:
+        path = directory / hook
+        if not path.exists():
+            continue
+        existing = path.read_text(encoding="utf-8")
+        if BEGIN not in existing:
+            continue
+        rest = _strip(existing)
+        if rest.strip() in ("", "#!/bin/sh"):
+            path.unlink()
+            report.append(f"{hook}: removed ({path})")
+        else:
+            path.write_text(rest, encoding="utf-8")
+            report.append(f"{hook}: engram's lines removed, the rest kept ({path})")
+    return report
+
+
+# -- what the hooks run --------------------------------------------------------------------------
+
+
+def _store_here() -> Store | None:
+    """The store of the repository git runs this hook in, if it has one."""
+    from .config import CONFIG_FILE, PROJECT_DIR, engram_home
+
+    top = Path(os.environ.get("GIT_WORK_TREE") or Path.cwd())
+    if (top / PROJECT_DIR / CONFIG_FILE).exists():
+        return Store(top / PROJECT_DIR, "project")
+    if (top / CONFIG_FILE).exists() and top.resolve() == engram_home().resolve():
+        return Store(top, "personal")
+    return None
+
+
+def refresh(store: Store) -> dict[str, object]:
+    from .api import Engram
+
+    with Engram(cwd=store.work_tree, use=store.kind) as engram:
+        return engram.refresh_indexes()
+
+
+def _refresh_in_background(store: Store) -> None:
+    """Detach a refresh from git: the hook returns at once; output goes to a log file."""
+    log_path = store.local_dir / "hooks.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", "engram.githooks", "refresh"],
+            cwd=store.work_tree, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            start_new_session=True,
+        )
+
+
+def staged_problems(store: Store) -> list[str]:
+    """Problems in the event files as staged in git's index (what a commit would take)."""
+    from . import events as ev
+    from .git import open_repository
+    from .secrets import find_secrets
+
+    repo = open_repository(store.work_tree)
+    prefix = store.repo_path(EVENTS_DIR) + "/"
+    head = None if repo.head_is_unborn else repo.head.peel().tree
+    problems = []
+    for entry in repo.index:
+        if not (entry.path.startswith(prefix) and entry.path.endswith(".jsonl")):
+            continue
+        if head is not None:
+            try:
+                if head[entry.path].id == entry.id:
+                    continue  # unchanged since the last commit
+            except KeyError:
+                pass
+        data = repo[entry.id].data
+        if data and not data.endswith(b"\n"):
+            problems.append(f"{entry.path}: torn last line (no newline at the end); "
+                            "stage the file again after the next Engram write repairs it")
+        for number, line in enumerate(data.split(b"\n"), start=1):
+            if not line:
+                continue
+            where = f"{entry.path}:{number}"
+            if ev.is_conflict_marker(line):
+                problems.append(f"{where}: git conflict marker; resolve the merge "
+                                "(event files keep both sides' lines)")
+                continue
+            try:
+                event = ev.parse_line(line)
+            except ev.EventFormatError as exc:
+                problems.append(f"{where}: {exc}")
+                continue
+            for text in _strings(event.data):
+                findings = find_secrets(text)
+                if findings:
+                    problems.append(f"{where}: looks like a secret ({findings[0].type}); "
+                                    "remove the line before committing")
+                    break
+    return problems
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("pre-commit", "refresh"):
+        print("usage: python -m engram.githooks pre-commit|refresh [--background]",
+              file=sys.stderr)
+        return 2
+    store = _store_here()
+    if store is None:
+        return 0
+    if argv[0] == "pre-commit":
+        problems = staged_problems(store)
+        for problem in problems[:20]:
+            print(f"engram: {problem}", file=sys.stderr)
+        if problems:
+            print(f"engram: commit refused: {len(problems)} problem(s) in staged event files "
+                  "(`engram verify` shows them all)", file=sys.stderr)
+            return 1
+        return 0
+    if "--background" in argv[1:]:
+        _refresh_in_background(store)
+        return 0
+    report = refresh(store)
+    print(f"engram: caches refreshed: {report}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

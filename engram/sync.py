@@ -1,0 +1,395 @@
+"""Moving a store between machines: remotes, fetch/merge/push, and cloning a personal store.
+
+Network work runs the `git` executable, so it goes exactly where `git fetch` and `git push` would
+go, the same way: ssh keys and agents, credential helpers, `insteadOf` rewrites, proxies, hooks.
+Local work stays with pygit2 (`engram.git`).
+
+Merges are plain git merges. They never conflict on Engram's own files because no commit ever
+extends an event file an earlier commit created (see `engram.store`): each side only adds files.
+A conflict elsewhere (a project's own code, or both sides changing `config.yaml`) aborts the
+merge and leaves everything as it was.
+
+When nothing is at the other end (no network, a server down) these commands fail with a one-line
+error; every other command works offline, and the next sync sends what was committed meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import EngramError, UsageError
+from .store import Store
+
+if TYPE_CHECKING:
+    from .api import Engram
+
+PUSH_ATTEMPTS = 3
+_REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class SyncError(EngramError):
+    """A fetch, merge or push that could not be done; nothing local was lost or changed."""
+
+    exit_code = 1
+
+
+@dataclass
+class SyncResult:
+    store: str
+    remote: str | None = None
+    branch: str | None = None
+    committed: int = 0  # pending events committed before talking to the remote
+    merge: str = "none"  # none | up-to-date | fast-forward | merged | no-remote-branch
+    received: int = 0  # events that arrived
+    pushed: int = 0  # commits sent
+    skipped: str | None = None  # why this store was not synced
+    indexes: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- running git ---------------------------------------------------------------------------------
+
+
+def _git_env() -> dict[str, str]:
+    env = dict(os.environ)
+    if not sys.stdin.isatty():
+        # An agent or a hook cannot answer a password prompt: fail at once instead of hanging.
+        env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    env["LC_ALL"] = "C"  # parse git's messages in one language
+    return env
+
+
+def run_git(cwd: Path | None, *args: str, progress: bool = False,
+            identity: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run git; stdout captured, stderr captured too unless progress is shown to the user."""
+    if shutil.which("git") is None:
+        raise EngramError("the git executable is not on PATH; install git, then retry")
+    command = ["git"]
+    if identity:
+        name, email = _split_identity(identity)
+        command += ["-c", f"user.name={name}", "-c", f"user.email={email}"]
+    command += list(args)
+    return subprocess.run(
+        command, cwd=cwd, env=_git_env(), text=True, encoding="utf-8", errors="replace",
+        stdout=subprocess.PIPE, stderr=None if progress else subprocess.PIPE, check=False,
+    )
+
+
+def _split_identity(actor: str) -> tuple[str, str]:
+    from .git import signature
+
+    sig = signature(actor)
+    return sig.name, sig.email
+
+
+def _why(done: subprocess.CompletedProcess[str]) -> str:
+    """The line of git's stderr that says what went wrong."""
+    lines = [line.strip() for line in (done.stderr or "").splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("fatal:", "error:")):
+            return line.split(":", 1)[1].strip()
+    return lines[-1] if lines else f"git exited with status {done.returncode}"
+
+
+# -- remotes -------------------------------------------------------------------------------------
+
+
+def remote_list(store: Store) -> list[dict[str, str]]:
+    from .git import StoreRepo
+
+    return StoreRepo(store).remotes()
+
+
+def remote_add(store: Store, name: str, url: str) -> None:
+    from .git import open_repository
+
+    _personal_only(store, f"git remote add {name} {url}")
+    if not _REMOTE_NAME.match(name):
+        raise UsageError(f"remote name {name!r} must be letters, digits, '.', '_' or '-'")
+    if not url.strip():
+        raise UsageError("the remote URL is empty; give a git URL or a path")
+    repo = open_repository(store.work_tree)
+    if name in [r.name for r in repo.remotes]:
+        raise UsageError(f"a remote named {name!r} exists already; remove it first with "
+                         f"`engram remote remove {name}`")
+    repo.remotes.create(name, url.strip())
+
+
+def remote_remove(store: Store, name: str) -> None:
+    from .git import open_repository
+
+    _personal_only(store, f"git remote remove {name}")
+    repo = open_repository(store.work_tree)
+    if name not in [r.name for r in repo.remotes]:
+        raise UsageError(f"no remote named {name!r}; list them with `engram remote list`")
+    repo.remotes.delete(name)
+
+
+def _personal_only(store: Store, git_command: str) -> None:
+    if store.kind == "project":
+        raise UsageError("the project store uses the project repository's own remotes; "
+                         f"run `{git_command}` there")
+
+
+# -- sync, pull, push ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Target:
+    remote: str
+    branch: str  # local branch
+    remote_branch: str  # branch name at the remote
+    has_upstream: bool
+
+    @property
+    def tracking(self) -> str:
+        return f"refs/remotes/{self.remote}/{self.remote_branch}"
+
+
+def _target(store: Store, remote: str | None) -> _Target | None:
+    from .git import StoreRepo
+
+    repo = StoreRepo(store).repo
+    if repo.head_is_detached:
+        raise SyncError(f"HEAD of {store.work_tree} is detached; check out a branch, then sync")
+    branch = str(repo.references["HEAD"].target).removeprefix("refs/heads/") \
+        if repo.head_is_unborn else repo.head.shorthand
+    names = [r.name for r in repo.remotes]
+    config = repo.config
+    upstream_remote = config[f"branch.{branch}.remote"] \
+        if f"branch.{branch}.remote" in config else None
+    upstream_merge = config[f"branch.{branch}.merge"] \
+        if f"branch.{branch}.merge" in config else None
+    if remote is None and upstream_remote in names and upstream_merge:
+        return _Target(upstream_remote, branch, upstream_merge.removeprefix("refs/heads/"), True)
+    if remote is None:
+        if "origin" in names:
+            remote = "origin"
+        elif len(names) == 1:
+            remote = names[0]
+        elif names:
+            raise UsageError(f"{store.kind} store: several remotes ({', '.join(names)}) and "
+                             "no upstream; choose one with --remote NAME")
+        else:
+            return None
+    elif remote not in names:
+        raise UsageError(f"no remote named {remote!r}; list them with `engram remote list`")
+    same = remote == upstream_remote and bool(upstream_merge)
+    remote_branch = upstream_merge.removeprefix("refs/heads/") if same and upstream_merge \
+        else branch
+    return _Target(remote, branch, remote_branch, same)
+
+
+def _no_remote_hint(store: Store) -> str:
+    if store.kind == "project":
+        return ("the project repository has no remote; add one with "
+                "`git remote add origin URL`")
+    return "the personal store has no remote; add one with `engram remote add origin URL`"
+
+
+def sync(engram: Engram, *, pull: bool = True, push: bool = True, remote: str | None = None,
+         explicit: bool = False) -> list[SyncResult]:
+    """Commit pending events, then fetch + merge (pull) and/or push, then catch the indexes up.
+
+    `explicit`: the caller named the store(s); a store without a remote is then an error rather
+    than skipped.
+    """
+    results = []
+    for store in engram.stores():
+        result = SyncResult(store=store.kind)
+        target = _target(store, remote)
+        if target is None:
+            if explicit or len(engram.stores()) == 1:
+                raise SyncError(_no_remote_hint(store))
+            result.skipped = _no_remote_hint(store)
+            results.append(result)
+            continue
+        result.remote, result.branch = target.remote, target.remote_branch
+        _check_not_busy(store)
+        result.committed = engram._commit_store(store).events
+        before = engram.projection(store).counts()["events"]
+        if pull:
+            _fetch(store, target)
+            result.merge = _merge(engram, store, target)
+        if push:
+            for attempt in range(PUSH_ATTEMPTS):
+                try:
+                    result.pushed = _push(store, target)
+                    break
+                except _Rejected:
+                    if not pull or attempt == PUSH_ATTEMPTS - 1:
+                        raise SyncError(
+                            f"{target.remote} has commits on {target.remote_branch} that this "
+                            "clone lacks; run `engram sync` to merge them first"
+                        ) from None
+                    _fetch(store, target)
+                    result.merge = _merge(engram, store, target)
+        after = engram.projection(store).counts()["events"]
+        result.received = max(0, after - before)
+        if pull:
+            result.indexes = engram.refresh_indexes(stores=[store])
+        results.append(result)
+    if results and all(r.skipped for r in results):
+        raise SyncError(results[0].skipped or "nothing to sync")
+    return results
+
+
+def _check_not_busy(store: Store) -> None:
+    from .git import StoreRepo
+
+    reason = StoreRepo(store).busy()
+    if reason:
+        raise SyncError(f"{reason} in {store.work_tree}; finish or abort it, then sync")
+
+
+def _fetch(store: Store, target: _Target) -> None:
+    done = run_git(store.work_tree, "fetch", "--quiet", target.remote)
+    if done.returncode != 0:
+        raise SyncError(
+            f"could not fetch from {target.remote} ({_why(done)}); your events are committed "
+            "here and go out with the next `engram sync`"
+        )
+
+
+def _ref_exists(store: Store, ref: str) -> bool:
+    done = run_git(store.work_tree, "rev-parse", "--verify", "--quiet", ref)
+    return done.returncode == 0
+
+
+def _merge(engram: Engram, store: Store, target: _Target) -> str:
+    from .git import StoreRepo
+
+    if not _ref_exists(store, target.tracking):
+        return "no-remote-branch"
+    repo = StoreRepo(store).repo
+    theirs = repo.revparse_single(target.tracking).id
+    ahead, behind = (0, 1) if repo.head_is_unborn else repo.ahead_behind(repo.head.target,
+                                                                          theirs)
+    if behind == 0:
+        return "up-to-date"
+    # git needs an identity for the merge commit: the user's own when git has one.
+    has_identity = run_git(store.work_tree, "var", "GIT_COMMITTER_IDENT").returncode == 0
+    identity = None if has_identity else engram.actor(store)
+    args = ["merge", "--no-edit", "--quiet"]
+    if ahead == 0:
+        args.append("--ff-only")
+    else:
+        args += ["-m", f"engram sync: merge {target.remote}/{target.remote_branch}"]
+        if store.kind == "personal":
+            args.append("--allow-unrelated-histories")  # two machines that each ran init
+    done = run_git(store.work_tree, *args, target.tracking, identity=identity)
+    if done.returncode == 0:
+        return "fast-forward" if ahead == 0 else "merged"
+    conflicted = run_git(store.work_tree, "diff", "--name-only", "--diff-filter=U").stdout.split()
+    if conflicted:
+        run_git(store.work_tree, "merge", "--abort")
+        shown = ", ".join(conflicted[:5]) + (", ..." if len(conflicted) > 5 else "")
+        raise SyncError(
+            f"merging {target.remote}/{target.remote_branch} conflicts in {shown}; nothing was "
+            f"changed; merge by hand (`git merge {target.remote}/{target.remote_branch}` in "
+            f"{store.work_tree}), then run `engram sync`"
+        )
+    raise SyncError(f"could not merge {target.remote}/{target.remote_branch} ({_why(done)}); "
+                    "nothing was changed")
+
+
+class _Rejected(Exception):
+    pass
+
+
+def _push(store: Store, target: _Target) -> int:
+    """Push the branch; the number of commits sent."""
+    from .git import StoreRepo
+
+    repo = StoreRepo(store).repo
+    if repo.head_is_unborn:
+        return 0
+    local = repo.head.target
+    exists = _ref_exists(store, target.tracking)
+    if exists:
+        ahead, _ = repo.ahead_behind(local, repo.revparse_single(target.tracking).id)
+        if ahead == 0:
+            return 0
+    else:
+        ahead = sum(1 for _ in repo.walk(local))
+    args = ["push", "--quiet", "--porcelain"]
+    if not target.has_upstream:
+        args.append("--set-upstream")
+    args += [target.remote, f"HEAD:refs/heads/{target.remote_branch}"]
+    done = run_git(store.work_tree, *args)
+    if done.returncode != 0:
+        text = (done.stdout or "") + (done.stderr or "")
+        if "[rejected]" in text or "non-fast-forward" in text or "fetch first" in text:
+            raise _Rejected()
+        raise SyncError(
+            f"could not push to {target.remote} ({_why(done)}); your events are committed here "
+            "and go out with the next `engram sync`"
+        )
+    return ahead
+
+
+# -- clone ---------------------------------------------------------------------------------------
+
+
+def clone(url: str, destination: Path, *, progress: bool = False) -> None:
+    """Clone a personal store into `destination`, which must not be a store already.
+
+    The clone is made next to the destination and moved into place only when it is complete and
+    holds a store: an interrupted or refused clone leaves nothing behind.
+    """
+    from .config import CONFIG_FILE
+
+    if not url.strip():
+        raise UsageError("the URL is empty; give the git URL or path of a personal store")
+    if destination.exists() and any(destination.iterdir()):
+        if (destination / CONFIG_FILE).exists():
+            raise UsageError(
+                f"a personal store exists already at {destination}; to bring in {url}'s "
+                f"events run `engram remote add origin {url}` and then `engram sync`"
+            )
+        raise UsageError(f"{destination} exists and is not empty; move it away or set "
+                         "ENGRAM_HOME to another directory")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = destination.parent / f".{destination.name}.clone-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        args = ["clone", "--progress" if progress else "--quiet", url, str(staging)]
+        done = run_git(None, *args, progress=progress)
+        if done.returncode != 0:
+            why = _why(done) if not progress else "see git's message above"
+            raise SyncError(f"could not clone {url} ({why})")
+        if run_git(staging, "rev-parse", "--verify", "--quiet", "HEAD").returncode != 0:
+            _check_out_a_branch(staging)
+        if run_git(staging, "rev-parse", "--verify", "--quiet", "HEAD").returncode != 0:
+            raise SyncError(f"{url} is empty; on the machine that has the store, run "
+                            f"`engram remote add origin {url}` and `engram sync` first")
+        if not (staging / CONFIG_FILE).exists():
+            raise SyncError(f"{url} is a git repository but not an Engram personal store "
+                            f"(no {CONFIG_FILE} at its top)")
+        if destination.exists():
+            destination.rmdir()  # empty, checked above
+        os.replace(staging, destination)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_out_a_branch(clone_dir: Path) -> None:
+    """The remote's HEAD names a branch it does not have (a bare repository made by `git init`
+    whose default branch differs): check out main, master, or its only branch."""
+    done = run_git(clone_dir, "for-each-ref", "--format=%(refname:strip=3)",
+                   "refs/remotes/origin/")
+    branches = [b for b in done.stdout.split() if b != "HEAD"]
+    for choice in ("main", "master", *(branches if len(branches) == 1 else [])):
+        if choice in branches:
+            run_git(clone_dir, "checkout", "--quiet", "-B", choice, "--track",
+                    f"origin/{choice}")
+            return

@@ -1,0 +1,291 @@
+"""Two machines and a git server: clone to resume, work offline, sync, end with the union.
+
+Each "machine" is its own ENGRAM_HOME and machine name, driven through the real `engram`
+command in child processes. The server is a bare repository reached by path, or the same
+repository served by a real `git daemon` on 127.0.0.1 (started here, stopped after).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engram.store import Store
+from tests.conftest import git, run_engram
+
+
+class Server:
+    def __init__(self, root: Path, transport: str) -> None:
+        self.root = root
+        self.transport = transport
+        self.bare = root / "store.git"
+        git(root, "init", "-q", "--bare", str(self.bare))
+        self.daemon: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self.start()
+
+    @property
+    def url(self) -> str:
+        if self.transport == "daemon":
+            return f"git://127.0.0.1:{self.port}/store.git"
+        return str(self.bare)
+
+    def start(self) -> None:
+        if self.transport == "path":
+            hidden = self.root / "store.git.offline"
+            if hidden.exists():
+                hidden.rename(self.bare)
+            return
+        if not self.port:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                self.port = probe.getsockname()[1]
+        self.daemon = subprocess.Popen(
+            ["git", "daemon", "--export-all", "--enable=receive-pack", "--reuseaddr",
+             "--listen=127.0.0.1", f"--port={self.port}", f"--base-path={self.root}",
+             str(self.root)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("git daemon did not start")
+
+    def stop(self) -> None:
+        """The network goes away: the daemon stops, or the path disappears."""
+        if self.transport == "path":
+            self.bare.rename(self.root / "store.git.offline")
+            return
+        if self.daemon is not None:
+            self.daemon.terminate()
+            self.daemon.wait(timeout=10)
+            self.daemon = None
+
+
+@pytest.fixture(params=["path", "daemon"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    root = tmp_path / "server"
+    root.mkdir()
+    srv = Server(root, request.param)
+    yield srv
+    if srv.daemon is not None:
+        srv.stop()
+
+
+class Machine:
+    def __init__(self, tmp_path: Path, name: str) -> None:
+        self.name = name
+        self.home = tmp_path / name / ".engram"
+        self.home.parent.mkdir(parents=True)
+        self.env = {"ENGRAM_HOME": str(self.home), "ENGRAM_MACHINE": name,
+                    "ENGRAM_ACTOR": f"Agent on {name} <{name}@example.com>"}
+
+    def run(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+        done = run_engram(*args, env=self.env, cwd=self.home.parent)
+        if ok and done.returncode != 0:
+            raise AssertionError(f"engram {' '.join(args)} failed ({done.returncode}):\n"
+                                 f"{done.stdout}\n{done.stderr}")
+        return done
+
+    def json(self, *args: str) -> object:
+        return json.loads(self.run(*args, "--json").stdout)
+
+    def event_ids(self) -> list[str]:
+        """Every event id in every event file, duplicates kept (so that they can be seen)."""
+        ids = []
+        for path in Store(self.home, "personal").event_files():
+            ids += [json.loads(line)["id"] for line in path.read_text().splitlines()]
+        return ids
+
+
+def test_clone_to_resume_then_both_sides_work_offline_and_sync_to_the_union(
+        tmp_path: Path, server: Server) -> None:
+    a, b = Machine(tmp_path, "alpha"), Machine(tmp_path, "beta")
+
+    # Machine A records a task, progress, a failure and a handoff, and syncs.
+    a.run("init")
+    task = a.json("task", "create", "Port the parser", "--goal", "parser on the new API")["id"]
+    a.run("task", "progress", task, "tokenizer", "--status", "done", "--component", "lexer")
+    a.run("task", "failure", task, "segfault in the lexer on empty input",
+          "--component", "lexer", "--root-cause", "a NULL buffer")
+    a.run("handoff", "--task", task, "--summary", "Tokenizer done; lexer crashes on empty input",
+          "--next", "Guard the empty buffer in lex()", "--must-not-redo",
+          "Regenerate the grammar tables (takes an hour)")
+    a.run("remember", "The lexer buffer is allocated lazily", "--kind", "gotcha")
+    a.run("remote", "add", "origin", server.url)
+    synced = a.run("sync").stdout
+    assert "pushed" in synced
+
+    # Machine B clones; resume returns A's state.
+    cloned = b.run("clone", server.url)
+    assert "cloned" in cloned.stdout
+    resumed = b.run("resume", "--task", task).stdout
+    for expected in ("Port the parser", "Tokenizer done; lexer crashes on empty input",
+                     "Guard the empty buffer in lex()", "segfault in the lexer",
+                     "Regenerate the grammar tables"):
+        assert expected in resumed
+    assert b.run("reindex", "--check").returncode == 0
+
+    # B works and syncs.
+    b.run("task", "progress", task, "empty-buffer guard", "--status", "done",
+          "--component", "lexer")
+    b.run("remember", "Run the lexer fuzzer with -runs=10000 before pushing", "--kind",
+          "convention")
+    b.run("sync")
+
+    # Meanwhile A works offline: everything but sync works, and sync says why it cannot.
+    server.stop()
+    a.run("remember", "Parser errors carry byte offsets, not line numbers", "--kind", "decision")
+    a.run("task", "progress", task, "error positions", "--status", "done")
+    assert "byte offsets" in a.run("recall", "error positions in the parser").stdout
+    offline = a.run("sync", ok=False)
+    assert offline.returncode == 1
+    assert offline.stderr.startswith("error: could not fetch from origin")
+    assert "next `engram sync`" in offline.stderr
+    assert offline.stderr.count("\n") == 1
+
+    # Back online, both sync: same events on both, no conflict, no duplicate, nothing lost.
+    server.start()
+    merged = a.run("sync").stdout
+    assert "merged" in merged and "received" in merged
+    b.run("sync")
+    ids_a, ids_b = a.event_ids(), b.event_ids()
+    assert len(ids_a) == len(set(ids_a)) and len(ids_b) == len(set(ids_b))
+    assert set(ids_a) == set(ids_b)
+    for machine in (a, b):
+        assert machine.run("verify").returncode == 0
+        status = machine.json("status")[0]
+        assert status["uncommitted"] == 0
+        assert status["upstream"] == {"upstream": "origin/main", "ahead": 0, "behind": 0}
+        assert machine.run("reindex", "--check").returncode == 0  # indexes current
+        found = machine.run("recall", "lexer fuzzer before pushing").stdout
+        assert "-runs=10000" in found
+        found = machine.run("recall", "byte offsets for parser errors").stdout
+        assert "byte offsets" in found
+        shown = machine.json("task", "show", task)
+        features = {p["feature"]: p["status"] for p in shown["task"]["progress"]}
+        assert features == {"tokenizer": "done", "empty-buffer guard": "done",
+                            "error positions": "done"}
+    log = git(a.home, "log", "--format=%an|%s")
+    assert "engram sync: merge origin/main" in log
+
+
+def test_clone_refuses_an_existing_store_and_an_empty_remote(tmp_path: Path) -> None:
+    root = tmp_path / "server"
+    root.mkdir()
+    git(root, "init", "-q", "--bare", "empty.git")
+    b = Machine(tmp_path, "beta")
+    empty = b.run("clone", str(root / "empty.git"), ok=False)
+    assert empty.returncode == 1
+    assert "is empty" in empty.stderr and "engram remote add origin" in empty.stderr
+    assert not b.home.exists()
+    assert [p.name for p in b.home.parent.iterdir()] == []  # nothing half-cloned left behind
+
+    b.run("init")
+    again = b.run("clone", str(root / "empty.git"), ok=False)
+    assert again.returncode == 2
+    assert "a personal store exists already" in again.stderr
+
+    missing = Machine(tmp_path, "gamma").run("clone", str(root / "nowhere.git"), ok=False)
+    assert missing.returncode == 1 and missing.stderr.startswith("error: could not clone")
+
+
+def test_sync_without_a_remote_names_the_fix(tmp_path: Path) -> None:
+    a = Machine(tmp_path, "alpha")
+    a.run("init")
+    done = a.run("sync", ok=False)
+    assert done.returncode == 1
+    assert "engram remote add origin URL" in done.stderr
+    assert a.run("remote", "list").stdout.strip() == "personal store: no remotes"
+    a.run("remote", "add", "backup", str(tmp_path / "b.git"))
+    assert "backup" in a.run("remote", "list").stdout
+    dup = a.run("remote", "add", "backup", "x", ok=False)
+    assert dup.returncode == 2 and "exists already" in dup.stderr
+    a.run("remote", "remove", "backup")
+    gone = a.run("remote", "remove", "backup", ok=False)
+    assert gone.returncode == 2 and "no remote named 'backup'" in gone.stderr
+
+
+def test_push_refused_when_the_remote_moved_on_and_sync_merges(tmp_path: Path) -> None:
+    root = tmp_path / "server"
+    root.mkdir()
+    srv = Server(root, "path")
+    a, b = Machine(tmp_path, "alpha"), Machine(tmp_path, "beta")
+    a.run("init")
+    a.run("remote", "add", "origin", srv.url)
+    a.run("sync")
+    b.run("clone", srv.url)
+    b.run("remember", "beta was here")
+    b.run("push")
+    a.run("remember", "alpha was here")
+    refused = a.run("push", ok=False)
+    assert refused.returncode == 1 and "run `engram sync`" in refused.stderr
+    pulled = a.run("pull").stdout
+    assert "merged" in pulled
+    a.run("push")
+    b.run("pull")
+    assert set(a.event_ids()) == set(b.event_ids())
+
+
+def test_a_merge_conflict_outside_the_events_is_aborted_and_explained(tmp_path: Path) -> None:
+    root = tmp_path / "server"
+    root.mkdir()
+    srv = Server(root, "path")
+    a, b = Machine(tmp_path, "alpha"), Machine(tmp_path, "beta")
+    a.run("init")
+    a.run("remote", "add", "origin", srv.url)
+    a.run("sync")
+    b.run("clone", srv.url)
+    b.run("config", "set", "recall.min_relevance", "0.3")
+    b.run("sync")
+    a.run("config", "set", "recall.min_relevance", "0.25")
+    head = git(a.home, "rev-parse", "HEAD")
+    done = a.run("sync", ok=False)
+    assert done.returncode == 1
+    assert "conflicts in config.yaml" in done.stderr and "nothing was changed" in done.stderr
+    assert git(a.home, "rev-parse", "HEAD") == head
+    assert not (a.home / ".git" / "MERGE_HEAD").exists()
+    assert "<<<<<<<" not in (a.home / "config.yaml").read_text()
+
+
+def test_event_files_are_never_extended_after_a_commit(tmp_path: Path) -> None:
+    """What keeps squash merges and cherry-picks conflict-free: each event file is added by one
+    commit and never changed by a later one."""
+    a = Machine(tmp_path, "alpha")
+    a.run("init")
+    for n in range(3):
+        a.run("remember", f"fact number {n}")
+        a.run("commit")
+    changed_later = git(a.home, "log", "--format=", "--diff-filter=M", "--name-only",
+                        "--", "events")
+    assert changed_later.strip() == ""
+    added = git(a.home, "log", "--format=", "--diff-filter=A", "--name-only", "--", "events")
+    assert len(added.split()) >= 4  # init, then one per commit
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_git_runs_with_the_users_own_configuration(tmp_path: Path) -> None:
+    """`url.<base>.insteadOf` in the user's git config is honoured, as by `git fetch`."""
+    root = tmp_path / "server"
+    root.mkdir()
+    srv = Server(root, "path")
+    config = Path(os.environ["GIT_CONFIG_GLOBAL"])
+    config.write_text(f'[url "{root}/"]\n\tinsteadOf = company:\n')
+    a = Machine(tmp_path, "alpha")
+    a.run("init")
+    a.run("remote", "add", "origin", "company:store.git")
+    a.run("remember", "reached through insteadOf")
+    a.run("sync")
+    assert "reached through insteadOf" in git(srv.bare, "log", "-1", "--format=%s", "main")
