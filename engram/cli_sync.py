@@ -130,7 +130,8 @@ def register(main: click.Group) -> None:
                 report = engram.refresh_indexes(progress=progress)
         else:
             report = engram.refresh_indexes()
-        click.echo(f"indexed {report['events_added']} events: {report['embedded']} texts "
+        n = report["embedded"]
+        click.echo(f"indexed {report['events_added']} events: {n} text{'' if n == 1 else 's'} "
                    f"embedded, in {report['seconds']:.1f}s")
 
     @main.group()

@@ -1,4 +1,4 @@
-"""The only module that talks to git (through pygit2, for local work).
+"""Local git work through pygit2 (network work runs the git executable: `engram.sync`).
 
 A commit takes exactly the store's own paths from the work tree and leaves everything else as it
 was: the commit's tree is HEAD's tree with only those paths replaced, and the user's index gets
