@@ -289,3 +289,38 @@ def test_git_runs_with_the_users_own_configuration(tmp_path: Path) -> None:
     a.run("remember", "reached through insteadOf")
     a.run("sync")
     assert "reached through insteadOf" in git(srv.bare, "log", "-1", "--format=%s", "main")
+
+
+def test_project_store_syncs_the_projects_branch_and_keeps_local_edits(tmp_path: Path) -> None:
+    """In a project, `engram sync` is `git pull` + `git push` of the current branch: the other
+    clone's events and code arrive, a local uncommitted edit stays as it was."""
+    from tests.conftest import make_repo
+
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    first = make_repo(tmp_path / "first", {"app.py": "print(1)\n", "notes.txt": "x\n"})
+    assert run_engram("init", "--project", cwd=first).returncode == 0
+    assert run_engram("commit", cwd=first).returncode == 0
+    git(first, "remote", "add", "origin", str(origin))
+    done = run_engram("sync", "--project", cwd=first)
+    assert done.returncode == 0, done.stderr
+    assert "created origin/main" in done.stdout
+    second = tmp_path / "second"
+    git(tmp_path, "clone", "-q", str(origin), str(second))
+
+    assert run_engram("remember", "first clone's decision", cwd=first).returncode == 0
+    (first / "app.py").write_text("print(2)\n")
+    git(first, "commit", "-q", "-am", "code change")
+    assert run_engram("sync", cwd=first).returncode == 0
+
+    assert run_engram("remember", "second clone's gotcha", cwd=second).returncode == 0
+    (second / "notes.txt").write_text("uncommitted local edit\n")
+    done = run_engram("sync", cwd=second)
+    assert done.returncode == 0, done.stderr
+    assert "merged origin/main" in done.stdout
+    assert (second / "app.py").read_text() == "print(2)\n"
+    assert (second / "notes.txt").read_text() == "uncommitted local edit\n"
+    assert run_engram("sync", cwd=first).returncode == 0
+    for clone in (first, second):
+        listed = run_engram("list", "--project", cwd=clone).stdout
+        assert "first clone's decision" in listed and "second clone's gotcha" in listed
