@@ -17,18 +17,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import events as ev
 from . import memories as mem
-from . import secrets
 from .config import (
-    PROJECT_DIR, SETTINGS, Layer, Settings, engram_home, find_project_store,
+    PROJECT_DIR, SETTINGS, Layer, Settings, check_value, engram_home, find_project_store,
     find_work_tree,
 )
 from .errors import (
-    AmbiguousIdError, DamagedFileError, EngramError, GitError, NoStoreError, NotFoundError,
-    UsageError,
+    AmbiguousIdError, EngramError, GitError, NoStoreError, NotFoundError, UsageError,
 )
 from .continuity.service import Continuity
+from .interop.service import Interop
 from .projection import Projection
 from .store import Store, WriterState, require
+from .validation import Checks, event_kind, reference, well_formed
 
 if TYPE_CHECKING:
     from .index.embed import Embedder
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 Use = Literal["both", "personal", "project"]
 MIN_PREFIX = 4
-REASON_BYTES = 2000
 _WARNED: set[str] = set()  # models whose failure to load was already reported in this process
 
 
@@ -70,7 +69,7 @@ class CommitResult:
     refused: list[str] = field(default_factory=list)
 
 
-class Engram(Continuity):
+class Engram(Continuity, Interop):
     """Open the stores that apply to a working directory.
 
     `use` picks which stores reads look at and where writes go: "both" (the default) reads both
@@ -84,7 +83,7 @@ class Engram(Continuity):
         self.cwd = Path(cwd) if cwd is not None else Path.cwd()
         self.use: Use = use
         self.session = session if session is not None else os.environ.get("ENGRAM_SESSION")
-        self._actor = actor
+        self._actor = check_value("actor", actor) if actor is not None else None
         self.personal = Store(engram_home(), "personal")
         project_root = find_project_store(self.cwd)
         self.project = Store(project_root, "project") if project_root else None
@@ -125,8 +124,16 @@ class Engram(Continuity):
             layers.append(target.config_layer())
         actor = os.environ.get("ENGRAM_ACTOR")
         if actor:
+            try:
+                actor = check_value("actor", actor)
+            except UsageError as exc:
+                raise UsageError(f"ENGRAM_ACTOR: {exc}") from None
             layers.append(Layer({"actor": actor}, origin="ENGRAM_ACTOR"))
         return Settings(*layers)
+
+    def checks(self, store: Store | None = None) -> Checks:
+        """The input checks, with the limits and secret scanning of `store`'s settings."""
+        return Checks(self.settings(store))
 
     def actor(self, store: Store) -> str:
         if self._actor:
@@ -139,18 +146,20 @@ class Engram(Continuity):
         return git.git_identity(store.work_tree) or git.fallback_actor()
 
     def projection(self, store: Store) -> Projection:
-        """The store's read model, brought up to date with its files once per instance call."""
+        """The store's read model, brought up to date with its files once per instance call.
+
+        A damaged line (conflict markers, invalid JSON or UTF-8, a cut-off line) is skipped and
+        reported with its file and line on every read, so that one bad line never hides the rest
+        of the store; `engram verify` and `engram doctor` fail on it.
+        """
         proj = self._projections.get(store.root)
         if proj is None:
             proj = self._projections[store.root] = Projection(store)
         proj.refresh()
-        problems = proj.problems()
-        errors = [p for p in problems if p.severity == "error"]
-        if errors:
-            first = errors[0]
-            raise DamagedFileError(store.root / first.path, first.line, first.message)
-        for problem in problems:
+        for problem in proj.problems():
             text = f"{store.root / problem.path}:{problem.line}: {problem.message}"
+            if problem.severity == "error":
+                text += "; this line is skipped; `engram doctor` says how to repair it"
             if text not in self.warnings:
                 self.warnings.append(text)
         return proj
@@ -260,20 +269,47 @@ class Engram(Continuity):
                 return self._commit_store(store, subject=subject, locked=True)
         repo = git.StoreRepo(store)
         pending = repo.pending()
-        oid = repo.commit(
-            pending,
-            message=lambda events: commit_message(events, subject=subject),
-            author=self.actor(store),
-        )
+        for attempt in (1, 2):
+            try:
+                oid = repo.commit(
+                    pending,
+                    message=lambda events: commit_message(events, subject=subject),
+                    author=self.actor(store),
+                )
+                break
+            except (GitError, git.pygit2.GitError, OSError) as exc:
+                # A commit killed half-way leaves git's lock files (index.lock, a branch's
+                # ref lock) and the index behind HEAD: once no process holds them, the next
+                # commit clears them up.
+                from .doctor import recover_interrupted_commit
+
+                note = recover_interrupted_commit(store) \
+                    if attempt == 1 and ".lock" in str(exc) else None
+                if note is not None:
+                    self.warnings.append(note)
+                    continue
+                if isinstance(exc, GitError):
+                    raise
+                # Disk full or read-only part-way through: git's own files are written by
+                # rename, so nothing is half-done; the events wait on disk for the next commit.
+                raise GitError(f"could not commit ({ev.one_line(exc, 200)}); the events are "
+                               "safe on disk: fix that, then run `engram commit`") from None
         state = WriterState.load(store)
         state.pending = 0
         state.pending_since = 0.0
-        state.save(store)
+        try:
+            state.save(store)
+        except OSError:
+            pass  # only the batching count; the commit is made
         return CommitResult(store.kind, oid, len(pending.events), pending.refused)
 
     def commit(self, *, subject: str | None = None) -> list[CommitResult]:
         """Commit every pending event of the selected stores now."""
-        return [self._commit_store(store, subject=subject) for store in self.stores()]
+        stores = self.stores()
+        if subject is not None:
+            subject = self.checks(stores[0]).text(subject, field="commit subject",
+                                                  limit="limits.title_chars", one_line=True)
+        return [self._commit_store(store, subject=subject) for store in stores]
 
     def remember(
         self,
@@ -300,14 +336,14 @@ class Engram(Continuity):
         """
         store = self.write_store()
         settings = self.settings(store)
-        content = self._checked_content(content, settings, redact)
+        checks = Checks(settings)
+        content = self._checked_content(content, checks, redact)
         data: dict[str, Any] = {
             "memory": ev.new_entity_id(),
             "content": content,
             "kind": mem.check_kind(kind),
-            "tags": list(mem.check_tags(tags, limit=settings["limits.tags"],
-                                        name_limit=settings["limits.name_chars"])),
-            "scope": self._checked_scope(scope, settings),
+            "tags": list(checks.tags(tags)),
+            "scope": checks.optional_name(scope, what="scope"),
             "source": mem.check_source(source),
             "importance": mem.check_importance(importance),
             "valid_from": _moment(valid_from, "--valid-from"),
@@ -316,8 +352,8 @@ class Engram(Continuity):
         mem.check_window(data["valid_from"], data["valid_until"])
         if at is not None:
             data["at"] = _moment(at, "--at", future=False)
-        if task:
-            data["task"] = mem.check_name(task, what="task", limit=settings["limits.name_chars"])
+        if task is not None:
+            data["task"] = self._task(task, items=False)[1].id
         old = [self._memory(ident) for ident in supersedes]
         for old_store, old_memory in old:
             if old_store.root != store.root:
@@ -397,23 +433,11 @@ class Engram(Continuity):
             search = self._searches[store.root] = StoreSearch(store, self.projection(store))
         return search
 
-    def _checked_content(self, content: str, settings: Settings, redact: bool) -> str:
-        return self._checked_text(content, settings, field_name="content",
-                                  limit=settings["limits.content_bytes"], redact=redact)
-
-    def _checked_text(self, text: str, settings: Settings, *, field_name: str, limit: int,
-                      redact: bool = False) -> str:
-        """Free text on its way to disk: well-formed, within its limit, and holding no secret."""
-        text = mem.clean_text(text, field_name=field_name, limit=limit)
-        if settings["secrets.scan"]:
-            text = secrets.guard(text, field=field_name, allow_redaction=redact,
-                                 entropy=settings["secrets.entropy"])
-        return text
-
-    def _checked_scope(self, scope: str | None, settings: Settings) -> str | None:
-        if scope is None or not scope.strip():
-            return None
-        return mem.check_name(scope, what="scope", limit=settings["limits.name_chars"])
+    @staticmethod
+    def _checked_content(content: str, checks: Checks, redact: bool) -> str:
+        return checks.text(content, field="content", limit="limits.content_bytes",
+                           redact=redact,
+                           hint="shorten it or split it into several memories")
 
     def update(
         self,
@@ -434,17 +458,16 @@ class Engram(Continuity):
         if current.status == "forgotten":
             raise UsageError(f"memory {current.id[:8]} was forgotten; "
                              "remember the new text instead of updating it")
-        settings = self.settings(store)
+        checks = self.checks(store)
         changes: dict[str, Any] = {}
         if content is not None:
-            changes["content"] = self._checked_content(content, settings, redact)
+            changes["content"] = self._checked_content(content, checks, redact)
         if kind is not None:
             changes["kind"] = mem.check_kind(kind)
         if tags is not None:
-            changes["tags"] = list(mem.check_tags(tags, limit=settings["limits.tags"],
-                                                  name_limit=settings["limits.name_chars"]))
+            changes["tags"] = list(checks.tags(tags))
         if scope is not None:
-            changes["scope"] = self._checked_scope(scope, settings)
+            changes["scope"] = checks.optional_name(scope, what="scope")
         if source is not None:
             changes["source"] = mem.check_source(source)
         if importance is not None:
@@ -467,17 +490,16 @@ class Engram(Continuity):
         if not reason or not reason.strip():
             raise UsageError("say why with --reason; it is kept with the memory's history")
         store, current = self._memory(memory_id)
+        reason = self.checks(store).text(reason, field="reason", limit="limits.item_bytes")
         if current.status == "forgotten":
             raise UsageError(f"memory {current.id[:8]} is already forgotten")
-        reason = self._checked_text(reason, self.settings(store), field_name="reason",
-                                    limit=REASON_BYTES)
         self._emit(store, "memory.forgotten", {"memory": current.id, "reason": reason})
         return self._memory(current.id)[1]
 
     # -- reading -----------------------------------------------------------------------------
 
     def _resolve(self, ident: str, *, what: str = "memory") -> list[tuple[Store, str, str]]:
-        ident = ident.strip()
+        ident = reference(ident, "id" if what == "any" else f"{what} id")
         if len(ident) < MIN_PREFIX:
             raise UsageError(f"id {ident!r} is too short; give at least {MIN_PREFIX} characters")
         found: list[tuple[Store, str, str]] = []
@@ -522,7 +544,12 @@ class Engram(Continuity):
         """Memories, most recently changed first, from the selected stores."""
         for kind in kinds:
             mem.check_kind(kind)
-        tags = [t.lower() for t in tags]
+        checks = self.checks()
+        tags = checks.filter_names(tags, what="tag")
+        if scope is not None:
+            scope = checks.optional_name(scope, what="scope")
+        if contains is not None:
+            contains = well_formed(contains, "the text to look for")
         now = ev.utc_now()
         statuses = () if include_forgotten else ("active",)
         out: list[mem.Memory] = []
@@ -563,13 +590,15 @@ class Engram(Continuity):
         """
         from .retrieval import Hit, fuse, strength
 
-        if not query or not query.strip():
-            raise UsageError("the query is empty; give words to look for")
-        if len(query.encode("utf-8")) > 8192:
-            raise UsageError("the query is over 8192 bytes; shorten it")
+        checks = self.checks()
+        query = checks.query(query)
         for kind in kinds:
             mem.check_kind(kind)
-        wanted_tags = {t.lower() for t in tags}
+        wanted_tags = set(checks.filter_names(tags, what="tag"))
+        if scope is not None:
+            scope = checks.optional_name(scope, what="scope")
+        if task is not None:
+            task = self._task(task, items=False)[1].id
         moment = now or ev.utc_now()
         since_text = _moment(since, "--since", future=False) if since else None
         until_text = _moment(until, "--until", future=False) if until else None
@@ -641,6 +670,11 @@ class Engram(Continuity):
         limit: int | None = 50,
     ) -> list[tuple[str, ev.Event]]:
         """Events newest first, as (store kind, event)."""
+        kinds = [event_kind(kind) for kind in kinds]
+        if task is not None:
+            task = self._task(task, items=False)[1].id
+        if actor is not None:
+            actor = reference(actor, "actor", hint="give part of a name or an email")
         since_clock = None
         if since is not None:
             moment = since if isinstance(since, datetime) else \
@@ -752,6 +786,9 @@ class Engram(Continuity):
             totals["events_removed"] += refreshed.events_removed
             search = self._search(store)
             totals["indexed_text"] += search.sync_text().indexed_text
+            if (proj.dirty_count("vec") == 0
+                    and (store.local_dir / "cache" / "vectors.json").exists()):
+                continue  # nothing to embed: do not load the model or the index for nothing
             embedder = self._embedder(store)
             if embedder is None:
                 continue
@@ -957,6 +994,14 @@ class Engram(Continuity):
             "stores": reports,
         }
 
+    def doctor(self, *, fix: bool = False) -> dict[str, Any]:
+        """Diagnose the selected stores: every problem, where it is, and the command that fixes
+        it. With `fix`, apply the repairs that lose nothing (keeping backups), then diagnose
+        again."""
+        from .doctor import run
+
+        return run(self, fix=fix)
+
     # -- settings ----------------------------------------------------------------------------
 
     def config_target(self) -> Store:
@@ -969,6 +1014,8 @@ class Engram(Continuity):
 
         store = self.config_target()
         value = parse_value(key, text)
+        if isinstance(value, str):
+            self.checks(store).scan(value, field=key, redactable=False)
         with store.lock():
             store.config_file.set(key, value)
         self._commit_store(store, subject=f"engram: config {key} = {value}")

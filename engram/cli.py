@@ -27,6 +27,25 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 class EngramGroup(click.Group):
+    def main(self, args: Any = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        """Like click's, but a usage error is one line on stderr too (exit status 2)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as exc:
+            message = " ".join(exc.format_message().split())
+            if isinstance(exc, click.UsageError) and exc.ctx is not None:
+                message += f" (see `{exc.ctx.command_path} --help`)"
+            click.echo(f"error: {message}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -83,7 +102,10 @@ def _local(stamp: str | None) -> str:
 
 
 def _read_text(text: str) -> str:
-    return sys.stdin.read() if text == "-" else text
+    """TEXT, or all of stdin for `-`. Bytes that are not UTF-8 stay visible to the checks."""
+    if text != "-":
+        return text
+    return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
 
 
 # -- the group ----------------------------------------------------------------------------------
@@ -123,7 +145,7 @@ def init(ctx: click.Context, project: bool) -> None:
 
 
 def memory_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    from .memories import MEMORY_KINDS, SOURCES
+    from .kinds import MEMORY_KINDS, SOURCES
 
     options = [
         click.option("--kind", "kind", type=click.Choice(list(MEMORY_KINDS)), default=None,
@@ -173,7 +195,7 @@ def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, .
              task: str | None, supersedes: tuple[str, ...], project: bool,
              personal: bool, as_json: bool) -> None:
     """Store a memory (TEXT, or - to read it from stdin). Durable when this returns."""
-    from .memories import DEFAULT_IMPORTANCE, DEFAULT_KIND, DEFAULT_SOURCE
+    from .kinds import DEFAULT_IMPORTANCE, DEFAULT_KIND, DEFAULT_SOURCE
 
     engram = _engram(ctx, project, personal)
     result = engram.remember(
@@ -291,7 +313,7 @@ def forget(ctx: click.Context, ident: str, reason: str, project: bool, personal:
 
 
 def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    from .memories import MEMORY_KINDS
+    from .kinds import MEMORY_KINDS
 
     options = [
         click.option("--kind", "kinds", multiple=True, type=click.Choice(list(MEMORY_KINDS)),
@@ -482,6 +504,34 @@ def verify(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> 
             for problem in entry["problems"]:
                 click.echo(f"  {problem['severity']}: {problem['path']}:{problem['line']}: "
                            f"{problem['message']}")
+    if not report["ok"]:
+        ctx.exit(1)
+
+
+@main.command()
+@click.option("--fix", is_flag=True,
+              help="Apply the repairs that lose nothing (backups are kept), then check again.")
+@store_options
+@json_option
+@click.pass_context
+def doctor(ctx: click.Context, fix: bool, project: bool, personal: bool, as_json: bool) -> None:
+    """Find what is wrong with the stores and the command that fixes each. Exit 1 if anything."""
+    engram = _engram(ctx, project, personal)
+    report = engram.doctor(fix=fix)
+    if as_json:
+        _print_json(report)
+    else:
+        for entry in report["stores"]:
+            problems = [f for f in entry["findings"] if f["level"] != "note"]
+            verdict = f"{len(problems)} problem(s)" if problems else "healthy"
+            click.echo(f"{entry['store']} store  {entry['path']}: {verdict}")
+            for line in entry["fixed"]:
+                click.echo(f"  fixed: {line}")
+            for finding in entry["findings"]:
+                where = f"{finding['path']}:{finding['line']}: " if finding["line"] else \
+                    f"{finding['path']}: " if finding["path"] else ""
+                click.echo(f"  {finding['level']}: {where}{finding['message']}")
+                click.echo(f"    fix: {finding['fix']}")
     if not report["ok"]:
         ctx.exit(1)
 
@@ -679,22 +729,16 @@ def task_failure(ctx: click.Context, ident: str, error: str, component: str | No
     _print_earlier_failures(result["earlier_failures"])
 
 
-def _load_package(path: Path) -> dict[str, Any]:
-    text = path.read_text(encoding="utf-8")
+def _load_package(engram: Any, source: str) -> dict[str, Any]:
+    """The package of `--from FILE` (YAML, or JSON for *.json), or of stdin for `-`."""
+    if source == "-":
+        return engram.read_package(sys.stdin.buffer, name="stdin")
     try:
-        if path.suffix == ".json":
-            data = orjson.loads(text)
-        else:
-            from ruamel.yaml import YAML
-
-            data = YAML(typ="safe").load(text)
-    except Exception as exc:
-        raise click.BadParameter(f"{path} is not valid {path.suffix.lstrip('.') or 'YAML'} "
-                                 f"({type(exc).__name__})", param_hint="--from") from None
-    if not isinstance(data, dict):
-        raise click.BadParameter(f"{path} must hold a mapping of checkpoint fields",
-                                 param_hint="--from")
-    return data
+        with open(source, "rb") as handle:
+            return engram.read_package(handle, name=source)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {source}: {exc.strerror}",
+                                 param_hint="--from") from None
 
 
 @main.command()
@@ -715,8 +759,8 @@ def _load_package(path: Path) -> dict[str, Any]:
 @click.option("--question", "open_questions", multiple=True, help="An open question; repeatable.")
 @click.option("--goal", default=None, help="The goal, if it changed.")
 @click.option("--from", "from_file", type=click.Path(exists=True, dir_okay=False,
-                                                     path_type=Path),
-              help="The whole package as YAML or JSON (options add to it).")
+                                                     allow_dash=True),
+              help="The whole package as YAML or JSON, or - for stdin (options add to it).")
 @store_options
 @json_option
 @click.pass_context
@@ -725,12 +769,12 @@ def handoff(ctx: click.Context, task_id: str, summary: str | None, completed: tu
             next_steps: tuple[str, ...], must_not_redo: tuple[str, ...],
             must_preserve: tuple[str, ...], files: tuple[str, ...], commands: tuple[str, ...],
             artifacts: tuple[str, ...], open_questions: tuple[str, ...], goal: str | None,
-            from_file: Path | None, project: bool, personal: bool, as_json: bool) -> None:
+            from_file: str | None, project: bool, personal: bool, as_json: bool) -> None:
     """Record a continuation package for a task and commit it for review."""
     engram = _engram(ctx, project, personal)
-    package = _load_package(from_file) if from_file else None
+    package = _load_package(engram, from_file) if from_file else None
     saved = engram.handoff(
-        task_id, summary=summary or (package or {}).get("summary") or "", package=package,
+        task_id, summary=summary or "", package=package,
         completed=completed, in_progress=in_progress, blocked=blocked, next=next_steps,
         must_not_redo=must_not_redo, must_preserve=must_preserve, files=files,
         commands=commands, artifacts=artifacts, open_questions=open_questions, goal=goal,
@@ -1075,6 +1119,105 @@ def config_set(ctx: click.Context, key: str, value: str, project: bool) -> None:
 
 register_mcp(main)
 register_sync(main)
+
+
+# -- import, export, timeline -------------------------------------------------------------------
+
+
+@main.command(name="import")
+@click.argument("path")
+@click.option("--format", "fmt", type=click.Choice(["mcp-engram", "mcp-memory", "engram"]),
+              default=None, help="What PATH holds (default: told from its layout and content).")
+@click.option("--dry-run", is_flag=True, help="Show what would be added; write nothing.")
+@click.option("--redact", is_flag=True,
+              help="Store detected secrets as [REDACTED:type] instead of refusing the import.")
+@store_options
+@json_option
+@click.pass_context
+def import_(ctx: click.Context, path: str, fmt: str | None, dry_run: bool, redact: bool,
+            project: bool, personal: bool, as_json: bool) -> None:
+    """Bring in an mcp-engram data directory, an MCP memory server's memory.jsonl, or a file
+    written by `engram export`. Importing the same source again adds nothing."""
+    engram = _engram(ctx, project, personal)
+    report = engram.import_from(path, format=fmt, dry_run=dry_run, redact=redact)
+    if as_json:
+        _print_json(report.to_dict())
+        return
+    if dry_run:
+        for _, text in report.added:
+            click.echo(f"would add: {text}")
+    counts = ", ".join(f"{n} {kind}" for kind, n in report.counts().items())
+    verb = "would import" if dry_run else "imported"
+    click.echo(f"{verb} {len(report.added)} events from {report.format} into the "
+               f"{report.store} store" + (f" ({counts})" if counts else ""))
+    if report.already:
+        click.echo(f"  {report.already} already in the store, not added again")
+    for reason, count in sorted(report.ignored.items()):
+        click.echo(f"  not imported: {count} × {reason}")
+    if dry_run:
+        click.echo("dry run: nothing written; run again without --dry-run to import")
+    elif report.commit:
+        click.echo(f"  committed as {report.commit[:8]}")
+
+
+@main.command()
+@click.argument("out")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "markdown"]), default="jsonl",
+              show_default=True,
+              help="jsonl: the events, re-importable; markdown: a directory to read or archive.")
+@click.option("--force", is_flag=True, help="Replace OUT (or write into a non-empty directory).")
+@store_options
+@json_option
+@click.pass_context
+def export(ctx: click.Context, out: str, fmt: str, force: bool, project: bool, personal: bool,
+           as_json: bool) -> None:
+    """Write the stores out to OUT: a .jsonl file (- for stdout) or a Markdown directory."""
+    engram = _engram(ctx, project, personal)
+    if out == "-" and fmt == "jsonl":
+        events = engram.export_events()
+        for event in events:
+            sys.stdout.buffer.write(event.to_line())
+        sys.stdout.flush()
+        return
+    report = engram.export(out, format=fmt, force=force)
+    if as_json:
+        _print_json(report)
+    elif fmt == "jsonl":
+        click.echo(f"exported {report['events']} events to {report['path']}")
+    else:
+        tasks = f"{report['tasks']} task" + ("" if report["tasks"] == 1 else "s")
+        memories = f"{report['memories']} memor" + ("y" if report["memories"] == 1 else "ies")
+        click.echo(f"exported {tasks} and {memories} as Markdown to {report['path']} "
+                   f"({report['files']} files)")
+
+
+@main.command()
+@click.argument("task_id", metavar="TASK")
+@click.option("--html", "html_out", default=None, metavar="OUT",
+              help="Write one self-contained HTML page to OUT instead of printing text.")
+@store_options
+@json_option
+@click.pass_context
+def timeline(ctx: click.Context, task_id: str, html_out: str | None, project: bool,
+             personal: bool, as_json: bool) -> None:
+    """A task's checkpoints, progress, failures, decisions and sessions in time order."""
+    from .timeline import render_html, render_text
+
+    engram = _engram(ctx, project, personal)
+    found = engram.timeline(task_id)
+    if html_out:
+        target = Path(html_out)
+        if not target.is_absolute():
+            target = ctx.obj["cwd"] / target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(render_html(found), encoding="utf-8")
+        click.echo(f"wrote {target} ({len(found.items)} events, "
+                   f"{len(found.checkpoints)} checkpoints)")
+        return
+    if as_json:
+        _print_json(found.to_dict())
+        return
+    click.echo(render_text(found), nl=False)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

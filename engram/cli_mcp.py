@@ -32,7 +32,12 @@ def _scopes(text: str | None) -> list[str] | None:
 
 def _token(token_file: Path | None) -> str | None:
     if token_file is not None:
-        text = token_file.read_text(encoding="utf-8").strip().splitlines()
+        try:
+            text = token_file.read_text(encoding="utf-8").strip().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "it is not valid UTF-8"
+            raise click.BadParameter(f"cannot read {token_file}: {why}",
+                                     param_hint="--token-file") from None
         if not text or not text[0].strip():
             raise click.BadParameter(f"{token_file} is empty", param_hint="--token-file")
         return text[0].strip()

@@ -10,7 +10,10 @@ overrides the personal one, which overrides the defaults below.
 from __future__ import annotations
 
 import io
+import math
 import os
+import unicodedata
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +21,12 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from .errors import UsageError
+from .errors import UsageError, quote
 
 CONFIG_FILE = "config.yaml"
 PROJECT_DIR = ".engram"
+TEXT_SETTING_CHARS = 200
+INT_CEILING = 2**53  # the largest whole number every JSON reader agrees on
 
 
 @dataclass(frozen=True)
@@ -47,8 +52,29 @@ SETTINGS: dict[str, Setting] = {
                 minimum=0),
         Setting("limits.content_bytes", 32768, int, "Largest memory content, in UTF-8 bytes.",
                 minimum=1),
+        Setting("limits.text_bytes", 8000, int,
+                "Longest task goal, progress note, failure (error, root cause, fix), or handoff "
+                "summary or goal, in UTF-8 bytes.", minimum=1),
+        Setting("limits.item_bytes", 4000, int,
+                "Longest single item: a progress feature, a forget reason, a session note, one "
+                "entry of a handoff list (a step, a command, an artifact), in UTF-8 bytes.",
+                minimum=1),
+        Setting("limits.list_items", 200, int,
+                "Most entries in one handoff list, and most files in a working set or a "
+                "progress record.", minimum=1),
+        Setting("limits.title_chars", 200, int,
+                "Longest task name or commit subject, in characters.", minimum=1),
         Setting("limits.tags", 32, int, "Most tags on one record.", minimum=0),
-        Setting("limits.name_chars", 64, int, "Longest tag or scope, in characters.", minimum=1),
+        Setting("limits.name_chars", 64, int, "Longest tag, scope or component, in characters.",
+                minimum=1),
+        Setting("limits.path_chars", 1024, int,
+                "Longest file path in a working set or a citation, in characters.", minimum=1),
+        Setting("limits.query_bytes", 8192, int, "Longest recall query, in UTF-8 bytes.",
+                minimum=1),
+        Setting("limits.package_bytes", 1_048_576, int,
+                "Largest handoff package file (`engram handoff --from`), in bytes.", minimum=1),
+        Setting("limits.citation_lines", 200, int, "Most lines one discovery citation may cite.",
+                minimum=1),
         Setting("secrets.scan", True, bool,
                 "Refuse content that looks like a credential before it reaches disk."),
         Setting("secrets.entropy", False, bool,
@@ -158,17 +184,17 @@ def parse_value(key: str, text: str) -> Any:
             return True
         if lowered in ("false", "no", "off", "0"):
             return False
-        raise UsageError(f"{key} takes true or false, not {text!r}")
+        raise UsageError(f"{key} takes true or false, not {quote(text)}")
     if setting.type is int:
         try:
             value: Any = int(text)
         except ValueError:
-            raise UsageError(f"{key} takes a whole number, not {text!r}") from None
+            raise UsageError(f"{key} takes a whole number, not {quote(text)}") from None
     elif setting.type is float:
         try:
             value = float(text)
         except ValueError:
-            raise UsageError(f"{key} takes a number, not {text!r}") from None
+            raise UsageError(f"{key} takes a number, not {quote(text)}") from None
     else:
         value = text
     return check_value(key, value)
@@ -183,21 +209,39 @@ def check_value(key: str, value: Any) -> Any:
     if not isinstance(value, setting.type) or (
         isinstance(value, bool) and setting.type is not bool
     ):
-        raise UsageError(f"{key} must be a {setting.type.__name__}, not {value!r}")
+        raise UsageError(f"{key} must be a {setting.type.__name__}, not {quote(value)}")
     value = setting.type(value)  # plain Python values, not ruamel's round-trip scalars
+    if setting.type is float and not math.isfinite(value):
+        raise UsageError(f"{key} must be a finite number, not {value}")
+    if setting.type is str:
+        _check_text_setting(key, value)
     if setting.minimum is not None and value < setting.minimum:
         raise UsageError(f"{key} must be at least {setting.minimum}, not {value}")
     if setting.maximum is not None and value > setting.maximum:
         raise UsageError(f"{key} must be at most {setting.maximum}, not {value}")
+    if setting.type is int and abs(value) > INT_CEILING:
+        raise UsageError(f"{key} must be at most {INT_CEILING}, not {quote(value)}")
     return value
+
+
+def _check_text_setting(key: str, value: str) -> None:
+    """A text setting is one short line of valid UTF-8 (it ends up in commits and events)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{key} is not valid UTF-8; re-encode it as UTF-8") from None
+    if any(unicodedata.category(c) == "Cc" for c in value):
+        raise UsageError(f"{key} must be one line without control characters")
+    if len(value) > TEXT_SETTING_CHARS:
+        raise UsageError(f"{key} is longer than {TEXT_SETTING_CHARS} characters")
 
 
 def _setting(key: str) -> Setting:
     try:
         return SETTINGS[key]
-    except KeyError:
+    except (KeyError, TypeError):
         raise UsageError(
-            f"unknown setting {key!r}; see every setting with `engram config list`"
+            f"unknown setting {quote(key)}; see every setting with `engram config list`"
         ) from None
 
 
@@ -235,9 +279,11 @@ def _yaml_scalar(value: Any) -> str:
 
 
 def _flatten(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted key, value) pairs. A mapping goes deeper only where settings do, so that an
+    unknown key is reported as such (and an alias that refers to itself ends)."""
     for name, value in tree.items():
         key = f"{prefix}{name}"
-        if isinstance(value, Mapping):
+        if isinstance(value, Mapping) and any(k.startswith(key + ".") for k in SETTINGS):
             yield from _flatten(value, key + ".")
         else:
             yield key, value
@@ -251,22 +297,11 @@ class ConfigFile:
 
     def load(self) -> dict[str, Any]:
         """The settings this file sets, flattened to dotted keys and checked."""
-        if not self.path.exists():
-            return {}
         try:
-            tree = _yaml().load(self.path.read_text(encoding="utf-8")) or {}
-        except Exception as exc:  # ruamel raises many types; all mean the same to a user
-            raise UsageError(f"{self.path} is not valid YAML ({exc.__class__.__name__}); "
-                             "fix it by hand or restore it with git") from None
-        if not isinstance(tree, Mapping):
-            raise UsageError(f"{self.path} must hold a mapping of settings")
-        values = {}
-        for key, value in _flatten(tree):
-            if key not in SETTINGS:
-                raise UsageError(f"{self.path}: unknown setting {key!r}; "
-                                 "see every setting with `engram config list`")
-            values[key] = check_value(key, value)
-        return values
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        return parse_config(data, where=str(self.path))
 
     def set(self, key: str, value: Any) -> None:
         value = check_value(key, value)
@@ -287,6 +322,34 @@ class ConfigFile:
         tmp = self.path.with_suffix(".yaml.tmp")
         tmp.write_text(out.getvalue(), encoding="utf-8")
         os.replace(tmp, self.path)
+
+
+def parse_config(data: bytes, *, where: str = CONFIG_FILE) -> dict[str, Any]:
+    """The settings a config.yaml's bytes set, flattened to dotted keys and checked."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{where} is not valid UTF-8; fix it by hand or restore it with "
+                         "git") from None
+    try:
+        with warnings.catch_warnings():  # e.g. a reused anchor: the errors below say enough
+            warnings.simplefilter("ignore")
+            tree = _yaml().load(text) or {}
+    except Exception as exc:  # ruamel raises many types; all mean the same to a user
+        raise UsageError(f"{where} is not valid YAML ({exc.__class__.__name__}); "
+                         "fix it by hand or restore it with git") from None
+    if not isinstance(tree, Mapping):
+        raise UsageError(f"{where} must hold a mapping of settings")
+    values = {}
+    for key, value in _flatten(tree):
+        if key not in SETTINGS:
+            raise UsageError(f"{where}: unknown setting {quote(key)}; "
+                             "see every setting with `engram config list`")
+        try:
+            values[key] = check_value(key, value)
+        except UsageError as exc:
+            raise UsageError(f"{where}: {exc}") from None
+    return values
 
 
 class Settings:

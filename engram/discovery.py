@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .config import find_work_tree
 from .errors import EngramError, UsageError
-from .store import check_relative
+from . import validation
 
 if TYPE_CHECKING:
     import pygit2
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 TAG = "discovery"
 KIND = "fact"
 MAX_CITATIONS = 20
-MAX_LINES = 200  # per citation
 EXCERPT_PREFIX = "  |"
 
 Status = Literal["valid", "moved", "broken", "unknown"]
@@ -136,12 +135,11 @@ def work_tree(engram: Engram) -> Path:
     return top
 
 
-def clean_path(path: str) -> str:
+def clean_path(path: str, *, limit: int = 1024) -> str:
     """A repository-relative path, refusing anything that could escape the work tree."""
-    text = (path or "").strip().replace("\\", "/")
-    if not text:
+    if not (path or "").strip():
         raise UsageError("a citation needs a path relative to the repository root")
-    check_relative(text, "citation path")
+    text = validation.path(path, what="citation path", limit=limit)
     while text.startswith("./"):
         text = text[2:]
     if not text or text.endswith("/"):
@@ -205,6 +203,8 @@ def pin(engram: Engram, citations: Sequence[Mapping[str, Any]]) -> list[Citation
     if len(citations) > MAX_CITATIONS:
         raise UsageError(f"{len(citations)} citations; give at most {MAX_CITATIONS} "
                          "(split the fact into several discoveries)")
+    checks = engram.checks()
+    most_lines = checks.limit("limits.citation_lines")
     top = work_tree(engram)
     repo = _repo(top)
     if repo.head_is_unborn:
@@ -213,15 +213,16 @@ def pin(engram: Engram, citations: Sequence[Mapping[str, Any]]) -> list[Citation
     head = str(repo.head.target)
     pinned = []
     for raw in citations:
-        path = clean_path(str(raw.get("path") or ""))
+        path = clean_path(str(raw.get("path") or ""), limit=checks.limit("limits.path_chars"))
         start = int(raw.get("start_line") or 0)
         end = int(raw.get("end_line") or start)
         if start < 1 or end < start:
             raise UsageError(f"{path}: line range {start}-{end} is not valid; lines count from 1 "
                              "and end_line is at least start_line")
-        if end - start + 1 > MAX_LINES:
+        if end - start + 1 > most_lines:
             raise UsageError(f"{path}:{start}-{end} is {end - start + 1} lines; cite at most "
-                             f"{MAX_LINES} (the lines that show the fact)")
+                             f"{most_lines} (setting limits.citation_lines): the lines that "
+                             "show the fact")
         lines = _read_lines(top, path)
         if lines is None:
             raise UsageError(f"{path} is not a file in {top}; cite a path relative to the "

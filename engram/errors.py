@@ -11,6 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
+def quote(value: object, width: int = 40) -> str:
+    """A short, one-line quotation of what a caller gave, for messages: never all of it."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    return repr(text)
+
+
 class EngramError(Exception):
     """Base class. `str(error)` is a single line that says what to do."""
 
@@ -28,7 +36,7 @@ class NotFoundError(UsageError):
         self.what = what
         self.ident = ident
         super().__init__(
-            f"no {what} with id {ident!r}; list them with `engram list` or `engram log`"
+            f"no {what} with id {quote(ident, 60)}; list them with `engram list` or `engram log`"
         )
 
 
@@ -38,7 +46,7 @@ class AmbiguousIdError(UsageError):
         self.candidates = list(candidates)
         shown = ", ".join(self.candidates[:5]) + (", ..." if len(self.candidates) > 5 else "")
         super().__init__(
-            f"id prefix {prefix!r} matches {len(self.candidates)} records ({shown}); "
+            f"id prefix {quote(prefix, 60)} matches {len(self.candidates)} records ({shown}); "
             "give more characters"
         )
 
@@ -50,15 +58,17 @@ class NoStoreError(EngramError):
 class SecretError(UsageError):
     """Content holds something that looks like a credential. The secret itself is never kept."""
 
-    def __init__(self, secret_type: str, line: int, column: int, field: str = "content") -> None:
+    def __init__(self, secret_type: str, line: int, column: int, field: str = "content",
+                 *, redactable: bool = True) -> None:
         self.secret_type = secret_type
         self.line = line
         self.column = column
         self.field = field
+        fix = (f"remove it, or pass --redact to store it as [REDACTED:{secret_type}]"
+               if redactable else "remove it")
         super().__init__(
             f"{field} contains what looks like a secret ({secret_type}) at line {line}, "
-            f"column {column}; remove it, or pass --redact to store it as "
-            f"[REDACTED:{secret_type}]"
+            f"column {column}; {fix}"
         )
 
 

@@ -11,6 +11,7 @@ Old schema versions are upgraded when read by the functions in `UPGRADES`, never
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -76,7 +77,8 @@ def utc_now() -> datetime:
 
 
 def format_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Not strftime: its %Y drops the leading zeros of years before 1000 on some platforms.
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def parse_time(text: str) -> datetime:
@@ -157,6 +159,115 @@ _FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 
+# Ids of records (memories, tasks, checkpoints, sessions) end up in file names: they are short
+# and hold nothing that could leave a directory.
+RECORD_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str) and RECORD_ID_RE.match(value) is not None
+
+
+def _is_ids(value: Any) -> bool:
+    return isinstance(value, list) and all(_is_id(item) for item in value)
+
+
+def is_moment(value: Any) -> bool:
+    """An RFC 3339 time with its offset, as events carry them."""
+    if not isinstance(value, str):
+        return False
+    try:
+        moment = parse_time(value)
+        moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return False
+    return moment.tzinfo is not None
+
+
+def _is_working_set(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    files = value.get("files", [])
+    return isinstance(files, list) and all(
+        isinstance(item, dict) and isinstance(item.get("path"), str)
+        and isinstance(item.get("commit"), (str, type(None))) for item in files
+    ) and all(_is_texts(value.get(key, [])) for key in ("commands", "artifacts"))
+
+
+def _maybe(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: value is None or check(value)
+
+
+_MEMORY = {"content": _is_text, "kind": _is_text, "tags": _is_texts, "scope": _maybe(_is_text),
+           "source": _is_text, "importance": _is_number, "valid_from": _maybe(is_moment),
+           "valid_until": _maybe(is_moment), "at": _maybe(is_moment), "task": _maybe(_is_id)}
+_TASK = {"name": _is_text, "goal": _is_text, "status": _is_text, "parent": _maybe(_is_id),
+         "tags": _is_texts}
+_LISTS = ("completed", "in_progress", "blocked", "next", "must_not_redo", "must_preserve",
+          "open_questions")
+# What the readers of each kind rely on in its payload: (required fields, optional fields),
+# each with its check. Other fields are kept (a newer Engram may add some) but not read.
+PAYLOADS: dict[str, tuple[dict[str, Callable[[Any], bool]], dict[str, Callable[[Any], bool]]]] = {
+    "store.created": ({}, {"store": _is_text}),
+    "memory.created": ({"memory": _is_id}, {**_MEMORY, "supersedes": _is_ids}),
+    "memory.updated": ({"memory": _is_id}, _MEMORY),
+    "memory.forgotten": ({"memory": _is_id}, {"reason": _maybe(_is_text)}),
+    "memory.superseded": ({"memory": _is_id}, {"by": _maybe(_is_id)}),
+    "memory.reinforced": ({"memory": _is_id}, {"similarity": _is_number}),
+    "task.created": ({"task": _is_id}, _TASK),
+    "task.updated": ({"task": _is_id}, _TASK),
+    "task.progress": ({"task": _is_id}, {
+        "feature": _is_text, "status": _is_text, "note": _maybe(_is_text),
+        "component": _maybe(_is_text), "files": _is_texts}),
+    "task.failure": ({"task": _is_id}, {
+        "error": _is_text, "component": _maybe(_is_text), "root_cause": _maybe(_is_text),
+        "fix": _maybe(_is_text)}),
+    "checkpoint.saved": ({"task": _is_id, "checkpoint": _is_id, "seq": _is_int}, {
+        "reason": _is_text, "summary": _maybe(_is_text), "goal": _maybe(_is_text),
+        **{name: _is_texts for name in _LISTS}, "working_set": _is_working_set,
+        "confidence": _is_number}),
+    "session.started": ({"session_id": _is_id}, {
+        "agent": _is_text, "pid": _maybe(_is_int), "head": _maybe(_is_text)}),
+    "session.reported": ({"session_id": _is_id}, {
+        "reason": _maybe(_is_text), "note": _maybe(_is_text)}),
+    "session.ended": ({"session_id": _is_id}, {
+        "outcome": _maybe(_is_text), "how": _maybe(_is_text)}),
+    "session.interrupted": ({"session_id": _is_id}, {
+        "reason": _maybe(_is_text), "evidence": _maybe(_is_text),
+        "detected_by": _maybe(_is_text)}),
+}
+
+
+def check_payload(kind: str, data: dict[str, Any]) -> None:
+    """Refuse a payload of a known kind that its readers could not fold."""
+    required, optional = PAYLOADS.get(kind, ({}, {}))
+    for name, check in required.items():
+        if name not in data:
+            raise EventFormatError(f"{kind} event without its {name!r}")
+        if not check(data[name]):
+            raise EventFormatError(f"{kind} event with a malformed {name!r}")
+    for name, check in optional.items():
+        if name in data and not check(data[name]):
+            raise EventFormatError(f"{kind} event with a malformed {name!r}")
+
+
 def upgrade(raw: dict[str, Any]) -> dict[str, Any]:
     """Bring an event dict written by any earlier schema up to SCHEMA_VERSION."""
     version = raw.get("schema")
@@ -188,9 +299,12 @@ def event_from_dict(raw: Any) -> Event:
     if extra:
         raise EventFormatError(f"unknown field(s) {', '.join(sorted(extra))}")
     if not EVENT_ID_RE.match(raw["id"]):
-        raise EventFormatError(f"id {raw['id']!r} is not a ULID")
+        raise EventFormatError(f"id {raw['id'][:40]!r} is not a ULID")
     if raw["clock"] < 0:
         raise EventFormatError("clock is negative")
+    if not is_moment(raw["time"]):
+        raise EventFormatError("time is not an RFC 3339 time with its offset")
+    check_payload(raw["kind"], raw["data"])
     return Event(
         id=raw["id"],
         kind=raw["kind"],

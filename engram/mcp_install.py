@@ -134,7 +134,7 @@ def _quote(text: str) -> str:
 def _read_json(path: Path) -> tuple[dict[str, Any], bool]:
     if not path.exists():
         return {}, False
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path)
     if not text.strip():
         return {}, True
     try:
@@ -142,6 +142,9 @@ def _read_json(path: Path) -> tuple[dict[str, Any], bool]:
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}); fix it or "
                          "move it away, then run this again") from None
+    except RecursionError:
+        raise UsageError(f"{path} is nested too deeply to read; fix it or move it away, then "
+                         "run this again") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path} does not hold a JSON object; fix it or move it away")
     return data, True
@@ -192,11 +195,22 @@ def _is_ours(command: Any, name: str) -> bool:
 # -- TOML ---------------------------------------------------------------------------------------
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not valid UTF-8; fix it or move it away, then run this "
+                         "again") from None
+
+
 def _toml_server(path: Path, name: str, entry: dict[str, Any]) -> Change:
     existed = path.exists()
-    text = path.read_text(encoding="utf-8") if existed else ""
+    text = _read_text(path) if existed else ""
     try:
         before = tomllib.loads(text)
+    except RecursionError:
+        raise UsageError(f"{path} is nested too deeply to read; fix it or move it away, then "
+                         "run this again") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML ({exc}); fix it or move it away, then run "
                          "this again") from None

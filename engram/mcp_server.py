@@ -42,8 +42,10 @@ from pydantic import BaseModel, Field
 
 from . import __version__, discovery
 from .api import Engram
+from .config import check_value
+from .continuity.sessions import AGENTS
 from .continuity.service import AmbiguousResumeError
-from .errors import EngramError, NotFoundError, UsageError
+from .errors import EngramError, NotFoundError, UsageError, quote
 
 SERVER_NAME = "engram"
 SCOPES = ("memory:read", "memory:write", "session:write")
@@ -584,8 +586,10 @@ class Runtime:
                  actor: str | None = None, scopes: Sequence[str] | None = None,
                  heartbeat_seconds: float = HEARTBEAT_SECONDS) -> None:
         self.cwd = Path(cwd) if cwd is not None else Path.cwd()
+        if agent is not None and agent not in AGENTS:
+            raise UsageError(f"unknown agent {quote(agent)}; use one of {', '.join(AGENTS)}")
         self.agent = agent
-        self.actor = actor
+        self.actor = check_value("actor", actor) if actor is not None else None
         unknown = set(scopes or ()) - set(SCOPES)
         if unknown:
             raise ValueError(f"unknown scope(s) {', '.join(sorted(unknown))}; "
@@ -734,9 +738,9 @@ class Runtime:
             if self._closed:
                 raise ToolError("the server is shutting down; call again after it restarts")
             self._ensure_session()
-            engram = self._engram(actor)
-            engram.session = self.session_id
             try:
+                engram = self._engram(actor)
+                engram.session = self.session_id
                 result = call(engram)
             except EngramError as exc:
                 raise ToolError(agent_message(exc)) from None

@@ -9,35 +9,25 @@ written concurrently (without seeing the forget) does not bring the memory back.
 from __future__ import annotations
 
 import re
-import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from . import events as ev
-from .errors import UsageError
-from .store import check_relative
+from .errors import UsageError, quote
+from .kinds import (  # noqa: F401  (re-exported: the names belong to memories)
+    DEFAULT_IMPORTANCE,
+    DEFAULT_KIND,
+    DEFAULT_SOURCE,
+    MEMORY_KINDS,
+    SOURCES,
+)
+from .validation import well_formed
 
-MEMORY_KINDS: dict[str, str] = {
-    "fact": "something true about the code, the project or the world",
-    "decision": "a choice that was made, ideally with why",
-    "preference": "how the user likes things done",
-    "convention": "how this codebase does things",
-    "gotcha": "a trap: something surprising that cost time",
-    "failure": "something that failed, and why",
-    "lesson": "what to do differently next time",
-    "procedure": "steps that work for a recurring job",
-    "note": "anything else worth keeping",
-}
-SOURCES = ("user-said", "agent-inferred")
-DEFAULT_KIND = "fact"
-DEFAULT_SOURCE = "agent-inferred"
-DEFAULT_IMPORTANCE = 0.5
 
 Status = Literal["active", "forgotten", "superseded"]
 
-_NAME_RE = re.compile(r"^[\w][\w.:@+#/\-]*$")
 _UPDATABLE = ("content", "kind", "tags", "scope", "source", "importance", "valid_from",
               "valid_until", "at", "task")
 
@@ -130,72 +120,16 @@ class Head:
 # -- validation at the edge --------------------------------------------------------------------
 
 
-def clean_text(text: str, *, field_name: str, limit: int) -> str:
-    """Check free text: not empty, valid UTF-8, no control characters but newline and tab."""
-    if not isinstance(text, str):
-        raise UsageError(f"{field_name} must be text")
-    try:
-        encoded = text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise UsageError(f"{field_name} is not valid UTF-8; re-encode it as UTF-8") from None
-    text = text.replace("\r\n", "\n")
-    for index, char in enumerate(text):
-        if char in "\n\t":
-            continue
-        if unicodedata.category(char) == "Cc":
-            line = text.count("\n", 0, index) + 1
-            raise UsageError(
-                f"{field_name} contains a control character (U+{ord(char):04X}) on line {line}; "
-                "remove it"
-            )
-    if not text.strip():
-        raise UsageError(f"{field_name} is empty; give the text to store")
-    if len(encoded) > limit:
-        raise UsageError(
-            f"{field_name} is {len(encoded)} bytes, over the limit of {limit} "
-            "(setting limits.content_bytes); shorten it or split it into several memories"
-        )
-    return text.strip()
-
-
-def check_name(value: str, *, what: str, limit: int) -> str:
-    value = value.strip()
-    if not value:
-        raise UsageError(f"{what} is empty")
-    check_relative(value, what)
-    if len(value) > limit:
-        raise UsageError(f"{what} {value[:20]!r}… is longer than {limit} characters "
-                         "(setting limits.name_chars)")
-    if not _NAME_RE.match(value):
-        raise UsageError(
-            f"{what} {value!r} may hold only letters, digits and . _ - : / @ + #, "
-            "and must start with a letter or digit"
-        )
-    return value
-
-
-def check_tags(tags: Iterable[str], *, limit: int, name_limit: int) -> tuple[str, ...]:
-    out: list[str] = []
-    for tag in tags:
-        for part in str(tag).split(","):
-            if part.strip():
-                name = check_name(part, what="tag", limit=name_limit).lower()
-                if name not in out:
-                    out.append(name)
-    if len(out) > limit:
-        raise UsageError(f"{len(out)} tags is over the limit of {limit} (setting limits.tags)")
-    return tuple(out)
-
-
 def check_kind(kind: str) -> str:
     if kind not in MEMORY_KINDS:
-        raise UsageError(f"unknown memory kind {kind!r}; use one of: {', '.join(MEMORY_KINDS)}")
+        raise UsageError(f"unknown memory kind {quote(kind)}; use one of: "
+                         f"{', '.join(MEMORY_KINDS)}")
     return kind
 
 
 def check_source(source: str) -> str:
     if source not in SOURCES:
-        raise UsageError(f"unknown source {source!r}; use {' or '.join(SOURCES)}")
+        raise UsageError(f"unknown source {quote(source)}; use {' or '.join(SOURCES)}")
     return source
 
 
@@ -203,7 +137,7 @@ def check_importance(value: float) -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise UsageError(f"importance must be a number from 0 to 1, not {value!r}") from None
+        raise UsageError(f"importance must be a number from 0 to 1, not {quote(value)}") from None
     if not 0.0 <= number <= 1.0 or number != number:
         raise UsageError(f"importance must be from 0 to 1, not {value}")
     return round(number, 4)
@@ -216,21 +150,25 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 def parse_moment(text: str, *, what: str, now: datetime | None = None,
                  future: bool = False) -> datetime:
     """An ISO date or date-time (UTC unless it says otherwise), or an age like 3d, 12h, 2w."""
-    text = text.strip()
+    text = well_formed(text, what).strip()
     match = _RELATIVE_RE.match(text)
-    if match:
-        delta = timedelta(**{_UNITS[match[2]]: int(match[1])})
-        base = now or ev.utc_now()
-        return base + delta if future else base - delta
     try:
+        if match:
+            delta = timedelta(**{_UNITS[match[2]]: int(match[1])})
+            base = now or ev.utc_now()
+            return base + delta if future else base - delta
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        moment.astimezone(UTC)  # every moment is stored in UTC: it must have one
     except ValueError:
         raise UsageError(
-            f"{what} {text!r} is not a date; use an ISO date like 2026-12-01, "
+            f"{what} {quote(text)} is not a date; use an ISO date like 2026-12-01, "
             "a date-time like 2026-12-01T09:30, or an age like 3d or 12h"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+    except OverflowError:
+        raise UsageError(f"{what} {quote(text)} is out of range; give a date between the "
+                         "years 1 and 9999") from None
     return moment
 
 

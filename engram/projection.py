@@ -10,14 +10,16 @@ per event file plus the new lines, never a scan of the whole history.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -25,9 +27,20 @@ from . import events as ev
 from . import memories as mem
 from .store import Problem, Store
 
-VERSION = 5  # bump when the schema or a fold changes: caches rebuild themselves
+VERSION = 6  # bump when the schema or a fold changes: caches rebuild themselves
 
-_SCHEMA = """
+# A task is stored as its own fields (`tasks.body`, without progress and failures), a row per
+# progress item and a row per failure, and the (clock, id) of the last event folded into it: a
+# new event is folded on from there and adds a row, so a write costs the same however long the
+# task's history is. `fold` is new whenever the task is folded from the start: until it changes,
+# rows are only appended, so a reader that holds the first rows need read only the new ones.
+
+# What resume brings back without being asked (restore "selective"): the important memories and
+# the traps. A partial index keeps exactly these in order, so finding the newest few reads a few
+# rows however large the store is.
+NOTABLE = "importance >= 0.7 OR kind IN ('failure', 'gotcha')"
+
+_SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE files (
     path TEXT PRIMARY KEY, consumed INTEGER, lines INTEGER, tail TEXT, tail_len INTEGER,
@@ -40,25 +53,57 @@ CREATE TABLE events (
     machine TEXT, entity TEXT, task TEXT, body BLOB
 );
 CREATE INDEX events_order ON events (clock, id);
-CREATE INDEX events_entity ON events (entity);
+CREATE INDEX events_entity ON events (entity, clock, id);
+CREATE INDEX events_task ON events (task, clock, id);
 CREATE TABLE memories (
     id TEXT PRIMARY KEY, status TEXT, kind TEXT, scope TEXT, source TEXT, importance REAL,
     valid_from TEXT, valid_until TEXT, created_clock INTEGER, updated_clock INTEGER,
     content TEXT, task TEXT, moment TEXT, reinforced INTEGER, body BLOB
 );
 CREATE TABLE tasks (
-    id TEXT PRIMARY KEY, name TEXT, status TEXT, parent TEXT, updated_clock INTEGER, body BLOB
+    id TEXT PRIMARY KEY, name TEXT, status TEXT, parent TEXT, updated_clock INTEGER, body BLOB,
+    last_clock INTEGER, last_id TEXT, fold INTEGER
 );
+CREATE TABLE progress (task TEXT, seq INTEGER, body BLOB, PRIMARY KEY (task, seq));
+CREATE TABLE failures (
+    task TEXT, seq INTEGER, component TEXT, time TEXT, body BLOB, PRIMARY KEY (task, seq)
+);
+CREATE INDEX failures_component ON failures (component);
 CREATE TABLE sessions (
     id TEXT PRIMARY KEY, state TEXT, agent TEXT, machine TEXT, started_clock INTEGER, body BLOB
 );
 CREATE TABLE dirty_text (memory TEXT PRIMARY KEY, gen INTEGER);
 CREATE TABLE dirty_vec (memory TEXT PRIMARY KEY, gen INTEGER);
 CREATE INDEX memories_updated ON memories (updated_clock);
+CREATE INDEX memories_status ON memories (status, updated_clock, id);
+CREATE INDEX memories_task ON memories (task, status, updated_clock, id);
+CREATE INDEX memories_notable ON memories (updated_clock, id)
+    WHERE status = 'active' AND ({NOTABLE});
 CREATE TABLE memory_tags (memory TEXT, tag TEXT, PRIMARY KEY (memory, tag));
 CREATE INDEX memory_tags_tag ON memory_tags (tag);
 CREATE TABLE problems (path TEXT, line INTEGER, severity TEXT, message TEXT);
 """
+
+
+_T = TypeVar("_T")
+
+
+def _recovering(method: Callable[..., _T]) -> Callable[..., _T]:
+    """A read that finds a cached row unreadable (damage inside a page that SQLite cannot see)
+    rebuilds the cache from the event files and runs once more."""
+
+    @functools.wraps(method)
+    def read(self: Projection, *args: Any, **kwargs: Any) -> _T:
+        try:
+            return method(self, *args, **kwargs)
+        except (sqlite3.DatabaseError, ValueError, KeyError, TypeError) as exc:
+            if self._refreshing or (isinstance(exc, sqlite3.DatabaseError)
+                                    and not _damaged(exc)):
+                raise
+        self._rebuild()
+        return method(self, *args, **kwargs)
+
+    return read
 
 
 @dataclass
@@ -68,6 +113,20 @@ class RefreshReport:
     events_removed: int = 0
     entities: set[str] = field(default_factory=set)
     rebuilt: bool = False
+    # Per entity, the earliest (clock, id) of the events added, or None when some were removed:
+    # a task whose stored state was folded from events all earlier than that is folded on from
+    # it rather than from its whole history.
+    changed_from: dict[str, tuple[int, str] | None] = field(default_factory=dict)
+
+    def added(self, entity: str, key: tuple[int, str]) -> None:
+        self.entities.add(entity)
+        earliest = self.changed_from.get(entity, key)
+        if entity not in self.changed_from or (earliest is not None and key < earliest):
+            self.changed_from[entity] = key
+
+    def removed(self, entity: str) -> None:
+        self.entities.add(entity)
+        self.changed_from[entity] = None
 
 
 class Projection:
@@ -76,11 +135,19 @@ class Projection:
         self.path = store.local_dir / "cache" / "projection.sqlite3"
         self._db: sqlite3.Connection | None = None
         self.in_memory = False
+        self._guarded = _Guarded(self)
+        self._refreshing = False
+        # Progress and failures of tasks read lately: task id -> (fold, progress, failures).
+        self._items: dict[str, tuple[int, tuple[Any, ...], tuple[Any, ...]]] = {}
 
     # -- connection ------------------------------------------------------------------------
 
     @property
-    def db(self) -> sqlite3.Connection:
+    def db(self) -> _Guarded:
+        """The connection for reads: a query that meets a damaged page rebuilds the cache."""
+        return self._guarded
+
+    def _conn(self) -> sqlite3.Connection:
         if self._db is None:
             self._db = self._open()
         return self._db
@@ -134,7 +201,10 @@ class Projection:
 
     def _remove_files(self) -> None:
         for suffix in ("", "-wal", "-shm"):
-            Path(str(self.path) + suffix).unlink(missing_ok=True)
+            try:
+                Path(str(self.path) + suffix).unlink(missing_ok=True)
+            except OSError:
+                pass  # a read-only store: the cache is then kept in memory
 
     def close(self) -> None:
         if self._db is not None:
@@ -148,12 +218,15 @@ class Projection:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        db = self.db
+        db = self._conn()
         db.execute("BEGIN IMMEDIATE")
         try:
             yield db
         except BaseException:
-            db.execute("ROLLBACK")
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # SQLite rolls back by itself after some errors
             raise
         else:
             db.execute("COMMIT")
@@ -161,6 +234,7 @@ class Projection:
     # -- keeping up with the files ---------------------------------------------------------
 
     def refresh(self) -> RefreshReport:
+        self._refreshing = True
         try:
             return self._refresh()
         except sqlite3.DatabaseError:
@@ -169,6 +243,13 @@ class Projection:
             report = self._refresh()
             report.rebuilt = True
             return report
+        finally:
+            self._refreshing = False
+
+    def _rebuild(self) -> None:
+        """Start the cache again from the event files (it was found damaged)."""
+        self.reset()
+        self.refresh()
 
     def _refresh(self) -> RefreshReport:
         report = RefreshReport()
@@ -213,7 +294,7 @@ class Projection:
                         st.st_size, st.st_mtime_ns, st.st_ino,
                     ),
                 )
-            self._refold(db, report.entities)
+            self._refold(db, report.entities, report.changed_from)
         top = self.db.execute("SELECT MAX(clock) FROM events").fetchone()[0]
         if top:
             try:
@@ -251,7 +332,7 @@ class Projection:
             db.execute("DELETE FROM events WHERE id=?", (event_id,))
             report.events_removed += 1
             if row and row[0]:
-                report.entities.add(row[0])
+                report.removed(row[0])
 
     def _add_events(self, db: sqlite3.Connection, rel: str,
                     numbered: Sequence[tuple[int, ev.Event]], report: RefreshReport) -> None:
@@ -268,25 +349,32 @@ class Projection:
                     )
                 continue
             entity = event.entity
+            task = event.data.get("task")
             db.execute(
                 "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (event.id, event.clock, event.kind, event.time, event.actor, event.session,
-                 event.machine, entity, event.data.get("task"), body),
+                 event.machine, entity, task if isinstance(task, str) else None, body),
             )
             report.events_added += 1
             if entity:
-                report.entities.add(entity)
+                report.added(entity, event.sort_key)
 
-    def _refold(self, db: sqlite3.Connection, entities: Iterable[str]) -> None:
+    def _refold(self, db: sqlite3.Connection, entities: Iterable[str],
+                changed_from: Mapping[str, tuple[int, str] | None] | None = None) -> None:
+        """Fold the state of these entities again from their events. A task whose events
+        changed only after those its stored state was folded from (see
+        `RefreshReport.changed_from`) is folded on from that state instead."""
         self._gen = self._next_gen(db)
         for entity in entities:
-            events = self._entity_events(db, entity)
             existed = db.execute("DELETE FROM memories WHERE id=?", (entity,)).rowcount
             db.execute("DELETE FROM memory_tags WHERE memory=?", (entity,))
-            db.execute("DELETE FROM tasks WHERE id=?", (entity,))
             db.execute("DELETE FROM sessions WHERE id=?", (entity,))
             if existed:
                 self._mark(db, entity)
+            if changed_from and self._extend_task(db, entity, changed_from.get(entity)):
+                continue
+            _drop_task(db, entity)
+            events = self._entity_events(db, entity)
             if events and events[0].kind.startswith(("task.", "checkpoint.")):
                 self._refold_task(db, entity, events)
                 continue
@@ -314,12 +402,36 @@ class Projection:
     def _refold_task(db: sqlite3.Connection, entity: str, events: list[ev.Event]) -> None:
         from .continuity import tasks
 
-        db.execute("DELETE FROM tasks WHERE id=?", (entity,))
-        task = tasks.fold(events)
-        if task is not None:
-            db.execute("INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?)",
-                       (task.id, task.name, task.status, task.parent, task.updated_clock,
-                        orjson.dumps(task.to_dict())))
+        _drop_task(db, entity)
+        state = tasks.fold_state(events)
+        if state is not None:
+            _save_task(db, state, events[-1].sort_key)
+
+    @staticmethod
+    def _extend_task(db: sqlite3.Connection, entity: str,
+                     changed_from: tuple[int, str] | None) -> bool:
+        """Fold a stored task on with its new events, when every event that changed comes
+        after those it was folded from. False when it must be folded from the start."""
+        from .continuity import tasks
+
+        if changed_from is None:
+            return False
+        row = db.execute("SELECT body, last_clock, last_id, fold FROM tasks WHERE id=?",
+                         (entity,)).fetchone()
+        if row is None or changed_from <= (row[1], row[2]):
+            return False
+        events = [ev.parse_line(r[0]) for r in db.execute(
+            "SELECT body FROM events WHERE entity=? AND (clock, id) > (?, ?) ORDER BY clock, id",
+            (entity, row[1], row[2]))]
+        try:
+            state = orjson.loads(row[0])
+            state.update(progress=[], failures=[])  # the new ones; the rest are stored rows
+            state = tasks.fold_state(events, state)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return False  # a stored state that cannot be read: fold it from the start
+        if events:
+            _save_task(db, state, events[-1].sort_key, appended_to=row[3])
+        return True
 
     @staticmethod
     def _refold_session(db: sqlite3.Connection, entity: str, events: list[ev.Event]) -> None:
@@ -334,7 +446,12 @@ class Projection:
 
     def _bodies(self, table: str, column: str, values: Sequence[str], ids: Sequence[str] | None,
                 order: str) -> list[dict[str, Any]]:
-        sql, args, where = f"SELECT body FROM {table}", [], []
+        return [{**orjson.loads(r[0]), "store": self.store.kind}
+                for r in self._select(table, "body", column, values, ids, order)]
+
+    def _select(self, table: str, columns: str, column: str, values: Sequence[str],
+                ids: Sequence[str] | None, order: str) -> list[Any]:
+        sql, args, where = f"SELECT {columns} FROM {table}", [], []
         if values:
             where.append(f"{column} IN ({','.join('?' * len(values))})")
             args.extend(values)
@@ -344,16 +461,65 @@ class Projection:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += f" ORDER BY {order} DESC, id DESC"
-        return [{**orjson.loads(r[0]), "store": self.store.kind}
-                for r in self.db.execute(sql, args)]
+        return self.db.execute(sql, args).fetchall()
 
+    @_recovering
     def tasks(self, *, statuses: Sequence[str] = (), ids: Sequence[str] | None = None,
-              ) -> list[Any]:
+              items: bool = True) -> list[Any]:
+        """Tasks, last changed first. With `items` False their progress and failures are left
+        empty: for a lookup that needs only a task's own fields, whatever its history."""
         from .continuity.tasks import Task
 
-        return [Task.from_dict(body) for body in
-                self._bodies("tasks", "status", statuses, ids, "updated_clock")]
+        with self._snapshot():
+            rows = self._select("tasks", "body, fold", "status", statuses, ids, "updated_clock")
+            out = []
+            for body, fold in rows:
+                task = Task.from_dict({**orjson.loads(body), "store": self.store.kind})
+                if items:
+                    progress, failures = self._task_items(task.id, fold)
+                    task = replace(task, progress=progress, failures=failures)
+                out.append(task)
+        return out
 
+    def _task_items(self, task: str, fold: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """A task's progress and failures, in order: those read before (when the task has not
+        been folded from the start since) and the rows added after them."""
+        from .continuity.tasks import failures_from, progress_from
+
+        held = self._items.pop(task, None)
+        progress, failures = (held[1], held[2]) if held and held[0] == fold else ((), ())
+        for table, build in (("progress", progress_from), ("failures", failures_from)):
+            known = progress if table == "progress" else failures
+            rows = self.db.execute(
+                f"SELECT body FROM {table} WHERE task=? AND seq>=? ORDER BY seq",
+                (task, len(known))).fetchall()
+            if rows:
+                # One parse of them all rather than one per row.
+                added = build(orjson.loads(b"[" + b",".join(r[0] for r in rows) + b"]"))
+                if table == "progress":
+                    progress = known + added
+                else:
+                    failures = known + added
+        self._items[task] = (fold, progress, failures)
+        while len(self._items) > 32:  # the tasks read last
+            self._items.pop(next(iter(self._items)))
+        return progress, failures
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """Reads that see one state of the cache, whatever another process writes meanwhile."""
+        db = self._conn()
+        if db.in_transaction:
+            yield
+            return
+        db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self._db is db and db.in_transaction:  # (a rebuild replaces the connection)
+                db.execute("COMMIT")
+
+    @_recovering
     def sessions(self, *, states: Sequence[str] = (), ids: Sequence[str] | None = None,
                  ) -> list[Any]:
         from .continuity.sessions import Session
@@ -395,19 +561,30 @@ class Projection:
 
     def clean(self, which: str, marks: Sequence[tuple[str, int]]) -> None:
         """Mark index entries current (after the index saved them), unless marked again since."""
-        with self._write() as db:
-            db.executemany(f"DELETE FROM dirty_{_which(which)} WHERE memory=? AND gen<=?",
-                           list(marks))
+        try:
+            with self._write() as db:
+                db.executemany(f"DELETE FROM dirty_{_which(which)} WHERE memory=? AND gen<=?",
+                               list(marks))
+        except sqlite3.DatabaseError as exc:
+            if not _damaged(exc):
+                raise
+            self._rebuild()  # a rebuilt cache marks every memory for indexing again
 
     def mark_all_dirty(self, which: str) -> None:
         table = f"dirty_{_which(which)}"
-        with self._write() as db:
-            gen = self._next_gen(db)
-            db.execute(f"INSERT OR REPLACE INTO {table} SELECT id, ? FROM memories", (gen,))
+        try:
+            with self._write() as db:
+                gen = self._next_gen(db)
+                db.execute(f"INSERT OR REPLACE INTO {table} SELECT id, ? FROM memories", (gen,))
+        except sqlite3.DatabaseError as exc:
+            if not _damaged(exc):
+                raise
+            self._rebuild()
 
     def all_memory_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT id FROM memories")]
 
+    @_recovering
     def memories_by_id(self, ids: Sequence[str]) -> dict[str, mem.Memory]:
         out: dict[str, mem.Memory] = {}
         for start in range(0, len(ids), 500):
@@ -419,6 +596,7 @@ class Projection:
                 out[memory.id] = memory
         return out
 
+    @_recovering
     def heads(self, ids: Sequence[str], *, tags: bool = False) -> dict[str, mem.Head]:
         """Ranking fields of these memories, without parsing their bodies."""
         out: dict[str, mem.Head] = {}
@@ -451,15 +629,64 @@ class Projection:
             "SELECT path, line, severity, message FROM problems ORDER BY path, line"
         )]
 
+    @_recovering
     def entity_events(self, entity: str) -> list[ev.Event]:
         return self._entity_events(self.db, entity)
 
+    @_recovering
     def memory(self, memory_id: str) -> mem.Memory | None:
         row = self.db.execute("SELECT body FROM memories WHERE id=?", (memory_id,)).fetchone()
         return self._memory(row[0]) if row else None
 
     def _memory(self, body: bytes) -> mem.Memory:
         return mem.Memory.from_dict({**orjson.loads(body), "store": self.store.kind})
+
+    @_recovering
+    def recent_memories(self, limit: int, *, now: datetime, notable: bool = False,
+                        exclude: Collection[str] = ()) -> list[mem.Memory]:
+        """Active memories valid at `now`, newest first (by last change), at most `limit`,
+        leaving out `exclude`; with `notable`, only the NOTABLE ones. Reads about as many rows
+        as it returns (an index keeps each set in order), however large the store is."""
+        # Named, so that the planner never prefers a scan of every active memory.
+        index, where = ("memories_notable", f"status = 'active' AND ({NOTABLE})") if notable \
+            else ("memories_status", "status = 'active'")
+        out: list[mem.Memory] = []
+        after: list[Any] = []
+        page = limit + len(exclude) + 10
+        while len(out) < limit:
+            rows = self.db.execute(
+                "SELECT id, valid_from, valid_until, updated_clock, body FROM memories "
+                f"INDEXED BY {index} WHERE {where}"
+                + (" AND (updated_clock, id) < (?, ?)" if after else "")
+                + f" ORDER BY updated_clock DESC, id DESC LIMIT {page}", after).fetchall()
+            for memory_id, valid_from, valid_until, _, body in rows:
+                if memory_id not in exclude and mem.valid_at(valid_from, valid_until, now):
+                    out.append(self._memory(body))
+                    if len(out) == limit:
+                        break
+            if len(rows) < page:
+                break
+            after = [rows[-1][3], rows[-1][0]]
+            page *= 2  # many left out or expired: read further ahead
+        return out
+
+    @_recovering
+    def failures(self, components: Collection[str]) -> list[dict[str, Any]]:
+        """Failures recorded on any task in one of these components, newest first (then in the
+        order of `tasks()`), each with its task's id and name."""
+        if not components:
+            return []
+        wanted = sorted(components)
+        return [{"task": task, "task_name": name, **orjson.loads(body)}
+                for task, name, body in self.db.execute(
+                    "SELECT f.task, t.name, f.body FROM failures f JOIN tasks t ON t.id = f.task "
+                    f"WHERE f.component IN ({','.join('?' * len(wanted))}) "
+                    "ORDER BY f.time DESC, t.updated_clock DESC, t.id DESC, f.seq", wanted)]
+
+    def entity_sessions(self, entity: str) -> set[str]:
+        """The sessions that wrote events about this entity."""
+        return {r[0] for r in self.db.execute(
+            "SELECT DISTINCT session FROM events WHERE entity=? AND session != ''", (entity,))}
 
     def memories(
         self, *, kinds: Sequence[str] = (), tags: Sequence[str] = (), scope: str | None = None,
@@ -500,9 +727,26 @@ class Projection:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY updated_clock DESC, id DESC"
-        for (body,) in self.db.execute(sql, args).fetchall():
-            yield self._memory(body)
+        return self._each_memory(sql, args)
 
+    def _each_memory(self, sql: str, args: Sequence[Any]) -> Iterator[mem.Memory]:
+        """Parse bodies only as they are used (a caller may stop after a few); a body found
+        unreadable rebuilds the cache and the same ordered query goes on where it was."""
+        done = 0
+        for attempt in (1, 2):
+            rows = self.db.execute(sql, args).fetchall()
+            try:
+                for (body,) in rows[done:]:
+                    memory = self._memory(body)
+                    done += 1
+                    yield memory
+                return
+            except (ValueError, KeyError, TypeError):
+                if attempt == 2 or self._refreshing:
+                    raise
+            self._rebuild()
+
+    @_recovering
     def events(
         self, *, kinds: Sequence[str] = (), entity: str | None = None, task: str | None = None,
         actor: str | None = None, since_clock: int | None = None, limit: int | None = None,
@@ -535,6 +779,7 @@ class Projection:
             sql += f" LIMIT {int(limit)}"
         return [ev.parse_line(r[0]) for r in self.db.execute(sql, args)]
 
+    @_recovering
     def event(self, event_id: str) -> ev.Event | None:
         row = self.db.execute("SELECT body FROM events WHERE id=?", (event_id,)).fetchone()
         return ev.parse_line(row[0]) if row else None
@@ -563,6 +808,77 @@ class Projection:
             "superseded": by_status.get("superseded", 0),
             "files": db.execute("SELECT COUNT(*) FROM files").fetchone()[0],
         }
+
+
+def _save_task(db: sqlite3.Connection, state: dict[str, Any], last: tuple[int, str], *,
+               appended_to: int | None = None) -> None:
+    """Store a folded task (`tasks.fold_state`) and the key of the last event folded into it.
+    `appended_to`: the fold it extends, whose rows are stored; its progress and failures are
+    then only the new ones."""
+    task = state["id"]
+    head = {k: v for k, v in state.items() if k not in ("progress", "failures")}
+    fold = appended_to if appended_to is not None else int.from_bytes(os.urandom(7), "big")
+    db.execute("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               (task, state["name"], state["status"], state["parent"], state["updated_clock"],
+                orjson.dumps(head), last[0], last[1], fold))
+    for table in ("progress", "failures"):
+        first = db.execute(f"SELECT COALESCE(MAX(seq) + 1, 0) FROM {table} WHERE task=?",
+                           (task,)).fetchone()[0] if appended_to is not None else 0
+        items = enumerate(state[table], start=first)
+        if table == "progress":
+            db.executemany("INSERT OR REPLACE INTO progress VALUES (?, ?, ?)",
+                           [(task, seq, orjson.dumps(item)) for seq, item in items])
+            continue
+        db.executemany("INSERT OR REPLACE INTO failures VALUES (?, ?, ?, ?, ?)", [
+            (task, seq, item["component"] if isinstance(item["component"], str) else None,
+             item["time"], orjson.dumps(item)) for seq, item in items])
+
+
+def _drop_task(db: sqlite3.Connection, task: str) -> None:
+    for table, column in (("tasks", "id"), ("progress", "task"), ("failures", "task")):
+        db.execute(f"DELETE FROM {table} WHERE {column}=?", (task,))
+
+
+def _damaged(exc: sqlite3.DatabaseError) -> bool:
+    """Is this error the cache file's damage (rather than, say, a lock held too long)?"""
+    if isinstance(exc, sqlite3.OperationalError):
+        return str(exc).startswith(("no such table", "no such column", "Could not decode"))
+    return True
+
+
+class _Rows:
+    """The rows of a query, read in full (so that damage shows before any is used)."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        self._rows = rows
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
+
+    def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[Any]:
+        return self._rows
+
+
+class _Guarded:
+    """Reads from the projection. SQLite finds some damage only when it reads the damaged page;
+    such a query rebuilds the cache from the event files and runs again, so a damaged cache
+    costs time, never a wrong or failed answer."""
+
+    def __init__(self, projection: Projection) -> None:
+        self._projection = projection
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> _Rows:
+        proj = self._projection
+        try:
+            return _Rows(proj._conn().execute(sql, args).fetchall())
+        except sqlite3.DatabaseError as exc:
+            if proj._refreshing or not _damaged(exc):
+                raise  # refresh() rebuilds by itself
+        proj._rebuild()
+        return _Rows(proj._conn().execute(sql, args).fetchall())
 
 
 def _which(which: str) -> str:

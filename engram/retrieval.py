@@ -17,9 +17,12 @@ confirmed, said, or written.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -30,9 +33,9 @@ from filelock import FileLock
 
 from . import events as ev
 from . import memories as mem
-from .config import Settings
+from .config import SETTINGS, Settings
 from .index.embed import Embedder, EmbeddingCache, embed_with_cache
-from .index.text import TextIndex
+from .index.text import TextIndex, TextIndexDamaged, failed
 from .projection import Projection
 from .store import Store
 
@@ -48,8 +51,8 @@ def search_text(memory: mem.Memory) -> str:
 
 
 def strength(memory: mem.Memory | mem.Head, now: datetime, settings: Settings) -> float:
-    stability = settings[f"decay.{memory.kind}"] * (1.0 + memory.importance) * \
-        (1.0 + memory.reinforced)
+    key = f"decay.{memory.kind}" if f"decay.{memory.kind}" in SETTINGS else "decay.note"
+    stability = settings[key] * (1.0 + memory.importance) * (1.0 + memory.reinforced)
     age = max(0.0, (now - ev.parse_time(memory.moment)).total_seconds() / 86400.0)
     return math.exp(-age / stability)
 
@@ -98,15 +101,39 @@ class StoreSearch:
         self._vectors: Any = None
         self._vectors_stamp: tuple[int, int] | None = None
         self.embeddings = EmbeddingCache(self.cache_dir / "embeddings.sqlite3")
+        # The cache directory cannot be written (read-only, full): this process searches
+        # indexes kept in memory and leaves the saved ones, and their dirty marks, as they are.
+        self.read_only = False
+        self._applied: set[tuple[str, int]] = set()  # dirty marks already in memory indexes
+        self._vectors_filled = False
 
-    def lock(self) -> FileLock:
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        return FileLock(self.cache_dir / "index.lock", timeout=120, thread_local=False)
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(self.cache_dir / "index.lock", timeout=120, thread_local=False)
+            lock.acquire()
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            self.read_only = True  # nothing can change these files: no lock is needed
+            yield
+            return
+        try:
+            yield
+        finally:
+            lock.release()
 
     @property
     def text(self) -> TextIndex:
         if self._text is None:
-            self._text = TextIndex(self.cache_dir / "text")
+            try:
+                self._text = TextIndex(None if self.read_only else self.cache_dir / "text")
+            except BaseException as exc:
+                if not _unwritable(exc):
+                    raise
+                self.read_only = True
+                self._text = TextIndex(None)
         return self._text
 
     def vectors(self, embedder: Embedder) -> Any:
@@ -122,11 +149,22 @@ class StoreSearch:
 
     # -- keeping up ------------------------------------------------------------------------
 
+    def _text_batches(self, ids: Sequence[str]) -> Any:
+        for start in range(0, len(ids), 2000):
+            chunk = ids[start : start + 2000]
+            found = self.projection.memories_by_id(chunk)
+            yield ([(i, search_text(found[i])) for i in chunk if i in found],
+                   [i for i in chunk if i not in found])
+
     def sync_text(self, report: SyncReport | None = None) -> SyncReport:
         report = report or SyncReport()
         proj = self.projection
         with self.lock():
             text = self.text
+            if self.read_only:
+                return self._sync_text_in_memory(report)
+            if not text.rebuilt and not text.intact():
+                text.discard()  # its files changed under this process: damage
             if text.rebuilt:
                 proj.mark_all_dirty("text")
                 text.rebuilt = False
@@ -134,16 +172,41 @@ class StoreSearch:
             marks = proj.dirty("text")
             if not marks:
                 return report
-
-            def batches() -> Any:
-                for start in range(0, len(marks), 2000):
-                    ids = [m for m, _ in marks[start : start + 2000]]
-                    found = proj.memories_by_id(ids)
-                    yield ([(i, search_text(found[i])) for i in ids if i in found],
-                           [i for i in ids if i not in found])
-
-            report.indexed_text += text.update(batches())
+            ids = [m for m, _ in marks]
+            try:
+                try:
+                    report.indexed_text += text.update(self._text_batches(ids))
+                except BaseException as exc:
+                    if not failed(exc) or _unwritable(exc):
+                        raise
+                    # The index's files were damaged under it: start again from the read model.
+                    text.discard()
+                    text.rebuilt = False
+                    report.rebuilt.append("text")
+                    proj.mark_all_dirty("text")
+                    marks = proj.dirty("text")
+                    report.indexed_text += text.update(self._text_batches([m for m, _ in marks]))
+            except BaseException as exc:
+                if not _unwritable(exc):
+                    raise
+                # Disk full: the saved index stays as it was, its marks too, for a later save.
+                self.read_only = True
+                self._text = None
+                return self._sync_text_in_memory(report)
             proj.clean("text", marks)
+        return report
+
+    def _sync_text_in_memory(self, report: SyncReport) -> SyncReport:
+        text = self.text
+        todo: list[str] = []
+        if text.rebuilt:
+            text.rebuilt = False
+            todo = self.projection.all_memory_ids()
+        marks = [m for m in self.projection.dirty("text") if m not in self._applied]
+        todo += [m for m, _ in marks]
+        if todo:
+            report.indexed_text += text.update(self._text_batches(list(dict.fromkeys(todo))))
+        self._applied.update(marks)
         return report
 
     def sync_vectors(self, embedder: Embedder, settings: Settings, *, force: bool = False,
@@ -153,6 +216,9 @@ class StoreSearch:
         proj = self.projection
         with self.lock():
             index = self.vectors(embedder)
+            if self.read_only:
+                self._fill_vectors_in_memory(embedder, index, report)
+                return report
             if index.rebuilt:
                 proj.mark_all_dirty("vec")
                 index.rebuilt = False
@@ -180,15 +246,45 @@ class StoreSearch:
                 if progress is not None:
                     progress(len(live))
             if changed or not index.meta_path.exists():
-                index.save()
-                self._vectors_stamp = _stamp(index.path)
+                try:
+                    index.save()
+                    self._vectors_stamp = _stamp(index.path)
+                except (OSError, RuntimeError, ValueError):
+                    # Not saved (disk full): the marks are cleaned, so make sure the next
+                    # process rebuilds the saved index rather than trust it.
+                    with contextlib.suppress(OSError):
+                        index.meta_path.unlink(missing_ok=True)
+                    self.read_only = True
+                    self._vectors_filled = True  # this process's copy is complete
         return report
+
+    def _fill_vectors_in_memory(self, embedder: Embedder, index: Any,
+                                report: SyncReport) -> None:
+        """A read-only store whose saved vector index is missing or stale: fill a copy in
+        memory once, from the embedding cache where it can; memories changed since are
+        compared directly at query time."""
+        if not index.rebuilt or self._vectors_filled:
+            return
+        index.rebuilt = False
+        self._vectors_filled = True
+        ids = self.projection.all_memory_ids()
+        for start in range(0, len(ids), 512):
+            found = self.projection.memories_by_id(ids[start : start + 512])
+            live = list(found.values())
+            vectors, embedded = embed_with_cache(embedder, self.embeddings,
+                                                 [m.content for m in live])
+            report.embedded += embedded
+            index.update({m.id: vectors[row] for row, m in enumerate(live)}, [])
 
     # -- querying --------------------------------------------------------------------------
 
     def text_candidates(self, query: str, limit: int) -> list[tuple[str, float]]:
         self.sync_text()
-        return self.text.search(query, limit)
+        try:
+            return self.text.search(query, limit)
+        except TextIndexDamaged:
+            self.sync_text()  # the index was emptied: fill it again, then ask once more
+            return self.text.search(query, limit)
 
     def vector_scores(self, embedder: Embedder, settings: Settings, query_vector: np.ndarray,
                       limit: int, extra_ids: Sequence[str] = ()) -> dict[str, float]:
@@ -227,6 +323,15 @@ class StoreSearch:
 
     def close(self) -> None:
         self.embeddings.close()
+
+
+def _unwritable(exc: BaseException) -> bool:
+    """Did an index fail because its directory cannot be written (full, read-only)?"""
+    codes = (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EFBIG)
+    if isinstance(exc, OSError):
+        return exc.errno in codes
+    text = str(exc)
+    return "os error" in text and any(f"(os error {code})" in text for code in codes)
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

@@ -107,7 +107,7 @@ def redact(text: str, findings: list[Finding]) -> str:
 
 
 def guard(text: str, *, field: str = "content", allow_redaction: bool = False,
-          entropy: bool = False) -> str:
+          entropy: bool = False, redactable: bool = True) -> str:
     """Return `text` unchanged, or redacted when allowed; otherwise refuse the first secret."""
     findings = find_secrets(text, entropy=entropy)
     if not findings:
@@ -115,4 +115,4 @@ def guard(text: str, *, field: str = "content", allow_redaction: bool = False,
     if allow_redaction:
         return redact(text, findings)
     first = findings[0]
-    raise SecretError(first.type, first.line, first.column, field=field)
+    raise SecretError(first.type, first.line, first.column, field=field, redactable=redactable)

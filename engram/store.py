@@ -249,6 +249,8 @@ class Store:
                 try:
                     os.ftruncate(fd, before)
                     os.fsync(fd)
+                    if new_file and before == 0:
+                        path.unlink()  # and the file this write created
                 except OSError:
                     pass
                 raise _unwritable(self, exc) from None
@@ -267,7 +269,10 @@ class Store:
         if state.pending == 0:
             state.pending_since = time.time()
         state.pending += len(batch)
-        state.save(self)
+        try:
+            state.save(self)
+        except OSError:
+            pass  # the lines are durable; without this bookkeeping the next append starts anew
 
     def next_clock(self) -> int:
         """The clock for the next event; call under the lock."""
@@ -285,9 +290,7 @@ class Store:
         if clock <= self.observed_clock():
             return
         self.local_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.local_dir / f"observed-clock.{os.getpid()}.tmp"
-        tmp.write_text(str(clock))
-        os.replace(tmp, self.local_dir / "observed-clock")
+        _replace(self.local_dir / "observed-clock", str(clock).encode())
 
     def head_id(self) -> str:
         """The commit HEAD points at ("" when unborn), read from the ref files: no repository
@@ -356,6 +359,8 @@ class Store:
     def _tail_matches(self, path: Path, state: WriterState) -> bool:
         if state.size == 0:
             return True
+        if not 0 < state.tail_len <= state.size:
+            return False  # bookkeeping that cannot be right: start a new file
         with open(path, "rb") as handle:
             handle.seek(state.size - state.tail_len)
             return hashlib.sha1(handle.read(state.tail_len)).hexdigest() == state.tail
@@ -416,8 +421,8 @@ class Store:
             if end < 0:
                 chunk.problems.append(Problem(
                     rel, number + 1, "warning",
-                    "torn last line (a crash mid-write); set aside, not read; "
-                    "the next write from this clone moves it out of the file",
+                    "torn last line (a crash mid-write); not read; the next write to this "
+                    "file or `engram doctor --fix` sets it aside",
                 ))
                 break
             number += 1
@@ -477,16 +482,45 @@ class WriterState:
     @classmethod
     def load(cls, store: Store) -> WriterState:
         try:
-            raw: dict[str, Any] = orjson.loads((store.local_dir / "writer.json").read_bytes())
-            return cls(**{k: v for k, v in raw.items() if k in cls.__dataclass_fields__})
-        except (FileNotFoundError, orjson.JSONDecodeError, TypeError):
+            raw: Any = orjson.loads((store.local_dir / "writer.json").read_bytes())
+        except (OSError, orjson.JSONDecodeError):
             return cls()
+        return cls.from_raw(raw) or cls()  # damaged: a new writer file is always safe
+
+    @classmethod
+    def from_raw(cls, raw: Any) -> WriterState | None:
+        """The state `raw` (parsed writer.json) holds, or None if it is not a sound one."""
+        if not isinstance(raw, dict):
+            return None
+        kept = {k: v for k, v in raw.items() if k in _WRITER_FIELDS}
+        if any(not isinstance(v, _WRITER_FIELDS[k]) for k, v in kept.items()):
+            return None
+        return cls(**kept)
 
     def save(self, store: Store) -> None:
         store.local_dir.mkdir(parents=True, exist_ok=True)
-        tmp = store.local_dir / f"writer.json.{os.getpid()}.tmp"
-        tmp.write_bytes(orjson.dumps(self.__dict__))
-        os.replace(tmp, store.local_dir / "writer.json")
+        _replace(store.local_dir / "writer.json", orjson.dumps(self.__dict__))
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write a small file whole or not at all (by rename); no temporary file stays behind."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise
+
+
+_OPTIONAL_TEXT = (str, type(None))
+_WRITER_FIELDS: dict[str, Any] = {
+    "writer": _OPTIONAL_TEXT, "segment": _OPTIONAL_TEXT, "head": _OPTIONAL_TEXT, "size": int,
+    "tail": str, "tail_len": int, "clock": int, "pending": int, "pending_since": (int, float),
+}
 
 
 class _StoreLock:
@@ -523,14 +557,18 @@ class _StoreLock:
 
 
 def _unwritable(store: Store, exc: OSError) -> EngramError:
-    reason = {
-        errno.EROFS: "its file system is read-only",
-        errno.EACCES: "permission denied",
-        errno.EPERM: "permission denied",
-        errno.ENOSPC: "the disk is full",
-    }.get(exc.errno or 0, exc.strerror or str(exc))
-    return EngramError(f"cannot write to the store at {store.root}: {reason}; "
-                       "fix that, then retry (nothing was written)")
+    reason, remedy = {
+        errno.EROFS: ("its file system is read-only", "remount it read-write"),
+        errno.EACCES: ("permission denied", f"give yourself write access (chmod -R u+w "
+                                            f"{store.root})"),
+        errno.EPERM: ("permission denied", f"give yourself write access (chmod -R u+w "
+                                           f"{store.root})"),
+        errno.ENOSPC: ("the disk is full", "free some space"),
+        errno.EDQUOT: ("the disk quota is used up", "free some space"),
+        errno.EFBIG: ("a file size limit was reached", "raise it (ulimit -f)"),
+    }.get(exc.errno or 0, (exc.strerror or str(exc), "fix that"))
+    return EngramError(f"cannot write to the store at {store.root}: {reason}; {remedy}, "
+                       "then retry (nothing was written; reads still work)")
 
 
 def require(store: Store | None, kind: StoreKind) -> Store:

@@ -115,13 +115,12 @@ def remote_add(store: Store, name: str, url: str) -> None:
     _personal_only(store, f"git remote add {name} {url}")
     if not _REMOTE_NAME.match(name):
         raise UsageError(f"remote name {name!r} must be letters, digits, '.', '_' or '-'")
-    if not url.strip():
-        raise UsageError("the remote URL is empty; give a git URL or a path")
+    url = _url(url)
     repo = open_repository(store.work_tree)
     if name in [r.name for r in repo.remotes]:
         raise UsageError(f"a remote named {name!r} exists already; remove it first with "
                          f"`engram remote remove {name}`")
-    repo.remotes.create(name, url.strip())
+    repo.remotes.create(name, url)
 
 
 def remote_remove(store: Store, name: str) -> None:
@@ -132,6 +131,18 @@ def remote_remove(store: Store, name: str) -> None:
     if name not in [r.name for r in repo.remotes]:
         raise UsageError(f"no remote named {name!r}; list them with `engram remote list`")
     repo.remotes.delete(name)
+
+
+def _url(url: str) -> str:
+    """A remote URL or path as git will be given it: one line of valid text."""
+    from .validation import well_formed
+
+    url = well_formed(url, "the URL").strip()
+    if not url:
+        raise UsageError("the URL is empty; give a git URL or path")
+    if any(char in url for char in "\n\t"):
+        raise UsageError("the URL contains a control character (a newline or tab); remove it")
+    return url
 
 
 def _personal_only(store: Store, git_command: str) -> None:
@@ -348,8 +359,7 @@ def clone(url: str, destination: Path, *, progress: bool = False) -> None:
     """
     from .config import CONFIG_FILE
 
-    if not url.strip():
-        raise UsageError("the URL is empty; give the git URL or path of a personal store")
+    url = _url(url)
     if destination.exists() and any(destination.iterdir()):
         if (destination / CONFIG_FILE).exists():
             raise UsageError(

@@ -64,8 +64,8 @@ def verify_store(store: Store) -> dict[str, Any]:
                                         "with different content"))
         if torn:
             problems.append(Problem(rel, len(lines) + 1, "warning",
-                                    "torn last line (a crash mid-write); the next write from "
-                                    "this clone sets it aside"))
+                                    "torn last line (a crash mid-write); the next write to "
+                                    "this file or `engram doctor --fix` sets it aside"))
     return {
         "store": store.kind,
         "path": str(store.root),

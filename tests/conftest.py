@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
@@ -105,3 +106,26 @@ def run_engram(*args: str, cwd: Path | None = None, env: dict[str, str] | None =
         [sys.executable, "-m", "engram", *args], cwd=cwd, capture_output=True, text=True,
         env={**os.environ, **(env or {})}, timeout=timeout,
     )
+
+
+_FIGURES = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture
+def figures(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Record a measured figure (kills survived, events found, ...): printed at the end of the
+    run, so that CI's log shows it whatever the capture settings."""
+    found = request.config.stash.setdefault(_FIGURES, [])
+
+    def record(text: str) -> None:
+        found.append(f"{request.node.name}: {text.strip()}")
+
+    return record
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    found = config.stash.get(_FIGURES, [])
+    if found:
+        terminalreporter.section("figures")
+        for line in found:
+            terminalreporter.write_line(line)

@@ -6,7 +6,6 @@ import pytest
 
 from conftest import git, make_repo
 from engram.api import Engram
-from engram.errors import DamagedFileError
 from engram.store import WriterState
 
 
@@ -57,32 +56,37 @@ def test_torn_last_line_is_reported_then_set_aside_by_the_next_write(home_store:
     assert fresh.verify()["ok"]
 
 
-def test_conflict_markers_fail_with_file_and_line(home_store: Engram) -> None:
-    home_store.remember("one")
-    home_store.remember("two")
+def test_conflict_markers_are_reported_with_file_and_line_and_skipped(home_store: Engram,
+                                                                     ) -> None:
+    one = home_store.remember("one")
+    two = home_store.remember("two")
     path = writer_file(home_store)
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join([lines[0], "<<<<<<< HEAD\n", *lines[1:], "=======\n",
                              ">>>>>>> other\n"]))
-    with pytest.raises(DamagedFileError) as info:
-        Engram().memories()
-    assert info.value.line == 2
-    assert str(info.value).startswith(f"{path}:2: git conflict marker")
+    reader = Engram()
+    assert {m.id for m in reader.memories()} == {one.id, two.id}
+    assert reader.warnings[0].startswith(f"{path}:2: git conflict marker")
+    assert [w.split(":")[1] for w in reader.warnings] == ["2", "4", "5"]
     report = Engram().verify()
     assert not report["ok"]
     lines_flagged = [p["line"] for p in report["stores"][0]["problems"]]
     assert lines_flagged == [2, 4, 5]
 
 
-def test_invalid_json_in_the_middle_fails_with_file_and_line(home_store: Engram) -> None:
-    home_store.remember("one")
-    home_store.remember("two")
+def test_invalid_json_in_the_middle_is_reported_with_file_and_line(home_store: Engram) -> None:
+    one = home_store.remember("one")
+    two = home_store.remember("two")
     path = writer_file(home_store)
     lines = path.read_bytes().splitlines(keepends=True)
     lines.insert(1, b"{this is not json}\n")
     path.write_bytes(b"".join(lines))
-    with pytest.raises(DamagedFileError, match=r":2: invalid JSON"):
-        Engram().memories()
+    reader = Engram()
+    assert {m.id for m in reader.memories()} == {one.id, two.id}
+    assert len(reader.warnings) == 1
+    assert reader.warnings[0].startswith(f"{path}:2: invalid JSON")
+    assert reader.warnings[0].endswith("`engram doctor` says how to repair it")
+    assert not Engram().verify()["ok"]
 
 
 def test_duplicate_lines_are_read_once(home_store: Engram) -> None:

@@ -213,6 +213,10 @@ def test_sync_without_a_remote_names_the_fix(tmp_path: Path) -> None:
     assert "backup" in a.run("remote", "list").stdout
     dup = a.run("remote", "add", "backup", "x", ok=False)
     assert dup.returncode == 2 and "exists already" in dup.stderr
+    for name, url, says in (("../x", "u", "must be letters"), ("ok", "", "the URL is empty"),
+                            ("ok", "a\x1bb", "control character")):
+        bad = a.run("remote", "add", name, url, ok=False)
+        assert bad.returncode == 2 and says in bad.stderr and bad.stderr.count("\n") == 1
     a.run("remote", "remove", "backup")
     gone = a.run("remote", "remove", "backup", ok=False)
     assert gone.returncode == 2 and "no remote named 'backup'" in gone.stderr

@@ -13,12 +13,15 @@ reviewer reads in a pull request.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..validation import Checks
 
 LIST_FIELDS = ("completed", "in_progress", "blocked", "next", "must_not_redo", "must_preserve",
                "open_questions")
@@ -53,80 +56,87 @@ def empty_package() -> dict[str, Any]:
     return package
 
 
-def normalise(raw: Mapping[str, Any], *, limit: int = 4000) -> dict[str, Any]:
+def parse_package(data: bytes, *, name: str = "-") -> dict[str, Any]:
+    """The mapping a package file holds: JSON when `name` ends in .json, else YAML (which
+    reads JSON too). Checked field by field later, by `normalise`."""
+    kind = "JSON" if name.endswith(".json") else "YAML"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{name} is not valid UTF-8; re-encode it as UTF-8") from None
+    try:
+        if kind == "JSON":
+            import orjson
+
+            loaded = orjson.loads(text)
+        else:
+            from ruamel.yaml import YAML
+
+            loaded = YAML(typ="safe").load(text)
+    except Exception as exc:  # the parsers raise many types; all mean the same to a user
+        raise UsageError(f"{name} is not valid {kind} ({type(exc).__name__}); fix it and "
+                         "try again") from None
+    if not isinstance(loaded, dict):
+        raise UsageError(f"{name} must hold a mapping of checkpoint fields, such as "
+                         "summary, next and files")
+    return loaded
+
+
+def normalise(raw: Mapping[str, Any], checks: Checks) -> dict[str, Any]:
     """A package from user input (options, YAML or JSON), checked field by field."""
-    unknown = set(raw) - {*LIST_FIELDS, *TEXT_FIELDS, "working_set", "task", "files",
-                          "commands", "artifacts"}
+    unknown = {str(key) for key in raw} - {*LIST_FIELDS, *TEXT_FIELDS, "working_set", "task",
+                                           "files", "commands", "artifacts"}
     if unknown:
-        raise UsageError(f"unknown checkpoint field(s): {', '.join(sorted(unknown))}; "
+        raise UsageError(f"unknown checkpoint field(s): {', '.join(sorted(unknown))[:200]}; "
                          f"known: {', '.join((*TEXT_FIELDS, *LIST_FIELDS, 'working_set'))}")
     package = empty_package()
     for name in TEXT_FIELDS:
         value = raw.get(name)
-        if value is not None:
-            if not isinstance(value, str):
-                raise UsageError(f"checkpoint field {name} must be text")
-            package[name] = _text(value, name, limit)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        if not isinstance(value, str):
+            raise UsageError(f"checkpoint field {name} must be text, not {type(value).__name__}")
+        package[name] = checks.text(_fold(value), field=name)
     for name in LIST_FIELDS:
-        package[name] = _items(raw.get(name), name, limit)
-    working = raw.get("working_set") or {}
+        package[name] = checks.items(_folded(_listed(raw.get(name), name)), field=name)
+    working = raw.get("working_set")
+    if working is None:
+        working = {}
     if not isinstance(working, Mapping):
         raise UsageError("checkpoint field working_set must be a mapping of files, commands, "
                          "artifacts")
-    files = [*(working.get("files") or []), *(raw.get("files") or [])]
+    unknown = {str(key) for key in working} - {"files", "commands", "artifacts"}
+    if unknown:
+        raise UsageError(f"unknown working_set field(s): {', '.join(sorted(unknown))[:200]}; "
+                         "known: files, commands, artifacts")
     package["working_set"] = {
-        "files": [_file(item) for item in files],
-        "commands": _items([*(working.get("commands") or []), *(raw.get("commands") or [])],
-                           "commands", limit),
-        "artifacts": _items([*(working.get("artifacts") or []),
-                             *(raw.get("artifacts") or [])], "artifacts", limit),
+        "files": checks.files([*_listed(working.get("files"), "files", mappings=True),
+                               *_listed(raw.get("files"), "files", mappings=True)]),
+        **{key: checks.items(_folded([*_listed(working.get(key), key),
+                                      *_listed(raw.get(key), key)]), field=key)
+           for key in ("commands", "artifacts")},
     }
     return package
 
 
-def _text(value: str, name: str, limit: int) -> str:
-    value = " ".join(value.split()) if "\n" not in value else value.strip()
-    if len(value.encode("utf-8")) > limit:
-        raise UsageError(f"checkpoint field {name} is over {limit} bytes; shorten it")
-    if any(ord(c) < 32 and c not in "\n\t" for c in value):
-        raise UsageError(f"checkpoint field {name} contains a control character; remove it")
-    return value
-
-
-def _items(value: Any, name: str, limit: int) -> list[str]:
+def _listed(value: Any, name: str, *, mappings: bool = False) -> list[Any]:
+    """A field that holds one item or a list of them, as a list."""
     if value is None:
         return []
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, Sequence):
-        raise UsageError(f"checkpoint field {name} must be a list of text")
-    out: list[str] = []
-    for item in value:
-        if not isinstance(item, str):
-            raise UsageError(f"checkpoint field {name} must be a list of text")
-        text = _text(item, name, limit)
-        if text and text not in out:
-            out.append(text)
-    if len(out) > 200:
-        raise UsageError(f"checkpoint field {name} has {len(out)} items; at most 200")
-    return out
+    if isinstance(value, str) or (mappings and isinstance(value, Mapping)):
+        return [value]
+    if not isinstance(value, (list, tuple)):
+        raise UsageError(f"checkpoint field {name} must be a list, not {type(value).__name__}")
+    return list(value)
 
 
-def _file(item: Any) -> dict[str, Any]:
-    if isinstance(item, str):
-        path, _, commit = item.partition("@")
-        item = {"path": path, "commit": commit or None}
-    if not isinstance(item, Mapping) or not isinstance(item.get("path"), str):
-        raise UsageError("a working-set file is a path, path@commit, or {path, commit}")
-    path = item["path"].strip()
-    if not path or path.startswith(("/", "\\")) or ".." in path.replace("\\", "/").split("/"):
-        raise UsageError(f"working-set file {path!r} must be a path inside the repository "
-                         "(relative, without '..')")
-    commit = item.get("commit")
-    if commit is not None and (not isinstance(commit, str) or
-                               not all(c in "0123456789abcdef" for c in commit.lower())):
-        raise UsageError(f"working-set file {path!r}: commit {commit!r} is not a git commit id")
-    return {"path": path, "commit": commit.lower() if commit else None}
+def _fold(value: str) -> str:
+    """One-line text loses its runs of spaces; text of several lines is kept as written."""
+    return " ".join(value.split()) if "\n" not in value else value.strip()
+
+
+def _folded(items: list[Any]) -> list[Any]:
+    return [_fold(item) if isinstance(item, str) else item for item in items]
 
 
 def file_paths(package: Mapping[str, Any]) -> set[str]:

@@ -8,23 +8,24 @@ a thin layer of validation and folding over the store.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .. import events as ev
-from ..errors import AmbiguousIdError, EngramError, NotFoundError, UsageError
-from ..memories import Memory, check_name
+from ..errors import AmbiguousIdError, EngramError, NotFoundError, UsageError, quote
+from ..memories import Memory
+from ..store import check_relative
+from ..validation import Checks, reference
+from ..validation import session_id as check_session_id
 from . import checkpoints as cp
 from . import metrics, rehydrate, sessions, tasks
 
 if TYPE_CHECKING:
+    from ..projection import Projection
     from ..store import Store
-
-_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 class AmbiguousResumeError(EngramError):
@@ -46,42 +47,46 @@ class Continuity:
 
     def task_create(self, name: str, *, goal: str = "", parent: str | None = None,
                     tags: Iterable[str] = (), status: str = "open") -> tasks.Task:
-        from ..memories import check_tags
-
         store = self.write_store()
-        settings = self.settings(store)
-        name = self._checked_text(name, settings, field_name="name", limit=400)
-        goal = self._checked_text(goal, settings, field_name="goal", limit=8000) if goal \
-            and goal.strip() else ""
-        parent_id = self._task(parent)[1].id if parent else None
+        checks = self.checks(store)
+        name = self._task_name(checks, name)
+        goal = checks.text(goal, field="goal") if goal and goal.strip() else ""
         data = {
             "task": ev.new_entity_id(), "name": name, "goal": goal,
-            "status": tasks.check_status(status), "parent": parent_id,
-            "tags": list(check_tags(tags, limit=settings["limits.tags"],
-                                    name_limit=settings["limits.name_chars"])),
+            "status": tasks.check_status(status),
+            "tags": list(checks.tags(tags)),
+            "parent": self._task(parent, items=False)[1].id if parent is not None else None,
         }
         self._emit(store, "task.created", data)
         return self._task(data["task"])[1]
 
-    def _task(self, ident: str | None) -> tuple[Store, tasks.Task]:
-        """A task by id prefix, or by its exact name (case-insensitive)."""
-        if not ident or not ident.strip():
-            raise UsageError("give a task id (or its exact name); list them with "
-                             "`engram task list`")
-        ident = ident.strip()
-        found: list[tuple[Store, tasks.Task]] = []
+    @staticmethod
+    def _task_name(checks: Checks, name: str) -> str:
+        name = checks.text(name, field="name", limit="limits.title_chars", one_line=True)
+        return check_relative(name, "task name")
+
+    def _task(self, ident: str | None, *, items: bool = True) -> tuple[Store, tasks.Task]:
+        """A task by id prefix, or by its exact name (case-insensitive). Without `items` its
+        progress and failures are left empty: a lookup that costs the same however long the
+        task's history is."""
+        ident = reference(ident, "task", hint="give a task id (or its exact name); list them "
+                                              "with `engram task list`")
+        found: list[tuple[Store, Projection, tasks.Task]] = []
         if len(ident) >= 4:
             for store, full, _ in self._resolve(ident, what="task"):
-                found += [(store, t) for t in self.projection(store).tasks(ids=[full])]
+                proj = self.projection(store)
+                found += [(store, proj, t) for t in proj.tasks(ids=[full], items=False)]
         if not found:
             for store in self.stores():
-                found += [(store, t) for t in self.projection(store).tasks()
+                proj = self.projection(store)
+                found += [(store, proj, t) for t in proj.tasks(items=False)
                           if t.name.casefold() == ident.casefold()]
         if not found:
             raise NotFoundError("task", ident)
-        if len({t.id for _, t in found}) > 1:
-            raise AmbiguousIdError(ident, sorted({t.id for _, t in found}))
-        return found[0]
+        if len({t.id for _, _, t in found}) > 1:
+            raise AmbiguousIdError(ident, sorted({t.id for _, _, t in found}))
+        store, proj, task = found[0]
+        return store, proj.tasks(ids=[task.id])[0] if items else task
 
     def task(self, ident: str) -> tasks.Task:
         return self._task(ident)[1]
@@ -89,25 +94,22 @@ class Continuity:
     def task_update(self, ident: str, *, name: str | None = None, goal: str | None = None,
                     status: str | None = None, parent: str | None = None,
                     tags: Iterable[str] | None = None) -> tasks.Task:
-        from ..memories import check_tags
-
-        store, task = self._task(ident)
-        settings = self.settings(store)
+        store, task = self._task(ident, items=False)
+        checks = self.checks(store)
         changes: dict[str, Any] = {}
         if name is not None:
-            changes["name"] = self._checked_text(name, settings, field_name="name", limit=400)
+            changes["name"] = self._task_name(checks, name)
         if goal is not None:
-            changes["goal"] = self._checked_text(goal, settings, field_name="goal", limit=8000)
+            changes["goal"] = checks.text(goal, field="goal")
         if status is not None:
             changes["status"] = tasks.check_status(status)
         if parent is not None:
-            parent_task = self._task(parent)[1]
+            parent_task = self._task(parent, items=False)[1]
             if parent_task.id == task.id:
                 raise UsageError("a task cannot be its own parent")
             changes["parent"] = parent_task.id
         if tags is not None:
-            changes["tags"] = list(check_tags(tags, limit=settings["limits.tags"],
-                                              name_limit=settings["limits.name_chars"]))
+            changes["tags"] = list(checks.tags(tags))
         current = task.to_dict()
         changes = {k: v for k, v in changes.items() if current.get(k) != v}
         if not changes:
@@ -129,49 +131,48 @@ class Continuity:
                  files: Iterable[str] = ()) -> dict[str, Any]:
         """Record progress on a task. Returns the task, earlier failures of the same
         component (so they are not repeated), and any checkpoint it triggered."""
-        store, task = self._task(ident)
-        settings = self.settings(store)
+        store, task = self._task(ident, items=False)
+        checks = self.checks(store)
         data: dict[str, Any] = {
             "task": task.id,
-            "feature": self._checked_text(feature, settings, field_name="feature", limit=2000),
+            "feature": checks.text(feature, field="feature", limit="limits.item_bytes"),
             "status": tasks.check_progress_status(status),
         }
         if note:
-            data["note"] = self._checked_text(note, settings, field_name="note", limit=8000)
+            data["note"] = checks.text(note, field="note")
+        component = checks.optional_name(component, what="component")
         if component:
-            data["component"] = check_name(component, what="component",
-                                           limit=settings["limits.name_chars"])
-        paths = [cp._file(f)["path"] for f in files]
+            data["component"] = component
+        paths = [f["path"] for f in checks.files(list(files))]
         if paths:
             data["files"] = paths
         items: list[tuple[str, dict[str, Any]]] = [("task.progress", data)]
         if task.status == "open":  # work started
             items.append(("task.updated", {"task": task.id, "status": "in_progress"}))
         self._emit_many(store, items)
-        saved = self._auto_checkpoint(store, task.id, cause="progress")
-        return {"task": self._task(task.id)[1], "checkpoint": saved,
+        current, saved = self._auto_checkpoint(store, task.id, cause="progress")
+        return {"task": current, "checkpoint": saved,
                 "earlier_failures": self.failures_for(component=component, files=paths)}
 
     def failure(self, ident: str, error: str, *, component: str | None = None,
                 root_cause: str | None = None, fix: str | None = None) -> dict[str, Any]:
         """Record a failure on a task; a checkpoint is always saved with it."""
-        store, task = self._task(ident)
-        settings = self.settings(store)
+        store, task = self._task(ident, items=False)
+        checks = self.checks(store)
         data: dict[str, Any] = {
             "task": task.id,
-            "error": self._checked_text(error, settings, field_name="error", limit=8000),
+            "error": checks.text(error, field="error"),
         }
+        component = checks.optional_name(component, what="component")
         if component:
-            data["component"] = check_name(component, what="component",
-                                           limit=settings["limits.name_chars"])
+            data["component"] = component
         for key, value in (("root_cause", root_cause), ("fix", fix)):
             if value:
-                data[key] = self._checked_text(value, settings, field_name=key, limit=8000)
+                data[key] = checks.text(value, field=key.replace("_", " "))
         earlier = self.failures_for(component=component)
         self._emit(store, "task.failure", data)
-        saved = self._auto_checkpoint(store, task.id, cause="failure")
-        return {"task": self._task(task.id)[1], "checkpoint": saved,
-                "earlier_failures": earlier}
+        current, saved = self._auto_checkpoint(store, task.id, cause="failure")
+        return {"task": current, "checkpoint": saved, "earlier_failures": earlier}
 
     def failures_for(self, *, component: str | None = None, files: Sequence[str] = (),
                      ) -> list[dict[str, Any]]:
@@ -180,14 +181,8 @@ class Continuity:
         if not component and not files:
             return []
         parts = {p for f in files for p in f.replace("\\", "/").split("/") if p}
-        out = []
-        for store in self.stores():
-            for task in self.projection(store).tasks():
-                for failure in task.failures:
-                    if failure.component and (failure.component == component
-                                              or failure.component in parts):
-                        out.append({"task": task.id, "task_name": task.name,
-                                    **failure.__dict__})
+        wanted = {c for c in (component, *parts) if c}
+        out = [f for store in self.stores() for f in self.projection(store).failures(wanted)]
         return sorted(out, key=lambda f: f["time"], reverse=True)
 
     def task_view(self, ident: str) -> dict[str, Any]:
@@ -211,9 +206,11 @@ class Continuity:
         open_questions, goal) are merged; list fields from both are concatenated.
         """
         if reason not in cp.REASONS:
-            raise UsageError(f"unknown checkpoint reason {reason!r}; use one of "
+            raise UsageError(f"unknown checkpoint reason {quote(reason)}; use one of "
                              f"{', '.join(cp.REASONS)}")
         store, task = self._task(ident)
+        if package is not None and not isinstance(package, Mapping):
+            raise UsageError("a handoff package is a mapping of checkpoint fields")
         merged: dict[str, Any] = dict(package or {})
         for key, value in fields.items():
             if value is None or value == () or value == []:
@@ -223,9 +220,9 @@ class Continuity:
             else:
                 merged[key] = list(value) if isinstance(value, tuple) else value
         merged["summary"] = summary or merged.get("summary") or ""
-        if not merged["summary"].strip():
+        if not isinstance(merged["summary"], str) or not merged["summary"].strip():
             raise UsageError("a handoff needs a summary: say in a line where things stand")
-        built = cp.normalise(merged)
+        built = cp.normalise(merged, self.checks(store))
         # What is done and what must hold carries over; the plan is what this handoff says,
         # or the current picture where it says nothing.
         current = self._derived_package(task)
@@ -241,28 +238,20 @@ class Continuity:
             if not built["working_set"][key]:
                 built["working_set"][key] = current["working_set"].get(key, [])
         built["goal"] = built["goal"] or current["goal"] or task.goal
-        checked = self._scan_package(store, built)
-        saved = self._save_checkpoint(store, task, checked, reason=reason)
-        subject = f"handoff: {task.name} — {ev.one_line(checked['summary'])}"
+        saved = self._save_checkpoint(store, task, built, reason=reason)
+        subject = f"handoff: {task.name} — {ev.one_line(built['summary'])}"
         self._commit_store(store, subject=subject)
         return saved
 
-    def _scan_package(self, store: Store, package: dict[str, Any]) -> dict[str, Any]:
-        """Every text of a package goes through the same checks as memory content."""
-        settings = self.settings(store)
-        for name in cp.TEXT_FIELDS:
-            if package[name]:
-                package[name] = self._checked_text(package[name], settings, field_name=name,
-                                                   limit=8000)
-        for name in cp.LIST_FIELDS:
-            package[name] = [self._checked_text(x, settings, field_name=name, limit=4000)
-                             for x in package[name]]
-        working = package["working_set"]
-        working["commands"] = [self._checked_text(x, settings, field_name="commands",
-                                                  limit=4000) for x in working["commands"]]
-        working["artifacts"] = [self._checked_text(x, settings, field_name="artifacts",
-                                                   limit=4000) for x in working["artifacts"]]
-        return package
+    def read_package(self, handle: BinaryIO, *, name: str = "-") -> dict[str, Any]:
+        """A handoff package (YAML, or JSON when `name` ends in .json) read from `handle`, at
+        most `limits.package_bytes` of it. Its fields are checked when it is handed off."""
+        limit = self.checks().limit("limits.package_bytes")
+        data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise UsageError(f"{name} is over the limit of {limit} bytes "
+                             "(setting limits.package_bytes); shorten it")
+        return cp.parse_package(data, name=name)
 
     def _unchanged_share(self, store: Store, files: Sequence[Mapping[str, Any]],
                          ) -> float | None:
@@ -326,7 +315,9 @@ class Continuity:
 
     def _render_checkpoint(self, store: Store, task: tasks.Task,
                            checkpoint: Mapping[str, Any]) -> Path:
-        text = cp.render(task.to_dict(), checkpoint, task.latest_checkpoint)
+        # The review names the task; its progress (maybe thousands of items) is not needed.
+        text = cp.render({"id": task.id, "name": task.name}, checkpoint,
+                         task.latest_checkpoint)
         path = store.root / cp.render_path(task.id, checkpoint)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -337,7 +328,12 @@ class Continuity:
     def checkpoints(self, ident: str) -> list[dict[str, Any]]:
         store, task = self._task(ident)
         return [{"task": task.id, **self._checkpoint_from(e)}
-                for e in self.projection(store).entity_events(task.id)
+                for e in self._checkpoint_events(store, task.id)]
+
+    def _checkpoint_events(self, store: Store, task_id: str) -> list[ev.Event]:
+        """The task's checkpoint.saved events, oldest first (its other events left unread)."""
+        return [e for e in self.projection(store).events(
+                    entity=task_id, kinds=["checkpoint.saved"], limit=None, newest_first=False)
                 if e.kind == "checkpoint.saved"]
 
     @staticmethod
@@ -379,12 +375,13 @@ class Continuity:
         return package
 
     def _auto_checkpoint(self, store: Store, task_id: str, *, cause: str,
-                         ) -> dict[str, Any] | None:
-        """Save a checkpoint when the picture changed enough (see docs/continuity.md)."""
+                         ) -> tuple[tasks.Task, dict[str, Any] | None]:
+        """Save a checkpoint when the picture changed enough (see docs/continuity.md).
+        Returns the task as it is now (read once) and the checkpoint saved, if any."""
+        task = self.projection(store).tasks(ids=[task_id])[0]
         settings = self.settings(store)
         if not settings["checkpoint.auto"]:
-            return None
-        task = self.projection(store).tasks(ids=[task_id])[0]
+            return task, None
         latest = task.latest_checkpoint
         package = self._derived_package(task)
         reasons = []
@@ -405,24 +402,27 @@ class Continuity:
         if time.time() - last_time >= quiet:
             reasons.append("quiet")
         debounce = settings["checkpoint.debounce_seconds"]
-        last_by_reason = self._last_checkpoint_times(store, task.id)
+        last_by_reason: dict[str, float] | None = None  # read only when a reason needs it
         for reason in reasons:
-            if reason != "failure" and time.time() - last_by_reason.get(reason, 0) < debounce:
-                continue
+            if reason != "failure":
+                if last_by_reason is None:
+                    last_by_reason = self._last_checkpoint_times(store, task.id)
+                if time.time() - last_by_reason.get(reason, 0) < debounce:
+                    continue
             failure = task.failures[-1] if reason == "failure" and task.failures else None
             if failure is not None:
                 where = f" in {failure.component}" if failure.component else ""
                 package["summary"] = f"failed{where}: {failure.error}"
             elif not package["summary"]:
                 package["summary"] = f"automatic checkpoint ({reason.replace('_', ' ')})"
-            return self._save_checkpoint(store, task, package, reason=reason)
-        return None
+            saved = self._save_checkpoint(store, task, package, reason=reason)
+            return self.projection(store).tasks(ids=[task.id])[0], saved
+        return task, None
 
     def _last_checkpoint_times(self, store: Store, task_id: str) -> dict[str, float]:
         out: dict[str, float] = {}
-        for event in self.projection(store).entity_events(task_id):
-            if event.kind == "checkpoint.saved":
-                out[event.data.get("reason", "")] = ev.parse_time(event.time).timestamp()
+        for event in self._checkpoint_events(store, task_id):
+            out[event.data.get("reason", "")] = ev.parse_time(event.time).timestamp()
         return out
 
     # -- sessions --------------------------------------------------------------------------
@@ -432,10 +432,16 @@ class Continuity:
         """Open a session for this process (or `pid`): later events carry its id."""
         store = self.write_store()
         if agent not in sessions.AGENTS:
-            agent = "other" if agent else "cli"
-        session_id = session_id or ev.new_entity_id()
-        if not _SESSION_ID.match(session_id):
-            raise UsageError("a session id is 1-64 letters, digits, '.', '_' or '-'")
+            raise UsageError(f"unknown agent {quote(agent)}; use one of "
+                             f"{', '.join(sessions.AGENTS)}")
+        if session_id is None:
+            session_id = ev.new_entity_id()
+        else:
+            session_id = self.checks(store).scan(check_session_id(session_id),
+                                                 field="session id", redactable=False)
+            if any(self.projection(s).sessions(ids=[session_id]) for s in self.stores()):
+                raise UsageError(f"session {session_id} exists already; give a new id, or "
+                                 "none for a fresh one")
         pid = pid or os.getpid()
         self.session = session_id
         self._emit(store, "session.started", {"session_id": session_id, "agent": agent,
@@ -470,12 +476,13 @@ class Continuity:
     def heartbeat(self, *, context: float | None = None, session_id: str | None = None) -> None:
         """Say the session is alive (and, optionally, how full its context is, 0..1)."""
         store = self.write_store()
-        session_id = session_id or self.session
-        if not session_id:
-            raise UsageError("no session: start one with `engram session start`")
+        session_id = self._session_id(session_id)
         if context is not None and not 0 <= context <= 1:
             raise UsageError("context is the share of the context window in use, 0 to 1")
-        beat = sessions.read_beat(store.local_dir, session_id) or {}
+        beat = sessions.read_beat(store.local_dir, session_id)
+        if beat is None:  # not opened on this clone: it must at least exist, and be open
+            self._open_session(session_id)
+            beat = {}
         sessions.write_beat(store.local_dir, session_id, pid=beat.get("pid") or os.getpid(),
                             context=context)
 
@@ -486,13 +493,10 @@ class Continuity:
             raise UsageError(f"unknown interruption reason {reason!r}; use one of "
                              f"{', '.join(sessions.REASONS)}")
         store = self.write_store()
-        session_id = session_id or self.session
-        if not session_id:
-            raise UsageError("no session: start one with `engram session start`")
+        session_id = self._open_session(self._session_id(session_id)).id
         data = {"session_id": session_id, "reason": reason}
         if note:
-            data["note"] = self._checked_text(note, self.settings(store), field_name="note",
-                                              limit=2000)
+            data["note"] = self.checks(store).text(note, field="note", limit="limits.item_bytes")
         self._emit(store, "session.reported", data)
 
     def session_end(self, *, outcome: str | None = None, how: str = "exit",
@@ -500,15 +504,11 @@ class Continuity:
         """Close the session; its outcome adjusts the importance of the memories it made or
         relied on (success +0.05, failure -0.05). Commits pending events."""
         store = self.write_store()
-        session_id = session_id or self.session
-        if not session_id:
-            raise UsageError("no session: start one with `engram session start`")
+        session_id = self._session_id(session_id)
         if outcome is not None and outcome not in sessions.OUTCOMES:
-            raise UsageError(f"unknown outcome {outcome!r}; use one of "
+            raise UsageError(f"unknown outcome {quote(outcome)}; use one of "
                              f"{', '.join(sessions.OUTCOMES)}")
-        current = self.session_info(session_id)
-        if current.state != "open":
-            raise UsageError(f"session {session_id[:8]} is {current.state}: it is history")
+        session_id = self._open_session(session_id).id
         items: list[tuple[str, dict[str, Any]]] = [
             ("session.ended", {"session_id": session_id, "outcome": outcome, "how": how})]
         delta = {"success": 0.05, "failure": -0.05}.get(outcome or "", 0.0)
@@ -544,7 +544,22 @@ class Continuity:
                 with open(path, "a", encoding="utf-8") as handle:
                     handle.write("".join(f"{m}\n" for m in memory_ids))
 
+    def _session_id(self, session_id: str | None) -> str:
+        """The session meant: the one given, else this instance's own."""
+        if session_id is None:
+            session_id = self.session
+            if not session_id:
+                raise UsageError("no session: start one with `engram session start`")
+        return check_session_id(session_id)
+
+    def _open_session(self, session_id: str) -> sessions.Session:
+        current = self.session_info(session_id)
+        if current.state != "open":
+            raise UsageError(f"session {current.id[:8]} is {current.state}: it is history")
+        return current
+
     def session_info(self, session_id: str) -> sessions.Session:
+        session_id = check_session_id(session_id)
         for store in self.stores():
             found = self.projection(store).sessions(ids=[session_id])
             if found:
@@ -598,18 +613,25 @@ class Continuity:
                restore: str = "selective", max_chars: int | None = None) -> rehydrate.Resume:
         """What the next agent needs to continue, as bounded Markdown."""
         if depth not in rehydrate.DEPTHS:
-            raise UsageError(f"unknown depth {depth!r}; use brief, standard or full")
+            raise UsageError(f"unknown depth {quote(depth)}; use brief, standard or full")
         if restore not in rehydrate.RESTORE_MODES:
-            raise UsageError(f"unknown restore mode {restore!r}; use full, selective or none")
+            raise UsageError(f"unknown restore mode {quote(restore)}; use full, selective or "
+                             "none")
+        since_clock = None
+        if since is not None:
+            from ..memories import parse_moment
+
+            moment = since if isinstance(since, datetime) else parse_moment(since, what="--since")
+            since_clock = int(moment.timestamp() * 1_000_000)
         try:
             self.detect_interruptions()
         except EngramError as exc:
             self.warnings.append(str(exc))
         chosen: tasks.Task | None = None
         store: Store | None = None
-        if task:
+        if task is not None:
             store, chosen = self._task(task)
-        elif session:
+        elif session is not None:
             info = self.session_info(session)
             for candidate in self.stores():
                 worked = [e.data["task"] for e in self.projection(candidate).events(limit=None)
@@ -626,12 +648,6 @@ class Continuity:
         settings = self.settings(store)
         limit = max_chars or settings["resume.max_chars"]
         events_wanted, summaries_wanted = rehydrate.DEPTHS[depth]
-        since_clock = None
-        if since is not None:
-            from ..memories import parse_moment
-
-            moment = since if isinstance(since, datetime) else parse_moment(since, what="--since")
-            since_clock = int(moment.timestamp() * 1_000_000)
         from ..api import describe
 
         checkpoint = confidence = None
@@ -650,7 +666,8 @@ class Continuity:
                     checkpoint, saved_at=checkpoint["time"], now=ev.utc_now(),
                     unchanged=self._unchanged_share(
                         store, (checkpoint.get("working_set") or {}).get("files") or []))
-                all_checkpoints = self.checkpoints(chosen.id)
+                all_checkpoints = [{"task": chosen.id, **self._checkpoint_from(e)}
+                                   for e in self._checkpoint_events(store, chosen.id)]
                 earlier = list(reversed(all_checkpoints[:-1]))[:summaries_wanted]
             failures = list(chosen.failures)
             components = {f.component for f in chosen.failures if f.component}
@@ -661,27 +678,29 @@ class Continuity:
                     failures.append(tasks.Failure(**{k: other[k] for k in (
                         "event", "clock", "time", "actor", "session", "error", "component",
                         "root_cause", "fix")}))
-            task_memories = list(proj.memories(task=chosen.id))
+            task_memories = list(proj.memories(task=chosen.id,
+                                               kinds=("decision", "gotcha", "failure")))
             decisions = [m for m in task_memories if m.kind == "decision"]
             gotchas = [m for m in task_memories if m.kind in ("gotcha", "failure")]
             raw = proj.events(task=chosen.id, since_clock=since_clock, limit=events_wanted)
             events = [(e, describe(e)) for e in raw]
-            worked_in = {e.session for e in proj.entity_events(chosen.id) if e.session}
+            worked_in = proj.entity_sessions(chosen.id)
             for info in proj.sessions(states=["interrupted"], ids=sorted(worked_in)):
                 interruptions.append({"id": info.id, "agent": info.agent,
                                       "machine": info.machine, "reason": info.reason,
                                       "evidence": info.evidence})
             interruptions = interruptions[:1]
         if restore != "none":
+            # The newest valid ones, project store first: all of them for "full", for
+            # "selective" the important and the traps (Projection's NOTABLE), read by index.
             seen = {m.id for m in (*decisions, *gotchas)}
+            wanted = 20 if restore == "selective" else 200
+            now = ev.utc_now()
             for candidate in self.stores():
-                for memory in self.projection(candidate).memories():
-                    if memory.id in seen or not memory.valid_at(ev.utc_now()):
-                        continue
-                    if restore == "full" or memory.importance >= 0.7 or \
-                            memory.kind in ("failure", "gotcha"):
-                        others.append(memory)
-            others = others[: (20 if restore == "selective" else 200)]
+                reader = self.projection(candidate)
+                if len(others) < wanted:
+                    others += reader.recent_memories(wanted - len(others), now=now,
+                                                     exclude=seen, notable=restore == "selective")
         if chosen is None:
             raw = [e for _, e in self.log(limit=events_wanted, since=since)]
             events = [(e, describe(e)) for e in raw]
@@ -705,6 +724,7 @@ class Continuity:
         def pick(ref: str | None, default: dict[str, Any]) -> dict[str, Any]:
             if ref is None:
                 return default
+            ref = reference(ref, "checkpoint", hint="give its seq number or id")
             for item in saved:
                 if item["checkpoint"].startswith(ref) or str(item["seq"]) == ref:
                     return item

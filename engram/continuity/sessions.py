@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from .. import events as ev
+from ..validation import session_id as check_session_id
 
 REASONS = ("crash", "overflow", "rate_limit", "tool_failure", "user_away", "unknown")
 OUTCOMES = ("success", "failure", "unknown")
@@ -93,7 +94,7 @@ def fold(events: Sequence[ev.Event]) -> Session | None:
 
 
 def beat_path(local_dir: Path, session_id: str) -> Path:
-    return local_dir / "sessions" / f"{session_id}.json"
+    return local_dir / "sessions" / f"{check_session_id(session_id)}.json"
 
 
 def write_beat(local_dir: Path, session_id: str, *, pid: int, context: float | None = None,

@@ -10,12 +10,12 @@ Events (entity: the task id):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .. import events as ev
-from ..errors import UsageError
+from ..errors import UsageError, quote
 
 STATUSES = ("open", "in_progress", "blocked", "done", "abandoned")
 ACTIVE = ("open", "in_progress", "blocked")
@@ -70,11 +70,15 @@ class Task:
     store: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        # Field by field: dataclasses.asdict deep-copies every progress item one field at a
+        # time, which made a long task slow to write and to return.
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["tags"] = list(self.tags)
         data["checkpoints"] = list(self.checkpoints)
-        data["progress"] = [dict(asdict(p), files=list(p.files)) for p in self.progress]
-        data["failures"] = [asdict(f) for f in self.failures]
+        data["progress"] = [_progress_dict(p) for p in self.progress]
+        data["failures"] = [dict(f.__dict__) for f in self.failures]
+        data["latest_checkpoint"] = _copied(self.latest_checkpoint)
+        data["previous_checkpoint"] = _copied(self.previous_checkpoint)
         return data
 
     @classmethod
@@ -82,11 +86,8 @@ class Task:
         values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         values["tags"] = tuple(values.get("tags") or ())
         values["checkpoints"] = tuple(values.get("checkpoints") or ())
-        values["progress"] = tuple(
-            Progress(**{**p, "files": tuple(p.get("files") or ())})
-            for p in values.get("progress") or ()
-        )
-        values["failures"] = tuple(Failure(**f) for f in values.get("failures") or ())
+        values["progress"] = progress_from(values.get("progress") or ())
+        values["failures"] = failures_from(values.get("failures") or ())
         return cls(**values)
 
     @property
@@ -95,58 +96,126 @@ class Task:
 
 
 def fold(events: Sequence[ev.Event]) -> Task | None:
-    task: Task | None = None
+    state = fold_state(events)
+    return Task.from_dict(state) if state is not None else None
+
+
+def fold_state(events: Iterable[ev.Event], state: dict[str, Any] | None = None,
+               ) -> dict[str, Any] | None:
+    """The task after `events` (in (clock, id) order), as `Task.to_dict()` gives it, folded on
+    from `state` (such a dict) if given: the read model extends a stored task with the events
+    that follow it instead of folding its whole history again. `state` is changed in place."""
     for event in events:
         data = event.data
         if event.kind == "task.created":
-            if task is not None:
+            if state is not None:
                 continue
-            task = Task(
-                id=data["task"], name=data.get("name", ""), goal=data.get("goal", ""),
-                status=data.get("status", "open"), parent=data.get("parent"),
-                tags=tuple(data.get("tags") or ()), created_at=event.time,
-                updated_at=event.time, created_clock=event.clock, updated_clock=event.clock,
-                created_by=event.actor,
-            )
+            state = {
+                "id": data["task"], "name": data.get("name", ""), "goal": data.get("goal", ""),
+                "status": data.get("status", "open"), "parent": data.get("parent"),
+                "tags": list(data.get("tags") or ()), "created_at": event.time,
+                "updated_at": event.time, "created_clock": event.clock,
+                "updated_clock": event.clock, "created_by": event.actor, "progress": [],
+                "failures": [], "checkpoints": [], "latest_checkpoint": None,
+                "previous_checkpoint": None, "store": None,
+            }
             continue
-        if task is None:
+        if state is None:
             continue
-        stamp = {"updated_at": event.time, "updated_clock": event.clock}
         if event.kind == "task.updated":
-            changes = {k: data[k] for k in ("name", "goal", "status", "parent") if k in data}
+            for key in ("name", "goal", "status", "parent"):
+                if key in data:
+                    state[key] = data[key]
             if "tags" in data:
-                changes["tags"] = tuple(data["tags"] or ())
-            task = replace(task, **changes, **stamp)
+                state["tags"] = list(data["tags"] or ())
         elif event.kind == "task.progress":
-            item = Progress(event.id, event.clock, event.time, event.actor, event.session,
-                            data.get("feature", ""), data.get("status", "done"),
-                            data.get("note"), data.get("component"),
-                            tuple(data.get("files") or ()))
-            task = replace(task, progress=(*task.progress, item), **stamp)
+            state["progress"].append({
+                "event": event.id, "clock": event.clock, "time": event.time,
+                "actor": event.actor, "session": event.session,
+                "feature": data.get("feature", ""), "status": data.get("status", "done"),
+                "note": data.get("note"), "component": data.get("component"),
+                "files": list(data.get("files") or ()),
+            })
         elif event.kind == "task.failure":
-            item = Failure(event.id, event.clock, event.time, event.actor, event.session,
-                           data.get("error", ""), data.get("component"),
-                           data.get("root_cause"), data.get("fix"))
-            task = replace(task, failures=(*task.failures, item), **stamp)
+            state["failures"].append({
+                "event": event.id, "clock": event.clock, "time": event.time,
+                "actor": event.actor, "session": event.session,
+                "error": data.get("error", ""), "component": data.get("component"),
+                "root_cause": data.get("root_cause"), "fix": data.get("fix"),
+            })
         elif event.kind == "checkpoint.saved":
             package = {k: v for k, v in data.items() if k != "task"}
             package.update(time=event.time, actor=event.actor, session=event.session,
                            machine=event.machine, clock=event.clock)
-            task = replace(task, checkpoints=(*task.checkpoints, data["checkpoint"]),
-                           previous_checkpoint=task.latest_checkpoint,
-                           latest_checkpoint=package, **stamp)
-    return task
+            state["checkpoints"].append(data["checkpoint"])
+            state["previous_checkpoint"] = state["latest_checkpoint"]
+            state["latest_checkpoint"] = package
+        else:
+            continue
+        state["updated_at"] = event.time
+        state["updated_clock"] = event.clock
+    return state
+
+
+_PROGRESS_FIELDS = Progress.__dataclass_fields__.keys()
+_FAILURE_FIELDS = Failure.__dataclass_fields__.keys()
+
+
+def progress_from(items: Iterable[Mapping[str, Any]]) -> tuple[Progress, ...]:
+    """Progress items from their dicts (as `Task.to_dict()` gives them)."""
+    return tuple(_progress(item) for item in items)
+
+
+def failures_from(items: Iterable[Mapping[str, Any]]) -> tuple[Failure, ...]:
+    """Failures from their dicts (as `Task.to_dict()` gives them)."""
+    return tuple(_failure(item) for item in items)
+
+
+def _progress(data: Mapping[str, Any]) -> Progress:
+    # A long task has thousands of these: a dict that has exactly the fields is taken as it is,
+    # without the frozen dataclass's __init__ (several times slower); anything else goes
+    # through __init__, which checks it.
+    if data.keys() != _PROGRESS_FIELDS:
+        return Progress(**{**data, "files": tuple(data.get("files") or ())})
+    item = object.__new__(Progress)
+    item.__dict__.update(data)
+    item.__dict__["files"] = tuple(data["files"] or ())
+    return item
+
+
+def _failure(data: Mapping[str, Any]) -> Failure:
+    if data.keys() != _FAILURE_FIELDS:
+        return Failure(**data)
+    item = object.__new__(Failure)
+    item.__dict__.update(data)
+    return item
+
+
+def _progress_dict(item: Progress) -> dict[str, Any]:
+    data = dict(item.__dict__)
+    data["files"] = list(item.files)
+    return data
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of JSON-like data (what asdict made of a checkpoint package)."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copied(v) for v in value)
+    return value
 
 
 def check_status(status: str) -> str:
     if status not in STATUSES:
-        raise UsageError(f"unknown task status {status!r}; use one of: {', '.join(STATUSES)}")
+        raise UsageError(f"unknown task status {quote(status)}; use one of: "
+                         f"{', '.join(STATUSES)}")
     return status
 
 
 def check_progress_status(status: str) -> str:
     if status not in PROGRESS_STATUSES:
-        raise UsageError(f"unknown progress status {status!r}; use one of: "
+        raise UsageError(f"unknown progress status {quote(status)}; use one of: "
                          f"{', '.join(PROGRESS_STATUSES)}")
     return status
 
@@ -168,4 +237,4 @@ def describe(event: ev.Event) -> str:
     return event.kind
 
 
-__all__ = ["Task", "Progress", "Failure", "fold", "STATUSES", "ACTIVE", "describe"]
+__all__ = ["Task", "Progress", "Failure", "fold", "fold_state", "STATUSES", "ACTIVE", "describe"]

@@ -145,24 +145,53 @@ class EmbeddingCache:
                            "vector BLOB, PRIMARY KEY (model, hash))")
                 return db
             except sqlite3.DatabaseError:
+                if not os.access(self.path.parent, os.W_OK):
+                    # A read-only store: read the vectors cached so far, keep new ones in memory.
+                    return self._read_only() or self._in_memory()
                 if attempt:
-                    raise
-                for suffix in ("", "-wal", "-shm"):  # corrupt: start again, it is only a cache
-                    Path(str(self.path) + suffix).unlink(missing_ok=True)
+                    break
+                self._discard()  # corrupt: start again, it is only a cache
             except OSError:
                 break
-        return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        return self._in_memory()
+
+    def _read_only(self) -> sqlite3.Connection | None:
+        for flags in ("mode=ro", "immutable=1"):
+            try:
+                db = sqlite3.connect(f"file:{self.path}?{flags}", uri=True,
+                                     isolation_level=None, check_same_thread=False)
+                db.execute("SELECT 1 FROM vectors LIMIT 1").fetchall()
+                return db
+            except sqlite3.Error:
+                continue
+        return None
+
+    @staticmethod
+    def _in_memory() -> sqlite3.Connection:
+        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        db.execute("CREATE TABLE vectors (model TEXT, hash TEXT, vector BLOB, "
+                   "PRIMARY KEY (model, hash))")
+        return db
 
     def get(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
-        for start in range(0, len(hashes), 500):
-            chunk = list(hashes[start : start + 500])
-            rows = self.db.execute(
-                f"SELECT hash, vector FROM vectors WHERE model=? AND hash IN "
-                f"({','.join('?' * len(chunk))})", [model, *chunk],
-            )
-            for digest, blob in rows:
-                out[digest] = np.frombuffer(blob, dtype=np.float32)
+        try:
+            for start in range(0, len(hashes), 500):
+                chunk = list(hashes[start : start + 500])
+                rows = self.db.execute(
+                    f"SELECT hash, vector FROM vectors WHERE model=? AND hash IN "
+                    f"({','.join('?' * len(chunk))})", [model, *chunk],
+                )
+                for digest, blob in rows:
+                    vector = np.frombuffer(blob, dtype=np.float32)
+                    if vector.shape[0] and np.isfinite(vector).all():
+                        out[digest] = vector
+        except sqlite3.OperationalError:
+            return out  # locked or unreadable for now: what is missing is embedded again
+        except sqlite3.DatabaseError:
+            # Damage SQLite finds only when it reads the page: start again, it is only a cache.
+            self._discard()
+            return {}
         return out
 
     def put(self, model: str, items: dict[str, np.ndarray]) -> None:
@@ -170,14 +199,32 @@ class EmbeddingCache:
             return
         try:
             self.db.execute("BEGIN IMMEDIATE")
-            self.db.executemany(
-                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                [(model, digest, np.asarray(v, dtype=np.float32).tobytes())
-                 for digest, v in items.items()],
-            )
+            try:
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                    [(model, digest, np.asarray(v, dtype=np.float32).tobytes())
+                     for digest, v in items.items()],
+                )
+            except BaseException:
+                try:
+                    self.db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # SQLite may have rolled back already
+                raise
             self.db.execute("COMMIT")
         except sqlite3.OperationalError:
             pass  # read-only: vectors are recomputed next time
+        except sqlite3.DatabaseError:
+            self._discard()
+
+    def _discard(self) -> None:
+        """Drop a damaged cache file; the next use starts an empty one."""
+        self.close()
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                Path(str(self.path) + suffix).unlink(missing_ok=True)
+            except OSError:
+                pass
 
     def count(self, model: str | None = None) -> int:
         if model is None:

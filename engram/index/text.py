@@ -1,7 +1,14 @@
-"""Full-text search with tantivy (BM25, English stemming)."""
+"""Full-text search with tantivy (BM25, English stemming).
+
+The index is a cache. Each commit records the size and modification time of the files the
+commit's segments are made of (`engram-stamp.json`); an index whose files no longer match, or that
+fails while it is read, is discarded and rebuilt from the read model instead of answering wrongly.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 from collections.abc import Iterable, Sequence
@@ -11,6 +18,17 @@ import tantivy
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 VERSION = "2"  # bump when what is indexed changes: old indexes rebuild themselves
+STAMP = "engram-stamp.json"
+
+
+class TextIndexDamaged(Exception):
+    """The index failed while being read; it has been emptied and must be filled again."""
+
+
+def failed(exc: BaseException) -> bool:
+    """Is this an error from the index (tantivy's own panics included) rather than a stop
+    request such as Ctrl-C?"""
+    return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
 
 # Function words, auxiliaries, pronouns and question words (the classic English list, as in
 # NLTK), left out of queries: in "when did you ...", they match small talk and, once BM25 is
@@ -42,25 +60,52 @@ def _schema() -> tantivy.Schema:
 
 
 class TextIndex:
-    def __init__(self, path: Path) -> None:
+    """The index in the directory `path`, or in memory when `path` is None (a read-only
+    store: built afresh by each process, never saved)."""
+
+    def __init__(self, path: Path | None) -> None:
         self.path = path
         self.rebuilt = False  # True when the index had to be created from nothing
         self.index = self._open()
 
     def _open(self) -> tantivy.Index:
+        if self.path is None:
+            return self._create()
         marker = self.path / "engram-version"
         try:
             if self.path.exists() and tantivy.Index.exists(str(self.path)) and \
-                    marker.exists() and marker.read_text() == VERSION:
+                    marker.exists() and marker.read_text() == VERSION and self.intact():
                 return tantivy.Index(_schema(), path=str(self.path), reuse=True)
-        except Exception:  # a damaged index is rebuilt, never fatal
-            pass
+        except BaseException as exc:  # a damaged index is rebuilt, never fatal
+            if not failed(exc):
+                raise
+        return self._create()
+
+    def _create(self) -> tantivy.Index:
         self.rebuilt = True
+        if self.path is None:
+            return tantivy.Index(_schema())
+        marker = self.path / "engram-version"
         shutil.rmtree(self.path, ignore_errors=True)
         self.path.mkdir(parents=True, exist_ok=True)
         index = tantivy.Index(_schema(), path=str(self.path), reuse=False)
         marker.write_text(VERSION)
+        self._write_stamp()
         return index
+
+    def discard(self) -> None:
+        """Empty a damaged index; `rebuilt` tells the caller to fill it again."""
+        self.index = self._create()
+
+    def _write_stamp(self) -> None:
+        if self.path is None:
+            return
+        tmp = self.path / f"{STAMP}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(_stamp(self.path), sort_keys=True))
+        os.replace(tmp, self.path / STAMP)
+
+    def intact(self) -> bool:
+        return self.path is None or intact(self.path)
 
     def update(self, batches: Iterable[tuple[Sequence[tuple[str, str]], Iterable[str]]]) -> int:
         """Apply (upserts, deletes) batches with one writer and one commit; returns documents
@@ -78,8 +123,13 @@ class TextIndex:
             writer.commit()
             writer.wait_merging_threads()
         except BaseException:
-            writer.rollback()
+            try:
+                writer.rollback()
+            except BaseException as exc:
+                if not failed(exc):
+                    raise
             raise
+        self._write_stamp()
         self.index.reload()
         return written
 
@@ -87,10 +137,38 @@ class TextIndex:
         words = query_words(query)
         if not words:
             return []
-        parsed, _errors = self.index.parse_query_lenient(" ".join(words), ["body"])
-        searcher = self.index.searcher()
-        hits = searcher.search(parsed, limit=limit, count=False).hits
-        return [(searcher.doc(address)["id"][0], float(score)) for score, address in hits]
+        try:
+            parsed, _errors = self.index.parse_query_lenient(" ".join(words), ["body"])
+            searcher = self.index.searcher()
+            hits = searcher.search(parsed, limit=limit, count=False).hits
+            return [(searcher.doc(address)["id"][0], float(score)) for score, address in hits]
+        except BaseException as exc:
+            if not failed(exc):
+                raise
+            self.discard()
+            raise TextIndexDamaged(str(exc)) from None
 
     def count(self) -> int:
         return self.index.searcher().num_docs
+
+
+def _stamp(path: Path) -> dict[str, list[int]]:
+    """(size, mtime) of meta.json and of every file of the segments it names."""
+    meta = json.loads((path / "meta.json").read_bytes())
+    segments = {str(s["segment_id"]).replace("-", "") for s in meta.get("segments", [])}
+    out = {}
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if entry.name == "meta.json" or entry.name.split(".", 1)[0] in segments:
+                st = entry.stat()
+                out[entry.name] = [st.st_size, st.st_mtime_ns]
+    return out
+
+
+def intact(path: Path) -> bool:
+    """Are the index's files at `path` exactly those its last commit wrote?"""
+    try:
+        return (path / "engram-version").read_text() == VERSION and \
+            json.loads((path / STAMP).read_bytes()) == _stamp(path)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False

@@ -28,7 +28,11 @@ def id_of(key: int) -> str:
 
 
 class VectorIndex:
-    """A usearch index plus a small sidecar saying which model filled it and whether fully."""
+    """A usearch index plus a small sidecar saying which model filled it and whether fully.
+
+    The sidecar also records the index file's size and modification time as saved: a file
+    changed by anything but a save (damage, a copy from elsewhere) is rebuilt, never searched.
+    """
 
     def __init__(self, path: Path, identity: str, dim: int) -> None:
         self.path = path
@@ -45,12 +49,12 @@ class VectorIndex:
         try:
             meta = json.loads(self.meta_path.read_text())
             if meta.get("identity") == self.identity and meta.get("dim") == self.dim \
-                    and meta.get("complete") and self.path.exists():
+                    and meta.get("complete") and meta.get("file") == file_stamp(self.path):
                 index = self._new()
                 index.load(str(self.path))
                 if len(index) == meta.get("count"):
                     return index
-        except (OSError, ValueError, RuntimeError):
+        except (OSError, ValueError, RuntimeError, AttributeError, TypeError):
             pass  # missing, corrupt or for another model: rebuilt from the embedding cache
         self.rebuilt = True
         return self._new()
@@ -73,7 +77,7 @@ class VectorIndex:
         self.index.save(str(tmp))
         os.replace(tmp, self.path)
         meta = {"identity": self.identity, "dim": self.dim, "count": len(self.index),
-                "complete": True}
+                "complete": True, "file": file_stamp(self.path)}
         tmp_meta = self.meta_path.with_name(f"{self.meta_path.name}.{os.getpid()}.tmp")
         tmp_meta.write_text(json.dumps(meta))
         os.replace(tmp_meta, self.meta_path)
@@ -107,3 +111,11 @@ class VectorIndex:
 
     def ids(self) -> Sequence[str]:
         return [id_of(int(k)) for k in self.index.keys]
+
+
+def file_stamp(path: Path) -> list[int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return [st.st_size, st.st_mtime_ns]

@@ -1,0 +1,210 @@
+"""Bringing memories and task state in from other tools, and Engram's own export back in.
+
+Each reader turns a source into a `Plan`: the events it would write, built and checked in full
+before anything touches the store, so that a damaged input (a line that is not what its format
+says) stops the import with the file and line, and nothing is written.
+
+Formats:
+
+- `mcp-engram`: the data directory of the `mcp-engram` package (`events/events-YYYYMMDD.jsonl`,
+  older days gzipped): tasks, checkpoints, handoffs, progress, failures, memories, sessions.
+- `mcp-memory`: the knowledge graph file (`memory.jsonl`) of the official MCP memory server:
+  entities with observations, and relations.
+- `engram`: Engram's own JSON Lines export (`engram export`), events kept exactly as they are.
+
+Every imported record can be traced back: events built from another tool carry
+`data.origin = {"format": ..., "id": <the record's id there>, ...}`; events of Engram's own
+export keep their ids, so they are their own provenance.
+
+Importing twice adds nothing. Events of `mcp-engram` are derived deterministically from the
+source (ids, clocks and times come from the source's own ids, sequence numbers and timestamps),
+so an event already in the store is recognised by its id, and two clones that import the same
+log write identical lines that git merges as one. The memory graph has no times or history:
+its records become memories with ids derived from what they say, and a memory whose id is
+already in the store is not written again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from .. import events as ev
+from ..errors import UsageError
+
+FORMATS: dict[str, str] = {
+    "mcp-engram": "an mcp-engram data directory (events/events-YYYYMMDD.jsonl[.gz])",
+    "mcp-memory": "the MCP memory server's knowledge graph (memory.jsonl)",
+    "engram": "Engram's own JSON Lines export (engram export)",
+}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class DamagedInputError(UsageError):
+    """A line of an input that is not what its format says. Nothing was imported."""
+
+    def __init__(self, path: Path | str, line: int, problem: str, *,
+                 fix: str | None = None) -> None:
+        self.path = Path(path)
+        self.line = line
+        self.problem = problem
+        fix = fix or "correct or remove that line and run the import again"
+        super().__init__(f"{path}:{line}: {ev.one_line(problem, 300)}; nothing was imported: "
+                         f"{fix}")
+
+
+@dataclass
+class Record:
+    """One event an import would write.
+
+    `event` is set when the whole event is fixed by the source (kept exactly, recognised by
+    its id on a second import); otherwise the event is written now, by this actor, and `key`
+    is the id of the record it creates (recognised by that id on a second import).
+    """
+
+    kind: str
+    data: dict[str, Any]
+    where: str
+    event: ev.Event | None = None
+    key: str | None = None
+
+
+@dataclass
+class Plan:
+    format: str
+    source: Path
+    records: list[Record] = field(default_factory=list)
+    ignored: Counter[str] = field(default_factory=Counter)  # source records not imported, why
+    read: int = 0  # source lines or records read
+
+
+class Checker:
+    """The store's input checks (limits, secret scanning) as the readers use them."""
+
+    def __init__(self, checks: Any, *, redact: bool = False) -> None:
+        self.checks = checks  # engram.validation.Checks
+        self.redact = redact
+
+    def text(self, value: str, field: str, limit: str = "limits.text_bytes") -> str:
+        if limit.endswith("_chars"):  # a title: cut to fit rather than refuse the import
+            value = ev.one_line(value, self.checks.limit(limit))
+        return self.checks.text(value, field=field, limit=limit, redact=self.redact)
+
+    def file(self, path: str) -> dict[str, Any]:
+        return self.checks.file(path)
+
+    def scan(self, value: str, field: str) -> None:
+        """Refuse a credential in text that cannot be changed on the way in."""
+        self.checks.scan(value, field=field, redactable=False)
+
+
+def check_format(name: str) -> str:
+    if name not in FORMATS:
+        raise UsageError(f"unknown import format {name!r}; use one of {', '.join(FORMATS)}")
+    return name
+
+
+def detect(path: Path) -> str:
+    """Which format a path holds, from its layout and its first line."""
+    if path.is_dir():
+        if _mcp_engram_files(path / "events") or _mcp_engram_files(path):
+            return "mcp-engram"
+        if (path / "memory.jsonl").is_file():
+            return "mcp-memory"
+        raise UsageError(
+            f"{path} is a directory without events/events-YYYYMMDD.jsonl (mcp-engram) or "
+            "memory.jsonl (MCP memory server); give the data directory or the file itself, "
+            "or say which with --format"
+        )
+    if path.name.startswith("events-") and path.name.endswith((".jsonl", ".jsonl.gz")):
+        return "mcp-engram"
+    first = _first_object(path)
+    if first is not None:
+        if first.get("type") in ("entity", "relation"):
+            return "mcp-memory"
+        if {"id", "kind", "clock", "schema", "data"} <= set(first):
+            return "engram"
+        if {"ts", "seq", "kind", "payload"} <= set(first):
+            return "mcp-engram"
+    raise UsageError(f"cannot tell the format of {path}; say which with --format "
+                     f"({', '.join(FORMATS)})")
+
+
+def _first_object(path: Path) -> dict[str, Any] | None:
+    import orjson
+
+    try:
+        with open(path, "rb") as handle:
+            for _, line in zip(range(50), handle, strict=False):
+                if line.strip():
+                    value = orjson.loads(line)
+                    return value if isinstance(value, dict) else None
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return None
+
+
+def _mcp_engram_files(directory: Path) -> list[Path]:
+    """mcp-engram's daily files in date order; a day's .jsonl wins over its .jsonl.gz (it is
+    the one still being written, or the copy a rotation left behind)."""
+    if not directory.is_dir():
+        return []
+    by_day: dict[str, Path] = {}
+    for entry in directory.iterdir():
+        name = entry.name
+        if not name.startswith("events-") or not entry.is_file():
+            continue
+        if name.endswith(".jsonl.gz"):
+            by_day.setdefault(name[len("events-"):-len(".jsonl.gz")], entry)
+        elif name.endswith(".jsonl"):
+            by_day[name[len("events-"):-len(".jsonl")]] = entry
+    return [by_day[day] for day in sorted(by_day)]
+
+
+# -- deterministic identities ------------------------------------------------------------------
+
+
+def _digest(*parts: object) -> bytes:
+    return hashlib.sha256("\x00".join(str(p) for p in parts).encode("utf-8")).digest()
+
+
+def derived_id(*parts: object) -> str:
+    """A record id (12 lowercase base32 characters, like `new_entity_id`) that is always the
+    same for the same parts: the same source record gets the same id in every clone."""
+    value = int.from_bytes(_digest(*parts)[:8], "big") >> 4
+    return "".join(ev._CROCKFORD[(value >> (5 * i)) & 31] for i in range(11, -1, -1)).lower()
+
+
+def derived_event_id(ms: int, *parts: object) -> str:
+    """A ULID whose time is `ms` and whose 80 other bits come from the parts."""
+    value = (ms << 80) | int.from_bytes(_digest(*parts)[:10], "big")
+    return "".join(ev._CROCKFORD[(value >> (5 * i)) & 31] for i in range(25, -1, -1))
+
+
+def micros(moment: datetime) -> int:
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+def from_micros(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def slug_name(text: str, limit: int = 64) -> str | None:
+    """Free text as an Engram name (tag, scope, component): letters, digits and . _ - : / @ + #,
+    starting with a letter or digit. None when nothing is left."""
+    out = []
+    for char in text.strip():
+        out.append(char if char.isalnum() or char in "._-:@+#" else "-")
+    name = "".join(out)
+    while "--" in name:
+        name = name.replace("--", "-")
+    name = name.lstrip("._-:@+#").rstrip("-")[:limit].rstrip("-")
+    return name or None
+
+
+__all__ = ["FORMATS", "DamagedInputError", "Plan", "Record", "check_format", "detect",
+           "derived_id", "derived_event_id"]

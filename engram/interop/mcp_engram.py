@@ -1,0 +1,569 @@
+"""Read an mcp-engram data directory: its append-only event log, as Engram events.
+
+The log is `events/events-YYYYMMDD.jsonl` (older days gzipped to `.jsonl.gz`), one object a
+line: `{"ts", "seq", "kind", "payload", "engram_version", "schema_version"}`. Its ids are
+integers of one installation's database, so each record's Engram id is derived from the id
+and the time the record was created there (`derived_id`); a reference to it later in the log
+resolves through the same table.
+
+How its kinds become Engram events (docs/import-export.md has the details):
+
+- `task.create`, `task.spawn`, `task.retry` -> `task.created`; `task.update` -> `task.updated`
+- `checkpoint.write` -> `checkpoint.saved`, its summary taken from the handoff, failure or
+  progress that caused it
+- `memory.store` of a failure or progress for a task -> `task.failure`, `task.progress`; of a
+  handoff for a task that no checkpoint refers to -> `checkpoint.saved`; any other ->
+  `memory.created`
+- `memory.update`, `memory.delete` -> `memory.updated`, `memory.forgotten`
+- `session.start`, `session.end`, `session.outcome` -> `session.started`, then
+  `session.interrupted` or `session.ended`
+
+Everything else (recall logs, execution lineage, snapshots, drift and maintenance records) has
+no Engram counterpart and is counted as not imported.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .. import events as ev
+from ..continuity import checkpoints as cp
+from ..continuity.sessions import REASONS as INTERRUPTION_REASONS
+from ..errors import UsageError
+from . import (
+    Checker, DamagedInputError, Plan, Record, _mcp_engram_files, derived_event_id, derived_id,
+    from_micros, micros, slug_name,
+)
+
+FORMAT = "mcp-engram"
+
+TASK_STATUS = {"planning": "open", "in_progress": "in_progress", "blocked": "blocked",
+               "review": "in_progress", "done": "done", "cancelled": "abandoned"}
+PROGRESS_STATUS = {"planning": "todo", "in_progress": "in_progress", "blocked": "blocked",
+                   "review": "in_progress", "done": "done"}
+CHECKPOINT_REASON = {"MANUAL_HANDOFF": "handoff", "PLAN_UPDATE": "plan_change",
+                     "FAILURE": "failure", "WORKING_SET_SHIFT": "working_set",
+                     "TOOL_FINISHED": "manual", "AUTO_SAVE": "quiet"}
+MEMORY_KIND = {"fact": "fact", "failure": "failure", "strategy": "procedure",
+               "assumption": "note"}
+# Kinds it logs that Engram has nothing to map to.
+NOT_MAPPED = {"session.memory_recall", "execution.start", "execution.end",
+              "bootstrap.from_legacy_db", "snapshot.create", "runtime.duckdb_upgrade",
+              "maintenance.backup_pruned", "checkpoint.restore", "drift.detected",
+              "drift.nudge", "continuity.evaluated", "continuity.redundant_exploration"}
+
+
+def source_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    files = _mcp_engram_files(path / "events") or _mcp_engram_files(path)
+    if not files:
+        raise UsageError(f"no events-YYYYMMDD.jsonl files in {path} or {path / 'events'}; give "
+                         "mcp-engram's data directory (by default ~/.engram) or its events/")
+    return files
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    number = 0
+    try:
+        if path.name.endswith(".gz"):
+            handle: Any = gzip.open(path, "rb")
+        else:
+            handle = open(path, "rb")
+        with handle:
+            for number, line in enumerate(handle, start=1):  # noqa: B007
+                yield number, line
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DamagedInputError(path, number + 1, f"cannot be read ({exc})",
+                                fix="restore the file or move it out of the directory") from None
+
+
+@dataclass
+class _Task:
+    id: str
+    name: str
+    goal: str
+    status: str
+
+
+@dataclass
+class _Memory:
+    id: str | None  # the Engram memory it became, if it became one
+    type: str
+    meta: dict[str, Any]
+    content: str
+    importance: float
+    forgotten: bool = False
+
+
+class Reader:
+    """Fold the log, in order, into Engram events with deterministic ids, clocks and times."""
+
+    def __init__(self, path: Path, check: Checker) -> None:
+        self.path = path
+        self.check = check
+        self.plan = Plan(FORMAT, path)
+        self.tasks: dict[str, _Task] = {}
+        self.memories: dict[str, _Memory] = {}
+        self.sessions: dict[str, str] = {}  # Engram session id -> open | closed
+        self.checkpointed: set[str] = set()  # mcp memory ids a checkpoint.write refers to
+        self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            "task.create": self._task_create, "task.spawn": self._task_spawn,
+            "task.retry": self._task_retry, "task.update": self._task_update,
+            "checkpoint.write": self._checkpoint_write, "memory.store": self._memory_store,
+            "memory.update": self._memory_update, "memory.delete": self._memory_delete,
+            "session.start": self._session_start, "session.end": self._session_end,
+            "session.outcome": self._session_outcome,
+        }
+        # Set per source line:
+        self.where = ""
+        self.file: Path = path
+        self.line = 0
+        self.ts_us = 0
+        self.seq: Any = 0
+        self.actor = ""
+        self.kind = ""
+        self.emitted = 0
+
+    # -- reading -------------------------------------------------------------------------
+
+    def read(self) -> Plan:
+        entries = []
+        for file in source_files(self.path):
+            for number, raw in _lines(file):
+                if not raw.strip():
+                    continue
+                self.file, self.line = file, number
+                entries.append((file, number, self._parse(raw)))
+        for _, _, item in entries:
+            if item["kind"] == "checkpoint.write":
+                ref = item["payload"].get("source_memory_id")
+                if ref is not None:
+                    self.checkpointed.add(str(ref))
+        for file, number, item in entries:
+            self.file, self.line = file, number
+            self.where = f"{file}:{number}"
+            self.plan.read += 1
+            self._one(item)
+        return self.plan
+
+    def _fail(self, problem: str, fix: str | None = None) -> DamagedInputError:
+        return DamagedInputError(self.file, self.line, problem, fix=fix)
+
+    def _parse(self, raw: bytes) -> dict[str, Any]:
+        try:
+            item = orjson.loads(raw.rstrip(b"\r\n"))
+        except orjson.JSONDecodeError as exc:
+            raise self._fail(f"invalid JSON ({exc.msg})") from None
+        if not isinstance(item, dict):
+            raise self._fail("not a JSON object")
+        version = item.get("schema_version", 1)
+        if version != 1:
+            raise self._fail(f"schema_version {version!r}; this importer reads mcp-engram's "
+                             "event log version 1", fix="import it with a newer Engram")
+        for name, kind in (("ts", str), ("kind", str), ("payload", dict)):
+            if not isinstance(item.get(name), kind):
+                raise self._fail(f"field {name!r} is missing or not a {kind.__name__}")
+        try:
+            moment = ev.parse_time(item["ts"])
+        except ValueError:
+            raise self._fail(f"ts {item['ts']!r} is not an ISO 8601 time") from None
+        if moment.tzinfo is None:
+            from datetime import UTC
+
+            moment = moment.replace(tzinfo=UTC)
+        item["_us"] = micros(moment)
+        return item
+
+    # -- building events -----------------------------------------------------------------
+
+    def _emit(self, kind: str, data: dict[str, Any], origin: str, *,
+              session: str | None = None) -> None:
+        # Everything about the event comes from its source line alone (a second event from
+        # the same line sorts a microsecond later), so the same line always gives the same
+        # event, whatever was imported before it.
+        clock = self.ts_us + self.emitted
+        self.emitted += 1
+        data = {**data, "origin": {"format": FORMAT, "id": origin, "seq": self.seq}}
+        event = ev.Event(
+            id=derived_event_id(self.ts_us // 1000, FORMAT, self.ts_us, self.seq, self.emitted),
+            kind=kind, clock=clock, time=ev.format_time(from_micros(clock)),
+            actor=self.actor, session=session, machine=None, data=data,
+        )
+        try:  # what readers will accept, checked now rather than found damaged later
+            ev.parse_line(event.to_line()[:-1])
+        except ev.EventFormatError as exc:
+            raise self._fail(f"would become an unreadable event: {exc}") from None
+        self.plan.records.append(Record(kind, data, self.where, event=event))
+
+    def _text(self, value: Any, name: str, limit: str = "limits.text_bytes", *,
+              required: bool = False) -> str:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            if required:
+                raise self._fail(f"{name} is missing or empty")
+            return ""
+        if not isinstance(value, str):
+            value = orjson.dumps(value).decode()
+        try:
+            return self.check.text(value, name, limit)
+        except UsageError as exc:
+            raise self._fail(str(exc)) from None
+
+    def _items(self, value: Any, name: str) -> list[str]:
+        out: list[str] = []
+        for item in _listed(value):
+            text = self._text(item, name, "limits.item_bytes")
+            if text and text not in out:
+                out.append(text)
+        return out
+
+    def _need(self, payload: dict[str, Any], name: str) -> Any:
+        value = payload.get(name)
+        if value is None or isinstance(value, (dict, list, bool)):
+            raise self._fail(f"{self.kind} without {name}")
+        return value
+
+    def _task(self, ref: Any) -> str:
+        """The Engram id of an mcp-engram task; a task the log never created (it was pruned,
+        or created before the log began) is created here, so nothing refers to nothing."""
+        key = str(ref)
+        if key not in self.tasks:
+            task_id = derived_id(FORMAT, "task", key, "unknown")
+            self.tasks[key] = _Task(task_id, f"task {key}", "", "open")
+            self._emit("task.created", {"task": task_id, "name": f"task {key}", "goal": "",
+                                        "status": "open", "parent": None, "tags": []},
+                       f"task:{key}")
+        return self.tasks[key].id
+
+    def _session(self, ref: Any) -> str:
+        key = str(ref)
+        session_id = derived_id(FORMAT, "session", key)
+        if session_id not in self.sessions:
+            self.sessions[session_id] = "open"
+            self._emit("session.started", {"session_id": session_id, "agent": "other",
+                                           "pid": None, "head": None},
+                       f"session:{key}", session=session_id)
+        return session_id
+
+    # -- one source event ----------------------------------------------------------------
+
+    def _one(self, item: dict[str, Any]) -> None:
+        self.kind = item["kind"]
+        payload = item["payload"]
+        self.ts_us = item["_us"]
+        self.seq = item.get("seq")
+        self.actor = f"mcp-engram:{slug_name(str(payload.get('user_id') or '')) or 'default'}"
+        self.emitted = 0
+        handler = self.handlers.get(self.kind)
+        if handler is None:
+            reason = self.kind if self.kind in NOT_MAPPED else f"{self.kind} (unknown kind)"
+            self.plan.ignored[reason] += 1
+            return
+        handler(payload)
+
+    def _new_task(self, payload: dict[str, Any], *, name: str, goal: str,
+                  parent: str | None) -> None:
+        key = str(self._need(payload, "task_id"))
+        task_id = derived_id(FORMAT, "task", key, self.ts_us)
+        status = TASK_STATUS.get(str(payload.get("status") or "planning"), "open")
+        name = self._text(name, "name", "limits.title_chars") or f"task {key}"
+        goal = self._text(goal, "goal")
+        self.tasks[key] = _Task(task_id, name, goal, status)
+        self._emit("task.created", {"task": task_id, "name": name, "goal": goal,
+                                    "status": status, "parent": parent, "tags": []},
+                   f"task:{key}")
+
+    def _task_create(self, payload: dict[str, Any]) -> None:
+        self._new_task(payload, name=payload.get("name") or "", goal=payload.get("goal") or "",
+                       parent=None)
+
+    def _task_spawn(self, payload: dict[str, Any]) -> None:
+        parent = payload.get("parent_task_id")
+        self._new_task(payload, name=payload.get("name") or "", goal=payload.get("goal") or "",
+                       parent=self._task(parent) if parent is not None else None)
+
+    def _task_retry(self, payload: dict[str, Any]) -> None:
+        original = payload.get("retry_of_task_id")
+        known = self.tasks.get(str(original)) if original is not None else None
+        attempt = payload.get("attempt")
+        name = known.name if known else f"task {self._need(payload, 'task_id')}"
+        if attempt:
+            name = f"{name} (attempt {attempt})"
+        self._new_task(payload, name=name, goal=known.goal if known else "", parent=None)
+
+    def _task_update(self, payload: dict[str, Any]) -> None:
+        key = str(self._need(payload, "task_id"))
+        task_id = self._task(key)
+        task = self.tasks[key]
+        changes: dict[str, Any] = {}
+        if payload.get("status") is not None:
+            status = TASK_STATUS.get(str(payload["status"]), "open")
+            if status != task.status:
+                changes["status"] = task.status = status
+        if payload.get("goal") is not None:
+            goal = self._text(payload["goal"], "goal")
+            if goal != task.goal:
+                changes["goal"] = task.goal = goal
+        if not changes:
+            self.plan.ignored["task.update without a change Engram keeps"] += 1
+            return
+        self._emit("task.updated", {"task": task_id, **changes}, f"task:{key}")
+
+    def _checkpoint_write(self, payload: dict[str, Any]) -> None:
+        key = str(self._need(payload, "checkpoint_id"))
+        task_id = self._task(self._need(payload, "task_id"))
+        state = payload.get("state") or {}
+        if not isinstance(state, dict):
+            raise self._fail("checkpoint.write state is not an object")
+        source = self.memories.get(str(payload.get("source_memory_id")))
+        summary = _summary(source) if source else ""
+        session = payload.get("source_session_id")
+        package = self._package(state, summary=summary)
+        version = payload.get("version")
+        reason = CHECKPOINT_REASON.get(str(payload.get("checkpoint_reason")), "manual")
+        self._checkpoint(task_id, derived_id(FORMAT, "checkpoint", key, self.ts_us),
+                         seq=version if isinstance(version, int) else 0, reason=reason,
+                         package=package, origin=f"checkpoint:{key}",
+                         session=self._session(session) if session else None)
+
+    def _checkpoint(self, task_id: str, checkpoint_id: str, *, seq: int, reason: str,
+                    package: dict[str, Any], origin: str, session: str | None) -> None:
+        moment = ev.format_time(from_micros(self.ts_us))
+        confidence = cp.confidence(package, saved_at=moment, now=ev.parse_time(moment))
+        self._emit("checkpoint.saved", {"task": task_id, "checkpoint": checkpoint_id,
+                                        "seq": seq, "reason": reason, **package,
+                                        "confidence": confidence}, origin, session=session)
+
+    def _package(self, state: dict[str, Any], *, summary: str) -> dict[str, Any]:
+        working = state.get("working_set") or {}
+        if not isinstance(working, dict):
+            working = {}
+        files: dict[str, dict[str, Any]] = {}
+        artifacts = []
+        for path in _listed(working.get("files")):
+            try:
+                checked = self.check.file(str(path))
+                files.setdefault(checked["path"], checked)
+            except UsageError:  # an absolute path, or one outside the repository
+                artifacts.append(f"file: {path}")
+        artifacts += [f"tool: {t}" for t in _listed(working.get("tools"))]
+        artifacts += [str(a) for a in _listed(working.get("artifacts"))]
+        not_redo = []
+        for item in _listed(state.get("must_not_redo")):
+            if isinstance(item, dict):
+                action = str(item.get("action") or "").strip()
+                why = str(item.get("reason") or "already_completed")
+                if action:
+                    not_redo.append(action if why == "already_completed"
+                                    else f"{action} ({why.replace('_', ' ')})")
+            elif item:
+                not_redo.append(item)
+        package = cp.empty_package()
+        package.update(
+            goal=self._text(state.get("goal"), "goal"),
+            summary=self._text(summary, "summary"),
+            completed=self._items(state.get("completed"), "completed"),
+            in_progress=self._items(state.get("in_progress"), "in_progress"),
+            blocked=self._items([*_listed(state.get("blocked")),
+                                 *_listed(state.get("blocked_reasons"))], "blocked"),
+            next=self._items(state.get("preferred_next"), "next"),
+            must_not_redo=self._items(not_redo, "must_not_redo"),
+            must_preserve=self._items([*_listed(state.get("must_preserve")),
+                                       *_listed(state.get("active_constraints"))],
+                                      "must_preserve"),
+        )
+        package["working_set"] = {"files": list(files.values()), "commands": [],
+                                  "artifacts": self._items(artifacts, "artifacts")}
+        return package
+
+    def _memory_store(self, payload: dict[str, Any]) -> None:
+        key = str(self._need(payload, "memory_id"))
+        meta = payload.get("metadata") or {}
+        if not isinstance(meta, dict):
+            raise self._fail("memory.store metadata is not an object")
+        kind = str(meta.get("type") or "")
+        content = payload.get("content")
+        if not isinstance(content, str):
+            raise self._fail("memory.store without content")
+        importance = payload.get("importance", 0.5)
+        importance = min(1.0, max(0.0, float(importance))) \
+            if isinstance(importance, (int, float)) and not isinstance(importance, bool) else 0.5
+        record = _Memory(None, kind, meta, content, importance)
+        self.memories[key] = record
+        task_ref = meta.get("task_id")
+        origin = f"memory:{key}"
+        if task_ref is not None and kind == "failure":
+            data: dict[str, Any] = {
+                "task": self._task(task_ref),
+                "error": self._text(meta.get("error") or content, "error", required=True),
+            }
+            component = slug_name(str(meta.get("component") or ""))
+            if component:
+                data["component"] = component
+            for name in ("root_cause", "fix"):
+                if meta.get(name):
+                    data[name] = self._text(meta[name], name)
+            self._emit("task.failure", data, origin)
+            return
+        if task_ref is not None and kind == "progress":
+            data = {
+                "task": self._task(task_ref),
+                "feature": self._text(meta.get("feature") or content, "feature",
+                                      "limits.item_bytes", required=True),
+                "status": PROGRESS_STATUS.get(str(meta.get("status")), "in_progress"),
+            }
+            note = "; ".join(x for x in [
+                str(meta.get("notes") or "").strip(),
+                *(f"blocker: {b}" for b in meta.get("blockers") or []),
+                f"{meta['completion']:g}% complete" if isinstance(
+                    meta.get("completion"), (int, float)) and meta.get("completion") else "",
+            ] if x)
+            if note:
+                data["note"] = self._text(note, "note")
+            self._emit("task.progress", data, origin)
+            return
+        if task_ref is not None and kind == "handoff":
+            if key in self.checkpointed:
+                return  # its checkpoint.write follows and carries the package
+            package = self._package({
+                "goal": self.tasks[str(task_ref)].goal if str(task_ref) in self.tasks else "",
+                "completed": meta.get("completed"), "in_progress": meta.get("in_progress"),
+                "blocked": meta.get("blocked"), "preferred_next": meta.get("next_steps"),
+            }, summary=_summary(record))
+            task_id = self._task(task_ref)
+            self._checkpoint(task_id, derived_id(FORMAT, "handoff", key, self.ts_us), seq=0,
+                             reason="handoff", package=package, origin=origin, session=None)
+            return
+        category = str(payload.get("category") or "fact")
+        memory_kind = {"handoff": "note", "progress": "note", "session_failure": "lesson",
+                       "failure": "failure"}.get(kind, MEMORY_KIND.get(category, "fact"))
+        record.id = derived_id(FORMAT, "memory", key, self.ts_us)
+        data = {
+            "memory": record.id,
+            "content": self._text(content, "content", "limits.content_bytes",
+                                  required=True),
+            "kind": memory_kind,
+            "tags": ["assumption"] if category == "assumption" else [],
+            "scope": slug_name(str(meta.get("component") or "")) if kind == "failure" else None,
+            "source": "agent-inferred",
+            "importance": importance,
+            "valid_from": None,
+            "valid_until": None,
+        }
+        if task_ref is not None and str(task_ref) in self.tasks:
+            data["task"] = self.tasks[str(task_ref)].id
+        self._emit("memory.created", data, origin)
+
+    def _memory_update(self, payload: dict[str, Any]) -> None:
+        key = str(self._need(payload, "memory_id"))
+        record = self.memories.get(key)
+        if record is None or record.id is None or record.forgotten:
+            self.plan.ignored["memory.update of a memory not imported"] += 1
+            return
+        changes: dict[str, Any] = {}
+        if payload.get("content") is not None:
+            content = self._text(payload["content"], "content", "limits.content_bytes",
+                                 required=True)
+            if content != record.content:
+                changes["content"] = record.content = content
+        value = payload.get("importance")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = min(1.0, max(0.0, float(value)))
+            if value != record.importance:
+                changes["importance"] = record.importance = value
+        if not changes:
+            self.plan.ignored["memory.update without a change"] += 1
+            return
+        self._emit("memory.updated", {"memory": record.id, **changes}, f"memory:{key}")
+
+    def _memory_delete(self, payload: dict[str, Any]) -> None:
+        key = str(self._need(payload, "memory_id"))
+        record = self.memories.get(key)
+        if record is None or record.id is None or record.forgotten:
+            self.plan.ignored["memory.delete of a memory not imported"] += 1
+            return
+        record.forgotten = True
+        self._emit("memory.forgotten", {"memory": record.id,
+                                        "reason": "deleted in mcp-engram"}, f"memory:{key}")
+
+    def _session_start(self, payload: dict[str, Any]) -> None:
+        key = str(self._need(payload, "session_id"))
+        if derived_id(FORMAT, "session", key) in self.sessions:
+            self.plan.ignored["session.start of a session already started"] += 1
+            return
+        self._session(key)
+
+    def _close(self, session_id: str, why: str) -> bool:
+        if self.sessions.get(session_id) != "open":
+            self.plan.ignored[why] += 1
+            return False
+        self.sessions[session_id] = "closed"
+        return True
+
+    def _session_end(self, payload: dict[str, Any]) -> None:
+        key = str(self._need(payload, "session_id"))
+        session_id = self._session(key)
+        if not self._close(session_id, "session.end of a session already closed"):
+            return
+        end_type = str(payload.get("end_type") or "handoff")
+        reason = payload.get("interruption_reason")
+        origin = f"session:{key}"
+        if end_type == "interrupted" or reason:
+            context = payload.get("interruption_context")
+            evidence = "classified by mcp-engram" + (
+                f": {ev.one_line(orjson.dumps(context).decode(), 400)}" if context else "")
+            self._emit("session.interrupted", {
+                "session_id": session_id,
+                "reason": reason if reason in INTERRUPTION_REASONS else "unknown",
+                "evidence": self._text(evidence, "evidence"),
+                "detected_by": FORMAT}, origin, session=session_id)
+            return
+        self._emit("session.ended", {"session_id": session_id, "outcome": None, "how": "exit"},
+                   origin, session=session_id)
+
+    def _session_outcome(self, payload: dict[str, Any]) -> None:
+        key = str(self._need(payload, "session_id"))
+        session_id = self._session(key)
+        if not self._close(session_id, "session.outcome after the session closed"):
+            return
+        outcome = payload.get("outcome")
+        self._emit("session.ended", {
+            "session_id": session_id,
+            "outcome": outcome if outcome in ("success", "failure") else "unknown",
+            "how": "exit"}, f"session:{key}", session=session_id)
+
+
+def _listed(value: Any) -> list[Any]:
+    """A field that should be a list: mcp-engram keeps some as JSON text, some as one item."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        try:
+            loaded = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return [value]
+        return loaded if isinstance(loaded, list) else [value]
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _summary(memory: _Memory) -> str:
+    meta = memory.meta
+    if memory.type == "handoff":
+        return ev.one_line(meta.get("summary") or memory.content, 400)
+    if memory.type == "failure":
+        where = f" in {meta['component']}" if meta.get("component") else ""
+        return ev.one_line(f"failed{where}: {meta.get('error') or memory.content}", 400)
+    if memory.type == "progress":
+        return ev.one_line(f"progress: {meta.get('feature')} [{meta.get('status')}]", 400)
+    return ""
+
+
+def read(path: Path, check: Checker) -> Plan:
+    return Reader(path, check).read()
