@@ -37,3 +37,21 @@ def test_the_readme_demo_command_works(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "Use Postgres for the job queue" in done.stdout
     assert "initialize personal store" in done.stdout
+
+
+def test_the_command_reference_is_what_the_commands_print() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_cli_docs.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_every_doc_link_in_the_readme_and_docs_points_at_a_file() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert broken == []
