@@ -276,7 +276,8 @@ def pct(values: list[float], q: float) -> float:
 def summary(values_ns: list[int]) -> dict[str, float]:
     vals = [ms(v) for v in values_ns]
     return {"n": len(vals), "median_ms": statistics.median(vals) if vals else float("nan"),
-            "p95_ms": pct(vals, 0.95), "mean_ms": statistics.fmean(vals) if vals else float("nan"),
+            "p95_ms": pct(vals, 0.95), "p99_ms": pct(vals, 0.99),
+            "mean_ms": statistics.fmean(vals) if vals else float("nan"),
             "min_ms": min(vals) if vals else float("nan"),
             "max_ms": max(vals) if vals else float("nan")}
 
