@@ -14,6 +14,7 @@ import functools
 import hashlib
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -27,7 +28,7 @@ from . import events as ev
 from . import memories as mem
 from .store import Problem, Store
 
-VERSION = 6  # bump when the schema or a fold changes: caches rebuild themselves
+VERSION = 7  # bump when the schema or a fold changes: caches rebuild themselves
 
 # A task is stored as its own fields (`tasks.body`, without progress and failures), a row per
 # progress item and a row per failure, and the (clock, id) of the last event folded into it: a
@@ -42,6 +43,7 @@ NOTABLE = "importance >= 0.7 OR kind IN ('failure', 'gotcha')"
 
 _SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE dirs (path TEXT PRIMARY KEY, mtime_ns INTEGER, ino INTEGER, scanned_ns INTEGER);
 CREATE TABLE files (
     path TEXT PRIMARY KEY, consumed INTEGER, lines INTEGER, tail TEXT, tail_len INTEGER,
     disk_size INTEGER, mtime_ns INTEGER, ino INTEGER
@@ -253,21 +255,29 @@ class Projection:
 
     def _refresh(self) -> RefreshReport:
         report = RefreshReport()
-        disk = {self.store.rel(p): p for p in self.store.event_files()}
-        stats = {rel: p.stat() for rel, p in disk.items()}
         known = {row[0]: row for row in self.db.execute("SELECT * FROM files")}
+        disk, stats, scanned = self._scan(known)
         if not self._needs_work(disk, stats, known):
+            if scanned:
+                with self._write() as db:
+                    self._save_scan(db, scanned)
             return report
         with self._write() as db:
+            self._save_scan(db, scanned)
             # Re-read inside the write transaction: another process may have just done it.
             known = {row[0]: row for row in db.execute("SELECT * FROM files")}
             for rel in set(known) - set(disk):
                 self._drop_file(db, rel, report)
-            for rel, path in disk.items():
-                st = stats[rel]
+            for rel, name in disk.items():
+                st = stats.get(rel)
                 row = known.get(rel)
+                if st is None and row is not None:
+                    continue  # in a directory unchanged since it was read (see `_scan`)
+                if st is None:
+                    st = os.stat(name)
                 if row is not None and _unchanged(row, st):
                     continue
+                path = Path(name)
                 start, first_line = 0, 1
                 if row is not None and self._grew(path, row, st):
                     start, first_line = row[1], row[2] + 1
@@ -303,11 +313,86 @@ class Projection:
                 pass  # a read-only store still reads
         return report
 
-    def _needs_work(self, disk: dict[str, Path], stats: dict[str, os.stat_result],
+    def _scan(self, known: Mapping[str, tuple]) -> tuple[dict[str, str], dict[str, Any],
+                                                         list[tuple[str, int, int, int]]]:
+        """The event files and their stats, without a `stat` per file where none is needed.
+
+        Git never rewrites a file in place (checkout, merge and reset remove it and create a new
+        one) and this clone's writer only appends to its current file, so in a directory whose
+        mtime and inode are what they were when it was last read in full, every file but the
+        writer's own is as it was, and is not even stat'ed. A directory changed less than
+        `_RACY_NS` before it was read is read in full again (timestamps are coarse), and every
+        `_SWEEP_NS` all files are checked anyway, for in-place edits by hand.
+
+        Returns the files, the stats taken (none for files known unchanged), and the
+        directories to record as read in full.
+        """
+        started = time.time_ns()
+        trusted_dirs = {}
+        if known:
+            swept = self.db.execute("SELECT value FROM meta WHERE key='swept'").fetchone()
+            if swept is not None and started - int(swept[0]) < _SWEEP_NS:
+                trusted_dirs = {row[0]: row for row in self.db.execute("SELECT * FROM dirs")}
+        live = self._live_segment()
+        disk: dict[str, str] = {}
+        stats: dict[str, Any] = {}
+        scanned: list[tuple[str, int, int, int]] = []
+        full = not trusted_dirs
+        root = str(self.store.root) + os.sep
+        stack = [str(self.store.events_dir)]
+        while stack:
+            directory = stack.pop()
+            try:
+                dir_stat = os.stat(directory)
+                entries = list(os.scandir(directory))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            rel_dir = directory[len(root):].replace(os.sep, "/")
+            row = trusted_dirs.get(rel_dir)
+            trusted = (row is not None and row[1] == dir_stat.st_mtime_ns
+                       and row[2] == dir_stat.st_ino and row[3] - row[1] > _RACY_NS)
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                    continue
+                if not entry.name.endswith(".jsonl") or not entry.is_file(follow_symlinks=False):
+                    continue
+                rel = entry.path[len(root):].replace(os.sep, "/")
+                disk[rel] = entry.path
+                before = known.get(rel)
+                if trusted and before is not None and rel != live:
+                    continue  # unchanged: no stat, and nothing to compare
+                try:
+                    stats[rel] = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    del disk[rel]
+            if not trusted:
+                scanned.append((rel_dir, dir_stat.st_mtime_ns, dir_stat.st_ino, started))
+        if full:
+            scanned.append(("", 0, 0, started))  # the sweep's time, kept in meta
+        return disk, stats, scanned
+
+    def _live_segment(self) -> str | None:
+        try:
+            state = orjson.loads((self.store.local_dir / "writer.json").read_bytes())
+            return state.get("segment") if isinstance(state, dict) else None
+        except (OSError, orjson.JSONDecodeError):
+            return None
+
+    @staticmethod
+    def _save_scan(db: sqlite3.Connection, scanned: list[tuple[str, int, int, int]]) -> None:
+        for rel_dir, mtime_ns, ino, started in scanned:
+            if rel_dir == "":
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('swept', ?)", (str(started),))
+            else:
+                db.execute("INSERT OR REPLACE INTO dirs VALUES (?, ?, ?, ?)",
+                           (rel_dir, mtime_ns, ino, started))
+
+    def _needs_work(self, disk: Mapping[str, Any], stats: Mapping[str, Any],
                     known: dict[str, tuple]) -> bool:
-        if set(disk) != set(known):
+        if disk.keys() != known.keys():
             return True
-        return any(not _unchanged(known[rel], stats[rel]) for rel in disk)
+        return any(not _unchanged(known[rel], st) for rel, st in stats.items())
 
     def _grew(self, path: Path, row: tuple, st: os.stat_result) -> bool:
         """Did the file only grow since we read it (its read part still ends as we saw it)?"""
@@ -885,6 +970,10 @@ def _which(which: str) -> str:
     if which not in ("text", "vec"):
         raise ValueError(which)
     return which
+
+
+_RACY_NS = 2_000_000_000  # a directory changed this close to being read is read again
+_SWEEP_NS = 60_000_000_000  # every file is checked at least this often
 
 
 def _unchanged(row: tuple, st: os.stat_result) -> bool:

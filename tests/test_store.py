@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -180,3 +182,49 @@ def test_a_full_writer_file_is_left_for_a_new_one(home_store: Engram,
     fresh = Engram()
     assert {m.id for m in fresh.memories(limit=None)} == ids
     assert fresh.verify()["ok"]
+
+
+def test_reads_stat_only_what_can_have_changed_and_still_see_every_change(
+        home_store: Engram, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files in a directory unchanged since it was read are not stat'ed again (git replaces
+    files, it never rewrites them in place); what git or the writer changes is seen at once."""
+    import os as os_module
+
+    from engram import projection
+
+    for n in range(3):
+        home_store.remember(f"memory {n}", check_duplicates=False)
+        home_store.commit()  # one file per commit
+    files = home_store.personal.event_files()
+    assert len(files) >= 4
+    old = time.time() - 10
+    for path in files:
+        os_module.utime(path, (old, old))
+    os_module.utime(files[0].parent, (old, old))
+    reader = Engram()
+    assert len(reader.memories()) == 3  # reads everything, records the directory
+
+    stats: list[str] = []
+    counted = Engram()
+    proj = counted.projection(counted.personal)
+    original = projection.Projection._scan
+
+    def scan(self: projection.Projection, known: Any) -> Any:
+        disk, found, scanned = original(self, known)
+        stats.extend(found)
+        return disk, found, scanned
+
+    monkeypatch.setattr(projection.Projection, "_scan", scan)
+    proj.refresh()
+    assert len(stats) <= 1  # at most the writer's own file
+
+    # A file replaced the way git replaces files (a new inode) is seen at once.
+    victim = next(p for p in files if b"memory 1" in p.read_bytes())
+    data = victim.read_bytes().replace(b"memory 1", b"memory one")
+    victim.unlink()
+    victim.write_bytes(data)
+    assert {m.content for m in Engram().memories()} == {"memory 0", "memory one", "memory 2"}
+
+    # The writer's own file is always looked at.
+    home_store.remember("memory 3", check_duplicates=False)
+    assert len(Engram().memories()) == 4
