@@ -222,7 +222,8 @@ def test_sync_without_a_remote_names_the_fix(tmp_path: Path) -> None:
     assert gone.returncode == 2 and "no remote named 'backup'" in gone.stderr
 
 
-def test_push_refused_when_the_remote_moved_on_and_sync_merges(tmp_path: Path) -> None:
+def _two_machines(tmp_path: Path) -> tuple[Machine, Machine]:
+    """A store made on one machine, pushed to a bare repository, and cloned on another."""
     root = tmp_path / "server"
     root.mkdir()
     srv = Server(root, "path")
@@ -231,6 +232,11 @@ def test_push_refused_when_the_remote_moved_on_and_sync_merges(tmp_path: Path) -
     a.run("remote", "add", "origin", srv.url)
     a.run("sync")
     b.run("clone", srv.url)
+    return a, b
+
+
+def test_push_refused_when_the_remote_moved_on_and_sync_merges(tmp_path: Path) -> None:
+    a, b = _two_machines(tmp_path)
     b.run("remember", "beta was here")
     b.run("push")
     a.run("remember", "alpha was here")
@@ -244,14 +250,7 @@ def test_push_refused_when_the_remote_moved_on_and_sync_merges(tmp_path: Path) -
 
 
 def test_a_merge_conflict_outside_the_events_is_aborted_and_explained(tmp_path: Path) -> None:
-    root = tmp_path / "server"
-    root.mkdir()
-    srv = Server(root, "path")
-    a, b = Machine(tmp_path, "alpha"), Machine(tmp_path, "beta")
-    a.run("init")
-    a.run("remote", "add", "origin", srv.url)
-    a.run("sync")
-    b.run("clone", srv.url)
+    a, b = _two_machines(tmp_path)
     b.run("config", "set", "recall.min_relevance", "0.3")
     b.run("sync")
     a.run("config", "set", "recall.min_relevance", "0.25")
