@@ -855,13 +855,18 @@ class Projection:
         if since_clock is not None:
             where.append("clock >= ?")
             args.append(since_clock)
-        sql = "SELECT body FROM events"
+        order = "DESC" if newest_first else "ASC"
+        sql = "SELECT {} FROM events"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        order = "DESC" if newest_first else "ASC"
         sql += f" ORDER BY clock {order}, id {order}"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
+        if limit is None:
+            sql = sql.format("body")
+        else:
+            # The rows are chosen without their bodies, which are then read for those kept
+            # only (a sort would read every matching body, e.g. all of a long task's).
+            sql = (f"SELECT body FROM events WHERE rowid IN ({sql.format('rowid')} "
+                   f"LIMIT {int(limit)}) ORDER BY clock {order}, id {order}")
         return [ev.parse_line(r[0]) for r in self.db.execute(sql, args)]
 
     @_recovering
