@@ -39,6 +39,7 @@ from urllib.parse import quote
 import orjson
 
 from . import events as ev
+from .continuity.sessions import process_alive
 from .config import CONFIG_FILE
 from .errors import EngramError, NoStoreError
 from .store import EVENTS_DIR, Store, WriterState
@@ -159,20 +160,6 @@ def _flag(store: Store) -> str:
 
 def _git_c(store: Store) -> str:
     return f"git -C {shlex.quote(str(store.work_tree))}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie has exited; it only waits for its parent
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def _describe(pid: int) -> str:
@@ -429,7 +416,7 @@ def _temp_files(store: Store) -> Iterator[tuple[Path, int | None]]:
 def _stale_temp_files(store: Store) -> list[Path]:
     stale = []
     for path, pid in _temp_files(store):
-        if pid is not None and not _alive(pid):
+        if pid is not None and not process_alive(pid):
             stale.append(path)
         elif pid is None and time.time() - path.stat().st_mtime > 60:
             stale.append(path)
@@ -1034,7 +1021,8 @@ def recover_interrupted_commit(store: Store, *, min_age: float = 2.0) -> str | N
         done.append(f"moved a stale {lock}, left by a killed commit, to {aside}")
         if lock.name == "index.lock":
             for path, pid in _temp_files(store):
-                if path.name.startswith("index.") and pid is not None and not _alive(pid):
+                if (path.name.startswith("index.") and pid is not None
+                        and not process_alive(pid)):
                     path.unlink(missing_ok=True)  # that commit's copy of the index
     repo = _repo(store)
     behind = _index_behind(store, repo) if repo is not None else []
