@@ -262,6 +262,16 @@ def make_queries(rng: random.Random, count: int) -> list[str]:
 # Measurement helpers.
 # --------------------------------------------------------------------------------------------
 
+def last_written_line(store: Any) -> tuple[bytes, int]:
+    """The last line the store's writer appended, and how many events wait for a commit."""
+    state = json.loads((store.local_dir / "writer.json").read_text())
+    path = store.root / state["segment"]
+    with open(path, "rb") as fh:
+        fh.seek(max(0, path.stat().st_size - 65536))
+        tail = fh.read()
+    return tail.rstrip(b"\n").rsplit(b"\n", 1)[-1] + b"\n", state["pending"]
+
+
 def ms(ns: float) -> float:
     return ns / 1e6
 
@@ -594,15 +604,6 @@ def main(argv: list[str] | None = None) -> int:
             texts.append((f"{text} (seen in run {run_tag}-{i}, "
                           f"{_ident(new_rng)} at {_file(new_rng)})", kind, tags))
         floor_file = base / "floor-append.jsonl"
-        writer_json = store.local_dir / "writer.json"
-
-        def last_line() -> tuple[bytes, int]:
-            state = json.loads(writer_json.read_text())
-            path = store.root / state["segment"]
-            with open(path, "rb") as fh:
-                fh.seek(max(0, path.stat().st_size - 65536))
-                tail = fh.read()
-            return tail.rstrip(b"\n").rsplit(b"\n", 1)[-1] + b"\n", state["pending"]
 
         def floor_remember(line: bytes, text: str) -> tuple[int, int]:
             t0 = time.perf_counter_ns()
@@ -618,12 +619,12 @@ def main(argv: list[str] | None = None) -> int:
             return t1 - t0, t2 - t1
 
         log(f"remember: {args.remembers} new memories, duplicate check on, default commits")
-        line, _ = last_line()
+        line, _ = last_written_line(store)
         for text, _, _ in texts[:5]:  # untimed warm-up of the floor path
             floor_remember(line, text)
         rem, rem_plain, rem_commit, rflo, r_app, r_emb = [], [], [], [], [], []
         duplicates = related = 0
-        _, pending_before = last_line()
+        _, pending_before = last_written_line(store)
         for i, (text, kind, tags) in enumerate(texts):
             remember_first = i % 2 == 0
             if not remember_first:  # floor first, with the previous line (same size class)
@@ -634,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
             rem.append(dt)
             duplicates += bool(out.duplicate)
             related += bool(out.related)
-            line, pending_after = last_line()
+            line, pending_after = last_written_line(store)
             committed = pending_after <= pending_before
             (rem_commit if committed else rem_plain).append(dt)
             pending_before = pending_after

@@ -106,16 +106,7 @@ def stage_write(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     e.recall("warm up the indexes", k=10)
     emb = load_embedder("builtin")
     floor_file = built.base / "floor-append.jsonl"
-    writer_json = store.local_dir / "writer.json"
     tag = time.strftime("%Y%m%d%H%M%S")
-
-    def last_line() -> tuple[bytes, int]:
-        state = json.loads(writer_json.read_text())
-        path = store.root / state["segment"]
-        with open(path, "rb") as fh:
-            fh.seek(max(0, path.stat().st_size - 65536))
-            tail = fh.read()
-        return tail.rstrip(b"\n").rsplit(b"\n", 1)[-1] + b"\n", state["pending"]
 
     def floor_op(line: bytes, text: str, embed: bool) -> int:
         t0 = time.perf_counter_ns()
@@ -134,7 +125,7 @@ def stage_write(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     for mode, check in (("dup_check_on", True), ("dup_check_off", False)):
         texts = new_texts(p["write_samples"] + p["write_throughput"] + 5, f"{tag}-{mode}",
                           seed=hash((tag, mode)) & 0xFFFF)
-        line, pending_before = last_line()
+        line, pending_before = speed.last_written_line(store)
         for text, _, _ in texts[:5]:
             floor_op(line, text, check)
         rem, flo, with_commit = [], [], []
@@ -147,7 +138,7 @@ def stage_write(work: Path, p: dict[str, Any]) -> dict[str, Any]:
             e.remember(text, kind=kind, tags=tags, check_duplicates=check)
             dt = time.perf_counter_ns() - t0
             rem.append(dt)
-            line, pending_after = last_line()
+            line, pending_after = speed.last_written_line(store)
             if pending_after <= pending_before:
                 with_commit.append(dt)
             pending_before = pending_after
@@ -159,7 +150,7 @@ def stage_write(work: Path, p: dict[str, Any]) -> dict[str, Any]:
         for text, kind, tags in batch:
             e.remember(text, kind=kind, tags=tags, check_duplicates=check)
         t_engram = time.perf_counter() - t0
-        line, _ = last_line()
+        line, _ = speed.last_written_line(store)
         t0 = time.perf_counter()
         for text, _, _ in batch:
             floor_op(line, text, check)

@@ -26,7 +26,7 @@ import orjson
 
 from . import events as ev
 from . import memories as mem
-from .store import Problem, Store
+from .store import Problem, Store, WriterState
 
 VERSION = 7  # bump when the schema or a fold changes: caches rebuild themselves
 
@@ -333,7 +333,7 @@ class Projection:
             swept = self.db.execute("SELECT value FROM meta WHERE key='swept'").fetchone()
             if swept is not None and started - int(swept[0]) < _SWEEP_NS:
                 trusted_dirs = {row[0]: row for row in self.db.execute("SELECT * FROM dirs")}
-        live = self._live_segment()
+        live = WriterState.load(self.store).segment  # the one file appended in place
         disk: dict[str, str] = {}
         stats: dict[str, Any] = {}
         scanned: list[tuple[str, int, int, int]] = []
@@ -371,13 +371,6 @@ class Projection:
         if full:
             scanned.append(("", 0, 0, started))  # the sweep's time, kept in meta
         return disk, stats, scanned
-
-    def _live_segment(self) -> str | None:
-        try:
-            state = orjson.loads((self.store.local_dir / "writer.json").read_bytes())
-            return state.get("segment") if isinstance(state, dict) else None
-        except (OSError, orjson.JSONDecodeError):
-            return None
 
     @staticmethod
     def _save_scan(db: sqlite3.Connection, scanned: list[tuple[str, int, int, int]]) -> None:
