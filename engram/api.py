@@ -274,7 +274,7 @@ class Engram(Continuity, Interop):
                 oid = repo.commit(
                     pending,
                     message=lambda events: commit_message(events, subject=subject),
-                    author=self.actor(store),
+                    author=self.actor(store) if pending.changes else "",
                 )
                 break
             except (GitError, git.pygit2.GitError, OSError) as exc:

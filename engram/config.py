@@ -9,6 +9,7 @@ overrides the personal one, which overrides the defaults below.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
 import os
@@ -17,11 +18,14 @@ import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ruamel.yaml import YAML
+import orjson
 
 from .errors import UsageError, quote
+
+if TYPE_CHECKING:
+    from ruamel.yaml import YAML
 
 CONFIG_FILE = "config.yaml"
 PROJECT_DIR = ".engram"
@@ -141,6 +145,11 @@ SETTINGS: dict[str, Setting] = {
         ],
     ]
 }
+# What a cached parse of config.yaml was checked against: parsed again when the settings change.
+_SCHEMA = hashlib.blake2b(
+    repr([(s.key, s.type.__name__, s.minimum, s.maximum) for s in SETTINGS.values()]).encode(),
+    digest_size=8,
+).hexdigest()
 
 _TEMPLATE_HEADER = """\
 # Engram store settings. Change them with `engram config set KEY VALUE`; comments are kept.
@@ -246,6 +255,8 @@ def _setting(key: str) -> Setting:
 
 
 def _yaml() -> YAML:
+    from ruamel.yaml import YAML  # ~35 ms to import: only when a file must be parsed
+
     yaml = YAML()  # round-trip: keeps comments, order and style
     yaml.indent(mapping=2, sequence=4, offset=2)
     return yaml
@@ -295,13 +306,35 @@ class ConfigFile:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def load(self) -> dict[str, Any]:
-        """The settings this file sets, flattened to dotted keys and checked."""
+    def load(self, cache: Path | None = None) -> dict[str, Any]:
+        """The settings this file sets, flattened to dotted keys and checked.
+
+        `cache`: a file (per clone, never committed) keeping the settings parsed from these exact
+        bytes, so that most commands need not load the YAML parser at all.
+        """
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return {}
-        return parse_config(data, where=str(self.path))
+        if cache is None:
+            return parse_config(data, where=str(self.path))
+        key = f"{_SCHEMA}:{hashlib.blake2b(data, digest_size=16).hexdigest()}"
+        try:
+            kept = orjson.loads(cache.read_bytes())
+            if kept.get("key") == key:
+                return kept["values"]
+        except (OSError, orjson.JSONDecodeError, AttributeError, KeyError):
+            pass
+        values = parse_config(data, where=str(self.path))
+        try:
+            text = orjson.dumps({"key": key, "values": values})
+            if orjson.loads(text)["values"] == values:  # only what JSON keeps as it is
+                tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+                tmp.write_bytes(text)
+                os.replace(tmp, cache)
+        except (OSError, TypeError):
+            pass  # only a cache
+        return values
 
     def set(self, key: str, value: Any) -> None:
         value = check_value(key, value)

@@ -140,7 +140,7 @@ class StoreRepo:
         for name in TRACKED:
             path = self.store.root / name
             if name == EVENTS_DIR:
-                found.extend(self.store.rel(p) for p in self.store.event_files())
+                found.extend(self.store.event_rels())
             elif path.is_dir():
                 found.extend(self.store.rel(p) for p in sorted(path.rglob("*"))
                              if p.is_file() and not p.name.startswith("."))
@@ -150,33 +150,38 @@ class StoreRepo:
 
     def pending(self) -> Pending:
         tree = self.head_tree()
+        committed = self._committed_event_files(tree) if tree is not None else {}
         result = Pending()
         on_disk = set()
         stat_cache = _StatCache(self.store)
+        root = self.store.root
+        prefix = f"{root}{os.sep}"
         for rel in self._tracked_files():
             on_disk.add(rel)
-            blob = self._blob(tree, rel)
-            path = self.store.root / rel
             if rel.startswith(EVENTS_DIR + "/"):
-                st = path.stat()
-                if blob is not None and stat_cache.get(rel) == \
-                        [st.st_size, st.st_mtime_ns, st.st_ino, str(blob.id)]:
+                st = os.stat(prefix + rel)
+                oid = committed.get(rel)
+                if oid is not None and stat_cache.get(rel) == \
+                        [st.st_size, st.st_mtime_ns, st.st_ino, str(oid)]:
                     continue  # as committed, known from its stat: the blob is not even read
-                committed = blob.size if blob is not None else 0
-                if st.st_size == committed:
+                path = root / rel
+                blob = self.repo[oid] if oid is not None else None
+                committed_size = blob.size if blob is not None else 0
+                if st.st_size == committed_size:
                     if blob is not None and not self._same_as_committed(path, rel, st, blob,
                                                                          stat_cache):
                         result.refused.append(rel)
                     continue
                 data = path.read_bytes()
                 size = len(data)
-                if size < committed or (blob is not None and not data.startswith(blob.data)):
+                if size < committed_size or (blob is not None
+                                             and not data.startswith(blob.data)):
                     result.refused.append(rel)
                     continue
                 complete = data[: data.rfind(b"\n") + 1]
-                if len(complete) <= committed:
+                if len(complete) <= committed_size:
                     continue
-                chunk = self.store.read_file(path, start=committed)
+                chunk = self.store.read_file(path, start=committed_size)
                 if any(p.severity == "error" for p in chunk.problems):
                     result.refused.append(rel)
                     continue
@@ -184,14 +189,12 @@ class StoreRepo:
                     FileChange(rel, complete, [event for _, event in chunk.events])
                 )
             else:
-                data = path.read_bytes()
+                data = (root / rel).read_bytes()
+                blob = self._blob(tree, rel)
                 if blob is None or blob.id != pygit2.hash(data):
                     result.changes.append(FileChange(rel, data))
         stat_cache.save()
-        if tree is not None:
-            result.missing = [
-                rel for rel in self._committed_event_files(tree) if rel not in on_disk
-            ]
+        result.missing = [rel for rel in committed if rel not in on_disk]
         return result
 
     @staticmethod
@@ -206,20 +209,22 @@ class StoreRepo:
         cache.put(rel, key)
         return True
 
-    def _committed_event_files(self, tree: pygit2.Tree) -> list[str]:
+    def _committed_event_files(self, tree: pygit2.Tree) -> dict[str, pygit2.Oid]:
+        """Every committed event file (store-relative path) and its blob's id, from one walk of
+        the tree: no blob is read."""
         try:
             top = tree[self.store.repo_path(EVENTS_DIR)]
         except KeyError:
-            return []
-        out: list[str] = []
+            return {}
+        out: dict[str, pygit2.Oid] = {}
 
         def walk(node: pygit2.Tree, prefix: str) -> None:
             for entry in node:
                 path = f"{prefix}/{entry.name}"
-                if isinstance(entry, pygit2.Tree):
-                    walk(entry, path)
+                if entry.type_str == "tree":
+                    walk(self.repo[entry.id], path)
                 elif entry.name.endswith(".jsonl"):
-                    out.append(path)
+                    out[path] = entry.id
 
         if isinstance(top, pygit2.Tree):
             walk(top, EVENTS_DIR)

@@ -26,9 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from filelock import FileLock
 
 from . import events as ev
@@ -38,6 +37,9 @@ from .index.embed import Embedder, EmbeddingCache, embed_with_cache
 from .index.text import TextIndex, TextIndexDamaged, failed
 from .projection import Projection
 from .store import Store
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def search_text(memory: mem.Memory) -> str:

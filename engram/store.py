@@ -164,7 +164,10 @@ class Store:
             stamp = None
         cached = self._config_cache
         if cached is None or cached[0] != stamp:
-            cached = (stamp, Layer(self.config_file.load(),
+            kept: Path | None = self.local_dir / "config-parsed.json"
+            if not self.local_dir.is_dir():
+                kept = None
+            cached = (stamp, Layer(self.config_file.load(kept),
                                    origin=f"{self.kind} store ({path})"))
             self._config_cache = cached
         return cached[1]
@@ -178,18 +181,25 @@ class Store:
 
     def event_files(self) -> list[Path]:
         """Every event file, in a stable order."""
-        if not self.events_dir.is_dir():
+        root = self.root
+        return [root / rel for rel in self.event_rels()]
+
+    def event_rels(self) -> list[str]:
+        """Every event file as a store-relative path (`events/...`), in a stable order."""
+        top = str(self.events_dir)
+        if not os.path.isdir(top):
             return []
+        skip = len(str(self.root)) + 1
         found = []
-        stack = [self.events_dir]
+        stack = [top]
         while stack:
             with os.scandir(stack.pop()) as entries:
                 for entry in entries:
                     if entry.is_dir(follow_symlinks=False):
-                        stack.append(Path(entry.path))
+                        stack.append(entry.path)
                     elif entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
-                        found.append(Path(entry.path))
-        return sorted(found)
+                        found.append(entry.path[skip:].replace(os.sep, "/"))
+        return sorted(found, key=lambda rel: rel.split("/"))  # the order of sorted Paths
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()

@@ -28,6 +28,8 @@ from .errors import EngramError, UsageError
 from .store import Store
 
 if TYPE_CHECKING:
+    import pygit2
+
     from .api import Engram
 
 PUSH_ATTEMPTS = 3
@@ -227,10 +229,10 @@ def sync(engram: Engram, *, pull: bool = True, push: bool = True, remote: str | 
         result.remote, result.branch = target.remote, target.remote_branch
         _check_not_busy(store)
         result.committed = engram._commit_store(store).events
-        before = engram.projection(store).counts()["events"]
+        received = 0
         if pull:
             _fetch(store, target)
-            result.merge = _merge(engram, store, target)
+            result.merge, received = _merge(engram, store, target)
         if push:
             for attempt in range(PUSH_ATTEMPTS):
                 try:
@@ -243,9 +245,9 @@ def sync(engram: Engram, *, pull: bool = True, push: bool = True, remote: str | 
                             "clone lacks; run `engram sync` to merge them first"
                         ) from None
                     _fetch(store, target)
-                    result.merge = _merge(engram, store, target)
-        after = engram.projection(store).counts()["events"]
-        result.received = max(0, after - before)
+                    result.merge, more = _merge(engram, store, target)
+                    received += more
+        result.received = received
         if pull:
             result.indexes = engram.refresh_indexes(stores=[store])
         results.append(result)
@@ -271,22 +273,29 @@ def _fetch(store: Store, target: _Target) -> None:
         )
 
 
-def _ref_exists(store: Store, ref: str) -> bool:
-    done = run_git(store.work_tree, "rev-parse", "--verify", "--quiet", ref)
-    return done.returncode == 0
+def _tracking_id(repo: pygit2.Repository, target: _Target) -> pygit2.Oid | None:
+    """Where the remote-tracking branch points (as the last fetch left it), if it exists."""
+    ref = repo.references.get(target.tracking)
+    return None if ref is None else ref.resolve().target
 
 
-def _merge(engram: Engram, store: Store, target: _Target) -> str:
+def _events(engram: Engram, store: Store) -> int:
+    return engram.projection(store).counts()["events"]
+
+
+def _merge(engram: Engram, store: Store, target: _Target) -> tuple[str, int]:
+    """Merge what the last fetch brought: how it went, and how many events it brought."""
     from .git import StoreRepo
 
-    if not _ref_exists(store, target.tracking):
-        return "no-remote-branch"
     repo = StoreRepo(store).repo
-    theirs = repo.revparse_single(target.tracking).id
+    theirs = _tracking_id(repo, target)
+    if theirs is None:
+        return "no-remote-branch", 0
     ahead, behind = (0, 1) if repo.head_is_unborn else repo.ahead_behind(repo.head.target,
                                                                           theirs)
     if behind == 0:
-        return "up-to-date"
+        return "up-to-date", 0
+    before = _events(engram, store)
     # git needs an identity for the merge commit: the user's own when git has one.
     has_identity = run_git(store.work_tree, "var", "GIT_COMMITTER_IDENT").returncode == 0
     identity = None if has_identity else engram.actor(store)
@@ -299,7 +308,8 @@ def _merge(engram: Engram, store: Store, target: _Target) -> str:
             args.append("--allow-unrelated-histories")  # two machines that each ran init
     done = run_git(store.work_tree, *args, target.tracking, identity=identity)
     if done.returncode == 0:
-        return "fast-forward" if ahead == 0 else "merged"
+        received = max(0, _events(engram, store) - before)
+        return ("fast-forward" if ahead == 0 else "merged"), received
     conflicted = run_git(store.work_tree, "diff", "--name-only", "--diff-filter=U").stdout.split()
     if conflicted:
         run_git(store.work_tree, "merge", "--abort")
@@ -325,9 +335,9 @@ def _push(store: Store, target: _Target) -> int:
     if repo.head_is_unborn:
         return 0
     local = repo.head.target
-    exists = _ref_exists(store, target.tracking)
-    if exists:
-        ahead, _ = repo.ahead_behind(local, repo.revparse_single(target.tracking).id)
+    theirs = _tracking_id(repo, target)
+    if theirs is not None:
+        ahead, _ = repo.ahead_behind(local, theirs)
         if ahead == 0:
             return 0
     else:

@@ -11,7 +11,7 @@ import pytest
 from conftest import cli, git, make_repo, run_engram
 from engram.api import Engram
 
-HEAVY = ("fastembed", "usearch", "onnxruntime", "mcp", "tantivy", "torch")
+HEAVY = ("fastembed", "usearch", "onnxruntime", "mcp", "tantivy", "torch", "numpy")
 
 
 def imported_modules(*args: str, cwd: Path | None = None) -> set[str]:
@@ -33,6 +33,21 @@ def test_help_and_status_do_not_import_heavy_modules(home_store: Engram, args: t
     assert "engram.cli" in modules  # the measurement works
     loaded = {m for m in modules if m.split(".")[0] in HEAVY}
     assert loaded == set()
+
+
+def test_settings_are_parsed_again_only_when_config_yaml_changes(home_store: Engram) -> None:
+    imported_modules("status")  # the first run after init parses config.yaml and keeps it
+    assert "ruamel.yaml" not in imported_modules("status")  # later runs skip the YAML parser
+    kept = home_store.personal.local_dir / "config-parsed.json"
+    assert kept.exists()
+    config = home_store.personal.root / "config.yaml"
+    config.write_text(config.read_text().replace("every_events: 20", "every_events: 7"))
+    assert run_engram("config", "get", "commit.every_events").stdout == "7\n"
+    kept.write_text("{not json")
+    assert run_engram("config", "get", "commit.every_events").stdout == "7\n"
+    config.write_text(config.read_text().replace("every_events: 7", "every_events: lots"))
+    done = run_engram("config", "get", "commit.every_events")
+    assert done.returncode == 2 and "config.yaml" in done.stderr  # a bad edit is still caught
 
 
 def test_python_dash_m_engram_works() -> None:

@@ -199,7 +199,8 @@ def test_an_unreadable_row_in_the_read_model_is_rebuilt_from_the_events(
 
 
 CACHES = ["cache/projection.sqlite3", "cache/text", "cache/vectors.usearch", "cache/vectors.json",
-          "cache/embeddings.sqlite3", "committed-stat.json", "writer.json", "observed-clock"]
+          "cache/embeddings.sqlite3", "committed-stat.json", "config-parsed.json", "writer.json",
+          "observed-clock"]
 
 
 def test_damaged_caches_give_the_same_answers_after_the_rebuild() -> None:
@@ -208,7 +209,7 @@ def test_damaged_caches_give_the_same_answers_after_the_rebuild() -> None:
     local = Engram().personal.local_dir
     for name, how in [("cache/projection.sqlite3", "random"), ("cache/text", "truncate"),
                       ("cache/vectors.usearch", "random"), ("cache/embeddings.sqlite3", "random"),
-                      ("writer.json", "random")]:
+                      ("writer.json", "random"), ("config-parsed.json", "random")]:
         _damage(local / name, how)
         assert _same(_snapshot(task), want), (name, how)
 

@@ -18,11 +18,12 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import EngramError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 BUILTIN = "builtin"
 BUILTIN_NAME = "engram/all-MiniLM-L6-v2-int8"
@@ -43,6 +44,8 @@ class Embedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:  # one ONNX session; calls from threads take turns
@@ -106,6 +109,7 @@ def _load_builtin() -> Embedder:
 
 
 def _load_fastembed(name: str) -> Embedder:
+    import numpy as np
     from fastembed import TextEmbedding
 
     cache = Path(os.environ.get("ENGRAM_MODEL_CACHE") or
@@ -174,6 +178,8 @@ class EmbeddingCache:
         return db
 
     def get(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        import numpy as np
+
         out: dict[str, np.ndarray] = {}
         try:
             for start in range(0, len(hashes), 500):
@@ -195,6 +201,8 @@ class EmbeddingCache:
         return out
 
     def put(self, model: str, items: dict[str, np.ndarray]) -> None:
+        import numpy as np
+
         if not items:
             return
         try:
@@ -241,6 +249,8 @@ class EmbeddingCache:
 def embed_with_cache(embedder: Embedder, cache: EmbeddingCache,
                      texts: Sequence[str]) -> tuple[np.ndarray, int]:
     """Vectors for `texts`, embedding only those the cache lacks. Returns (vectors, embedded)."""
+    import numpy as np
+
     hashes = [content_hash(t) for t in texts]
     cached = cache.get(embedder.identity, list(dict.fromkeys(hashes)))
     missing = list(dict.fromkeys(h for h in hashes if h not in cached))
