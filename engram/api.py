@@ -90,6 +90,7 @@ class Engram(Continuity, Interop):
         self._projections: dict[Path, Projection] = {}
         self._searches: dict[Path, StoreSearch] = {}
         self._refreshed: set[Path] = set()
+        self._settings: tuple[tuple[Any, ...], Settings] | None = None
         self.warnings: list[str] = []
 
     # -- stores ------------------------------------------------------------------------------
@@ -123,13 +124,21 @@ class Engram(Continuity, Interop):
         if target is not None and target.kind == "project" and target.exists():
             layers.append(target.config_layer())
         actor = os.environ.get("ENGRAM_ACTOR")
+        # Each layer is kept until its file changes: the same layers give the same settings.
+        key = (*layers, actor)
+        kept = self._settings
+        if kept is not None and len(kept[0]) == len(key) and kept[0][-1] == actor and \
+                all(a is b for a, b in zip(kept[0][:-1], layers)):
+            return kept[1]
         if actor:
             try:
                 actor = check_value("actor", actor)
             except UsageError as exc:
                 raise UsageError(f"ENGRAM_ACTOR: {exc}") from None
             layers.append(Layer({"actor": actor}, origin="ENGRAM_ACTOR"))
-        return Settings(*layers)
+        settings = Settings(*layers)
+        self._settings = (key, settings)
+        return settings
 
     def checks(self, store: Store | None = None) -> Checks:
         """The input checks, with the limits and secret scanning of `store`'s settings."""

@@ -28,8 +28,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from filelock import FileLock
-
 from . import events as ev
 from . import memories as mem
 from .config import SETTINGS, Settings
@@ -111,6 +109,8 @@ class StoreSearch:
 
     @contextmanager
     def lock(self) -> Iterator[None]:
+        from filelock import FileLock
+
         try:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
             lock = FileLock(self.cache_dir / "index.lock", timeout=120, thread_local=False)

