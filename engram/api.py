@@ -662,9 +662,15 @@ class Engram(Continuity, Interop):
                                relevance, power))
         # Only the results read their whole memory.
         ranked.sort(key=lambda item: (item[0], item[1]), reverse=True)
+        best = ranked[:k]
+        bodies: dict[Path, dict[str, mem.Memory]] = {}
+        for store in {item[2].root: item[2] for item in best}.values():
+            # The read model was refreshed above, in this same call: read it as it is.
+            bodies[store.root] = self._projections[store.root].memories_by_id(
+                [item[3] for item in best if item[2].root == store.root])
         hits: list[Hit] = []
-        for score, _, store, memory_id, bm25, cosine, relevance, power in ranked[:k]:
-            memory = self.projection(store).memories_by_id([memory_id])[memory_id]
+        for score, _, store, memory_id, bm25, cosine, relevance, power in best:
+            memory = bodies[store.root][memory_id]
             hits.append(Hit(memory, score, bm25, cosine, relevance, power))
         self.note_recalled([hit.memory.id for hit in hits[:3]])  # what this session relies on
         return hits

@@ -12,19 +12,26 @@ import numpy as np
 from . import usearch_index
 
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
-_VALUE = {c: i for i, c in enumerate(_CROCKFORD)}
+# Crockford digits to the digits int(..., 32) reads; every other ASCII character to one it refuses.
+_TO_DIGITS = {code: "!" for code in range(128)}
+_TO_DIGITS |= {ord(c): "0123456789abcdefghijklmnopqrstuv"[i] for i, c in enumerate(_CROCKFORD)}
+_PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # 10 bits -> two characters
 
 
 def key_of(memory_id: str) -> int:
     """A memory id (12 base32 characters, 60 bits) as the integer usearch keys it by."""
-    value = 0
-    for char in memory_id:
-        value = value * 32 + _VALUE[char]
-    return value
+    if memory_id.isascii():
+        try:
+            return int(memory_id.translate(_TO_DIGITS), 32)
+        except ValueError:
+            pass
+    raise KeyError(memory_id)
 
 
 def id_of(key: int) -> str:
-    return "".join(_CROCKFORD[(key >> (5 * i)) & 31] for i in range(11, -1, -1))
+    pairs = _PAIRS
+    return (pairs[(key >> 50) & 1023] + pairs[(key >> 40) & 1023] + pairs[(key >> 30) & 1023]
+            + pairs[(key >> 20) & 1023] + pairs[(key >> 10) & 1023] + pairs[key & 1023])
 
 
 class VectorIndex:
