@@ -402,6 +402,10 @@ class Engram(Continuity, Interop):
 
         search = self._search(store)
         proj = self.projection(store)
+        # Fold the changes since the vector index was saved into it once there are enough of
+        # them (`search.vector_flush`), as recall does, so that the comparisons with changed
+        # memories each write makes stay few.
+        search.sync_vectors(embedder, settings)
         # The vector is cached, so indexing this memory later does not embed it again.
         vector, _ = embed_with_cache(embedder, search.embeddings, [content])
         near = search.nearest(embedder, vector[0], limit=8)

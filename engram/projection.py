@@ -674,6 +674,13 @@ class Projection:
                 out[memory.id] = memory
         return out
 
+    def dirty_contents(self) -> list[tuple[str, str | None]]:
+        """(memory id, content) of every memory whose vector entry is stale, in one query; the
+        content is None for an id that is no longer a memory."""
+        return self.db.execute(
+            "SELECT d.memory, m.content FROM dirty_vec d LEFT JOIN memories m ON m.id = d.memory"
+        ).fetchall()
+
     @_recovering
     def heads(self, ids: Sequence[str], *, tags: bool = False) -> dict[str, mem.Head]:
         """Ranking fields of these memories, without parsing their bodies."""

@@ -106,6 +106,11 @@ class StoreSearch:
         self.read_only = False
         self._applied: set[tuple[str, int]] = set()  # dirty marks already in memory indexes
         self._vectors_filled = False
+        # Vectors of memories changed since the vector index was saved: id -> (content, vector).
+        self._held: dict[str, tuple[str, Any]] = {}
+        self._held_identity: str | None = None
+        self._held_ids: list[str] = []
+        self._held_matrix: Any = None  # their vectors stacked, in the order of _held_ids
 
     @contextmanager
     def lock(self) -> Iterator[None]:
@@ -296,25 +301,29 @@ class StoreSearch:
 
     def nearest(self, embedder: Embedder, vector: np.ndarray,
                 limit: int = 5) -> list[tuple[str, float]]:
-        """The most similar memories to a vector, without touching any index file."""
+        """The most similar memories to a vector, without touching any index file (memories
+        changed since the vector index was saved are compared directly)."""
         scores = self._scores(embedder, vector, limit)
         return sorted(scores.items(), key=lambda item: item[1], reverse=True)[:limit]
 
     def _scores(self, embedder: Embedder, vector: np.ndarray, limit: int,
                 extra_ids: Sequence[str] = ()) -> dict[str, float]:
         """Cosine similarity from the saved index, corrected for memories changed since it was
-        saved (compared directly, from the embedding cache), plus any of `extra_ids`."""
+        saved (compared directly), plus any of `extra_ids`."""
         index = self.vectors(embedder)
         scores = dict(index.search(vector, limit))
-        pending = [m for m, _ in self.projection.dirty("vec")]
-        for memory_id in pending:
-            scores.pop(memory_id, None)
-        stale = set(pending)
+        pending = self.projection.dirty_contents()
+        for memory_id, similarity in self._pending_scores(embedder, pending, vector).items():
+            scores[memory_id] = similarity
+        stale = {memory_id for memory_id, _ in pending}
+        for memory_id, content in pending:
+            if content is None:
+                scores.pop(memory_id, None)  # changed since the save and no longer a memory
         # Candidates found by words only: their stored vectors, straight from the index.
         others = [i for i in extra_ids if i not in scores and i not in stale]
         for memory_id, stored in index.vectors_for(others).items():
             scores[memory_id] = float(stored @ vector)
-        wanted = list(dict.fromkeys([*pending, *(i for i in extra_ids if i not in scores)]))
+        wanted = [i for i in dict.fromkeys(extra_ids) if i not in scores and i not in stale]
         found = self.projection.memories_by_id(wanted) if wanted else {}
         live = [found[i] for i in wanted if i in found]
         if live:
@@ -322,6 +331,35 @@ class StoreSearch:
             for row, memory in enumerate(live):
                 scores[memory.id] = float(vectors[row] @ vector)
         return scores
+
+    def _pending_scores(self, embedder: Embedder, pending: Sequence[tuple[str, str | None]],
+                        vector: np.ndarray) -> dict[str, float]:
+        """Similarity of the memories changed since the vector index was saved.
+
+        Their vectors are kept in this process, keyed by their exact content, so that a run of
+        writes (each checking for near-duplicates) embeds or reads from the cache only what is
+        new rather than every change since the last save.
+        """
+        import numpy as np
+
+        if self._held_identity != embedder.identity:
+            self._held, self._held_ids, self._held_matrix = {}, [], None
+            self._held_identity = embedder.identity
+        held = self._held
+        contents = {memory_id: text for memory_id, text in pending if text is not None}
+        fresh = [m for m, text in contents.items() if m not in held or held[m][0] != text]
+        if fresh:
+            vectors, _ = embed_with_cache(embedder, self.embeddings, [contents[m] for m in fresh])
+            for row, memory_id in enumerate(fresh):
+                held[memory_id] = (contents[memory_id], vectors[row])
+        if fresh or len(held) != len(contents) or len(self._held_ids) != len(contents):
+            self._held = {m: held[m] for m in contents}  # only what is still pending
+            self._held_ids = list(self._held)
+            self._held_matrix = np.stack([self._held[m][1] for m in self._held_ids]) \
+                if self._held else None
+        if self._held_matrix is None:
+            return {}
+        return dict(zip(self._held_ids, (self._held_matrix @ vector).tolist(), strict=True))
 
     def close(self) -> None:
         self.embeddings.close()

@@ -295,8 +295,12 @@ class Store:
             return 0
 
     def observe_clock(self, clock: int) -> None:
-        """Record the highest clock seen in any event, so that new events sort after it."""
-        if clock <= self.observed_clock():
+        """Record the highest clock seen in any event, so that new events sort after it.
+
+        This writer's own events are already counted by its state (`WriterState.clock`): a
+        clock no higher than that is not written again, so a write's own refresh costs no
+        file."""
+        if clock <= self.observed_clock() or clock <= WriterState.load(self).clock:
             return
         self.local_dir.mkdir(parents=True, exist_ok=True)
         _replace(self.local_dir / "observed-clock", str(clock).encode())

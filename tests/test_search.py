@@ -90,6 +90,34 @@ def test_a_near_duplicate_reinforces_instead_of_adding(home_store: Engram) -> No
     assert first.id in [m.id for m, _ in related.related]
 
 
+def test_writes_without_recall_keep_few_changes_outside_the_vector_index(
+        home_store: Engram) -> None:
+    """The near-duplicate check of each write compares the memories changed since the vector
+    index was saved directly; writes fold them into the index once there are enough, so that
+    this stays a short list however long an agent writes without recalling."""
+    home_store.config_set("search.vector_flush", "8")
+    engram = Engram()  # one long-lived process, as an MCP server is
+    places = ["job queue", "billing service", "login page", "search index", "deploy script",
+              "metrics exporter"]
+    facts = ["needs Postgres 16 for advisory locks", "times out after thirty seconds under load",
+             "is owned by the platform team in Berlin", "breaks when the locale is Turkish",
+             "must be restarted after every certificate rotation"]
+    texts = [f"The {place} {fact}" for fact in facts for place in places]
+    written = [engram.remember(text) for text in texts]
+    assert not any(w.duplicate for w in written)
+    proj = engram.projection(engram.personal)
+    assert proj.dirty_count("vec") < 8
+    # A change not yet in the saved index is compared with its new text, not its old one.
+    pending = written[-1]
+    assert any(m == pending.id for m, _ in proj.dirty("vec"))
+    engram.update(pending.id, "Ship the mobile app through TestFlight before every release")
+    assert engram.remember("Ship the mobile app through TestFlight before each release").duplicate
+    assert not engram.remember(texts[-1]).duplicate
+    # And one folded into the index long ago is still found as a near-duplicate.
+    again = engram.remember(texts[3] + ".")
+    assert again.duplicate and again.id == written[3].id
+
+
 def test_supersede_retires_the_old_memory_from_recall(home_store: Engram) -> None:
     old = home_store.remember("The API runs on port 8080")
     new = Engram().remember("The API runs on port 9090", supersedes=[old.id[:6]])
