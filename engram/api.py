@@ -31,6 +31,7 @@ from .store import Store, WriterState, require
 from .validation import Checks, event_kind, reference, well_formed
 
 if TYPE_CHECKING:
+    from . import git
     from .index.embed import Embedder
     from .retrieval import Hit, StoreSearch
 
@@ -270,13 +271,13 @@ class Engram(Continuity, Interop):
                 self.warnings.append(f"events are saved but not committed yet: {exc}")
 
     def _commit_store(self, store: Store, *, subject: str | None = None,
-                      locked: bool = False) -> CommitResult:
+                      locked: bool = False, repo: git.StoreRepo | None = None) -> CommitResult:
         from . import git
 
         if not locked:
             with store.lock():
-                return self._commit_store(store, subject=subject, locked=True)
-        repo = git.StoreRepo(store)
+                return self._commit_store(store, subject=subject, locked=True, repo=repo)
+        repo = repo or git.StoreRepo(store)
         pending = repo.pending()
         for attempt in (1, 2):
             try:

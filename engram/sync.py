@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import pygit2
 
     from .api import Engram
+    from .git import StoreRepo
 
 PUSH_ATTEMPTS = 3
 _REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -168,10 +169,7 @@ class _Target:
         return f"refs/remotes/{self.remote}/{self.remote_branch}"
 
 
-def _target(store: Store, remote: str | None) -> _Target | None:
-    from .git import StoreRepo
-
-    repo = StoreRepo(store).repo
+def _target(store: Store, repo: pygit2.Repository, remote: str | None) -> _Target | None:
     if repo.head_is_detached:
         raise SyncError(f"HEAD of {store.work_tree} is detached; check out a branch, then sync")
     branch = str(repo.references["HEAD"].target).removeprefix("refs/heads/") \
@@ -219,7 +217,11 @@ def sync(engram: Engram, *, pull: bool = True, push: bool = True, remote: str | 
     results = []
     for store in engram.stores():
         result = SyncResult(store=store.kind)
-        target = _target(store, remote)
+        from .git import StoreRepo
+
+        store_repo = StoreRepo(store)  # one repository object for the whole sync of a store
+        repo = store_repo.repo
+        target = _target(store, repo, remote)
         if target is None:
             if explicit or len(engram.stores()) == 1:
                 raise SyncError(_no_remote_hint(store))
@@ -227,16 +229,16 @@ def sync(engram: Engram, *, pull: bool = True, push: bool = True, remote: str | 
             results.append(result)
             continue
         result.remote, result.branch = target.remote, target.remote_branch
-        _check_not_busy(store)
-        result.committed = engram._commit_store(store).events
+        _check_not_busy(store, store_repo)
+        result.committed = engram._commit_store(store, repo=store_repo).events
         received = 0
         if pull:
             _fetch(store, target)
-            result.merge, received = _merge(engram, store, target)
+            result.merge, received = _merge(engram, store, repo, target)
         if push:
             for attempt in range(PUSH_ATTEMPTS):
                 try:
-                    result.pushed = _push(store, target)
+                    result.pushed = _push(store, repo, target)
                     break
                 except _Rejected:
                     if not pull or attempt == PUSH_ATTEMPTS - 1:
@@ -245,7 +247,7 @@ def sync(engram: Engram, *, pull: bool = True, push: bool = True, remote: str | 
                             "clone lacks; run `engram sync` to merge them first"
                         ) from None
                     _fetch(store, target)
-                    result.merge, more = _merge(engram, store, target)
+                    result.merge, more = _merge(engram, store, repo, target)
                     received += more
         result.received = received
         if pull:
@@ -256,10 +258,8 @@ def sync(engram: Engram, *, pull: bool = True, push: bool = True, remote: str | 
     return results
 
 
-def _check_not_busy(store: Store) -> None:
-    from .git import StoreRepo
-
-    reason = StoreRepo(store).busy()
+def _check_not_busy(store: Store, store_repo: StoreRepo) -> None:
+    reason = store_repo.busy()
     if reason:
         raise SyncError(f"{reason} in {store.work_tree}; finish or abort it, then sync")
 
@@ -283,11 +283,9 @@ def _events(engram: Engram, store: Store) -> int:
     return engram.projection(store).counts()["events"]
 
 
-def _merge(engram: Engram, store: Store, target: _Target) -> tuple[str, int]:
+def _merge(engram: Engram, store: Store, repo: pygit2.Repository,
+           target: _Target) -> tuple[str, int]:
     """Merge what the last fetch brought: how it went, and how many events it brought."""
-    from .git import StoreRepo
-
-    repo = StoreRepo(store).repo
     theirs = _tracking_id(repo, target)
     if theirs is None:
         return "no-remote-branch", 0
@@ -327,11 +325,8 @@ class _Rejected(Exception):
     pass
 
 
-def _push(store: Store, target: _Target) -> int:
+def _push(store: Store, repo: pygit2.Repository, target: _Target) -> int:
     """Push the branch; the number of commits sent."""
-    from .git import StoreRepo
-
-    repo = StoreRepo(store).repo
     if repo.head_is_unborn:
         return 0
     local = repo.head.target
