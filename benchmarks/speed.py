@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     from engram.api import Engram
     from engram.index import usearch_index
     from engram.index.embed import load_embedder
-    from engram.index.text import _WORD
+    from engram.index.text import query_words
 
     results: dict[str, Any] = {
         "memories": args.memories, "queries": args.queries, "rounds": args.rounds,
@@ -514,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter_ns()
             vec = emb.embed([q])[0]
             t1 = time.perf_counter_ns()
-            words = _WORD.findall(q.lower())
+            words = query_words(q)  # the words Engram searches for
             parsed, _ = tindex.parse_query_lenient(" ".join(words), ["body"])
             searcher = tindex.searcher()
             hits = searcher.search(parsed, limit=limit, count=False).hits

@@ -203,13 +203,13 @@ class Floor:
     def once(self, q: str) -> tuple[int, int, int]:
         import numpy as np
 
-        from engram.index.text import _WORD
+        from engram.index.text import query_words
 
         t0 = time.perf_counter_ns()
         vec = self.emb.embed([q])[0]
         t1 = time.perf_counter_ns()
-        parsed, _ = self.tindex.parse_query_lenient(" ".join(_WORD.findall(q.lower())),
-                                                    ["body"])
+        # The words Engram searches for (stop words left out): the same query, done bare.
+        parsed, _ = self.tindex.parse_query_lenient(" ".join(query_words(q)), ["body"])
         searcher = self.tindex.searcher()
         hits = searcher.search(parsed, limit=self.limit, count=False).hits
         ids = [searcher.doc(addr)["id"][0] for _, addr in hits]
@@ -566,7 +566,7 @@ import numpy as np
 from engram.index import usearch_index
 from engram.index.embed import load_embedder
 emb = load_embedder("builtin")
-vec = emb.embed([sys.argv[2]])[0]
+vec = emb.embed([sys.argv[4]])[0]
 u = usearch_index().Index(ndim=emb.dim, metric="cos", dtype="f32")
 u.load(sys.argv[3])
 keys = u.search(vec.astype(np.float32), 100).keys
@@ -581,6 +581,10 @@ def stage_startup(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     cwd = built.base / "home"
     cache = built.store_dir / ".git" / "engram" / "cache"
     queries = speed.make_queries(random.Random(5), 8)
+    # The bare queries search the words Engram searches for (stop words left out).
+    from engram.index.text import query_words
+
+    words = [" ".join(query_words(q)) for q in queries]
     exe = engram_exe()
     py = sys.executable
 
@@ -599,13 +603,13 @@ def stage_startup(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     bm25 = {
         "engram recall (BM25 only)": lambda i: [*exe, "recall", queries[i % len(queries)]],
         "bare tantivy query in a process": lambda i: [py, "-c", BARE_BM25, str(cache / "text"),
-                                                      queries[i % len(queries)]],
+                                                      words[i % len(queries)]],
     }
     hybrid = {
         "engram recall (hybrid)": lambda i: [*exe, "recall", queries[i % len(queries)]],
         "bare tantivy + ONNX + usearch in a process": lambda i: [
-            py, "-c", BARE_HYBRID, str(cache / "text"), queries[i % len(queries)],
-            str(cache / "vectors.usearch")],
+            py, "-c", BARE_HYBRID, str(cache / "text"), words[i % len(queries)],
+            str(cache / "vectors.usearch"), queries[i % len(queries)]],
     }
     floor_key = "python -c pass (floor)"
     times: dict[str, list[float]] = {}
