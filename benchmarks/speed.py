@@ -272,6 +272,16 @@ def last_written_line(store: Any) -> tuple[bytes, int]:
     return tail.rstrip(b"\n").rsplit(b"\n", 1)[-1] + b"\n", state["pending"]
 
 
+def fsynced_append(path: Path, line: bytes) -> None:
+    """The floor of a durable write: append one line and fsync it, nothing else."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def ms(ns: float) -> float:
     return ns / 1e6
 
@@ -607,12 +617,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def floor_remember(line: bytes, text: str) -> tuple[int, int]:
             t0 = time.perf_counter_ns()
-            fd = os.open(floor_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsynced_append(floor_file, line)
             t1 = time.perf_counter_ns()
             emb.embed([text])
             t2 = time.perf_counter_ns()

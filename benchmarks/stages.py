@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import resource
 import shutil
@@ -110,12 +109,7 @@ def stage_write(work: Path, p: dict[str, Any]) -> dict[str, Any]:
 
     def floor_op(line: bytes, text: str, embed: bool) -> int:
         t0 = time.perf_counter_ns()
-        fd = os.open(floor_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        speed.fsynced_append(floor_file, line)
         if embed:
             emb.embed([text])
         return time.perf_counter_ns() - t0
