@@ -54,7 +54,9 @@ def test_filters_and_k(home_store: Engram) -> None:
 def test_deleting_every_cache_gives_the_same_results(home_store: Engram) -> None:
     fill(home_store)
     queries = ["database for jobs", "how do we deploy to staging", "commit style"]
-    before = {q: ranked(Engram(), q) for q in queries}
+    reader = Engram()
+    before = {q: ranked(reader, q) for q in queries}
+    reader.close()  # no process has the indexes open while they are deleted
     home_store.close()
     shutil.rmtree(home_store.personal.local_dir / "cache")
     after = {q: ranked(Engram(), q) for q in queries}
