@@ -12,8 +12,11 @@ from pathlib import Path
 
 
 def quote(value: object, width: int = 40) -> str:
-    """A short, one-line quotation of what a caller gave, for messages: never all of it."""
-    text = value if isinstance(value, str) else str(value)
+    """A short, one-line quotation of what a caller gave, for messages: never all of it, and
+    never any part of a credential in it (that shows as [REDACTED:type])."""
+    from .secrets import redacted  # engram.secrets imports this module
+
+    text = redacted(value if isinstance(value, str) else str(value))
     if len(text) > width:
         text = text[: width - 1] + "…"
     return repr(text)

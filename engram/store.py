@@ -39,7 +39,7 @@ import orjson
 
 from . import events as ev
 from .config import CONFIG_FILE, PROJECT_DIR, ConfigFile, Layer, default_config_text
-from .errors import EngramError, NoStoreError, UsageError
+from .errors import EngramError, NoStoreError, UsageError, quote
 
 StoreKind = Literal["personal", "project"]
 
@@ -599,5 +599,5 @@ def require(store: Store | None, kind: StoreKind) -> Store:
 def check_relative(name: str, what: str) -> str:
     """Refuse path-like names that could escape a directory when used as paths."""
     if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in name.split("/"):
-        raise UsageError(f"{what} {name!r} must not be an absolute path or contain '..'")
+        raise UsageError(f"{what} {quote(name)} must not be an absolute path or contain '..'")
     return name

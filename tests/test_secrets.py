@@ -1,18 +1,44 @@
 from __future__ import annotations
 
+import importlib.util
+import json
+import secrets as random_tokens
+import time
+from pathlib import Path
+
 import pytest
 
 from conftest import cli
 from engram.api import Engram
-from engram.errors import SecretError
-from engram.secrets import find_secrets
+from engram.errors import AmbiguousIdError, NotFoundError, SecretError, UsageError, quote
+from engram.secrets import find_secrets, guard, redact
+from engram.validation import name, path
 
-AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example key
 GITHUB_TOKEN = "ghp_" + "wWPw5k4aXcaT4fNP0UcnZwJUVFk6LO0pINUx"
+CORPUS = Path(__file__).parent / "corpus"
+
+
+def load(name: str) -> list[dict[str, str]]:
+    with open(CORPUS / name, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+POSITIVE = load("secrets_positive.jsonl")
+NEGATIVE = load("secrets_negative.jsonl")
 
 
 def stored_bytes(engram: Engram) -> bytes:
     return b"".join(p.read_bytes() for s in engram.stores() for p in s.event_files())
+
+
+def leaks(message: str, secret: str) -> bool:
+    """Whether `message` holds any piece of `secret` (six characters are enough to tell)."""
+    width = min(6, len(secret))
+    return any(secret[i: i + width] in message for i in range(len(secret) - width + 1))
+
+
+# -- refusing, redacting, never echoing ----------------------------------------------------------
 
 
 def test_a_secret_is_refused_with_its_kind_and_position_and_never_echoed(
@@ -22,7 +48,7 @@ def test_a_secret_is_refused_with_its_kind_and_position_and_never_echoed(
     with pytest.raises(SecretError) as info:
         home_store.remember(f"deploy notes\nthe key is {AWS_KEY} for s3")
     message = str(info.value)
-    assert "AWS Access Key" in message and "line 2, column 12" in message
+    assert "AWS access key" in message and "line 2, column 12" in message
     assert "--redact" in message
     assert AWS_KEY not in message
     assert stored_bytes(home_store) == before
@@ -32,15 +58,22 @@ def test_the_cli_refuses_a_secret_with_exit_status_2(home_store: Engram) -> None
     result = cli("remember", f"token {GITHUB_TOKEN}")
     assert result.exit_code == 2
     assert result.stderr.startswith("error: content contains what looks like a secret "
-                                    "(GitHub Token) at line 1, column 7")
+                                    "(GitHub token) at line 1, column 7")
     assert GITHUB_TOKEN not in result.output
     assert GITHUB_TOKEN.encode() not in stored_bytes(home_store)
 
 
 def test_redaction_stores_the_text_without_the_secret(home_store: Engram) -> None:
     memory = home_store.remember(f"the key is {AWS_KEY} for s3", redact=True)
-    assert memory.content == "the key is [REDACTED:AWS Access Key] for s3"
+    assert memory.content == "the key is [REDACTED:AWS access key] for s3"
     assert AWS_KEY.encode() not in stored_bytes(home_store)
+
+
+def test_redaction_keeps_the_key_name_readable(home_store: Engram) -> None:
+    memory = home_store.remember("staging .env:\nDB_HOST=db.internal\nDB_PASSWORD=Maple1359*KPa",
+                                 redact=True)
+    assert memory.content == ("staging .env:\nDB_HOST=db.internal\n"
+                              "DB_PASSWORD=[REDACTED:password]")
 
 
 def test_updates_and_reasons_are_scanned_too(home_store: Engram) -> None:
@@ -51,14 +84,109 @@ def test_updates_and_reasons_are_scanned_too(home_store: Engram) -> None:
         home_store.forget(memory.id, reason=f"rotated {AWS_KEY}")
 
 
+def test_a_secret_given_as_an_id_or_a_tag_is_not_quoted_back(home_store: Engram) -> None:
+    with pytest.raises(UsageError) as info:
+        home_store.get(GITHUB_TOKEN)
+    assert GITHUB_TOKEN[:8] not in str(info.value)
+    assert "[REDACTED:GitHub token]" in str(info.value)
+    with pytest.raises(UsageError) as info:
+        home_store.remember("harmless", tags=["PASSWORD=Maple1359*KPa"])
+    assert "Maple" not in str(info.value)
+
+
+# -- the corpora -------------------------------------------------------------------------------
+
+
+def test_the_corpus_files_are_what_their_script_writes() -> None:
+    spec = importlib.util.spec_from_file_location("make_secrets_corpus",
+                                                  CORPUS / "make_secrets_corpus.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for file_name, text in module.build().items():
+        assert (CORPUS / file_name).read_text(encoding="utf-8") == text, (
+            f"run .venv/bin/python tests/corpus/make_secrets_corpus.py to rewrite {file_name}")
+
+
+def test_corpus_figures_most_secrets_are_caught_and_almost_no_ordinary_text_is_refused(
+) -> None:
+    """The scanner's figures, as docs/reliability.md reports them (`-s` prints them)."""
+    assert len(POSITIVE) >= 80 and len(NEGATIVE) >= 300
+    missed = [row for row in POSITIVE if not find_secrets(row["text"])]
+    refused = [row for row in NEGATIVE if find_secrets(row["text"])]
+    caught = 1 - len(missed) / len(POSITIVE)
+    refused_share = len(refused) / len(NEGATIVE)
+    print(f"\nsecret scanner: caught {len(POSITIVE) - len(missed)}/{len(POSITIVE)} secret forms "
+          f"({100 * caught:.1f}%), refused {len(refused)}/{len(NEGATIVE)} ordinary texts "
+          f"({100 * refused_share:.2f}%)")
+    for row in missed:
+        print(f"  missed:  {row['form']}")
+    for row in refused:
+        print(f"  refused: {row['form']}")
+    assert caught >= 0.95
+    assert refused_share <= 0.01
+
+
+@pytest.mark.parametrize("row", POSITIVE, ids=[row["form"] for row in POSITIVE])
+def test_redaction_replaces_exactly_the_secret_and_no_message_quotes_it(
+    row: dict[str, str],
+) -> None:
+    text, secret = row["text"], row["secret"]
+    findings = find_secrets(text)
+    assert findings, "not caught"
+    [finding] = [f for f in findings if f.start <= text.index(secret) < f.end]
+    assert (finding.start, finding.end) == (text.index(secret), text.index(secret) + len(secret))
+    assert redact(text, [finding]) == text.replace(secret, f"[REDACTED:{finding.type}]")
+    with pytest.raises(SecretError) as info:
+        guard(text)
+    messages = [str(info.value)]
+    for check in (lambda: name(text, what="tag", limit=64),
+                  lambda: name(text, what="tag", limit=10_000),
+                  lambda: path(text, what="working-set file", limit=64),
+                  lambda: path(text, what="working-set file", limit=10_000)):
+        try:
+            check()
+        except UsageError as exc:
+            messages.append(str(exc))
+    messages.append(str(NotFoundError("memory", text)))
+    messages.append(str(AmbiguousIdError(text, ["abcd00000001", "abcd00000002"])))
+    messages.append(quote(text, 10_000))
+    for message in messages:
+        assert not leaks(message, secret), message
+
+
+def test_every_corpus_secret_is_refused_or_redacted_by_remember(home_store: Engram) -> None:
+    for row in POSITIVE:
+        with pytest.raises(SecretError) as info:
+            home_store.remember(row["text"])
+        assert not leaks(str(info.value), row["secret"]), row["form"]
+    before = stored_bytes(home_store)
+    for row in POSITIVE[::10]:
+        home_store.remember(row["text"], redact=True)
+        assert row["secret"].encode() not in stored_bytes(home_store), row["form"]
+    assert stored_bytes(home_store) != before
+
+
+# -- the placeholder policy and the forms it must tell apart ------------------------------------
+
+
 @pytest.mark.parametrize(
     ("text", "kind"),
     [
-        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
-         "Private Key"),
-        ("db postgres://admin:s3cretpw@db.example.com/app", "Basic Auth Credentials"),
-        ("sk-ant-api03-" + "a" * 40, "Anthropic API Key"),
-        ("xoxb-" + "1234567890-1234567890-abcdefghijklmnopqrstuvwx", "Slack Token"),
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAxKl3nB8qZ\n-----END RSA PRIVATE KEY-----",
+         "private key"),
+        ("db postgres://admin:s3cretpw@db.example.com/app", "password in URL"),
+        ("sk-ant-api03-" + "a1B2c3D4" * 5, "Anthropic API key"),
+        ("xoxb-" + "1234567890-1234567890-abcdefghijklmnopqrstuvwx", "Slack token"),
+        ("PASSWORD=letmein", "password"),
+        ("export GITHUB_TOKEN=" + GITHUB_TOKEN, "GitHub token"),
+        ("password: Tr0ub4dor&3", "password"),
+        ('"api_key": "k3x9q2mf7a1bz8w"', "API key"),
+        ("curl -u admin:Tr0ub4dor3 https://ci.internal", "password"),
+        ("mysql -uroot -pTr0ub4dor3 app", "password"),
+        ("Authorization: Basic YWRtaW46VHIwdWI0ZG9yMw==", "authorization header"),
+        ("GET /v1/items?access_token=k3x9q2mf7a1bz8w", "token"),
+        ("AKIAIOSFODNN7EXAMPLE", "AWS access key"),  # a provider shape is refused even so
     ],
 )
 def test_common_credentials_are_detected(text: str, kind: str) -> None:
@@ -72,7 +200,53 @@ def test_common_credentials_are_detected(text: str, kind: str) -> None:
         "event 01JDX3F9ZQ8K2M4N6P8R0T2V4W, memory k3x9q2mf7a1b",
         "the password field must be hashed with argon2",
         "server at 10.0.0.12 and 93.184.216.34",
+        # placeholders: references, masks, conventional words, the name itself
+        "API_KEY=<your key>",
+        "DB_PASSWORD=${DB_PASSWORD}",
+        "PASSWORD=$PASSWORD",
+        "PASSWORD=%PASSWORD%",
+        "password: {{ vault_db_password }}",
+        "token: ${{ secrets.GITHUB_TOKEN }}",
+        "API_KEY=xxxxxxxx",
+        "PASSWORD=********",
+        "OPENAI_API_KEY=sk-...",
+        "PASSWORD=changeme",
+        "API_KEY=example",
+        "API_KEY=dummy",
+        "API_KEY=your_api_key_here",
+        "SECRET_KEY=replace-me-in-production",
+        "AWS_SECRET_ACCESS_KEY=AWS_SECRET_ACCESS_KEY",
+        "postgres://postgres:postgres@localhost:5432/test",
+        "postgres://user:password@localhost/app",
+        "client_secret: op://Engineering/oauth/client-secret",
+        # code that reads a secret, and types
+        'api_key = os.environ["API_KEY"]',
+        "password = args.password",
+        "password: string;",
+        "secret: SecretStr",
+        "max_tokens: 4096",
+        "token_type: bearer",
     ],
 )
 def test_what_coding_agents_write_every_day_is_not_a_secret(text: str) -> None:
     assert find_secrets(text) == []
+
+
+def test_high_entropy_strings_are_refused_only_when_asked() -> None:
+    text = f"blob {random_tokens.token_urlsafe(32)} in the fixture"
+    assert find_secrets(text) == []
+    assert [f.type for f in find_secrets(text, entropy=True)] == ["high-entropy string"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["password=" * 4000, "a" * 32_000, "-----BEGIN PRIVATE KEY-----" * 1000,
+     "mysql -u root " + "-x " * 10_000, "https://" + "u:" * 15_000 + "@",
+     "Authorization: " * 2000, "sk-" * 10_000, ("x" * 19 + "=") * 1500],
+    ids=["keys", "one-long-word", "pem-headers", "options", "url", "headers", "prefixes",
+         "runs"],
+)
+def test_scanning_a_large_adversarial_text_stays_fast(text: str) -> None:
+    start = time.perf_counter()
+    find_secrets(text)
+    assert time.perf_counter() - start < 0.5
