@@ -93,12 +93,13 @@ _PEM_BODY = re.compile(r"(?:\s|\\n|[A-Za-z-]+: [^\n]*)*[A-Za-z0-9+/=]{20}")  # n
 # A key that holds a credential ends with one of these words (any case, any separator), then
 # comes an assignment: `DB_PASSWORD=`, `clientSecret:`, `"api_key": `, `x-api-key:`,
 # `--password=`, `?access_token=`, `password is`.
-_KEYWORDS = (r"passw(?:or)?d|pwd|passphrase|(?<=[_.\-])pass|secret|token|credentials?"
-             r"|(?:api|access|secret|private|signing|encryption|master|account|app|auth)[_\-]?key"
+_KEYWORDS = (r"passw(?:or)?d|pwd|passphrase|(?<=[_.\-])pass|secret(?:_key_base)?|token"
+             r"|credentials?|api[_\- ]?key"
+             r"|(?:access|secret|private|signing|encryption|master|account|app|auth)[_\-]?key"
              r"|(?<=[?&])sig")
 _KEYWORD_HINTS = ("pass", "pwd", "secret", "token", "credential", "key", "sig")
-_ASSIGNED_PATTERN = (
-    rf"(?P<kw>{_KEYWORDS})(?![A-Za-z0-9_.\-])(?P<close>[\"'`]?\]?)"
+_ASSIGNED_PATTERN = (  # (the look-ahead lets the regex engine skip other letters quickly)
+    rf"(?=[pstcaem])(?P<kw>{_KEYWORDS})(?![A-Za-z0-9_.\-])(?P<close>[\"'`]?\]?)"
     r"(?P<sep>[ \t]*(?::=|=>|=(?!=)|:(?![:/]))[ \t]*|[ \t]+(?:is|was)[ \t]+)")
 # Matched against the lower-cased text, which is three times faster than ignoring case; that
 # keeps offsets only for ASCII text, so other text is matched ignoring case.
@@ -115,6 +116,16 @@ _AUTHORIZATION = re.compile(
     r"(?i)\b(?:proxy-)?authorization[\"']?\]?[ \t]*[:=][ \t]*[\"']?"
     r"(?:(?:bearer|basic|token|bot|digest|apikey|sso-key)[ \t]+)?(?P<v>[^\s\"',;]+)")
 _BEARER = re.compile(r"\bBearer[ \t]+(?P<v>[A-Za-z0-9._~+/\-]{20,}=*)")
+# Prose: "the admin password for the staging box is X", "log in with password X".
+_PROSE_FOR_PATTERN = (
+    r"\b(?=[psta])(?P<kw>passw(?:or)?d|passphrase|secret|token|api[ _\-]?key)[ \t]+"
+    r"(?:for|of|on|to)[ \t]+[^\n:=]{1,40}?[ \t]+(?:is|was|:)[ \t]+(?P<v>[^\s\"'`,;]+)")
+_PROSE_BARE_PATTERN = r"\bpassw(?:or)?d[ \t]+(?P<v>[^\s\"'`,;]{8,})"
+_PROSE_FOR = re.compile(_PROSE_FOR_PATTERN)
+_PROSE_BARE = re.compile(_PROSE_BARE_PATTERN)
+_PROSE_FOR_ANY_CASE = re.compile(_PROSE_FOR_PATTERN, re.IGNORECASE)
+_PROSE_BARE_ANY_CASE = re.compile(_PROSE_BARE_PATTERN, re.IGNORECASE)
+_UPPER, _LOWER, _DIGIT = re.compile("[A-Z]"), re.compile("[a-z]"), re.compile("[0-9]")
 _XML = re.compile(
     rf"(?i)<(?P<tag>[\w:.\-]*(?:{_KEYWORDS}))>[ \t]*(?P<v>[^<\s]+)[ \t]*</(?P=tag)>")
 _NETRC = re.compile(r"\bmachine[ \t]+\S+[ \t]+(?:login[ \t]+\S+[ \t]+)?password[ \t]+(?P<v>\S+)")
@@ -141,7 +152,7 @@ _COMMANDS: list[tuple[Callable[[str], bool], re.Pattern[str]]] = [
 # -- the placeholder policy ---------------------------------------------------------------------
 
 _REFERENCE = re.compile(
-    r"""^(?:\$|%[\w(]|<|\{|\[REDACTED|![A-Za-z]+$|#\{|@\w|op://|vault:|arn:|awssm:|gcp:|sm://"""
+    r"""^(?:\$|%\w+%$|%\(|<|\{|\[REDACTED|![A-Za-z]+$|#\{|op://|vault:|arn:|awssm:|gcp:|sm://"""
     r"""|ref\+|secret:|env:)""", re.IGNORECASE)
 _PLACEHOLDER_PART = re.compile(
     r"\.\.\.|…|\*\*\*|xxx|change[_\-]?me|example|placeholder|dummy|redacted|your[_\-]|"
@@ -213,8 +224,10 @@ def _type_of(keyword: str) -> str:
         return "password"
     if word == "sig":
         return "signature"
-    if word.endswith("key"):  # api_key, access-key, signingKey
-        return ("API" if word.startswith("api") else word[:-3].strip("_")) + " key"
+    if word.endswith("key"):  # api_key, access-key, signingKey, api key
+        return ("API" if word.startswith("api") else word[:-3].strip("_ ")) + " key"
+    if word.startswith("secret"):
+        return "secret"
     return word  # secret, token, credential(s)
 
 
@@ -244,6 +257,25 @@ def find_secrets(text: str, *, entropy: bool = False) -> list[Finding]:
         for match in _BEARER.finditer(text):
             if _mixed(match["v"]) and not _placeholder(match["v"]):
                 spans.append((match.start("v"), match.end("v"), "bearer token"))
+    # matched in the lower-cased text when offsets allow (see _ASSIGNED); values from `text`
+    ascii_text = text.isascii()
+    if (" for " in lower or " of " in lower or " on " in lower or " to " in lower) and (
+            "pass" in lower or "secret" in lower or "token" in lower or "key" in lower):
+        prose_for = (_PROSE_FOR.finditer(lower) if ascii_text else
+                     _PROSE_FOR_ANY_CASE.finditer(text))
+        for match in prose_for:
+            value = text[match.start("v"): match.end("v")].rstrip(".")
+            if _literal(value, key=match["kw"], quoted=False, style="prose"):
+                spans.append((match.start("v"), match.start("v") + len(value),
+                              _type_of(match["kw"])))
+    if "password " in lower or "passwd " in lower:
+        prose_bare = (_PROSE_BARE.finditer(lower) if ascii_text else
+                      _PROSE_BARE_ANY_CASE.finditer(text))
+        for match in prose_bare:
+            value = text[match.start("v"): match.end("v")].rstrip(".")
+            if (_UPPER.search(value) and _LOWER.search(value) and _DIGIT.search(value)
+                    and _literal(value, key="password", quoted=False, style="prose")):
+                spans.append((match.start("v"), match.start("v") + len(value), "password"))
     if "</" in text:
         for match in _XML.finditer(text):
             if _literal(match["v"], key=match["tag"], quoted=False, style="env"):

@@ -278,6 +278,27 @@ def positives() -> list[dict[str, str]]:
     # -- prose ----------------------------------------------------------------------------------
     add("prose password is", "the staging DB password is {S}", password())
     add("prose secret is", "the webhook secret is {S} until we rotate it", rand(ALNUM, 24))
+    add("prose password for", "the root password for the staging box is {S}", password())
+    add("prose with password", "ssh root@10.0.0.5 with password {S}", password())
+    add("prose api key", "api key: {S}", rand(ALNUM, 24))
+    add("prose login / password", "login: bob / password: {S}", password())
+
+    # -- more forms in the wild -----------------------------------------------------------------
+    add("yaml upper key quoted", "DATABASE_PASSWORD: '{S}'", password())
+    add("github token yaml", "GITHUB_TOKEN: {S}", ghp())
+    add("url pg_dump", "pg_dump postgresql://reporter:{S}@analytics.db:5432/events > dump.sql",
+        password())
+    add("openai quoted export", "export OPENAI_API_KEY='{S}'", "sk-proj-" + rand(URLSAFE, 48))
+    add("stripe in code", "client = Stripe('{S}')", "sk_live_" + rand(ALNUM, 24))
+    add("rails secret_key_base", "heroku config:set SECRET_KEY_BASE={S}", hexs(128))
+    add("env DB_PASS quoted", 'DB_PASS="{S}"', password())
+    add("env lower password", "password={S}", password())
+    add("url mongodb plain", "mongodb://admin:{S}@mongo:27017", password())
+    add("docker -e", "docker run -e POSTGRES_PASSWORD={S} postgres:16", password())
+    add("query token hex", "token={S}", hexs(32))
+    add("js apiKey env", "apiKey={S}", rand(ALNUM, 24))
+    add("header token scheme", "'Authorization': 'Token {S}'", hexs(40))
+    add("yaml flow mapping", "credentials: {user: ci, password: {S}}", password())
     return out
 
 
@@ -628,6 +649,35 @@ def negatives() -> list[dict[str, str]]:
         "Accept: application/vnd.github+json",
         "User-Agent: engram/0.9.0 (+https://github.com/acme/engram)",
         "WWW-Authenticate: Bearer realm=\"api\", error=\"invalid_token\"",
+        "password reset links now expire after 1 hour",
+        "set DB_PASSWORD in the CI secrets, never in .env.example",
+        "token: ${TOKEN}",
+        "password: <%= ENV['DB_PASSWORD'] %>",
+        "secret_key_base: <%= Rails.application.credentials.secret_key_base %>",
+        "export API_KEY=$(security find-generic-password -s api -w)",
+        "password = hash_password(form.password.data)",
+        "const secret = process.env.JWT_SECRET ?? '';",
+        "if token is None: raise AuthError()",
+        "token = None",
+        "password: \"\"",
+        "the auth token is 32 hex characters",
+        "TOKEN_EXPIRY=3600",
+        "api_key: str | None = None",
+        "secret=os.urandom(32)",
+        "github token scopes: repo, workflow, read:org",
+        "keys: [id, name, password_hash]",
+        "access_token, refresh_token = tokens",
+        "password=password",
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY come from OIDC",
+        "Use `--password-file` instead of `--password`",
+        "token = self._token",
+        "session.headers['Authorization'] = 'Bearer ' + token",
+        "the secret sauce is caching",
+        "monkeypatch.setenv('API_KEY', 'test-key')",
+        "assert resp.json()['token'] == token",
+        "$ export PGPASSWORD  # reads it from .pgpass",
+        "mysql -u root -p < dump.sql",
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY (the AWS docs' example)",
         )
     return out
 
