@@ -85,7 +85,9 @@ SETTINGS: dict[str, Setting] = {
                 "Also refuse high-entropy strings (noisy: commit hashes and ids look random)."),
         Setting("search.model", "builtin", str,
                 "Embedding model: 'builtin' (all-MiniLM-L6-v2 int8, shipped with Engram), "
-                "any fastembed model name (downloaded on first use), or 'off' for BM25 only."),
+                "the absolute path of a folder with an ONNX model and its tokenizer.json "
+                "(never downloads; see docs/search.md), any fastembed model name (downloaded "
+                "on first use), or 'off' for BM25 only."),
         Setting("search.vector_flush", 256, int,
                 "Fold changed memories into the saved vector index once this many are pending.",
                 minimum=1),
@@ -206,7 +208,22 @@ def parse_value(key: str, text: str) -> Any:
             raise UsageError(f"{key} takes a number, not {quote(text)}") from None
     else:
         value = text
-    return check_value(key, value)
+    value = check_value(key, value)
+    if key == "search.model":
+        _check_model_folder(value)
+    return value
+
+
+def _check_model_folder(value: str) -> None:
+    """`engram config set search.model PATH` checks the folder on this machine (a file read from
+    git is only checked for its shape: the folder may exist on another machine only)."""
+    from .index.embed import ModelFolderError, describe_folder, is_local_model
+
+    if is_local_model(value):
+        try:
+            describe_folder(Path(value).expanduser())
+        except ModelFolderError as exc:
+            raise UsageError(f"search.model: {exc}") from None
 
 
 def check_value(key: str, value: Any) -> Any:
@@ -224,6 +241,13 @@ def check_value(key: str, value: Any) -> Any:
         raise UsageError(f"{key} must be a finite number, not {value}")
     if setting.type is str:
         _check_text_setting(key, value)
+    if key == "search.model":
+        from .index.embed import check_model_setting
+
+        try:
+            check_model_setting(value)
+        except ValueError as exc:
+            raise UsageError(f"{key}: {exc}") from None
     if setting.minimum is not None and value < setting.minimum:
         raise UsageError(f"{key} must be at least {setting.minimum}, not {value}")
     if setting.maximum is not None and value > setting.maximum:

