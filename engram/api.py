@@ -26,6 +26,7 @@ from .errors import (
 )
 from .continuity.service import Continuity
 from .interop.service import Interop
+from .neardup import Difference, differences
 from .projection import Projection
 from .store import Store, WriterState, require
 from .validation import Checks, event_kind, reference, well_formed
@@ -47,17 +48,25 @@ class Remembered:
     memory: mem.Memory
     duplicate: bool = False  # an existing memory was reinforced instead of adding one
     related: tuple[tuple[mem.Memory, float], ...] = ()  # (memory, similarity): may contradict
+    # For related memories that say a different number, version, path, ... than the new text
+    # (however similar): (memory id, what differs). Such a memory is never reinforced.
+    differences: tuple[tuple[str, tuple[Difference, ...]], ...] = ()
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name == "memory":
             raise AttributeError(name)
         return getattr(self.memory, name)
 
+    def differs_from(self, memory_id: str) -> tuple[Difference, ...]:
+        """What the new text says otherwise than a related memory (empty: only its wording)."""
+        return next((found for other, found in self.differences if other == memory_id), ())
+
     def to_dict(self) -> dict[str, Any]:
         return {
             **self.memory.to_dict(),
             "duplicate": self.duplicate,
-            "related": [{"id": m.id, "similarity": round(sim, 4), "summary": m.summary()}
+            "related": [{"id": m.id, "similarity": round(sim, 4), "summary": m.summary(),
+                         "differences": [d.to_dict() for d in self.differs_from(m.id)]}
                         for m, sim in self.related],
         }
 
@@ -341,8 +350,11 @@ class Engram(Continuity, Interop):
         """Store a memory durably (fsynced before this returns).
 
         A near-duplicate of an active memory reinforces that memory instead of adding a new one
-        (`duplicate` is then True and `memory` is the existing one); close but different ones
-        come back in `related`, as possible contradictions to supersede explicitly.
+        (`duplicate` is then True and `memory` is the existing one; the `memory.reinforced`
+        event keeps the text given here). Close but different ones come back in `related`, as
+        possible contradictions to supersede explicitly. However similar, a memory that says a
+        different number, version, identifier, path, URL, date, quoted text or the opposite is
+        not a duplicate: the new text is added and `differs_from(id)` says what differs.
         """
         store = self.write_store()
         settings = self.settings(store)
@@ -371,18 +383,30 @@ class Engram(Continuity, Interop):
                                  f"a memory can only supersede one in its own store")
             if old_memory.status != "active":
                 raise UsageError(f"memory {old_memory.id[:8]} is {old_memory.status} already")
-        if old:
-            data["supersedes"] = [m.id for _, m in old]
-
-        related: list[tuple[mem.Memory, float]] = []
         check = settings["remember.check_duplicates"] if check_duplicates is None \
             else check_duplicates
+        if old:
+            data["supersedes"] = [m.id for _, m in old]
+            same = self._stored_as(store, data, skip={m.id for _, m in old}) if check \
+                else None
+            if same is not None:
+                # The text is stored already: remember added it and reported these as possible
+                # contradictions, and the caller now says they are replaced. Point them at it
+                # rather than storing the same text twice.
+                self._emit_many(store, [("memory.superseded", {"memory": m.id, "by": same.id})
+                                        for _, m in old])
+                return Remembered(self._memory(same.id)[1])
+
+        related: list[tuple[mem.Memory, float, tuple[Difference, ...]]] = []
         if check and not old:
-            duplicate, related = self._near(store, settings, content)
+            # `content` passed the secret checks above: the reinforcement below keeps it.
+            duplicate, related = self._near(store, settings, content, kind=data["kind"],
+                                            tags=data["tags"])
             if duplicate is not None:
                 existing, similarity = duplicate
                 self._emit(store, "memory.reinforced",
-                           {"memory": existing.id, "similarity": round(similarity, 4)})
+                           {"memory": existing.id, "similarity": round(similarity, 4),
+                            "content": content})
                 return Remembered(self._memory(existing.id)[1], duplicate=True,
                                   related=((existing, similarity),))
         items = [("memory.created", data)]
@@ -391,15 +415,25 @@ class Engram(Continuity, Interop):
         memory = mem.fold([created])
         assert memory is not None
         return Remembered(mem.Memory.from_dict({**memory.to_dict(), "store": store.kind}),
-                          related=tuple(related))
+                          related=tuple((m, sim) for m, sim, _ in related),
+                          differences=tuple((m.id, found) for m, _, found in related if found))
 
-    def _near(self, store: Store, settings: Settings, content: str,
-              ) -> tuple[tuple[mem.Memory, float] | None, list[tuple[mem.Memory, float]]]:
-        """The near-duplicate of `content` among active memories, and the related ones."""
+    def _near(self, store: Store, settings: Settings, content: str, *, kind: str,
+              tags: Sequence[str]) -> tuple[tuple[mem.Memory, float] | None,
+                         list[tuple[mem.Memory, float, tuple[Difference, ...]]]]:
+        """The near-duplicate of `content` among active memories, and the related ones with
+        what they say otherwise (`neardup.differences`).
+
+        A memory is a near-duplicate when it is as similar as `remember.duplicate_similarity`
+        (or the same text but for case, punctuation and spacing) and says the same facts: a
+        correction ("100 requests per second" -> "1000") is as similar as a rewording to the
+        model, and folding it would keep the wrong value and drop the right one.
+        """
         embedder = self._embedder(store)
         if embedder is None:
             return None, []
         from .index.embed import embed_with_cache
+        from .retrieval import embedding_text
 
         search = self._search(store)
         proj = self.projection(store)
@@ -407,8 +441,10 @@ class Engram(Continuity, Interop):
         # them (`search.vector_flush`), as recall does, so that the comparisons with changed
         # memories each write makes stay few.
         search.sync_vectors(embedder, settings)
-        # The vector is cached, so indexing this memory later does not embed it again.
-        vector, _ = embed_with_cache(embedder, search.embeddings, [content])
+        # Embedded as the index embeds a memory (with its kind and tags), so that it is
+        # compared like with like, and cached, so indexing it later does not embed it again.
+        vector, _ = embed_with_cache(embedder, search.embeddings,
+                                     [embedding_text(kind, tags, content)])
         near = search.nearest(embedder, vector[0], limit=8)
         found = proj.memories_by_id([i for i, _ in near])
         now = ev.utc_now()
@@ -417,12 +453,38 @@ class Engram(Continuity, Interop):
             memory = found.get(memory_id)
             if memory is None or memory.status != "active" or not memory.valid_at(now):
                 continue
-            if similarity >= settings["remember.duplicate_similarity"] or \
-                    _normalised(memory.content) == _normalised(content):
+            close = similarity >= settings["remember.duplicate_similarity"] or \
+                _normalised(memory.content) == _normalised(content)
+            if not close and similarity < settings["remember.related_similarity"]:
+                continue
+            found_differences = differences(memory.content, content)
+            if close and not found_differences:
                 return (memory, similarity), []
-            if similarity >= settings["remember.related_similarity"]:
-                related.append((memory, similarity))
+            related.append((memory, similarity, found_differences))
         return None, related
+
+    def _stored_as(self, store: Store, data: dict[str, Any], *, skip: set[str],
+                   ) -> mem.Memory | None:
+        """An active memory with the text of `data` (but for case, punctuation and spacing)."""
+        embedder = self._embedder(store)
+        if embedder is None:
+            return None
+        from .index.embed import embed_with_cache
+        from .retrieval import embedding_text
+
+        search = self._search(store)
+        search.sync_vectors(embedder, self.settings(store))
+        content = data["content"]
+        vector, _ = embed_with_cache(embedder, search.embeddings,
+                                     [embedding_text(data["kind"], data["tags"], content)])
+        near = [i for i, _ in search.nearest(embedder, vector[0], limit=8) if i not in skip]
+        now = ev.utc_now()
+        for memory in self.projection(store).memories_by_id(near).values():
+            if memory.status == "active" and memory.valid_at(now) and \
+                    _normalised(memory.content) == _normalised(content) and \
+                    not differences(memory.content, content):
+                return memory
+        return None
 
     def _embedder(self, store: Store | None = None) -> Embedder | None:
         """The configured embedding model, or None (said once) when it cannot load."""
@@ -602,7 +664,8 @@ class Engram(Continuity, Interop):
         Superseded, forgotten, expired and fully decayed memories are left out unless asked for.
         `now` is the moment strength and validity are judged at (default: now).
         """
-        from .retrieval import Hit, fuse, strength
+        from . import ranking
+        from .retrieval import Hit, memory_embedding_text, strength
 
         checks = self.checks()
         query = checks.query(query)
@@ -616,32 +679,60 @@ class Engram(Continuity, Interop):
         moment = now or ev.utc_now()
         since_text = _moment(since, "--since", future=False) if since else None
         until_text = _moment(until, "--until", future=False) if until else None
+        intent = ranking.analyse(query, moment)
+        if not ranking.has_content(query, intent):
+            return []  # "the", "what is it": words that carry no meaning ask for nothing
         query_vectors: dict[str, Any] = {}
-        ranked: list[tuple[Any, ...]] = []
+        ranked: list[tuple[float, int, Store, ranking.Candidate]] = []
         for store in self.stores():
             settings = self.settings(store)
             proj = self.projection(store)
             search = self._search(store)
             limit = max(settings["recall.candidates"], k * 5)
-            text_hits = dict(search.text_candidates(query, limit))
-            vector_hits: dict[str, float] = {}
+            text_hits, query_weight, specificity = search.text_evidence(intent.words, limit)
+            bm25 = dict(text_hits)
+            cosines: dict[str, float] = {}
+            background = None
             embedder = self._embedder(store)
             if embedder is not None:
                 if embedder.identity not in query_vectors:
                     query_vectors[embedder.identity] = embedder.embed([query])[0]
-                vector_hits = search.vector_scores(
-                    embedder, settings, query_vectors[embedder.identity], limit,
-                    extra_ids=list(text_hits),
-                )
+                vector = query_vectors[embedder.identity]
+                cosines = search.vector_scores(embedder, settings, vector, limit,
+                                               extra_ids=list(bm25))
+                sims = search.background(embedder) @ vector
+                background = ranking.Background.of(sims)
             weight = settings["recall.weight_vector"] if embedder is not None else 0.0
-            fused = fuse(text_hits, vector_hits, weight)
-            heads = proj.heads(list(fused), tags=bool(wanted_tags))
+            ids = list(dict.fromkeys([*bm25, *cosines]))
+            heads = proj.heads(ids, tags=bool(wanted_tags))
+            contents: dict[str, mem.Memory] = {}
+            if intent.identifiers and bm25:
+                # Only memories BM25 found can hold the identifier's words.
+                contents = proj.memories_by_id(list(bm25))
+            pool: dict[str, ranking.Candidate] = {}
+            for memory_id in ids:
+                if memory_id not in heads:
+                    continue
+                c = ranking.Candidate(memory_id, cosine=max(0.0, cosines.get(memory_id, 0.0)))
+                c.share = bm25.get(memory_id, 0.0) / query_weight if query_weight > 0 else 0.0
+                if memory_id in contents:
+                    c.identifiers = ranking.identifiers_found(intent.identifiers,
+                                                              contents[memory_id].content)
+                c.words = ranking.words_evidence(c.share, specificity, c.identifiers)
+                c.meaning = background.meaning(c.cosine) if background is not None else 0.0
+                c.relevance = ranking.relevance(c.meaning, c.words, weight)
+                pool[memory_id] = c
+            context = settings["recall.context"]
+            if context > 0 and pool:
+                ranking.add_context(pool, proj.written_with(
+                    ranking.most_relevant(pool), seconds=ranking.CONTEXT_SECONDS,
+                    span=ranking.CONTEXT_SPAN), context)
             floor = settings["recall.strength_floor"]
             min_relevance = settings["recall.min_relevance"]
             share = settings["recall.weight_strength"]
-            for memory_id, (relevance, bm25, cosine) in fused.items():
-                head = heads.get(memory_id)
-                if head is None or relevance <= 0 or relevance < min_relevance:
+            for memory_id, c in pool.items():
+                head = heads[memory_id]
+                if c.relevance <= 0 or c.relevance < min_relevance:
                     continue
                 if head.status != "active" and not include_forgotten:
                     continue
@@ -659,26 +750,63 @@ class Engram(Continuity, Interop):
                     continue
                 if not include_expired and not head.valid_at(moment):
                     continue
-                power = strength(head, moment, settings)
-                if power < floor and not include_decayed:
+                c.strength = strength(head, moment, settings)
+                if c.strength < floor and not include_decayed:
                     continue
-                score = relevance * ((1.0 - share) + share * power)
-                ranked.append((score, head.updated_clock, store, head.id, bm25, cosine,
-                               relevance, power))
-        # Only the results read their whole memory.
+                c.time = ranking.time_factor(intent, ev.parse_time(head.moment), moment)
+                c.kind = ranking.kind_factor(intent, head.kind)
+                c.score = c.relevance * c.time * c.kind * ((1.0 - share) + share * c.strength)
+                ranked.append((c.score, head.updated_clock, store, c))
         ranked.sort(key=lambda item: (item[0], item[1]), reverse=True)
-        best = ranked[:k]
+        ranked = ranked[:max(k, ranking.SUBJECT_WINDOW)]
+        # Only the best candidates read their whole memory.
         bodies: dict[Path, dict[str, mem.Memory]] = {}
-        for store in {item[2].root: item[2] for item in best}.values():
+        for store in {item[2].root: item[2] for item in ranked}.values():
             # The read model was refreshed above, in this same call: read it as it is.
             bodies[store.root] = self._projections[store.root].memories_by_id(
-                [item[3] for item in best if item[2].root == store.root])
+                [item[3].id for item in ranked if item[2].root == store.root])
+        if intent.tense is not None and len(ranked) > 1:
+            self._rank_by_subject(intent.tense, ranked, bodies, moment)
+        ranked.sort(key=lambda item: (item[0], item[1]), reverse=True)
         hits: list[Hit] = []
-        for score, _, store, memory_id, bm25, cosine, relevance, power in best:
-            memory = bodies[store.root][memory_id]
-            hits.append(Hit(memory, score, bm25, cosine, relevance, power))
+        for _, _, store, c in ranked[:k]:
+            hits.append(Hit(bodies[store.root][c.id], c))
         self.note_recalled([hit.memory.id for hit in hits[:3]])  # what this session relies on
         return hits
+
+    def _rank_by_subject(self, tense: str, ranked: list[Any],
+                         bodies: dict[Path, dict[str, mem.Memory]], now: datetime) -> None:
+        """For "now" questions, an older memory on the subject of a newer one among the results
+        steps back (for "originally" questions, the newer one does)."""
+        from . import ranking
+        from .index.embed import embed_with_cache
+        from .retrieval import memory_embedding_text
+
+        by_identity: dict[str, list[int]] = {}
+        for row, (_, _, store, _) in enumerate(ranked):
+            embedder = self._embedder(store)
+            if embedder is not None:
+                by_identity.setdefault(embedder.identity, []).append(row)
+        for rows in by_identity.values():
+            store = ranked[rows[0]][2]
+            embedder = self._embedder(store)
+            memories = [bodies[ranked[r][2].root][ranked[r][3].id] for r in rows]
+            vectors, _ = embed_with_cache(embedder, self._search(store).embeddings,
+                                          [memory_embedding_text(m) for m in memories])
+            similar = vectors @ vectors.T
+            for i, row in enumerate(rows):
+                for j in range(len(rows)):
+                    if i == j or similar[i, j] < ranking.SUBJECT_SIMILARITY:
+                        continue
+                    newer = memories[j].moment > memories[i].moment
+                    if newer == (tense == "current"):
+                        score, clock, where, c = ranked[row]
+                        c.time *= ranking.SUPERSEDED_BY_NEWER
+                        c.score *= ranking.SUPERSEDED_BY_NEWER
+                        c.notes.append(f"{'newer' if newer else 'older'} memory on this subject: "
+                                       f"{memories[j].id[:8]}")
+                        ranked[row] = (c.score, clock, where, c)
+                        break
 
     def log(
         self,
@@ -904,7 +1032,9 @@ class Engram(Continuity, Interop):
         """Find clusters of near-duplicate memories; with `apply`, merge each into one.
 
         A merge is events only: a new memory (the longest text of the cluster, the union of its
-        tags, the highest importance) that supersedes every member. Nothing is deleted.
+        tags, the highest importance) that supersedes every member. Nothing is deleted. Memories
+        that say a different number, version, path, ... (`neardup.differences`) are never put in
+        one cluster, however similar: merging them would keep one value and drop the other.
         """
         import numpy as np
 
@@ -925,6 +1055,7 @@ class Engram(Continuity, Interop):
                 continue
             vectors, _ = embed_with_cache(embedder, search.embeddings, [m.content for m in active])
             parent = list(range(len(active)))
+            members_of = {i: [i] for i in range(len(active))}
 
             def find(i: int) -> int:
                 while parent[i] != i:
@@ -932,13 +1063,22 @@ class Engram(Continuity, Interop):
                     i = parent[i]
                 return i
 
+            def agree(a: int, b: int) -> bool:
+                # Every pair across the two clusters, not only the similar pair: a chain of
+                # small rewordings must not join two memories that say different values.
+                return not any(differences(active[x].content, active[y].content)
+                               for x in members_of[a] for y in members_of[b])
+
             for start in range(0, len(active), 1024):
                 block = vectors[start : start + 1024] @ vectors.T
                 for offset, row in enumerate(block):
                     i = start + offset
                     for j in np.nonzero(row >= threshold)[0]:
                         if j > i and active[i].kind == active[int(j)].kind:
-                            parent[find(i)] = find(int(j))
+                            a, b = find(i), find(int(j))
+                            if a != b and agree(a, b):
+                                parent[a] = b
+                                members_of[b] += members_of.pop(a)
             clusters: dict[int, list[int]] = {}
             for i in range(len(active)):
                 clusters.setdefault(find(i), []).append(i)

@@ -19,6 +19,7 @@ from . import __version__
 from .cli_mcp import register as register_mcp
 from .cli_sync import register as register_sync
 from .errors import EngramError
+from .neardup import describe as describe_differences
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -213,12 +214,18 @@ def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, .
         similarity = result.related[0][1]
         click.echo(f"reinforced {memory.id[:8]} instead of adding a near-duplicate "
                    f"(similarity {similarity:.2f}): {memory.summary(60)}")
+        click.echo(f"  your text is kept in its history: engram get --history {memory.id[:8]}")
         return
     click.echo(f"remembered {memory.id[:8]} ({memory.kind}, {memory.store} store)")
     for other, similarity in result.related:
-        click.echo(f"  possible contradiction: {other.id[:8]} (similarity {similarity:.2f}) "
-                   f"{other.summary(50)}; supersede it with "
-                   f"`engram remember ... --supersedes {other.id[:8]}`")
+        short = other.id[:8]
+        click.echo(f"  possible contradiction: {short} (similarity {similarity:.2f}) "
+                   f"{other.summary(50)}")
+        found = result.differs_from(other.id)
+        if found:
+            click.echo(f"    the new text differs from {short} in {describe_differences(found)}")
+        click.echo(f"    if {short} is now wrong, replace it: "
+                   f"engram remember ... --supersedes {short}")
 
 
 @main.command()
@@ -240,6 +247,13 @@ def get(ctx: click.Context, ident: str, history: bool, project: bool, personal: 
             click.echo(f"version {number}  {event.kind}  {_local(event.time)}  by {event.actor}")
             if memory.status == "forgotten":
                 click.echo(f"  forgotten: {memory.forgotten_reason}")
+            elif event.kind == "memory.reinforced":
+                similarity = event.data.get("similarity")
+                click.echo("  confirmed by a near-duplicate" + (
+                    f" (similarity {similarity:.2f})" if similarity is not None else "") + (
+                    ", which said:" if "content" in event.data else ""))
+                for line in str(event.data.get("content", "")).splitlines():
+                    click.echo(f"  {line}")
             else:
                 click.echo(f"  [{memory.kind}] {' '.join('#' + t for t in memory.tags)}".rstrip())
                 for line in memory.content.splitlines():

@@ -33,7 +33,8 @@ KINDS: dict[str, str] = {
     "memory.updated": "Fields of a memory changed; only the changed fields are in the payload.",
     "memory.forgotten": "A memory was retired, with the reason. Its history stays.",
     "memory.superseded": "A newer memory replaces this one (payload: memory, by).",
-    "memory.reinforced": "A near-duplicate confirmed a memory instead of adding noise.",
+    "memory.reinforced": "A near-duplicate confirmed a memory instead of adding noise; it "
+                         "keeps the text that was submitted.",
 }
 
 # Ordered upgrades: UPGRADES[n] turns a schema-n event dict into a schema-(n+1) one.
@@ -230,7 +231,10 @@ PAYLOADS: dict[str, tuple[dict[str, Callable[[Any], bool]], dict[str, Callable[[
     "memory.updated": ({"memory": _is_id}, _MEMORY),
     "memory.forgotten": ({"memory": _is_id}, {"reason": _maybe(_is_text)}),
     "memory.superseded": ({"memory": _is_id}, {"by": _maybe(_is_id)}),
-    "memory.reinforced": ({"memory": _is_id}, {"similarity": _is_number}),
+    # `content`: the text that was submitted and folded into the memory (events written before
+    # it was kept have none).
+    "memory.reinforced": ({"memory": _is_id}, {"similarity": _is_number,
+                                               "content": _MEMORY["content"]}),
     "task.created": ({"task": _is_id}, _TASK),
     "task.updated": ({"task": _is_id}, _TASK),
     "task.progress": ({"task": _is_id}, {

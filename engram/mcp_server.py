@@ -46,6 +46,7 @@ from .config import check_value
 from .continuity.sessions import AGENTS
 from .continuity.service import AmbiguousResumeError
 from .errors import EngramError, NotFoundError, UsageError, quote
+from .neardup import describe as describe_differences
 
 SERVER_NAME = "engram"
 SCOPES = ("memory:read", "memory:write", "session:write")
@@ -1058,10 +1059,17 @@ def _remembered(result: Any) -> RememberResult:
     related = [Related(id=m.id, similarity=round(s, 4), summary=m.summary())
                for m, s in result.related]
     if result.duplicate:
-        note = f"reinforced existing memory {result.memory.id[:8]} instead of adding a duplicate"
+        note = (f"reinforced existing memory {result.memory.id[:8]} instead of adding a "
+                "duplicate (it says the same facts; your text is kept in the reinforcement "
+                "event)")
     elif related:
-        note = (f"remembered {result.memory.id[:8]}; {len(related)} close memories may "
-                "contradict it: if one is now wrong, retire it with memory_forget")
+        new = result.memory.id[:8]
+        differ = "".join(f"; the new text differs from {r.id[:8]} in "
+                         f"{describe_differences(found)}"
+                         for r in related if (found := result.differs_from(r.id)))
+        note = (f"remembered {new}; {len(related)} close memories may contradict it{differ}. "
+                "If one is now wrong, replace it: memory_forget with its id and replace_with "
+                f"set to this same text (it is then superseded by {new})")
     else:
         note = f"remembered {result.memory.id[:8]} in the {result.memory.store} store"
     return RememberResult(memory=_memory(result.memory, limit=None),

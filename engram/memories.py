@@ -268,5 +268,6 @@ def describe(event: ev.Event) -> str:
     if event.kind == "memory.superseded":
         return f"supersede {short} by {str(data.get('by', ''))[: ev.SHORT_ID_LEN]}"
     if event.kind == "memory.reinforced":
-        return f"reinforce {short}"
+        text = f": {ev.one_line(data['content'])}" if "content" in data else ""
+        return f"reinforce {short}{text}"
     return ""
