@@ -395,8 +395,12 @@ def recall(ctx: click.Context, query: str, k: int, kinds: tuple[str, ...],
     for hit in hits:
         click.echo(_memory_text(hit.memory, many_stores=many))
         if explain:
-            parts = "  ".join(f"{k}={v:.3f}" for k, v in hit.explain().items())
+            explained = hit.explain()
+            parts = "  ".join(f"{k}={v:.3f}" for k, v in explained.items()
+                              if isinstance(v, float))
             click.echo(f"          {parts}")
+            for note in explained.get("notes", []):
+                click.echo(f"          ({note})")
         if full:
             for line in hit.memory.content.splitlines():
                 click.echo(f"          {line}")

@@ -91,8 +91,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("search.vector_flush", 256, int,
                 "Fold changed memories into the saved vector index once this many are pending.",
                 minimum=1),
-        Setting("recall.weight_vector", 0.6, float,
-                "Share of meaning (vector similarity) against words (BM25) in relevance.",
+        Setting("recall.weight_vector", 0.5, float,
+                "Meaning against words in relevance: 0.5 counts both in full, 1 meaning only, "
+                "0 words only.",
                 minimum=0, maximum=1),
         Setting("recall.weight_strength", 0.15, float,
                 "How much memory strength (recency, importance, reinforcement) moves the rank.",
@@ -100,8 +101,13 @@ SETTINGS: dict[str, Setting] = {
         Setting("recall.strength_floor", 0.01, float,
                 "Memories whose strength decayed below this are left out of recall (not deleted).",
                 minimum=0, maximum=1),
-        Setting("recall.min_relevance", 0.2, float,
-                "Results less relevant than this (0 to 1, before strength) are dropped.",
+        Setting("recall.min_relevance", 0.05, float,
+                "Results less relevant than this are dropped (calibrated 0 to 1: 0.5 = probably "
+                "answers; before time, kind and strength).",
+                minimum=0, maximum=1),
+        Setting("recall.context", 0.3, float,
+                "Memories written together are context for each other: a result written next "
+                "to a relevant one gains this share of its relevance (0 turns it off).",
                 minimum=0, maximum=1),
         Setting("recall.candidates", 100, int,
                 "Candidates taken from each index before fusing and filtering.", minimum=1),

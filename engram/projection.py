@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,7 +28,7 @@ from . import events as ev
 from . import memories as mem
 from .store import Problem, Store, WriterState
 
-VERSION = 7  # bump when the schema or a fold changes: caches rebuild themselves
+VERSION = 8  # bump when the schema or a fold changes: caches rebuild themselves
 
 # A task is stored as its own fields (`tasks.body`, without progress and failures), a row per
 # progress item and a row per failure, and the (clock, id) of the last event folded into it: a
@@ -79,6 +79,7 @@ CREATE TABLE dirty_vec (memory TEXT PRIMARY KEY, gen INTEGER);
 CREATE INDEX memories_updated ON memories (updated_clock);
 CREATE INDEX memories_status ON memories (status, updated_clock, id);
 CREATE INDEX memories_task ON memories (task, status, updated_clock, id);
+CREATE INDEX memories_context ON memories (moment, created_clock);
 CREATE INDEX memories_notable ON memories (updated_clock, id)
     WHERE status = 'active' AND ({NOTABLE});
 CREATE TABLE memory_tags (memory TEXT, tag TEXT, PRIMARY KEY (memory, tag));
@@ -674,12 +675,62 @@ class Projection:
                 out[memory.id] = memory
         return out
 
-    def dirty_contents(self) -> list[tuple[str, str | None]]:
-        """(memory id, content) of every memory whose vector entry is stale, in one query; the
-        content is None for an id that is no longer a memory."""
-        return self.db.execute(
-            "SELECT d.memory, m.content FROM dirty_vec d LEFT JOIN memories m ON m.id = d.memory"
-        ).fetchall()
+    def dirty_contents(self) -> list[tuple[str, str | None, str | None, list[str]]]:
+        """(memory id, content, kind, tags) of every memory whose vector entry is stale, in one
+        query; the content is None for an id that is no longer a memory."""
+        tags: dict[str, list[str]] = {}
+        for memory_id, tag in self.db.execute(
+            "SELECT t.memory, t.tag FROM dirty_vec d JOIN memory_tags t ON t.memory = d.memory "
+            "ORDER BY t.memory, t.rowid"
+        ):
+            tags.setdefault(memory_id, []).append(tag)
+        return [(memory_id, content, kind, tags.get(memory_id, []))
+                for memory_id, content, kind in self.db.execute(
+                    "SELECT d.memory, m.content, m.kind FROM dirty_vec d "
+                    "LEFT JOIN memories m ON m.id = d.memory")]
+
+    @_recovering
+    def written_with(self, ids: Sequence[str], *, seconds: float, span: int,
+                     ) -> dict[str, list[str]]:
+        """For each memory, those written next to it: the `span` written just before it and just
+        after it among memories whose moment is within `seconds` of its own (a conversation's
+        turns, an agent's notes of one sitting)."""
+        out: dict[str, list[str]] = {}
+        for memory_id in ids:
+            row = self.db.execute("SELECT moment, created_clock FROM memories WHERE id = ?",
+                                  (memory_id,)).fetchone()
+            if row is None:
+                continue
+            moment = ev.parse_time(row[0])
+            low = ev.format_time(moment - timedelta(seconds=seconds))
+            high = ev.format_time(moment + timedelta(seconds=seconds))
+            near = [r[0] for r in self.db.execute(
+                "SELECT id FROM memories WHERE moment BETWEEN ? AND ? AND created_clock < ? "
+                "ORDER BY created_clock DESC LIMIT ?", (low, high, row[1], span))]
+            near += [r[0] for r in self.db.execute(
+                "SELECT id FROM memories WHERE moment BETWEEN ? AND ? AND created_clock > ? "
+                "ORDER BY created_clock LIMIT ?", (low, high, row[1], span))]
+            out[memory_id] = near
+        return out
+
+    @_recovering
+    def sample(self, limit: int) -> list[tuple[str, str, str, list[str]]]:
+        """(id, content, kind, tags) of up to `limit` active memories: those with the smallest
+        ids, which, ids being random, are a uniform sample that does not depend on the order
+        in which the read model was built."""
+        rows = self.db.execute(
+            "SELECT id, content, kind FROM memories WHERE status = 'active' ORDER BY id LIMIT ?",
+            (limit,)).fetchall()
+        tags: dict[str, list[str]] = {}
+        if rows:
+            marks = ",".join("?" * len(rows))
+            for memory_id, tag in self.db.execute(
+                f"SELECT memory, tag FROM memory_tags WHERE memory IN ({marks})",
+                [row[0] for row in rows],
+            ):
+                tags.setdefault(memory_id, []).append(tag)
+        return [(memory_id, content, kind, tags.get(memory_id, []))
+                for memory_id, content, kind in rows]
 
     @_recovering
     def heads(self, ids: Sequence[str], *, tags: bool = False) -> dict[str, mem.Head]:

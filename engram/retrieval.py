@@ -34,6 +34,7 @@ from .config import SETTINGS, Settings
 from .index.embed import Embedder, EmbeddingCache, embed_with_cache
 from .index.text import TextIndex, TextIndexDamaged, failed
 from .projection import Projection
+from .ranking import Candidate
 from .store import Store
 
 if TYPE_CHECKING:
@@ -50,6 +51,21 @@ def search_text(memory: mem.Memory) -> str:
     return f"{memory.content}\n{extra}".strip()
 
 
+def embedding_text(kind: str, tags: Sequence[str], content: str) -> str:
+    """What the embedding model sees of a memory: its kind and tags say what it is about as much
+    as its words do ("preference (testing): Prefer pytest fixtures ...")."""
+    label = f"{kind} ({', '.join(sorted(tags))})" if tags else kind
+    return f"{label}: {content}"
+
+
+def memory_embedding_text(memory: mem.Memory) -> str:
+    return embedding_text(memory.kind, memory.tags, memory.content)
+
+
+BACKGROUND_FILE = Path(__file__).resolve().parent / "background.txt"
+BACKGROUND_SAMPLE = 256  # memories of the store sampled into a query's background
+
+
 def strength(memory: mem.Memory | mem.Head, now: datetime, settings: Settings) -> float:
     key = f"decay.{memory.kind}" if f"decay.{memory.kind}" in SETTINGS else "decay.note"
     stability = settings[key] * (1.0 + memory.importance) * (1.0 + memory.reinforced)
@@ -62,16 +78,30 @@ class Hit:
     """One recalled memory and why it ranked where it did."""
 
     memory: mem.Memory
-    score: float
-    bm25: float = 0.0  # normalised to the best candidate
-    vector: float = 0.0  # cosine similarity
-    relevance: float = 0.0
-    strength: float = 1.0
+    evidence: Candidate
 
-    def explain(self) -> dict[str, float]:
-        return {"score": round(self.score, 4), "bm25": round(self.bm25, 4),
-                "vector": round(self.vector, 4), "relevance": round(self.relevance, 4),
-                "strength": round(self.strength, 4)}
+    @property
+    def score(self) -> float:
+        return self.evidence.score
+
+    @property
+    def relevance(self) -> float:
+        return self.evidence.relevance
+
+    @property
+    def bm25(self) -> float:
+        return self.evidence.share
+
+    @property
+    def vector(self) -> float:
+        return self.evidence.cosine
+
+    @property
+    def strength(self) -> float:
+        return self.evidence.strength
+
+    def explain(self) -> dict[str, Any]:
+        return self.evidence.explain()
 
     def to_dict(self, *, full: bool = True) -> dict[str, Any]:
         data = self.memory.to_dict() if full else {
@@ -111,6 +141,7 @@ class StoreSearch:
         self._held_identity: str | None = None
         self._held_ids: list[str] = []
         self._held_matrix: Any = None  # their vectors stacked, in the order of _held_ids
+        self._background: tuple[Any, Any] | None = None
 
     @contextmanager
     def lock(self) -> Iterator[None]:
@@ -241,8 +272,8 @@ class StoreSearch:
                 ids = [m for m, _ in marks]
                 found = proj.memories_by_id(ids)
                 live = [found[i] for i in ids if i in found]
-                vectors, embedded = embed_with_cache(embedder, self.embeddings,
-                                                     [m.content for m in live])
+                vectors, embedded = embed_with_cache(
+                    embedder, self.embeddings, [memory_embedding_text(m) for m in live])
                 report.embedded += embedded
                 report.reused += len(live) - embedded
                 index.update({m.id: vectors[row] for row, m in enumerate(live)},
@@ -278,8 +309,8 @@ class StoreSearch:
         for start in range(0, len(ids), 512):
             found = self.projection.memories_by_id(ids[start : start + 512])
             live = list(found.values())
-            vectors, embedded = embed_with_cache(embedder, self.embeddings,
-                                                 [m.content for m in live])
+            vectors, embedded = embed_with_cache(
+                embedder, self.embeddings, [memory_embedding_text(m) for m in live])
             report.embedded += embedded
             index.update({m.id: vectors[row] for row, m in enumerate(live)}, [])
 
@@ -292,6 +323,38 @@ class StoreSearch:
         except TextIndexDamaged:
             self.sync_text()  # the index was emptied: fill it again, then ask once more
             return self.text.search(query, limit)
+
+    def text_evidence(self, query: str, limit: int,
+                      ) -> tuple[list[tuple[str, float]], float, float]:
+        """BM25 candidates, the query's IDF mass and its specificity in this store (see
+        TextIndex.query_weight)."""
+        if not query.strip():
+            return [], 0.0, 0.0
+        hits = self.text_candidates(query, limit)
+        try:
+            return (hits, *self.text.query_weight(query))
+        except BaseException as exc:
+            if not failed(exc):
+                raise
+            return hits, max((score for _, score in hits), default=0.0), 1.0
+
+    def background(self, embedder: Embedder) -> np.ndarray:
+        """Vectors that stand for ordinary text, for calibrating a query's cosine similarities:
+        a fixed set of sentences shipped with Engram and a sample of this store's memories
+        (the same sample whatever state the caches are in)."""
+        import numpy as np
+
+        texts = [embedding_text(kind, tags, content)
+                 for _, content, kind, tags in self.projection.sample(BACKGROUND_SAMPLE)]
+        key = (embedder.identity, hash(tuple(texts)))
+        if self._background is not None and self._background[0] == key:
+            return self._background[1]
+        lines = [line.strip() for line in BACKGROUND_FILE.read_text("utf-8").splitlines()]
+        vectors, _ = embed_with_cache(embedder, self.embeddings,
+                                      [x for x in lines if x] + texts)
+        matrix = np.asarray(vectors, dtype=np.float32)
+        self._background = (key, matrix)
+        return matrix
 
     def vector_scores(self, embedder: Embedder, settings: Settings, query_vector: np.ndarray,
                       limit: int, extra_ids: Sequence[str] = ()) -> dict[str, float]:
@@ -312,7 +375,8 @@ class StoreSearch:
         saved (compared directly), plus any of `extra_ids`."""
         index = self.vectors(embedder)
         scores = dict(index.search(vector, limit))
-        pending = self.projection.dirty_contents()
+        pending = [(memory_id, None if content is None else embedding_text(kind, tags, content))
+                   for memory_id, content, kind, tags in self.projection.dirty_contents()]
         for memory_id, similarity in self._pending_scores(embedder, pending, vector).items():
             scores[memory_id] = similarity
         stale = {memory_id for memory_id, _ in pending}
@@ -327,7 +391,8 @@ class StoreSearch:
         found = self.projection.memories_by_id(wanted) if wanted else {}
         live = [found[i] for i in wanted if i in found]
         if live:
-            vectors, _ = embed_with_cache(embedder, self.embeddings, [m.content for m in live])
+            vectors, _ = embed_with_cache(embedder, self.embeddings,
+                                          [memory_embedding_text(m) for m in live])
             for row, memory in enumerate(live):
                 scores[memory.id] = float(vectors[row] @ vector)
         return scores
@@ -336,7 +401,8 @@ class StoreSearch:
                         vector: np.ndarray) -> dict[str, float]:
         """Similarity of the memories changed since the vector index was saved.
 
-        Their vectors are kept in this process, keyed by their exact content, so that a run of
+        `pending` holds (memory id, embedding text, None once it is no longer a memory). Their
+        vectors are kept in this process, keyed by their exact text, so that a run of
         writes (each checking for near-duplicates) embeds or reads from the cache only what is
         new rather than every change since the last save.
         """
@@ -380,16 +446,3 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     except FileNotFoundError:
         return None
     return (st.st_mtime_ns, st.st_size)
-
-
-def fuse(
-    text_hits: dict[str, float], vector_hits: dict[str, float], weight_vector: float,
-) -> dict[str, tuple[float, float, float]]:
-    """Relevance per memory id: (relevance, normalised bm25, cosine)."""
-    top = max(text_hits.values(), default=0.0)
-    out = {}
-    for memory_id in set(text_hits) | set(vector_hits):
-        bm25 = text_hits.get(memory_id, 0.0) / top if top > 0 else 0.0
-        cosine = max(0.0, vector_hits.get(memory_id, 0.0))
-        out[memory_id] = ((1.0 - weight_vector) * bm25 + weight_vector * cosine, bm25, cosine)
-    return out

@@ -7,7 +7,9 @@ fails while it is read, is discarded and rebuilt from the read model instead of 
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
 import re
 import shutil
@@ -46,10 +48,17 @@ why will with won would wouldn you your yours yourself yourselves
 
 
 def query_words(query: str) -> list[str]:
-    """The words of a query that BM25 should weigh (all of them if every one is a stop word)."""
-    words = _WORD.findall(query.lower())
-    kept = [w for w in words if w not in STOP_WORDS]
-    return kept or words
+    """The words of a query that BM25 should weigh: a query of stop words only ("the", "what
+    is it") has none, and finds nothing by words."""
+    return [w for w in _WORD.findall(query.lower()) if w not in STOP_WORDS]
+
+
+@functools.cache
+def _analyzer() -> tantivy.TextAnalyzer:
+    """The analysis tantivy's `en_stem` tokenizer applies to the body field."""
+    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+            .filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.stemmer("english")).build())
 
 
 def _schema() -> tantivy.Schema:
@@ -150,6 +159,37 @@ class TextIndex:
 
     def count(self) -> int:
         return self.index.searcher().num_docs
+
+    def query_weight(self, query: str) -> tuple[float, float]:
+        """The IDF mass of a query's words, and how specific they are.
+
+        The mass is what a memory matching every query word once, at average length, would
+        score under BM25: a BM25 score divided by it is the share of the query's evidence a
+        memory carries, comparable across queries (1.0 = matches it all; one common word of five
+        = a small share). Words the store lacks count with the highest IDF: a query about
+        something absent is mostly unmatched.
+
+        Specificity (0 to 1) is the IDF of the query's rarest word against that of a word found
+        in 1% of the store: a query made only of words that most memories contain carries
+        little evidence even when a memory matches all of it.
+        """
+        words = query_words(query)
+        if not words:
+            return 0.0, 0.0
+        searcher = self.index.searcher()
+        total = searcher.num_docs
+        idfs = [_idf(searcher.doc_freq("body", term), total)
+                for word in words for term in _analyzer().analyze(word)]
+        if not idfs:
+            return 0.0, 0.0
+        reference = _idf(max(1.0, total / 100.0), total)
+        specificity = min(1.0, max(idfs) / reference) if reference > 0 else 0.0
+        return sum(idfs), specificity
+
+
+def _idf(df: float, total: int) -> float:
+    """BM25's inverse document frequency (tantivy's, Lucene's)."""
+    return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
 
 
 def _stamp(path: Path) -> dict[str, list[int]]:
