@@ -45,8 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import speed  # noqa: E402  (benchmarks/speed.py: the synthetic memory generator and helpers)
+from engram.retrieval import embedding_text  # noqa: E402
 
-BUILDER_VERSION = 3  # bump when what a build writes changes: kept stores are rebuilt
+BUILDER_VERSION = 4  # bump when what a build writes changes: kept stores are rebuilt
 ACTOR = "bench <bench@example.com>"
 MACHINE = "bench"
 SPAN_DAYS = 180  # events are spread over this many days before the build
@@ -314,7 +315,9 @@ def build(base: Path, spec: StoreSpec) -> Built:
             handle.write(line)
             size += len(line)
             if kind == "memory.created":
-                texts.append(data["content"])
+                # What the model sees of the memory, as the embedding cache keys it.
+                texts.append(embedding_text(data["kind"], data.get("tags") or [],
+                                            data["content"]))
             written += 1
         if handle is not None:
             handle.close()

@@ -663,6 +663,7 @@ def stage_sync(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     from engram.index.embed import EmbeddingCache, content_hash, load_embedder
+    from engram.retrieval import embedding_text
     from engram.sync import sync
 
     git = bulkstore.git
@@ -736,8 +737,9 @@ def stage_sync(work: Path, p: dict[str, Any]) -> dict[str, Any]:
         path = bulkstore.append_bulk(store, local, rng=rng)
         cache = EmbeddingCache(store.local_dir / "cache" / "embeddings.sqlite3")
         vectors = bulkstore.random_unit_vectors(np.random.default_rng(i), count, emb.dim)
-        cache.put(emb.identity, {content_hash(d["content"]): v
-                                 for (_, d), v in zip(local, vectors, strict=True)})
+        cache.put(emb.identity, {
+            content_hash(embedding_text(d["kind"], d.get("tags") or [], d["content"])): v
+            for (_, d), v in zip(local, vectors, strict=True)})
         cache.close()
         warm.refresh_indexes()  # the local events are read and indexed, as after remember
         warm.close()

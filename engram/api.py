@@ -704,7 +704,7 @@ class Engram(Continuity, Interop):
                 background = ranking.Background.of(sims)
             weight = settings["recall.weight_vector"] if embedder is not None else 0.0
             ids = list(dict.fromkeys([*bm25, *cosines]))
-            heads = proj.heads(ids, tags=bool(wanted_tags))
+            heads = proj.heads(ids, tags=True)
             contents: dict[str, mem.Memory] = {}
             if intent.identifiers and bm25:
                 # Only memories BM25 found can hold the identifier's words.
@@ -726,7 +726,8 @@ class Engram(Continuity, Interop):
             if context > 0 and pool:
                 ranking.add_context(pool, proj.written_with(
                     ranking.most_relevant(pool), seconds=ranking.CONTEXT_SECONDS,
-                    span=ranking.CONTEXT_SPAN), context)
+                    span=ranking.CONTEXT_SPAN), context,
+                    {memory_id: heads[memory_id].tags for memory_id in pool})
             floor = settings["recall.strength_floor"]
             min_relevance = settings["recall.min_relevance"]
             share = settings["recall.weight_strength"]

@@ -91,7 +91,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("search.vector_flush", 256, int,
                 "Fold changed memories into the saved vector index once this many are pending.",
                 minimum=1),
-        Setting("recall.weight_vector", 0.5, float,
+        Setting("recall.weight_vector", 0.4, float,
                 "Meaning against words in relevance: 0.5 counts both in full, 1 meaning only, "
                 "0 words only.",
                 minimum=0, maximum=1),
@@ -105,7 +105,7 @@ SETTINGS: dict[str, Setting] = {
                 "Results less relevant than this are dropped (calibrated 0 to 1: 0.5 = probably "
                 "answers; before time, kind and strength).",
                 minimum=0, maximum=1),
-        Setting("recall.context", 0.3, float,
+        Setting("recall.context", 0.5, float,
                 "Memories written together are context for each other: a result written next "
                 "to a relevant one gains this share of its relevance (0 turns it off).",
                 minimum=0, maximum=1),

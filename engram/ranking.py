@@ -309,15 +309,20 @@ def most_relevant(pool: dict[str, Candidate]) -> list[str]:
 
 
 def add_context(pool: dict[str, Candidate], neighbours: dict[str, list[str]],
-                weight: float) -> None:
+                weight: float, tags: dict[str, frozenset[str]]) -> None:
     """Memories written together are context for each other: a candidate written next to a
     relevant one gains `weight` times that one's relevance, as a further independent piece of
     evidence (an answer's turn next to the turn that names the question's words). Only
-    candidates already found by words or meaning gain; context alone finds nothing."""
+    candidates already found by words or meaning gain; context alone finds nothing. Two
+    memories whose tags say they are about different things (both tagged, no tag in common)
+    are not context for each other, however close in time."""
     gains: dict[str, tuple[float, str]] = {}
     for source, near in neighbours.items():
         given = weight * pool[source].relevance
         for memory_id in near:
+            ours, theirs = tags.get(source, frozenset()), tags.get(memory_id, frozenset())
+            if ours and theirs and not ours & theirs:
+                continue
             if memory_id in pool and memory_id != source and \
                     given > gains.get(memory_id, (0.0, ""))[0]:
                 gains[memory_id] = (given, source)
