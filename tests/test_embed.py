@@ -110,6 +110,27 @@ def test_batches_are_sorted_by_length_and_stay_within_the_token_budget() -> None
     assert length_batches([5000], 1024) == [[0]]  # longer than the budget: alone
 
 
+def test_fastembed_models_get_texts_by_length_in_bounded_batches() -> None:
+    class Recorder:
+        def __init__(self) -> None:
+            self.batches: list[list[str]] = []
+
+        def embed(self, texts: list[str], batch_size: int) -> list[np.ndarray]:
+            assert batch_size == len(texts)
+            self.batches.append(texts)
+            return [np.array([len(t), 1.0], dtype=np.float32) for t in texts]
+
+    recorder = Recorder()
+    texts = ["x" * n for n in (5, 3000, 40, 7, 900, 12)] * 30
+    vectors = embed.Embedder(embed._Fastembed(recorder), "fastembed:test", 2).embed(texts)
+    expected = np.array([[len(t), 1.0] for t in texts])
+    assert np.allclose(vectors, expected / np.linalg.norm(expected, axis=1, keepdims=True))
+    for batch in recorder.batches:
+        longest = min(max(map(len, batch)), embed.FASTEMBED_TEXT_CHARS)
+        assert len(batch) <= embed.FASTEMBED_ROWS
+        assert len(batch) * longest <= embed.FASTEMBED_CHARS or len(batch) == 1
+
+
 def test_an_embedding_call_stays_under_a_gigabyte_whatever_the_input() -> None:
     code = """
 import resource, sys
