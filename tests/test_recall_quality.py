@@ -137,3 +137,50 @@ def test_explain_shows_each_part(store: dict[str, str]) -> None:
     result = cli("recall", "AWS_REGION", "--explain")
     for part in ("score=", "relevance=", "meaning=", "words=", "time=", "kind=", "strength="):
         assert part in result.output
+
+
+def test_a_turn_next_to_the_one_that_names_the_question_is_found(home_store: Engram) -> None:
+    """Memories written together are context for each other: the answer ("a science fiction
+    classic about a towel") shares nothing with the question; the turns before it name the book
+    club. Without context, turns about other things score as high as the answer."""
+    moment = ev.utc_now() - timedelta(days=3)
+    turns = ["Ana: I finally went to the book club at the library on Tuesday",
+             "Ben: Nice! What did the group pick?",
+             "Ana: A funny science fiction classic about a towel and the number 42",
+             "Ben: My brother is moving to Lisbon next month",
+             "Ana: I bought a new bike, a blue one with a basket",
+             "Ben: The plumber finally fixed the kitchen sink",
+             "Ana: I am training for a half marathon in the spring",
+             "Ben: We adopted a cat from the shelter, she is called Miso",
+             "Ana: My favourite film this year was a documentary about octopuses",
+             "Ben: I read an article about the history of maps",
+             "Ana: The new coffee place downtown has great pastries",
+             "Ben: I started learning to play the piano"]
+    ids = [home_store.remember(t, at=moment, check_duplicates=False).id for t in turns]
+    home_store.close()
+    question = "which book did the reading group choose?"
+
+    def margin(engram: Engram) -> tuple[float, float]:
+        scores = {h.memory.id: h.score for h in engram.recall(question, k=len(turns))}
+        unrelated = max(scores.get(i, 0.0) for i in ids[3:])
+        return scores.get(ids[2], 0.0) - unrelated, scores.get(ids[2], 0.0)
+
+    with Engram() as engram:
+        (with_context, _), hit = margin(engram), engram.recall(question, k=3)
+        engram.config_set("recall.context", "0")
+        without, _ = margin(engram)
+    assert ids[2] in [h.memory.id for h in hit]
+    assert with_context > 0.1 and with_context > without + 0.1, (with_context, without)
+    assert next(h for h in hit if h.memory.id == ids[2]).explain()["context"] > 0
+
+
+def test_context_leaves_independent_memories_alone(store: dict[str, str]) -> None:
+    """The store's memories were written one after another, seconds apart, about different
+    things (different tags): context moves none of them."""
+    queries = ["where do events that keep failing end up?", "AWS_REGION",
+               "why was looking up goods by their stock code so slow?"]
+    with Engram() as engram:
+        on = [[h.memory.id for h in engram.recall(q)] for q in queries]
+        engram.config_set("recall.context", "0")
+        off = [[h.memory.id for h in engram.recall(q)] for q in queries]
+    assert on == off
