@@ -665,7 +665,7 @@ class Engram(Continuity, Interop):
         `now` is the moment strength and validity are judged at (default: now).
         """
         from . import ranking
-        from .retrieval import Hit, memory_embedding_text, strength
+        from .retrieval import Hit, strength
 
         checks = self.checks()
         query = checks.query(query)
@@ -696,7 +696,7 @@ class Engram(Continuity, Interop):
             embedder = self._embedder(store)
             if embedder is not None:
                 if embedder.identity not in query_vectors:
-                    query_vectors[embedder.identity] = embedder.embed([query])[0]
+                    query_vectors[embedder.identity] = embedder.embed_query(query)
                 vector = query_vectors[embedder.identity]
                 cosines = search.vector_scores(embedder, settings, vector, limit,
                                                extra_ids=list(bm25))
