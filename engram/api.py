@@ -704,7 +704,7 @@ class Engram(Continuity, Interop):
                 background = ranking.Background.of(sims)
             weight = settings["recall.weight_vector"] if embedder is not None else 0.0
             ids = list(dict.fromkeys([*bm25, *cosines]))
-            heads = proj.heads(ids, tags=True)
+            heads = proj.heads(ids, tags=bool(wanted_tags))
             contents: dict[str, mem.Memory] = {}
             if intent.identifiers and bm25:
                 # Only memories BM25 found can hold the identifier's words.
@@ -724,10 +724,14 @@ class Engram(Continuity, Interop):
                 pool[memory_id] = c
             context = settings["recall.context"]
             if context > 0 and pool:
-                ranking.add_context(pool, proj.written_with(
-                    ranking.most_relevant(pool), seconds=ranking.CONTEXT_SECONDS,
-                    span=ranking.CONTEXT_SPAN), context,
-                    {memory_id: heads[memory_id].tags for memory_id in pool})
+                neighbours = proj.written_with(ranking.most_relevant(pool),
+                                               seconds=ranking.CONTEXT_SECONDS,
+                                               span=ranking.CONTEXT_SPAN)
+                involved = {i for source, near in neighbours.items() for i in (source, *near)
+                            if i in pool}
+                tagged = proj.heads(list(involved), tags=True) if involved else {}
+                ranking.add_context(pool, neighbours, context,
+                                    {i: head.tags for i, head in tagged.items()})
             floor = settings["recall.strength_floor"]
             min_relevance = settings["recall.min_relevance"]
             share = settings["recall.weight_strength"]

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,7 +28,7 @@ from . import events as ev
 from . import memories as mem
 from .store import Problem, Store, WriterState
 
-VERSION = 8  # bump when the schema or a fold changes: caches rebuild themselves
+VERSION = 9  # bump when the schema or a fold changes: caches rebuild themselves
 
 # A task is stored as its own fields (`tasks.body`, without progress and failures), a row per
 # progress item and a row per failure, and the (clock, id) of the last event folded into it: a
@@ -79,7 +79,7 @@ CREATE TABLE dirty_vec (memory TEXT PRIMARY KEY, gen INTEGER);
 CREATE INDEX memories_updated ON memories (updated_clock);
 CREATE INDEX memories_status ON memories (status, updated_clock, id);
 CREATE INDEX memories_task ON memories (task, status, updated_clock, id);
-CREATE INDEX memories_context ON memories (moment, created_clock);
+CREATE INDEX memories_written ON memories (created_clock);
 CREATE INDEX memories_notable ON memories (updated_clock, id)
     WHERE status = 'active' AND ({NOTABLE});
 CREATE TABLE memory_tags (memory TEXT, tag TEXT, PRIMARY KEY (memory, tag));
@@ -680,8 +680,7 @@ class Projection:
         query; the content is None for an id that is no longer a memory."""
         tags: dict[str, list[str]] = {}
         for memory_id, tag in self.db.execute(
-            "SELECT t.memory, t.tag FROM dirty_vec d JOIN memory_tags t ON t.memory = d.memory "
-            "ORDER BY t.memory, t.rowid"
+            "SELECT memory, tag FROM memory_tags WHERE memory IN (SELECT memory FROM dirty_vec)"
         ):
             tags.setdefault(memory_id, []).append(tag)
         return [(memory_id, content, kind, tags.get(memory_id, []))
@@ -693,34 +692,40 @@ class Projection:
     def written_with(self, ids: Sequence[str], *, seconds: float, span: int,
                      ) -> dict[str, list[str]]:
         """For each memory, those written next to it: the `span` written just before it and just
-        after it among memories whose moment is within `seconds` of its own (a conversation's
-        turns, an agent's notes of one sitting)."""
+        after it, when their moments are within `seconds` of its own (a conversation's turns, an
+        agent's notes of one sitting)."""
         out: dict[str, list[str]] = {}
-        for memory_id in ids:
-            row = self.db.execute("SELECT moment, created_clock FROM memories WHERE id = ?",
-                                  (memory_id,)).fetchone()
-            if row is None:
-                continue
-            moment = ev.parse_time(row[0])
-            low = ev.format_time(moment - timedelta(seconds=seconds))
-            high = ev.format_time(moment + timedelta(seconds=seconds))
-            near = [r[0] for r in self.db.execute(
-                "SELECT id FROM memories WHERE moment BETWEEN ? AND ? AND created_clock < ? "
-                "ORDER BY created_clock DESC LIMIT ?", (low, high, row[1], span))]
-            near += [r[0] for r in self.db.execute(
-                "SELECT id FROM memories WHERE moment BETWEEN ? AND ? AND created_clock > ? "
-                "ORDER BY created_clock LIMIT ?", (low, high, row[1], span))]
-            out[memory_id] = near
+        marks = ",".join("?" * len(ids))
+        rows = self.db.execute(
+            f"SELECT id, moment, created_clock FROM memories WHERE id IN ({marks})", list(ids))
+        for memory_id, moment_text, clock in rows.fetchall():
+            moment = ev.parse_time(moment_text)
+            near = self.db.execute(
+                "SELECT id, moment FROM (SELECT id, moment FROM memories WHERE created_clock < ? "
+                "ORDER BY created_clock DESC LIMIT ?) UNION ALL "
+                "SELECT id, moment FROM (SELECT id, moment FROM memories WHERE created_clock > ? "
+                "ORDER BY created_clock LIMIT ?)", (clock, span, clock, span)).fetchall()
+            out[memory_id] = [other for other, other_moment in near
+                              if abs((ev.parse_time(other_moment) - moment).total_seconds())
+                              <= seconds]
         return out
 
     @_recovering
+    def sample_ids(self, limit: int) -> list[str]:
+        """The ids of `sample`, read from the primary key alone."""
+        return [row[0] for row in self.db.execute(
+            "SELECT id FROM memories ORDER BY id LIMIT ?", (limit,))]
+
+    @_recovering
     def sample(self, limit: int) -> list[tuple[str, str, str, list[str]]]:
-        """(id, content, kind, tags) of up to `limit` active memories: those with the smallest
-        ids, which, ids being random, are a uniform sample that does not depend on the order
-        in which the read model was built."""
-        rows = self.db.execute(
-            "SELECT id, content, kind FROM memories WHERE status = 'active' ORDER BY id LIMIT ?",
-            (limit,)).fetchall()
+        """(id, content, kind, tags) of up to `limit` memories: those with the smallest ids,
+        which, ids being random, are a uniform sample that does not depend on the order in which
+        the read model was built (read along the primary key: no scan of the table)."""
+        ids = self.sample_ids(limit)
+        marks = ",".join("?" * len(ids))
+        found = {row[0]: row for row in self.db.execute(
+            f"SELECT id, content, kind FROM memories WHERE id IN ({marks})", ids)}
+        rows = [found[i] for i in ids if i in found]
         tags: dict[str, list[str]] = {}
         if rows:
             marks = ",".join("?" * len(rows))

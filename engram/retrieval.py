@@ -344,11 +344,13 @@ class StoreSearch:
         (the same sample whatever state the caches are in)."""
         import numpy as np
 
-        texts = [embedding_text(kind, tags, content)
-                 for _, content, kind, tags in self.projection.sample(BACKGROUND_SAMPLE)]
-        key = (embedder.identity, hash(tuple(texts)))
+        # Kept while the sample's ids stay the same (an edit of a sampled memory hardly moves
+        # the background); a new process reads it afresh.
+        key = (embedder.identity, tuple(self.projection.sample_ids(BACKGROUND_SAMPLE)))
         if self._background is not None and self._background[0] == key:
             return self._background[1]
+        texts = [embedding_text(kind, tags, content)
+                 for _, content, kind, tags in self.projection.sample(BACKGROUND_SAMPLE)]
         lines = [line.strip() for line in BACKGROUND_FILE.read_text("utf-8").splitlines()]
         vectors, _ = embed_with_cache(embedder, self.embeddings,
                                       [x for x in lines if x] + texts)
