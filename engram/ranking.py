@@ -262,7 +262,7 @@ def kind_factor(intent: Intent, kind: str) -> float:
     return 1.0 if not intent.kinds or kind in intent.kinds else OTHER_KIND
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     """One memory's evidence for one query, and the factors applied to it."""
 
