@@ -188,6 +188,32 @@ def has_content(query: str, intent: Intent) -> bool:
     return bool(query_words(query) or intent.identifiers or intent.kinds or intent.window)
 
 
+_SAID_DAYS = re.compile(
+    r"\b(?:(yesterday|last night)|(today|tonight|this morning|this afternoon|this evening)|"
+    r"(tomorrow)|" + _AMOUNT + r"\s+(day|week)s?\s+ago|(last week)|(last month)|(last year))\b",
+    re.I)
+
+
+def dates_said(text: str, moment: datetime) -> list[str]:
+    """The dates a memory's relative time words mean, read against the memory's own moment
+    ("yesterday" in a memory of 8 May 2023 -> "7 May 2023"), as words BM25 can match."""
+    out: list[str] = []
+    for m in _SAID_DAYS.finditer(text):
+        yesterday, today, tomorrow, amount, unit, week, month, year = m.groups()
+        if yesterday or today or tomorrow or amount:
+            days = -1 if yesterday else 0 if today else 1 if tomorrow else \
+                -_amount(amount) * _UNIT_DAYS[unit.lower()]
+            day = moment + timedelta(days=days)
+            out.append(f"{day.day} {day:%B %Y}")
+        elif week:
+            out.append(f"{(moment - timedelta(days=7)):%B %Y}")
+        elif month:
+            out.append(f"{(moment.replace(day=1) - timedelta(days=1)):%B %Y}")
+        elif year:
+            out.append(str(moment.year - 1))
+    return list(dict.fromkeys(out))
+
+
 # -- evidence ------------------------------------------------------------------------------------
 
 WORDS_POWER = 2.0  # how much a partial match of the query's words is discounted

@@ -34,7 +34,7 @@ from .config import SETTINGS, Settings
 from .index.embed import Embedder, EmbeddingCache, embed_with_cache
 from .index.text import TextIndex, TextIndexDamaged, failed
 from .projection import Projection
-from .ranking import Candidate
+from .ranking import Candidate, dates_said
 from .store import Store
 
 if TYPE_CHECKING:
@@ -42,12 +42,17 @@ if TYPE_CHECKING:
 
 
 def search_text(memory: mem.Memory) -> str:
-    """What BM25 sees of a memory: its words, tags and scope, and the date it is about (as
-    words, "8 May 2023", so that a question naming a month or year finds it)."""
+    """What BM25 sees of a memory: its words, tags and scope, the date it is about (as words,
+    "8 May 2023", so that a question naming a month or year finds it), and the dates its
+    relative time words mean ("yesterday" -> "7 May 2023")."""
     extra = " ".join([*memory.tags, memory.scope or ""]).replace("/", " ").replace("-", " ")
     if memory.at:
         moment = ev.parse_time(memory.at)
         extra += f" {moment.day} {moment:%B %Y}"
+    # "Yesterday I ..." is about the day before the memory's own moment, not before today.
+    said = dates_said(memory.content, ev.parse_time(memory.at or memory.created_at))
+    if said:
+        extra += " " + " ".join(said)
     return f"{memory.content}\n{extra}".strip()
 
 

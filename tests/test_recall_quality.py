@@ -184,3 +184,14 @@ def test_context_leaves_independent_memories_alone(store: dict[str, str]) -> Non
         engram.config_set("recall.context", "0")
         off = [[h.memory.id for h in engram.recall(q)] for q in queries]
     assert on == off
+
+
+def test_yesterday_in_a_memory_is_the_day_before_its_own_date(home_store: Engram) -> None:
+    went = home_store.remember("Caroline: I went to a support group yesterday, it was moving",
+                               at="2023-05-08", check_duplicates=False)
+    home_store.remember("Caroline: I painted a sunrise over the lake", at="2023-05-09",
+                        check_duplicates=False)
+    home_store.close()
+    with Engram() as engram:
+        hits = engram.recall("what happened on 7 May 2023?", k=2, include_decayed=True)
+    assert hits[0].memory.id == went.id

@@ -19,7 +19,7 @@ from pathlib import Path
 import tantivy
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-VERSION = "2"  # bump when what is indexed changes: old indexes rebuild themselves
+VERSION = "3"  # bump when what is indexed changes: old indexes rebuild themselves
 STAMP = "engram-stamp.json"
 
 
