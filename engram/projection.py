@@ -713,14 +713,15 @@ class Projection:
     @_recovering
     def sample_ids(self, limit: int) -> list[str]:
         """The ids of `sample`, read from the primary key alone."""
+        # "+status": filter on the way along the primary key rather than sort by it.
         return [row[0] for row in self.db.execute(
-            "SELECT id FROM memories ORDER BY id LIMIT ?", (limit,))]
+            "SELECT id FROM memories WHERE +status = 'active' ORDER BY id LIMIT ?", (limit,))]
 
     @_recovering
     def sample(self, limit: int) -> list[tuple[str, str, str, list[str]]]:
-        """(id, content, kind, tags) of up to `limit` memories: those with the smallest ids,
-        which, ids being random, are a uniform sample that does not depend on the order in which
-        the read model was built (read along the primary key: no scan of the table)."""
+        """(id, content, kind, tags) of up to `limit` active memories: those with the smallest
+        ids, which, ids being random, are a uniform sample that does not depend on the order in
+        which the read model was built (read along the primary key: no scan of the table)."""
         ids = self.sample_ids(limit)
         marks = ",".join("?" * len(ids))
         found = {row[0]: row for row in self.db.execute(

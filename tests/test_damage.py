@@ -227,7 +227,10 @@ def test_every_cache_deleted_truncated_or_overwritten_gives_the_same_answers(
     store = Engram().personal
     for name in CACHES:
         for how in ("delete", "truncate", "random"):
-            _snapshot(task)  # every cache back in place
+            # Every cache back in place; the answers of the store as it is now (each round's
+            # probe below is one more forgotten memory, which moves word statistics a little).
+            healthy = _snapshot(task)
+            assert _same(healthy, want) or healthy[1:3] == want[1:3], (name, how)
             if name == "observed-clock":
                 # Written once events of another writer run ahead of this one's clock.
                 store.observe_clock(ev.next_clock(WriterState.load(store).clock) + 10**6)
@@ -235,7 +238,7 @@ def test_every_cache_deleted_truncated_or_overwritten_gives_the_same_answers(
                 _damage(local / name, how)
                 tried += 1
                 damaged.add(name)
-            assert _same(_snapshot(task), want), (name, how)
+            assert _same(_snapshot(task), healthy), (name, how)
             # and the store still takes writes and rebuilds on them
             engram = Engram()
             extra = engram.remember(f"written after damaging {name} ({how})")
