@@ -19,7 +19,7 @@ from . import events as ev
 from . import memories as mem
 from .config import (
     PROJECT_DIR, SETTINGS, Layer, Settings, check_value, engram_home, find_project_store,
-    find_work_tree,
+    find_work_tree, personal_only,
 )
 from .errors import (
     AmbiguousIdError, EngramError, GitError, NoStoreError, NotFoundError, UsageError,
@@ -132,7 +132,14 @@ class Engram(Continuity, Interop):
             layers.append(self.personal.config_layer())
         target = store or (self.project if self.project and self.project.exists() else None)
         if target is not None and target.kind == "project" and target.exists():
-            layers.append(target.config_layer())
+            layer = target.config_layer()
+            for key in layer.ignored:
+                note = (f"{target.root / 'config.yaml'}: {key} is ignored in a project's "
+                        f"configuration (anyone who can push could set it); set it in yours: "
+                        f"engram config set {key} VALUE")
+                if note not in self.warnings:
+                    self.warnings.append(note)
+            layers.append(layer)
         actor = os.environ.get("ENGRAM_ACTOR")
         # Each layer is kept until its file changes: the same layers give the same settings.
         key = (*layers, actor)
@@ -1181,6 +1188,10 @@ class Engram(Continuity, Interop):
         value = parse_value(key, text)
         if isinstance(value, str):
             self.checks(store).scan(value, field=key, redactable=False)
+        if store.kind == "project" and personal_only(key, value):
+            raise UsageError(f"{key} is read only from your own configuration, never from a "
+                             f"project's (anyone who can push could change it); set it without "
+                             f"--project")
         with store.lock():
             store.config_file.set(key, value)
         self._commit_store(store, subject=f"engram: config {key} = {value}")

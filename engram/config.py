@@ -437,9 +437,27 @@ class Settings:
         return iter(self._values.items())
 
 
-class Layer(dict):
-    """Settings from one file, remembering where they came from."""
+# Settings that protect the user or decide what runs and what is downloaded. A project's
+# config.yaml is written by whoever can push to the repository: these are read only from the
+# user's own (personal) configuration and the environment, never from a project store.
+PERSONAL_ONLY = frozenset({"actor", "search.model"}
+                          | {k for k in SETTINGS if k.startswith("secrets.")})
+SAFE_MODELS = ("builtin", "off")  # what a project may choose: nothing downloaded or loaded
 
-    def __init__(self, values: Mapping[str, Any], origin: str) -> None:
+
+def personal_only(key: str, value: Any) -> bool:
+    """May this setting, with this value, come only from the user's own configuration? (Its
+    default, as every new store's config.yaml lists it, weakens nothing.)"""
+    return key in PERSONAL_ONLY and value != SETTINGS[key].default and \
+        not (key == "search.model" and value in SAFE_MODELS)
+
+
+class Layer(dict):
+    """Settings from one file, remembering where they came from (and, for a project store's
+    file, the personal-only settings it tried to set, which are left out)."""
+
+    def __init__(self, values: Mapping[str, Any], origin: str,
+                 ignored: tuple[str, ...] = ()) -> None:
         super().__init__(values)
         self.origin = origin
+        self.ignored = ignored

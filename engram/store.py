@@ -38,7 +38,9 @@ from typing import Any, Literal
 import orjson
 
 from . import events as ev
-from .config import CONFIG_FILE, PROJECT_DIR, ConfigFile, Layer, default_config_text
+from .config import (
+    CONFIG_FILE, PROJECT_DIR, ConfigFile, Layer, default_config_text, personal_only,
+)
 from .errors import EngramError, NoStoreError, UsageError, quote
 
 StoreKind = Literal["personal", "project"]
@@ -166,8 +168,13 @@ class Store:
             kept: Path | None = self.local_dir / "config-parsed.json"
             if not self.local_dir.is_dir():
                 kept = None
-            cached = (stamp, Layer(self.config_file.load(kept),
-                                   origin=f"{self.kind} store ({path})"))
+            values = self.config_file.load(kept)
+            ignored: tuple[str, ...] = ()
+            if self.kind == "project":
+                ignored = tuple(sorted(k for k, v in values.items() if personal_only(k, v)))
+                values = {k: v for k, v in values.items() if k not in ignored}
+            cached = (stamp, Layer(values, origin=f"{self.kind} store ({path})",
+                                   ignored=ignored))
             self._config_cache = cached
         return cached[1]
 
