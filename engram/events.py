@@ -67,6 +67,11 @@ def new_entity_id() -> str:
     return "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in range(11, -1, -1)).lower()
 
 
+# Clocks are microseconds (2^62 is the year 148,000): one above it would overflow SQLite's
+# INTEGER after a few ticks, so a line that claims one is refused like any malformed line.
+MAX_CLOCK = 2**62
+
+
 def next_clock(last: int, observed: int = 0, now_us: int | None = None) -> int:
     """Hybrid logical clock tick: past wall time, past our last event, past all we have seen."""
     now = time.time_ns() // 1000 if now_us is None else now_us
@@ -306,6 +311,8 @@ def event_from_dict(raw: Any) -> Event:
         raise EventFormatError(f"id {raw['id'][:40]!r} is not a ULID")
     if raw["clock"] < 0:
         raise EventFormatError("clock is negative")
+    if raw["clock"] >= MAX_CLOCK:
+        raise EventFormatError(f"clock {raw['clock']} is out of range (at most {MAX_CLOCK - 1})")
     if not is_moment(raw["time"]):
         raise EventFormatError("time is not an RFC 3339 time with its offset")
     check_payload(raw["kind"], raw["data"])

@@ -327,3 +327,30 @@ def test_project_store_syncs_the_projects_branch_and_keeps_local_edits(tmp_path:
     for clone in (first, second):
         listed = run_engram("list", "--project", cwd=clone).stdout
         assert "first clone's decision" in listed and "second clone's gotcha" in listed
+
+
+def test_a_pushed_line_with_a_clock_out_of_range_breaks_no_clone(tmp_path: Path) -> None:
+    """One crafted line (clock 2^63) pushed from another clone: every command still works,
+    the line is reported with its file, and the victim's next event does not take its clock."""
+    a, b = _two_machines(tmp_path)
+    b.run("remember", "beta was here")
+    b.run("push")
+    path = next(p for p in Store(b.home, "personal").event_files()
+                if b"beta was here" in p.read_bytes())
+    line = json.loads(path.read_bytes().splitlines()[-1])
+    line.update(id="01" + line["id"][2:], clock=2**63)
+    with path.open("ab") as handle:
+        handle.write(json.dumps(line, separators=(",", ":")).encode() + b"\n")
+    git(b.home, "add", "-A")
+    git(b.home, "commit", "-q", "-m", "a crafted line")
+    git(b.home, "push", "-q", "origin", "HEAD")
+    pulled = a.run("sync")
+    assert "out of range" in pulled.stderr
+    for command in (("list",), ("status",), ("recall", "beta"), ("resume",), ("reindex",)):
+        done = a.run(*command)
+        assert "Traceback" not in done.stderr, command
+    assert "beta was here" in a.run("list").stdout
+    a.run("remember", "alpha writes after it")
+    assert max(json.loads(raw)["clock"] for p in Store(a.home, "personal").event_files()
+               for raw in p.read_bytes().splitlines() if b"alpha writes" in raw) < 2**62
+    assert a.run("verify", ok=False).returncode == 1
