@@ -279,3 +279,15 @@ def test_an_agent_reported_reason_wins_over_heuristics(repo: Path) -> None:
     agent.wait(timeout=30)
     assert "**rate_limit**" in resume_text(repo, "--task", task_id)
     assert session_of(repo, session_id)["reason"] == "rate_limit"
+
+
+def test_a_hostile_pid_in_a_session_event_is_no_process() -> None:
+    """A pid comes from an event someone else may have written: 2^62 once raised OverflowError
+    in `sessions` and `resume`; 0 and -1 would signal process groups."""
+    import os
+
+    from engram.continuity.sessions import process_alive
+
+    for pid in (2**62, 2**31, -1, 0, True, None):
+        assert process_alive(pid) is False, pid  # type: ignore[arg-type]
+    assert process_alive(os.getpid()) is True

@@ -124,11 +124,14 @@ def drop_beat(local_dir: Path, session_id: str) -> None:
 
 
 def process_alive(pid: int | None) -> bool:
-    if not pid:
+    # A pid read from an event is input: one no process can have (negative, zero, or past
+    # what the kernel allows) is no process, rather than an OverflowError or a signal to a
+    # process group.
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**22:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError, ValueError):
         return False
     except PermissionError:
         return True
