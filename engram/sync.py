@@ -145,6 +145,10 @@ def _url(url: str) -> str:
         raise UsageError("the URL is empty; give a git URL or path")
     if any(char in url for char in "\n\t"):
         raise UsageError("the URL contains a control character (a newline or tab); remove it")
+    if url.startswith("-"):
+        # git would take it for an option (--upload-pack=... runs a command).
+        raise UsageError(f"the URL {url[:40]!r} starts with '-', which git reads as an option; "
+                         "give a git URL or a path (./-name for a folder named so)")
     return url
 
 

@@ -354,3 +354,15 @@ def test_a_pushed_line_with_a_clock_out_of_range_breaks_no_clone(tmp_path: Path)
     assert max(json.loads(raw)["clock"] for p in Store(a.home, "personal").event_files()
                for raw in p.read_bytes().splitlines() if b"alpha writes" in raw) < 2**62
     assert a.run("verify", ok=False).returncode == 1
+
+
+def test_a_url_that_git_would_read_as_an_option_is_refused(tmp_path: Path) -> None:
+    machine = Machine(tmp_path, "alpha")
+    marker = tmp_path / "ran"
+    for args in (("clone", "--", f"--upload-pack=touch {marker}"),
+                 ("remote", "add", "--", "origin", f"--upload-pack=touch {marker}")):
+        if args[0] == "remote":
+            machine.run("init")
+        done = machine.run(*args, ok=False)
+        assert done.returncode == 2 and "starts with '-'" in done.stderr, args
+    assert not marker.exists()
