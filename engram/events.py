@@ -191,6 +191,17 @@ def _is_id(value: Any) -> bool:
     return isinstance(value, str) and RECORD_ID_RE.match(value) is not None
 
 
+def _is_memory_id(value: Any) -> bool:
+    """A memory's id is exactly what `new_entity_id` makes: the search indexes key vectors by
+    its 60 bits, so another shape ("Hello-World.1", a leading "0") could not be indexed or
+    would collide with another memory."""
+    return isinstance(value, str) and ENTITY_ID_RE.match(value) is not None
+
+
+def _is_memory_ids(value: Any) -> bool:
+    return isinstance(value, list) and all(_is_memory_id(item) for item in value)
+
+
 def _is_ids(value: Any) -> bool:
     return isinstance(value, list) and all(_is_id(item) for item in value)
 
@@ -232,13 +243,13 @@ _LISTS = ("completed", "in_progress", "blocked", "next", "must_not_redo", "must_
 # each with its check. Other fields are kept (a newer Engram may add some) but not read.
 PAYLOADS: dict[str, tuple[dict[str, Callable[[Any], bool]], dict[str, Callable[[Any], bool]]]] = {
     "store.created": ({}, {"store": _is_text}),
-    "memory.created": ({"memory": _is_id}, {**_MEMORY, "supersedes": _is_ids}),
-    "memory.updated": ({"memory": _is_id}, _MEMORY),
-    "memory.forgotten": ({"memory": _is_id}, {"reason": _maybe(_is_text)}),
-    "memory.superseded": ({"memory": _is_id}, {"by": _maybe(_is_id)}),
+    "memory.created": ({"memory": _is_memory_id}, {**_MEMORY, "supersedes": _is_memory_ids}),
+    "memory.updated": ({"memory": _is_memory_id}, _MEMORY),
+    "memory.forgotten": ({"memory": _is_memory_id}, {"reason": _maybe(_is_text)}),
+    "memory.superseded": ({"memory": _is_memory_id}, {"by": _maybe(_is_memory_id)}),
     # `content`: the text that was submitted and folded into the memory (events written before
     # it was kept have none).
-    "memory.reinforced": ({"memory": _is_id}, {"similarity": _is_number,
+    "memory.reinforced": ({"memory": _is_memory_id}, {"similarity": _is_number,
                                                "content": _MEMORY["content"]}),
     "task.created": ({"task": _is_id}, _TASK),
     "task.updated": ({"task": _is_id}, _TASK),

@@ -71,7 +71,7 @@ def test_wrong_field_type_and_unknown_field_are_refused() -> None:
 
 def test_old_schema_is_upgraded_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
     """An event written by schema 1 reads as the current schema, through the named upgrades."""
-    old = make_event(data={"memory": "abc", "text": "renamed later"})
+    old = make_event(data={"memory": "abcdefghjkmn", "text": "renamed later"})
     old_line = old.to_line()[:-1]
 
     def m001_text_to_content(raw: dict) -> dict:
@@ -83,7 +83,7 @@ def test_old_schema_is_upgraded_when_read(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setitem(ev.UPGRADES, 1, m001_text_to_content)
     upgraded = ev.parse_line(old_line)
     assert upgraded.schema == 2
-    assert upgraded.data == {"memory": "abc", "content": "renamed later"}
+    assert upgraded.data == {"memory": "abcdefghjkmn", "content": "renamed later"}
 
 
 def test_conflict_markers_are_recognised() -> None:

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -366,3 +367,31 @@ def test_a_url_that_git_would_read_as_an_option_is_refused(tmp_path: Path) -> No
         done = machine.run(*args, ok=False)
         assert done.returncode == 2 and "starts with '-'" in done.stderr, args
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("make_id", [lambda real: "Hello-World.1", lambda real: real + "xy",
+                                     lambda real: "0" + real])
+def test_a_pushed_memory_with_an_id_of_another_shape_breaks_no_clone(
+    tmp_path: Path, make_id: Any,
+) -> None:
+    """A memory id the indexes cannot key (or one that would collide with a real memory's key,
+    "0" + its id) pushed from another clone: recall and reindex still work, and verify names
+    the line."""
+    a, b = _two_machines(tmp_path)
+    b.run("remember", "beta was here")
+    b.run("push")
+    path = next(p for p in Store(b.home, "personal").event_files()
+                if b"beta was here" in p.read_bytes())
+    line = json.loads(path.read_bytes().splitlines()[-1])
+    line["data"].update(memory=make_id(line["data"]["memory"]), content="a crafted memory")
+    line.update(id="01" + line["id"][2:], clock=line["clock"] + 1)
+    with path.open("ab") as handle:
+        handle.write(json.dumps(line, separators=(",", ":"), sort_keys=True).encode() + b"\n")
+    git(b.home, "commit", "-q", "-am", "a crafted line")
+    git(b.home, "push", "-q", "origin", "HEAD")
+    assert "malformed 'memory'" in a.run("sync").stderr
+    for command in (("recall", "beta"), ("reindex",), ("list",), ("status",)):
+        assert "Traceback" not in a.run(*command).stderr, command
+    assert "beta was here" in a.run("recall", "beta").stdout
+    assert "crafted" not in a.run("list").stdout
+    assert a.run("verify", ok=False).returncode == 1
