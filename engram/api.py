@@ -182,6 +182,12 @@ class Engram(Continuity, Interop):
         if proj is None:
             proj = self._projections[store.root] = Projection(store)
         proj.refresh()
+        for link in store.symlinks:
+            text = (f"{store.root / link} is a symbolic link inside the store; it is not "
+                    f"followed, and what it points to is not read; remove it "
+                    f"(`git rm {store.repo_path(link)}`)")
+            if text not in self.warnings:
+                self.warnings.append(text)
         for problem in proj.problems():
             text = f"{store.root / problem.path}:{problem.line}: {problem.message}"
             if problem.severity == "error":

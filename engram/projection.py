@@ -341,6 +341,9 @@ class Projection:
         full = not trusted_dirs
         root = str(self.store.root) + os.sep
         stack = [str(self.store.events_dir)]
+        links: list[str] = []
+        if self.store.events_dir.is_symlink():
+            links, stack = [self.store.rel(self.store.events_dir)], []
         while stack:
             directory = stack.pop()
             try:
@@ -353,6 +356,9 @@ class Projection:
             trusted = (row is not None and row[1] == dir_stat.st_mtime_ns
                        and row[2] == dir_stat.st_ino and row[3] - row[1] > _RACY_NS)
             for entry in entries:
+                if entry.is_symlink():  # never followed out of the store; reported
+                    links.append(entry.path[len(root):].replace(os.sep, "/"))
+                    continue
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(entry.path)
                     continue
@@ -371,6 +377,7 @@ class Projection:
                 scanned.append((rel_dir, dir_stat.st_mtime_ns, dir_stat.st_ino, started))
         if full:
             scanned.append(("", 0, 0, started))  # the sweep's time, kept in meta
+        self.store.symlinks = sorted(links)
         return disk, stats, scanned
 
     @staticmethod

@@ -134,6 +134,7 @@ class Store:
         self._git_dir: Path | None = None
         self._config_cache: tuple[tuple[int, ...] | None, Layer] | None = None
         self.repairs: list[str] = []  # what the last append had to repair, for the caller to tell
+        self.symlinks: list[str] = []  # links found under events/ by the last listing
 
     def __repr__(self) -> str:
         return f"Store({str(self.root)!r}, {self.kind!r})"
@@ -198,17 +199,32 @@ class Store:
         skip = len(str(self.root)) + 1
         found = []
         stack = [top]
+        links = []
         while stack:
             with os.scandir(stack.pop()) as entries:
                 for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
+                    if entry.is_symlink():
+                        links.append(entry.path[skip:].replace(os.sep, "/"))
+                    elif entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
                     elif entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
                         found.append(entry.path[skip:].replace(os.sep, "/"))
+        self.symlinks = sorted(links)  # not followed: reported by the readers
         return sorted(found, key=lambda rel: rel.split("/"))  # the order of sorted Paths
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
+
+    def symlink_in(self, path: Path) -> str | None:
+        """The first part of `path` below the store's root that is a symbolic link, if any. A
+        link committed into a store (`events/2027/01`, `handoffs/<task>`) would send writes
+        out of it; nothing in a store is followed out of it."""
+        current = self.root
+        for part in path.relative_to(self.root).parts:
+            current = current / part
+            if current.is_symlink():
+                return self.rel(current)
+        return None
 
     # -- creating ----------------------------------------------------------------------------
 
@@ -245,6 +261,11 @@ class Store:
         state = WriterState.load(self)
         head = self.head_id()
         path = self._writable_path(state, batch[0], head)
+        link = self.symlink_in(path)
+        if link is not None:
+            raise EngramError(f"{self.root / link} is a symbolic link inside the store, and "
+                              f"events are never written through one; remove it "
+                              f"(`git rm {self.repo_path(link)}`, then commit) and try again")
         data = b"".join(event.to_line() for event in batch)
         new_file = not path.exists()
         if new_file:

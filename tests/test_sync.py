@@ -395,3 +395,54 @@ def test_a_pushed_memory_with_an_id_of_another_shape_breaks_no_clone(
     assert "beta was here" in a.run("recall", "beta").stdout
     assert "crafted" not in a.run("list").stdout
     assert a.run("verify", ok=False).returncode == 1
+
+
+def test_a_pushed_symlink_inside_the_store_sends_nothing_out_of_it(tmp_path: Path) -> None:
+    """A clone commits `handoffs/<task>` and `events/2099/01` as links to a folder outside the
+    store (which holds a crafted event file): the other clone neither writes there nor reads
+    from there, says which link and how to remove it, and keeps working."""
+    a, b = _two_machines(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    task = json.loads(a.run("task", "create", "Add OAuth login", "--json").stdout)["id"]
+    a.run("sync")
+    b.run("pull")
+    b.run("remember", "beta was here")
+    source = next(p for p in Store(b.home, "personal").event_files()
+                  if b"beta was here" in p.read_bytes())
+    crafted = source.read_bytes().replace(b"beta was here", b"read from outside")
+    (outside / "x.jsonl").write_bytes(crafted.replace(b'"01', b'"02'))
+    (b.home / "events" / "2099").mkdir()
+    (b.home / "events" / "2099" / "01").symlink_to(outside, target_is_directory=True)
+    (b.home / "handoffs").mkdir(exist_ok=True)
+    (b.home / "handoffs" / task).symlink_to(outside, target_is_directory=True)
+    b.run("commit")
+    git(b.home, "add", "-A")
+    git(b.home, "commit", "-q", "-m", "links")
+    git(b.home, "push", "-q", "origin", "HEAD")
+    a.run("sync")
+    listed = a.run("list")
+    assert "events/2099/01 is a symbolic link inside the store" in listed.stderr
+    assert "beta was here" in listed.stdout and "read from outside" not in listed.stdout
+    handed = a.run("handoff", "--task", task, "--summary", "callback next")
+    assert "was not written through it" in handed.stderr
+    assert sorted(p.name for p in outside.iterdir()) == ["x.jsonl"]
+    assert task in a.run("resume").stdout
+
+
+def test_events_are_never_written_through_a_symlink(home_store: Any, tmp_path: Path) -> None:
+    """The folder the writer appends to is a link (however it got there): the write is refused
+    with the fix, and nothing is written where the link points."""
+    from engram.api import Engram
+    from engram.errors import EngramError
+
+    home_store.remember("first", check_duplicates=False)
+    home_store.commit()  # the next write starts a new file, in the same month folder
+    month = home_store.personal.event_files()[0].parent
+    outside = tmp_path / "outside"
+    month.rename(outside)
+    month.symlink_to(outside, target_is_directory=True)
+    before = sorted(outside.iterdir())
+    with pytest.raises(EngramError, match="symbolic link inside the store.*git rm"):
+        Engram().remember("second", check_duplicates=False)
+    assert sorted(outside.iterdir()) == before

@@ -319,6 +319,12 @@ class Continuity:
         text = cp.render({"id": task.id, "name": task.name}, checkpoint,
                          task.latest_checkpoint)
         path = store.root / cp.render_path(task.id, checkpoint)
+        link = store.symlink_in(path)
+        if link is not None:  # the checkpoint is saved as an event; only its rendering waits
+            self.warnings.append(f"{store.root / link} is a symbolic link inside the store: "
+                                 f"the handoff's Markdown was not written through it; remove it "
+                                 f"(`git rm {store.repo_path(link)}`)")
+            return path
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(text, encoding="utf-8")
