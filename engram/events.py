@@ -72,6 +72,20 @@ def new_entity_id() -> str:
 MAX_CLOCK = 2**62
 
 
+# How far ahead of this machine's clock an event's clock may be and still be followed by the
+# events written here. Further ahead (a wrong or hostile clock, "the year 2200"), the event is
+# read and reported, but new events do not jump after it: one line would otherwise drag every
+# later event of every clone into its future.
+CLOCK_AHEAD_US = 86_400 * 1_000_000
+
+
+def clock_ahead(clock: int, now_us: int | None = None) -> float:
+    """Days by which `clock` is ahead of this machine's time by more than CLOCK_AHEAD_US (0 if
+    not)."""
+    now = time.time_ns() // 1000 if now_us is None else now_us
+    return (clock - now) / 86_400e6 if clock - now > CLOCK_AHEAD_US else 0.0
+
+
 def next_clock(last: int, observed: int = 0, now_us: int | None = None) -> int:
     """Hybrid logical clock tick: past wall time, past our last event, past all we have seen."""
     now = time.time_ns() // 1000 if now_us is None else now_us

@@ -306,7 +306,10 @@ class Projection:
                     ),
                 )
             self._refold(db, report.entities, report.changed_from)
-        top = self.db.execute("SELECT MAX(clock) FROM events").fetchone()[0]
+        # Clocks far ahead of this machine's are not followed (see events.CLOCK_AHEAD_US).
+        top = self.db.execute(
+            "SELECT MAX(clock) FROM events WHERE clock <= ?",
+            (time.time_ns() // 1000 + ev.CLOCK_AHEAD_US,)).fetchone()[0]
         if top:
             try:
                 self.store.observe_clock(top)

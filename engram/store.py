@@ -487,6 +487,12 @@ class Store:
             except ev.EventFormatError as exc:
                 chunk.problems.append(Problem(rel, number, "error", str(exc)))
                 continue
+            ahead = ev.clock_ahead(event.clock)
+            if ahead:
+                chunk.problems.append(Problem(
+                    rel, number, "warning",
+                    f"clock is {ahead:,.0f} days ahead of this machine's time; the event is "
+                    f"read, but events written here do not follow its clock"))
             chunk.events.append((number, event))
         return chunk
 

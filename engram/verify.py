@@ -47,6 +47,11 @@ def verify_store(store: Store) -> dict[str, Any]:
             if event.schema == ev.SCHEMA_VERSION and not ev.is_canonical(line):
                 problems.append(Problem(rel, number, "error",
                                         "not in canonical form (sorted keys, no spaces)"))
+            ahead = ev.clock_ahead(event.clock)
+            if ahead:
+                problems.append(Problem(rel, number, "error",
+                                        f"clock is {ahead:,.0f} days ahead of this machine's "
+                                        f"time"))
             if event.clock <= last_clock:
                 problems.append(Problem(rel, number, "error",
                                         f"clock {event.clock} does not increase "

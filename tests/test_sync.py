@@ -446,3 +446,27 @@ def test_events_are_never_written_through_a_symlink(home_store: Any, tmp_path: P
     with pytest.raises(EngramError, match="symbolic link inside the store.*git rm"):
         Engram().remember("second", check_duplicates=False)
     assert sorted(outside.iterdir()) == before
+
+
+def test_a_pushed_line_from_the_year_2200_drags_no_later_event(tmp_path: Path) -> None:
+    a, b = _two_machines(tmp_path)
+    b.run("remember", "beta was here")
+    b.run("push")
+    path = next(p for p in Store(b.home, "personal").event_files()
+                if b"beta was here" in p.read_bytes())
+    line = json.loads(path.read_bytes().splitlines()[-1])
+    future = 7_258_118_400 * 10**6  # 2200-01-01 in microseconds
+    line["data"].update(content="from the future")
+    line.update(id="01" + line["id"][2:], clock=future)
+    with path.open("ab") as handle:
+        handle.write(json.dumps(line, separators=(",", ":"), sort_keys=True).encode() + b"\n")
+    git(b.home, "commit", "-q", "-am", "a line from 2200")
+    git(b.home, "push", "-q", "origin", "HEAD")
+    a.run("sync")
+    listed = a.run("list")
+    assert "days ahead of this machine's time" in listed.stderr
+    a.run("remember", "alpha writes after it")
+    clocks = [json.loads(raw)["clock"] for p in Store(a.home, "personal").event_files()
+              for raw in p.read_bytes().splitlines() if b"alpha writes" in raw]
+    assert clocks and max(clocks) < future // 2
+    assert a.run("verify", ok=False).returncode == 1
