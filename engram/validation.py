@@ -160,9 +160,11 @@ class Checks:
                              entropy=self.settings["secrets.entropy"], redactable=redactable)
 
     def text(self, value: Any, *, field: str, limit: str = "limits.text_bytes",
-             one_line: bool = False, redact: bool = False,
+             one_line: bool = False, redact: bool | None = None,
              hint: str = "shorten it") -> str:
-        """Free text on its way to disk: well formed, not blank, within its limit, no secret."""
+        """Free text on its way to disk: well formed, not blank, within its limit, no secret.
+        `redact` is None where the command has no way to ask for redaction: a secret's error
+        then does not advise one."""
         value = well_formed(value, field).strip()
         if not value:
             raise UsageError(f"{field} is empty; give the text to store")
@@ -174,10 +176,10 @@ class Checks:
             unit = "characters" if limit.endswith("_chars") else "bytes"
             raise UsageError(f"{field} is {size} {unit}, over the limit of {most} "
                              f"(setting {limit}); {hint}")
-        return self.scan(value, field=field, redact=redact)
+        return self.scan(value, field=field, redact=bool(redact), redactable=redact is not None)
 
     def items(self, values: Any, *, field: str, limit: str = "limits.item_bytes",
-              redact: bool = False) -> list[str]:
+              redact: bool | None = None) -> list[str]:
         """A list of text items (next steps, commands, ...), de-duplicated, blanks dropped."""
         if values is None:
             return []

@@ -250,3 +250,15 @@ def test_scanning_a_large_adversarial_text_stays_fast(text: str) -> None:
     start = time.perf_counter()
     find_secrets(text)
     assert time.perf_counter() - start < 0.5
+
+
+def test_an_error_advises_redact_only_where_the_command_has_it(home_store: Engram) -> None:
+    home_store.close()
+    token = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    remembered = cli("remember", f"the token is {token}")
+    assert remembered.exit_code != 0 and "--redact" in remembered.output
+    for args in (("task", "create", f"deploy with {token}"),
+                 ("task", "create", "Deploy", "--goal", f"use {token}")):
+        done = cli(*args)
+        assert done.exit_code != 0 and "looks like a secret" in done.output, args
+        assert "--redact" not in done.output, args
