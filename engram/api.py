@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from . import events as ev
 from . import memories as mem
 from .config import (
-    PROJECT_DIR, SETTINGS, Layer, Settings, check_value, engram_home, find_project_store,
-    find_work_tree, personal_only,
+    CONFIG_FILE, PROJECT_DIR, SETTINGS, Layer, Settings, check_value, engram_home,
+    find_project_store, find_work_tree, personal_only,
 )
 from .errors import (
     AmbiguousIdError, EngramError, GitError, NoStoreError, NotFoundError, UsageError,
@@ -134,11 +134,9 @@ class Engram(Continuity, Interop):
         if target is not None and target.kind == "project" and target.exists():
             layer = target.config_layer()
             for key in layer.ignored:
-                note = (f"{target.root / 'config.yaml'}: {key} is ignored in a project's "
-                        f"configuration (anyone who can push could set it); set it in yours: "
-                        f"engram config set {key} VALUE")
-                if note not in self.warnings:
-                    self.warnings.append(note)
+                self._warn(f"{target.root / CONFIG_FILE}: {key} is ignored in a project's "
+                           f"configuration (anyone who can push could set it); set it in "
+                           f"yours: engram config set {key} VALUE")
             layers.append(layer)
         actor = os.environ.get("ENGRAM_ACTOR")
         # Each layer is kept until its file changes: the same layers give the same settings.
@@ -183,18 +181,20 @@ class Engram(Continuity, Interop):
             proj = self._projections[store.root] = Projection(store)
         proj.refresh()
         for link in store.symlinks:
-            text = (f"{store.root / link} is a symbolic link inside the store; it is not "
-                    f"followed, and what it points to is not read; remove it "
-                    f"(`git rm {store.repo_path(link)}`)")
-            if text not in self.warnings:
-                self.warnings.append(text)
+            self._warn(f"{store.root / link} is a symbolic link inside the store; it is not "
+                       f"followed, and what it points to is not read; remove it "
+                       f"(`git rm {store.repo_path(link)}`)")
         for problem in proj.problems():
             text = f"{store.root / problem.path}:{problem.line}: {problem.message}"
             if problem.severity == "error":
                 text += "; this line is skipped; `engram doctor` says how to repair it"
-            if text not in self.warnings:
-                self.warnings.append(text)
+            self._warn(text)
         return proj
+
+    def _warn(self, text: str) -> None:
+        """Say something once per instance, however often the condition is met."""
+        if text not in self.warnings:
+            self.warnings.append(text)
 
     def close(self) -> None:
         for search in self._searches.values():

@@ -13,7 +13,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from pathlib import Path
 
@@ -330,21 +330,28 @@ def test_project_store_syncs_the_projects_branch_and_keeps_local_edits(tmp_path:
         assert "first clone's decision" in listed and "second clone's gotcha" in listed
 
 
-def test_a_pushed_line_with_a_clock_out_of_range_breaks_no_clone(tmp_path: Path) -> None:
-    """One crafted line (clock 2^63) pushed from another clone: every command still works,
-    the line is reported with its file, and the victim's next event does not take its clock."""
-    a, b = _two_machines(tmp_path)
+def _push_a_crafted_line(b: Machine, edit: Callable[[dict[str, Any]], object]) -> None:
+    """Machine b writes a memory and pushes it, then appends to its file a copy of that line
+    with another event id, changed by `edit`, and pushes that with plain git, as a hostile or
+    broken clone would."""
     b.run("remember", "beta was here")
     b.run("push")
     path = next(p for p in Store(b.home, "personal").event_files()
                 if b"beta was here" in p.read_bytes())
     line = json.loads(path.read_bytes().splitlines()[-1])
-    line.update(id="01" + line["id"][2:], clock=2**63)
+    line["id"] = "01" + line["id"][2:]
+    edit(line)
     with path.open("ab") as handle:
-        handle.write(json.dumps(line, separators=(",", ":")).encode() + b"\n")
-    git(b.home, "add", "-A")
-    git(b.home, "commit", "-q", "-m", "a crafted line")
+        handle.write(json.dumps(line, separators=(",", ":"), sort_keys=True).encode() + b"\n")
+    git(b.home, "commit", "-q", "-am", "a crafted line")
     git(b.home, "push", "-q", "origin", "HEAD")
+
+
+def test_a_pushed_line_with_a_clock_out_of_range_breaks_no_clone(tmp_path: Path) -> None:
+    """One crafted line (clock 2^63) pushed from another clone: every command still works,
+    the line is reported with its file, and the victim's next event does not take its clock."""
+    a, b = _two_machines(tmp_path)
+    _push_a_crafted_line(b, lambda line: line.update(clock=2**63))
     pulled = a.run("sync")
     assert "out of range" in pulled.stderr
     for command in (("list",), ("status",), ("recall", "beta"), ("resume",), ("reindex",)):
@@ -450,18 +457,13 @@ def test_events_are_never_written_through_a_symlink(home_store: Any, tmp_path: P
 
 def test_a_pushed_line_from_the_year_2200_drags_no_later_event(tmp_path: Path) -> None:
     a, b = _two_machines(tmp_path)
-    b.run("remember", "beta was here")
-    b.run("push")
-    path = next(p for p in Store(b.home, "personal").event_files()
-                if b"beta was here" in p.read_bytes())
-    line = json.loads(path.read_bytes().splitlines()[-1])
     future = 7_258_118_400 * 10**6  # 2200-01-01 in microseconds
-    line["data"].update(content="from the future")
-    line.update(id="01" + line["id"][2:], clock=future)
-    with path.open("ab") as handle:
-        handle.write(json.dumps(line, separators=(",", ":"), sort_keys=True).encode() + b"\n")
-    git(b.home, "commit", "-q", "-am", "a line from 2200")
-    git(b.home, "push", "-q", "origin", "HEAD")
+
+    def edit(line: dict[str, Any]) -> None:
+        line["data"].update(content="from the future")
+        line["clock"] = future
+
+    _push_a_crafted_line(b, edit)
     a.run("sync")
     listed = a.run("list")
     assert "days ahead of this machine's time" in listed.stderr
