@@ -180,7 +180,7 @@ class Engram(Continuity, Interop):
         if proj is None:
             proj = self._projections[store.root] = Projection(store)
         proj.refresh()
-        for link in store.symlinks:
+        for link in sorted({*store.symlinks, *store.top_links()}):
             self._warn(f"{store.root / link} is a symbolic link inside the store; it is not "
                        f"followed, and what it points to is not read; remove it "
                        f"(`git rm {store.repo_path(link)}`)")

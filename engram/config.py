@@ -342,6 +342,8 @@ class ConfigFile:
         `cache`: a file (per clone, never committed) keeping the settings parsed from these exact
         bytes, so that most commands need not load the YAML parser at all.
         """
+        if self.path.is_symlink():
+            return {}  # never followed out of the store; `verify` and `doctor` report it
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:

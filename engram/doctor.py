@@ -39,10 +39,11 @@ from urllib.parse import quote
 import orjson
 
 from . import events as ev
+from . import lines
 from .continuity.sessions import process_alive
 from .config import CONFIG_FILE
 from .errors import EngramError, NoStoreError
-from .store import EVENTS_DIR, Store, WriterState
+from .store import EVENTS_DIR, GITATTRIBUTES_LINE, Store, WriterState
 
 if TYPE_CHECKING:
     from .api import Engram
@@ -136,7 +137,8 @@ def run(engram: Engram, *, fix: bool = False) -> dict[str, Any]:
 def diagnose(engram: Engram, store: Store) -> list[Finding]:
     """Every finding for one store."""
     out: list[Finding] = []
-    checks = (_check_layout, _check_disk, _check_locks, _check_temp_files, _check_events,
+    checks = (_check_layout, _check_links, _check_disk, _check_locks, _check_temp_files,
+              _check_events,
               _check_git, _check_caches, _check_local_state)
     for check in checks:
         try:
@@ -147,7 +149,7 @@ def diagnose(engram: Engram, store: Store) -> list[Finding]:
                                f"{ev.one_line(exc, 200)}", "report this as a bug"))
     # A file with damaged lines is also one whose committed part changed: say it once, with
     # the fix for its lines.
-    damaged = {f.path for f in out if f.check in ("damaged-line", "torn-line")}
+    damaged = {f.path for f in out if f.check in ("damaged-line", "torn-line", "line-endings")}
     return [f for f in out if not (f.check == "committed-changed" and f.path in damaged)]
 
 
@@ -440,47 +442,29 @@ def _check_temp_files(engram: Engram, store: Store) -> list[Finding]:
 class Scan:
     """An event file split into the lines readers use and the rest."""
 
-    good: list[bytes] = field(default_factory=list)  # whole lines, with their newline
+    good: list[bytes] = field(default_factory=list)  # whole lines, with their newline (LF)
     bad: list[tuple[int, bytes, str]] = field(default_factory=list)  # (line, bytes, why)
     torn: bytes = b""  # an unterminated last line
+    crlf: int = 0  # lines git converted to CR LF (read; written back with LF)
 
     @property
     def damaged(self) -> bool:
-        return bool(self.bad or self.torn)
+        return bool(self.bad or self.torn or self.crlf)
 
 
 def scan(data: bytes) -> Scan:
-    """Classify every line the way the read path does (`Store.read_file`)."""
+    """Classify every line the way the read path does (`lines.classify`)."""
     result = Scan()
-    lines = data.split(b"\n")
-    result.torn = lines.pop()
-    for number, line in enumerate(lines, start=1):
-        why = _line_problem(line)
-        if why is None:
-            result.good.append(line + b"\n")
+    found, result.torn = lines.read(data)
+    for line in found:
+        if line.problem is not None:
+            result.bad.append((line.number, line.raw, line.problem))
+        elif line.note == lines.CRLF:
+            result.crlf += 1
+            result.good.append(line.raw[:-1] + b"\n")
         else:
-            result.bad.append((number, line, why))
+            result.good.append(line.raw + b"\n")
     return result
-
-
-def _line_problem(line: bytes) -> str | None:
-    if not line.strip():
-        return "blank line"
-    if ev.is_conflict_marker(line):
-        return "git conflict marker (the file was changed on both sides of a merge)"
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return f"invalid UTF-8 at byte {exc.start + 1}"
-    try:
-        ev.parse_line(line)
-    except ev.EventFormatError as exc:
-        text = str(exc)
-        if text.startswith("invalid JSON") and line.startswith(b"{") and \
-                line.count(b'{"actor":') > 1:
-            return f"{text}: two lines run together (a line was cut short in the middle)"
-        return text
-    return None
 
 
 def _repo(store: Store) -> Any:
@@ -567,6 +551,8 @@ def _check_events(engram: Engram, store: Store) -> list[Finding]:
                 continue
             kept = b"".join(found.good)
             commit_hint = _after_rewrite(store, repo, rel, kept)
+            if found.crlf:
+                out.append(_line_endings(store, repo, rel, found.crlf))
             fix = (f"`engram doctor --fix {_flag(store)}` moves the line to "
                    f"{store.local_dir / 'quarantine'}/ (with a copy of the whole file) and "
                    f"rewrites the file without it; {commit_hint}")
@@ -591,7 +577,8 @@ def _check_events(engram: Engram, store: Store) -> list[Finding]:
     for problem in report["problems"]:
         if (problem["path"], problem["line"]) in reported or \
                 problem["message"].startswith(("torn last line", "blank line", "git conflict",
-                                               "invalid JSON")):
+                                               "invalid JSON", "line ends with CR LF",
+                                               "a symbolic link")):
             continue
         out.append(Finding(
             "event-file", "error" if problem["message"].startswith("id ") else "warning",
@@ -602,6 +589,36 @@ def _check_events(engram: Engram, store: Store) -> list[Finding]:
             path=problem["path"], line=problem["line"] or None,
         ))
     return out
+
+
+def _line_endings(store: Store, repo: Any, rel: str, count: int) -> Finding:
+    """Lines git wrote with CR LF: name the attribute that asked for it."""
+    cause = "a .gitattributes or core.autocrlf converts its line endings"
+    if repo is not None:
+        try:
+            eol = repo.repo.get_attr(store.repo_path(rel), "eol")
+        except Exception:  # pygit2.GitError and kin: the cause is then only guessed
+            eol = None
+        if eol == "crlf":
+            cause = "a .gitattributes gives it `eol=crlf` (`git check-attr -a -- " \
+                    f"{shlex.quote(store.repo_path(rel))}` says which)"
+    return Finding(
+        "line-endings", "warning",
+        f"{count} line(s) end with CR LF: {cause}; the events are read, but the file is not "
+        "as Engram writes it",
+        f"`engram doctor --fix {_flag(store)}` writes the store's .gitattributes line "
+        f"`{GITATTRIBUTES_LINE}` back and the file with LF endings", path=rel, auto=True)
+
+
+def _check_links(engram: Engram, store: Store) -> list[Finding]:
+    return [
+        Finding("symlink", "error",
+                "a symbolic link inside the store; it is not followed (writes through it are "
+                "refused, what it points to is not read)",
+                f"remove it: `{_git_c(store)} rm -- {shlex.quote(store.repo_path(link))}` (or "
+                f"`rm` if it is not committed), then commit", path=link)
+        for link in store.links()
+    ]
 
 
 @contextlib.contextmanager
@@ -919,8 +936,10 @@ def repair(engram: Engram, store: Store, findings: list[Finding]) -> list[str]:
     wanted = {f.check for f in findings if f.auto}
     if not wanted:
         return done
+    if "line-endings" in wanted:
+        done += _restore_attributes(store)
     if wanted & {"damaged-line", "torn-line", "empty-file", "temp-file", "git-lock",
-                 "local-state"}:
+                 "local-state", "line-endings"}:
         try:
             with store.lock(timeout=10):
                 done += _quarantine(store)
@@ -980,11 +999,30 @@ def _quarantine(store: Store) -> list[str]:
         parts = [f"{len(found.bad)} damaged line(s)"] if found.bad else []
         if found.torn:
             parts.append("a torn last line")
+        if not parts:
+            done.append(f"{rel}: wrote {found.crlf} line(s) back with LF endings (the file as "
+                        f"it was: {backup}); {_after_rewrite(store, repo, rel, kept)}")
+            continue
         done.append(f"{rel}: set aside {' and '.join(parts)} in {folder} (the file as it was: "
                     f"{backup}); {_after_rewrite(store, repo, rel, kept)}")
     if folder is not None:
         (folder / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     return done
+
+
+def _restore_attributes(store: Store) -> list[str]:
+    """The store's .gitattributes keeps event files LF-only (a more specific file wins over the
+    repository's), whatever was committed over it."""
+    path = store.root / ".gitattributes"
+    if path.is_symlink():
+        return []  # reported as a link; removing it is the user's call
+    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+    if GITATTRIBUTES_LINE in text.splitlines():
+        return []
+    kept = [line for line in text.splitlines() if not line.startswith("*.jsonl")]
+    path.write_text("\n".join([*kept, GITATTRIBUTES_LINE]) + "\n", encoding="utf-8")
+    return [f"{store.rel(path)}: event files are LF-only again (`{GITATTRIBUTES_LINE}`); "
+            f"`engram commit {_flag(store)}` commits it"]
 
 
 def _remove_leftovers(store: Store) -> list[str]:

@@ -72,6 +72,15 @@ def new_entity_id() -> str:
 MAX_CLOCK = 2**62
 
 
+# The largest count (a checkpoint's seq, a pid) a line may carry: every reader holds it exactly.
+MAX_COUNT = 2**53
+
+# Kinds are dotted lowercase words ("memory.created"); the actor, machine and session of an
+# event are short labels without control characters (they reach terminals and file names).
+KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}(\.[a-z][a-z0-9_]{0,31}){1,3}$")
+_LABEL_RE = re.compile(r"^[^\x00-\x1f\x7f-\x9f]*$")
+LABEL_CHARS = 256
+
 # How far ahead of this machine's clock an event's clock may be and still be followed by the
 # events written here. Further ahead (a wrong or hostile clock, "the year 2200"), the event is
 # read and reported, but new events do not jump after it: one line would otherwise drag every
@@ -197,8 +206,9 @@ def _is_number(value: Any) -> bool:
         math.isfinite(value)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _is_count(value: Any) -> bool:
+    """A whole number SQLite and every reader can hold (a pid, a checkpoint's seq)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT
 
 
 def _is_id(value: Any) -> bool:
@@ -273,12 +283,12 @@ PAYLOADS: dict[str, tuple[dict[str, Callable[[Any], bool]], dict[str, Callable[[
     "task.failure": ({"task": _is_id}, {
         "error": _is_text, "component": _maybe(_is_text), "root_cause": _maybe(_is_text),
         "fix": _maybe(_is_text)}),
-    "checkpoint.saved": ({"task": _is_id, "checkpoint": _is_id, "seq": _is_int}, {
+    "checkpoint.saved": ({"task": _is_id, "checkpoint": _is_id, "seq": _is_count}, {
         "reason": _is_text, "summary": _maybe(_is_text), "goal": _maybe(_is_text),
         **{name: _is_texts for name in _LISTS}, "working_set": _is_working_set,
         "confidence": _is_number}),
     "session.started": ({"session_id": _is_id}, {
-        "agent": _is_text, "pid": _maybe(_is_int), "head": _maybe(_is_text)}),
+        "agent": _is_text, "pid": _maybe(_is_count), "head": _maybe(_is_text)}),
     "session.reported": ({"session_id": _is_id}, {
         "reason": _maybe(_is_text), "note": _maybe(_is_text)}),
     "session.ended": ({"session_id": _is_id}, {
@@ -306,10 +316,11 @@ def upgrade(raw: dict[str, Any]) -> dict[str, Any]:
     """Bring an event dict written by any earlier schema up to SCHEMA_VERSION."""
     version = raw.get("schema")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise EventFormatError(f"schema version {version!r} is not a positive integer")
+        raise EventFormatError(f"schema version {one_line(repr(version), 40)} is not a positive "
+                               "integer")
     if version > SCHEMA_VERSION:
         raise EventFormatError(
-            f"schema version {version} is newer than this Engram understands "
+            f"schema version {one_line(str(version), 24)} is newer than this Engram understands "
             f"({SCHEMA_VERSION}); upgrade engram"
         )
     while version < SCHEMA_VERSION:
@@ -332,6 +343,15 @@ def event_from_dict(raw: Any) -> Event:
     extra = set(raw) - set(_FIELDS)
     if extra:
         raise EventFormatError(f"unknown field(s) {', '.join(sorted(extra))}")
+    if not KIND_RE.match(raw["kind"]):
+        raise EventFormatError(f"kind {raw['kind'][:40]!r} is not a dotted lowercase name")
+    for name in ("actor", "machine"):
+        value = raw[name]
+        if value is not None and (len(value) > LABEL_CHARS or not _LABEL_RE.match(value)):
+            raise EventFormatError(f"{name} is longer than {LABEL_CHARS} characters or holds "
+                                   "control characters")
+    if raw["session"] is not None and not RECORD_ID_RE.match(raw["session"]):
+        raise EventFormatError("session is not a session id")
     if not EVENT_ID_RE.match(raw["id"]):
         raise EventFormatError(f"id {raw['id'][:40]!r} is not a ULID")
     if raw["clock"] < 0:

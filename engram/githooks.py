@@ -168,7 +168,7 @@ def _refresh_in_background(store: Store) -> None:
 
 def staged_problems(store: Store) -> list[str]:
     """Problems in the event files as staged in git's index (what a commit would take)."""
-    from . import events as ev
+    from . import lines
     from .git import open_repository
     from .secrets import find_secrets
 
@@ -177,6 +177,11 @@ def staged_problems(store: Store) -> list[str]:
     head = None if repo.head_is_unborn else repo.head.peel().tree
     problems = []
     for entry in repo.index:
+        if entry.mode == 0o120000 and (not store.prefix or
+                                       entry.path.startswith(store.prefix + "/")):
+            problems.append(f"{entry.path}: a symbolic link inside the Engram store; Engram "
+                            f"never follows one: `git rm --cached -- {entry.path}`")
+            continue
         if not (entry.path.startswith(prefix) and entry.path.endswith(".jsonl")):
             continue
         if head is not None:
@@ -186,22 +191,17 @@ def staged_problems(store: Store) -> list[str]:
             except KeyError:
                 pass
         data = repo[entry.id].data
-        if data and not data.endswith(b"\n"):
+        found, torn = lines.read(data)
+        if torn:
             problems.append(f"{entry.path}: torn last line (no newline at the end); "
                             "stage the file again after the next Engram write repairs it")
-        for number, line in enumerate(data.split(b"\n"), start=1):
-            if not line:
+        for line in found:
+            where = f"{entry.path}:{line.number}"
+            if line.problem is not None:
+                problems.append(f"{where}: {line.problem}")
                 continue
-            where = f"{entry.path}:{number}"
-            if ev.is_conflict_marker(line):
-                problems.append(f"{where}: git conflict marker; resolve the merge "
-                                "(event files keep both sides' lines)")
-                continue
-            try:
-                event = ev.parse_line(line)
-            except ev.EventFormatError as exc:
-                problems.append(f"{where}: {exc}")
-                continue
+            event = line.event
+            assert event is not None
             for text in _strings(event.data):
                 findings = find_secrets(text)
                 if findings:

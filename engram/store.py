@@ -38,6 +38,7 @@ from typing import Any, Literal
 import orjson
 
 from . import events as ev
+from . import lines
 from .config import (
     CONFIG_FILE, PROJECT_DIR, ConfigFile, Layer, default_config_text, personal_only,
 )
@@ -68,10 +69,11 @@ This directory is an [Engram](https://pypi.org/project/engram/) store: what codi
 Do not edit event files by hand: `engram verify` checks them, and `engram log` reads them.
 """
 
-_GITATTRIBUTES = """\
+GITATTRIBUTES_LINE = "*.jsonl text eol=lf merge=union"
+_GITATTRIBUTES = f"""\
 # Event files are LF-only JSON Lines on every platform; never convert line endings. They are sets
 # of lines (readers dedupe events by id), so should two sides ever change one, keep both sides.
-*.jsonl text eol=lf merge=union
+{GITATTRIBUTES_LINE}
 """
 
 
@@ -194,6 +196,9 @@ class Store:
     def event_rels(self) -> list[str]:
         """Every event file as a store-relative path (`events/...`), in a stable order."""
         top = str(self.events_dir)
+        if self.events_dir.is_symlink():
+            self.symlinks = [EVENTS_DIR]
+            return []
         if not os.path.isdir(top):
             return []
         skip = len(str(self.root)) + 1
@@ -211,6 +216,27 @@ class Store:
                         found.append(entry.path[skip:].replace(os.sep, "/"))
         self.symlinks = sorted(links)  # not followed: reported by the readers
         return sorted(found, key=lambda rel: rel.split("/"))  # the order of sorted Paths
+
+    def top_links(self) -> list[str]:
+        """The store's own top-level files and folders that are symbolic links (cheap: a few
+        `lstat`s, so every command can say so)."""
+        return [name for name in TRACKED if (self.root / name).is_symlink()]
+
+    def links(self) -> list[str]:
+        """Every symbolic link among the store's own files, store-relative. None is followed:
+        writes refuse them, reads skip them, `verify` and `doctor` report them."""
+        found = []
+        for name in TRACKED:
+            top = self.root / name
+            if top.is_symlink():
+                found.append(name)
+                continue
+            for folder, dirs, files in os.walk(top):
+                for entry in (*dirs, *files):
+                    path = Path(folder, entry)
+                    if path.is_symlink():
+                        found.append(self.rel(path))
+        return sorted(found)
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -421,9 +447,7 @@ class Store:
         for line in extra.splitlines(keepends=True):
             if not line.endswith(b"\n"):
                 break
-            try:
-                ev.parse_line(line[:-1])
-            except ev.EventFormatError:
+            if lines.classify(line[:-1]).problem is not None:
                 break
             keep += len(line)
             last_line = line
@@ -457,6 +481,7 @@ class Store:
         pos = 0
         number = first_line - 1
         size = len(data)
+        now = time.time_ns() // 1000
         while pos < size:
             end = data.find(b"\n", pos)
             if end < 0:
@@ -472,27 +497,12 @@ class Store:
             chunk.consumed = start + pos
             chunk.lines = number
             chunk.tail = line + b"\n"
-            if not line.strip():
-                chunk.problems.append(Problem(rel, number, "error", "blank line"))
+            found = lines.classify(line, number, now_us=now)
+            if found.problem is not None:
+                chunk.problems.append(Problem(rel, number, "error", found.problem))
                 continue
-            if ev.is_conflict_marker(line):
-                chunk.problems.append(Problem(
-                    rel, number, "error",
-                    "git conflict marker; this file was edited on two sides of a merge "
-                    "(event files are never shared by two writers)",
-                ))
-                continue
-            try:
-                event = ev.parse_line(line)
-            except ev.EventFormatError as exc:
-                chunk.problems.append(Problem(rel, number, "error", str(exc)))
-                continue
-            ahead = ev.clock_ahead(event.clock)
-            if ahead:
-                chunk.problems.append(Problem(
-                    rel, number, "warning",
-                    f"clock is {ahead:,.0f} days ahead of this machine's time; the event is "
-                    f"read, but events written here do not follow its clock"))
+            event = found.event
+            assert event is not None
             chunk.events.append((number, event))
         return chunk
 

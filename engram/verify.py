@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import events as ev
+from . import lines
 from .store import Problem, Store
 
 _PATH_RE = re.compile(r"^events/\d{4}/(0[1-9]|1[0-2])/[a-z0-9][a-z0-9-]*\.jsonl$")
@@ -29,29 +29,17 @@ def verify_store(store: Store) -> dict[str, Any]:
                                     "not named events/YYYY/MM/<writer>.jsonl"))
         data = path.read_bytes()
         last_clock = -1
-        lines = data.split(b"\n")
-        torn = lines.pop()  # b"" when the file ends with a newline
-        for number, line in enumerate(lines, start=1):
+        found, torn = lines.read(data, strict=True)
+        for line in found:
             lines_read += 1
-            if not line.strip():
-                problems.append(Problem(rel, number, "error", "blank line"))
+            number = line.number
+            if line.problem is not None:
+                problems.append(Problem(rel, number, "error", line.problem))
                 continue
-            if ev.is_conflict_marker(line):
-                problems.append(Problem(rel, number, "error", "git conflict marker"))
-                continue
-            try:
-                event = ev.parse_line(line)
-            except ev.EventFormatError as exc:
-                problems.append(Problem(rel, number, "error", str(exc)))
-                continue
-            if event.schema == ev.SCHEMA_VERSION and not ev.is_canonical(line):
-                problems.append(Problem(rel, number, "error",
-                                        "not in canonical form (sorted keys, no spaces)"))
-            ahead = ev.clock_ahead(event.clock)
-            if ahead:
-                problems.append(Problem(rel, number, "error",
-                                        f"clock is {ahead:,.0f} days ahead of this machine's "
-                                        f"time"))
+            event = line.event
+            assert event is not None
+            if line.note is not None:
+                problems.append(Problem(rel, number, "error", line.note))
             if event.clock <= last_clock:
                 problems.append(Problem(rel, number, "error",
                                         f"clock {event.clock} does not increase "
@@ -59,18 +47,21 @@ def verify_store(store: Store) -> dict[str, Any]:
             last_clock = max(last_clock, event.clock)
             previous = seen.get(event.id)
             if previous is None:
-                seen[event.id] = (line, rel, number)
+                seen[event.id] = (line.raw, rel, number)
                 events_ok += 1
-            elif previous[0] == line:
+            elif previous[0] == line.raw:
                 duplicates += 1
             else:
                 problems.append(Problem(rel, number, "error",
                                         f"id {event.id} is also at {previous[1]}:{previous[2]} "
                                         "with different content"))
         if torn:
-            problems.append(Problem(rel, len(lines) + 1, "warning",
+            problems.append(Problem(rel, len(found) + 1, "warning",
                                     "torn last line (a crash mid-write); the next write to "
                                     "this file or `engram doctor --fix` sets it aside"))
+    for link in store.links():
+        problems.append(Problem(link, 0, "error", "a symbolic link inside the store (not "
+                                                  "followed: what it points to is not read)"))
     return {
         "store": store.kind,
         "path": str(store.root),

@@ -72,7 +72,7 @@ DAMAGE: dict[str, tuple[Callable[[list[bytes]], list[bytes]], list[int], str]] =
     # name: (damage, lines reported, text in the first report)
     "conflict-markers": (_conflict, [2, 4, 5], "git conflict marker"),
     "invalid-json": (_invalid_json, [2], "invalid JSON"),
-    "invalid-utf8": (_invalid_utf8, [2], "invalid JSON"),
+    "invalid-utf8": (_invalid_utf8, [2], "invalid UTF-8 at byte"),
     "truncated-middle": (_cut_in_the_middle, [2], "invalid JSON"),
 }
 

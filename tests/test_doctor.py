@@ -431,3 +431,59 @@ def test_a_full_disk_is_reported(tmp_path: Path) -> None:
     [full] = problems(report)
     assert done.returncode == 1 and full["check"] == "disk" and "full" in full["message"]
     assert "df -h" in full["fix"]
+
+
+def test_lines_git_converted_to_crlf_are_read_and_fix_names_and_undoes_the_cause(
+    home_store: Engram,
+) -> None:
+    """A committed .gitattributes asks git for CR LF event files (a fresh checkout then has
+    them): everything still reads, verify fails, doctor names the attribute, and --fix restores
+    the store's own attribute line and LF endings."""
+    store = home_store.personal
+    kept = home_store.remember("Use Postgres for the job queue", check_duplicates=False)
+    home_store.commit()
+    (store.root / ".gitattributes").write_text("*.jsonl text eol=crlf\n")
+    git(store.root, "commit", "-q", "-am", "line endings")
+    for path in store.event_files():
+        path.unlink()
+    git(store.root, "checkout", "--", "events")
+    assert all(b"\r\n" in p.read_bytes() for p in store.event_files())
+
+    assert kept.id in {m.id for m in Engram().memories()}
+    verified = cli("verify")
+    assert verified.exit_code == 1 and "line ends with CR LF" in verified.output
+    code, report = doctor()
+    assert {f["check"] for f in problems(report)} == {"line-endings"}, problems(report)
+    found = problems(report)[0]
+    assert code == 1
+    assert "eol=crlf" in found["message"] and "git check-attr" in found["message"]
+
+    fixed = cli("doctor", "--fix")
+    assert "LF endings" in fixed.output
+    assert "*.jsonl text eol=lf merge=union" in (store.root / ".gitattributes").read_text()
+    assert not any(b"\r" in p.read_bytes() for p in store.event_files())
+    cli("commit")
+    assert cli("verify").exit_code == 0
+    assert doctor()[0] == 0
+    assert kept.id in {m.id for m in Engram().memories()}
+
+
+def test_symbolic_links_anywhere_in_the_store_are_listed(home_store: Engram,
+                                                          tmp_path: Path) -> None:
+    store = home_store.personal
+    home_store.remember("Use Postgres for the job queue", check_duplicates=False)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (store.root / "handoffs" / "t1").parent.mkdir(exist_ok=True)
+    (store.root / "handoffs" / "t1").symlink_to(outside, target_is_directory=True)
+    (store.root / "config.yaml").rename(outside / "config.yaml")
+    (store.root / "config.yaml").symlink_to(outside / "config.yaml")
+
+    code, report = doctor()
+    links = findings(report, "symlink")
+    assert code == 1 and sorted(f["path"] for f in links) == ["config.yaml", "handoffs/t1"]
+    assert all("git -C" in f["fix"] and " rm -- " in f["fix"] for f in links)
+    verified = cli("verify", "--json")
+    assert verified.exit_code == 1
+    assert {p["path"] for p in json.loads(verified.stdout)["stores"][0]["problems"]} >= \
+        {"config.yaml", "handoffs/t1"}
