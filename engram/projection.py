@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import orjson
 
 from . import events as ev
+from . import lines
 from . import memories as mem
 from .store import Problem, Store, WriterState
 
@@ -415,38 +416,78 @@ class Projection:
         db.execute("DELETE FROM files WHERE path=?", (rel,))
         db.execute("DELETE FROM problems WHERE path=?", (rel,))
         for event_id in ids:
-            if db.execute("SELECT 1 FROM sources WHERE id=? LIMIT 1", (event_id,)).fetchone():
-                continue  # still present in another file (a duplicate line)
+            others = db.execute("SELECT file, line FROM sources WHERE id=?",
+                                (event_id,)).fetchall()
+            if others:  # still present in another file (a duplicate line)
+                self._settle(db, event_id, others, report)
+                continue
             row = db.execute("SELECT entity FROM events WHERE id=?", (event_id,)).fetchone()
             db.execute("DELETE FROM events WHERE id=?", (event_id,))
             report.events_removed += 1
             if row and row[0]:
                 report.removed(row[0])
 
+    def _settle(self, db: sqlite3.Connection, event_id: str, sources: list[tuple[str, int]],
+                report: RefreshReport) -> None:
+        """A file holding a copy of an event is gone or rewritten: the copies left decide its
+        body again (the one whose bytes sort first), as a fresh read would."""
+        bodies = []
+        for rel, number in sources:
+            try:
+                with open(self.store.root / rel, "rb") as handle:
+                    raw = handle.read().split(b"\n")[number - 1]
+            except (OSError, IndexError):
+                continue
+            found = lines.classify(raw, number)
+            if found.event is not None and found.event.id == event_id:
+                bodies.append((ev.canonical_json(found.event.to_dict()), found.event))
+        row = db.execute("SELECT body, entity FROM events WHERE id=?", (event_id,)).fetchone()
+        if not bodies or row is None or min(bodies)[0] == row[0]:
+            return
+        db.execute("DELETE FROM events WHERE id=?", (event_id,))
+        if row[1]:
+            report.removed(row[1])
+        event = min(bodies, key=lambda pair: pair[0])[1]
+        self._insert(db, event, report)
+
     def _add_events(self, db: sqlite3.Connection, rel: str,
                     numbered: Sequence[tuple[int, ev.Event]], report: RefreshReport) -> None:
         for number, event in numbered:
             db.execute("INSERT OR REPLACE INTO sources VALUES (?, ?, ?)", (rel, number, event.id))
             body = ev.canonical_json(event.to_dict())
-            existing = db.execute("SELECT body FROM events WHERE id=?", (event.id,)).fetchone()
+            existing = db.execute("SELECT body, entity FROM events WHERE id=?",
+                                  (event.id,)).fetchone()
             if existing is not None:
-                if existing[0] != body:
-                    db.execute(
-                        "INSERT INTO problems VALUES (?, ?, 'error', ?)",
-                        (rel, number, f"event id {event.id} appears elsewhere with different "
-                                      "content"),
-                    )
-                continue
-            entity = event.entity
-            task = event.data.get("task")
-            db.execute(
-                "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (event.id, event.clock, event.kind, event.time, event.actor, event.session,
-                 event.machine, entity, task if isinstance(task, str) else None, body),
-            )
-            report.events_added += 1
-            if entity:
-                report.added(entity, event.sort_key)
+                if existing[0] == body:
+                    continue
+                db.execute(
+                    "INSERT INTO problems VALUES (?, ?, 'error', ?)",
+                    (rel, number, f"event id {event.id} appears elsewhere with different "
+                                  "content; of the two, every clone reads the one whose bytes "
+                                  "sort first"),
+                )
+                if existing[0] < body:
+                    continue
+                # The same choice whatever order the files are read in.
+                db.execute("DELETE FROM events WHERE id=?", (event.id,))
+                if existing[1]:
+                    report.removed(existing[1])
+            self._insert(db, event, report, body)
+
+    @staticmethod
+    def _insert(db: sqlite3.Connection, event: ev.Event, report: RefreshReport,
+                body: bytes | None = None) -> None:
+        entity = event.entity
+        task = event.data.get("task")
+        db.execute(
+            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (event.id, event.clock, event.kind, event.time, event.actor, event.session,
+             event.machine, entity, task if isinstance(task, str) else None,
+             body if body is not None else ev.canonical_json(event.to_dict())),
+        )
+        report.events_added += 1
+        if entity:
+            report.added(entity, event.sort_key)
 
     def _refold(self, db: sqlite3.Connection, entities: Iterable[str],
                 changed_from: Mapping[str, tuple[int, str] | None] | None = None) -> None:
