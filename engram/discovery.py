@@ -12,20 +12,27 @@ fact, so no new event kind is needed and a reviewer reads them in a diff:
       | backoff = settings.backoff
 
 The lines a citation names are read from the file at the pinned commit. When they cannot be
-(the file had uncommitted changes or was untracked when the fact was recorded), the excerpt is
-kept in the content, after its `cite:` line, each line prefixed with `  | `.
+(the file had uncommitted changes, or was added to the index but not committed, when the fact was
+recorded), the excerpt is kept in the content, after its `cite:` line, each line prefixed with
+`  | `.
+
+Only a file git tracks (one in the index) gives an excerpt. The content is pushed, so the lines
+of an untracked or ignored file (a `.env`) or of a file inside `.git/` are never copied into it:
+such a citation is recorded by path and line range alone, and `pin` says why in its `note`. A path
+that leads outside the work tree (`..`, an absolute path, a symbolic link to a file elsewhere) is
+refused.
 
 `check` compares each citation with the current work tree: `valid` (the same lines are still
 there), `moved` (the excerpt is found at other lines, which it reports), `broken` (the file is
-gone or the excerpt is nowhere in it), or `unknown` (the pinned commit is not in this clone and
-no excerpt was kept: fetch it).
+gone or the excerpt is nowhere in it), or `unknown` (no excerpt was kept and the pinned commit
+is not in this clone, so fetch it, or the file was not tracked at that commit).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -56,6 +63,7 @@ class Citation:
     end: int
     commit: str
     excerpt: tuple[str, ...] | None = None  # kept only when git cannot give the lines back
+    note: str | None = field(default=None, compare=False)  # why no excerpt was kept
 
     def line(self) -> str:
         return f"cite: {self.path}:{self.start}-{self.end}@{self.commit}"
@@ -147,16 +155,41 @@ def clean_path(path: str, *, limit: int = 1024) -> str:
     return text
 
 
-def _read_lines(top: Path, path: str) -> list[str] | None:
-    target = top / path
+def _real_path(top: Path, path: str) -> tuple[Path, str]:
+    """The file `path` names, symbolic links followed, and its path relative to the work tree.
+    A path that leads outside the work tree is refused."""
+    root = top.resolve()
     try:
-        resolved = target.resolve()
-        if not resolved.is_relative_to(top.resolve()):
-            raise UsageError(f"citation path {path!r} leads outside the repository")
+        resolved = (top / path).resolve()
+    except (RuntimeError, OSError):  # a loop of symbolic links
+        raise UsageError(f"citation path {path!r} is a loop of symbolic links; cite the file "
+                         "itself") from None
+    if not resolved.is_relative_to(root):
+        raise UsageError(f"citation path {path!r} leads outside the repository (through '..' "
+                         "or a symbolic link); cite a file inside it")
+    return resolved, resolved.relative_to(root).as_posix()
+
+
+def _read_lines(top: Path, path: str) -> list[str] | None:
+    resolved, _ = _real_path(top, path)
+    try:
         data = resolved.read_bytes()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
     return data.decode("utf-8", errors="replace").splitlines()
+
+
+def _untracked(repo: pygit2.Repository, path: str, resolved: Path, real: str) -> str | None:
+    """Why git does not track the file (so its lines must not be copied into a memory, which
+    is pushed), or None when it does: it is in the index."""
+    name = path if real == path else f"{path} (a link to {real})"
+    if real.split("/")[0] == ".git" or resolved.is_relative_to(Path(repo.path).resolve()):
+        return f"{name} is inside .git/, git's own files"
+    if real in repo.index:
+        return None
+    if repo.path_is_ignored(real):
+        return f"{name} is ignored by git"
+    return f"{name} is not tracked by git (git add it to have its lines kept)"
 
 
 def _same(a: Sequence[str], b: Sequence[str]) -> bool:
@@ -197,7 +230,8 @@ def _lines_at(repo: pygit2.Repository, commit: str, path: str) -> list[str] | No
 
 
 def pin(engram: Engram, citations: Sequence[Mapping[str, Any]]) -> list[Citation]:
-    """Check each citation against the work tree and pin it to HEAD."""
+    """Check each citation against the work tree and pin it to HEAD. An excerpt is kept only
+    from a file git tracks."""
     if not citations:
         raise UsageError("a discovery needs at least one citation (path and line range)")
     if len(citations) > MAX_CITATIONS:
@@ -223,6 +257,7 @@ def pin(engram: Engram, citations: Sequence[Mapping[str, Any]]) -> list[Citation
             raise UsageError(f"{path}:{start}-{end} is {end - start + 1} lines; cite at most "
                              f"{most_lines} (setting limits.citation_lines): the lines that "
                              "show the fact")
+        resolved, real = _real_path(top, path)
         lines = _read_lines(top, path)
         if lines is None:
             raise UsageError(f"{path} is not a file in {top}; cite a path relative to the "
@@ -230,6 +265,7 @@ def pin(engram: Engram, citations: Sequence[Mapping[str, Any]]) -> list[Citation
         if end > len(lines):
             raise UsageError(f"{path} has {len(lines)} lines; {start}-{end} is past its end")
         current = lines[start - 1 : end]
+        untracked = _untracked(repo, path, resolved, real)
         excerpt = raw.get("excerpt")
         if excerpt is not None and str(excerpt).strip():
             given = str(excerpt).strip("\n").splitlines()
@@ -239,9 +275,13 @@ def pin(engram: Engram, citations: Sequence[Mapping[str, Any]]) -> list[Citation
                     s, e = elsewhere[0]
                     raise UsageError(f"the excerpt is at {path}:{s}-{e}, not {start}-{end}; "
                                      "cite the lines where it is")
+                # The lines of a file git does not track are not shown, not even here.
+                hold = "" if untracked else f" (lines {start}-{end} hold: {_preview(current)})"
                 raise UsageError(f"the excerpt is not in {path} as it is now; quote the file "
-                                 f"exactly (lines {start}-{end} hold: "
-                                 f"{_preview(current)})")
+                                 f"exactly{hold}")
+        if untracked is not None:
+            pinned.append(Citation(path, start, end, head, note=f"no excerpt: {untracked}"))
+            continue
         committed = _lines_at(repo, head, path)
         same_as_head = committed is not None and end <= len(committed) and \
             _same(committed[start - 1 : end], current)
@@ -343,6 +383,11 @@ def _check_one(top: Path, repo: pygit2.Repository | None, citation: Citation) ->
         then = _lines_at(repo, citation.commit, citation.path)
         if then is not None and citation.end <= len(then):
             expected = then[citation.start - 1 : citation.end]
+        elif then is None and citation.commit in repo:
+            return CitationCheck(citation, "unknown",
+                                 f"{citation.path} was not tracked by git at commit "
+                                 f"{citation.commit[:12]} and no excerpt was kept, so there is "
+                                 "nothing to compare with; cite a file git tracks")
     if expected is None:
         return CitationCheck(citation, "unknown",
                              f"commit {citation.commit[:12]} is not in this clone and no excerpt "
