@@ -14,7 +14,7 @@ fact, so no new event kind is needed and a reviewer reads them in a diff:
 The lines a citation names are read from the file at the pinned commit. When they cannot be
 (the file had uncommitted changes, or was added to the index but not committed, when the fact was
 recorded), the excerpt is kept in the content, after its `cite:` line, each line prefixed with
-`  | `.
+`  | `. It is scanned for secrets like the rest of the content: refused, or redacted on request.
 
 Only a file git tracks (one in the index) gives an excerpt. The content is pushed, so the lines
 of an untracked or ignored file (a `.env`) or of a file inside `.git/` are never copied into it:
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .config import find_work_tree
-from .errors import EngramError, UsageError
+from .errors import EngramError, SecretError, UsageError, quote
 from . import validation
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
     from .api import Engram, Remembered
     from .memories import Memory
+    from .validation import Checks
 
 TAG = "discovery"
 KIND = "fact"
@@ -54,6 +55,7 @@ EXCERPT_PREFIX = "  |"
 Status = Literal["valid", "moved", "broken", "unknown"]
 
 _CITE = re.compile(r"^cite: (?P<path>.+):(?P<start>\d+)-(?P<end>\d+)@(?P<commit>[0-9a-f]{40})$")
+_REDACTED = re.compile(r"\[REDACTED:[^\]\n]*\]")
 
 
 @dataclass(frozen=True)
@@ -192,8 +194,19 @@ def _untracked(repo: pygit2.Repository, path: str, resolved: Path, real: str) ->
     return f"{name} is not tracked by git (git add it to have its lines kept)"
 
 
-def _same(a: Sequence[str], b: Sequence[str]) -> bool:
-    return len(a) == len(b) and all(x.rstrip() == y.rstrip() for x, y in zip(a, b, strict=True))
+def _matches(wanted: str, line: str) -> bool:
+    """`line` is `wanted`, where a secret redacted in `wanted` stands for any text."""
+    if wanted == line:
+        return True
+    if "[REDACTED:" not in wanted:
+        return False
+    pattern = ".+".join(re.escape(part) for part in _REDACTED.split(wanted))
+    return re.fullmatch(pattern, line) is not None
+
+
+def _same(wanted: Sequence[str], lines: Sequence[str]) -> bool:
+    return len(wanted) == len(lines) and \
+        all(_matches(x.rstrip(), y.rstrip()) for x, y in zip(wanted, lines, strict=True))
 
 
 def _find(lines: Sequence[str], block: Sequence[str], limit: int = 5) -> list[tuple[int, int]]:
@@ -204,7 +217,8 @@ def _find(lines: Sequence[str], block: Sequence[str], limit: int = 5) -> list[tu
     found = []
     stripped = [x.strip() for x in lines]
     for offset in range(len(stripped) - len(wanted) + 1):
-        if stripped[offset] == wanted[0] and stripped[offset : offset + len(wanted)] == wanted:
+        if _matches(wanted[0], stripped[offset]) and \
+                _same(wanted, stripped[offset : offset + len(wanted)]):
             found.append((offset + 1, offset + len(wanted)))
             if len(found) >= limit:
                 break
@@ -229,9 +243,10 @@ def _lines_at(repo: pygit2.Repository, commit: str, path: str) -> list[str] | No
     return blob.data.decode("utf-8", errors="replace").splitlines()
 
 
-def pin(engram: Engram, citations: Sequence[Mapping[str, Any]]) -> list[Citation]:
+def pin(engram: Engram, citations: Sequence[Mapping[str, Any]], *,
+        redact: bool = False) -> list[Citation]:
     """Check each citation against the work tree and pin it to HEAD. An excerpt is kept only
-    from a file git tracks."""
+    from a file git tracks, and is scanned for secrets (refused, or redacted if asked)."""
     if not citations:
         raise UsageError("a discovery needs at least one citation (path and line range)")
     if len(citations) > MAX_CITATIONS:
@@ -285,14 +300,26 @@ def pin(engram: Engram, citations: Sequence[Mapping[str, Any]]) -> list[Citation
         committed = _lines_at(repo, head, path)
         same_as_head = committed is not None and end <= len(committed) and \
             _same(committed[start - 1 : end], current)
-        pinned.append(Citation(path, start, end, head,
-                               None if same_as_head else tuple(x.rstrip() for x in current)))
+        pinned.append(Citation(path, start, end, head, None if same_as_head else
+                               _scanned(checks, path, start, end, current, redact=redact)))
     return pinned
 
 
+def _scanned(checks: Checks, path: str, start: int, end: int, lines: Sequence[str], *,
+             redact: bool) -> tuple[str, ...]:
+    """The cited lines as an excerpt to store: scanned for secrets like the rest of the
+    content, so a secret in a tracked file is refused (or redacted) and never pushed."""
+    field = f"citation {path}:{start}-{end}"
+    try:
+        text = checks.scan("\n".join(x.rstrip() for x in lines), field=field, redact=redact)
+    except SecretError as exc:  # count the lines as the file does
+        raise SecretError(exc.secret_type, start + exc.line - 1, exc.column,
+                          field=field) from None
+    return tuple(text.split("\n"))
+
+
 def _preview(lines: Sequence[str], width: int = 120) -> str:
-    text = " ⏎ ".join(x.strip() for x in lines)
-    return repr(text if len(text) <= width else text[: width - 1] + "…")
+    return quote(" ⏎ ".join(x.strip() for x in lines), width)
 
 
 def record(engram: Engram, content: str, citations: Sequence[Mapping[str, Any]], *,
@@ -305,7 +332,7 @@ def record(engram: Engram, content: str, citations: Sequence[Mapping[str, Any]],
         raise UsageError("content is empty; state the fact the citations show")
     if parse(text)[1]:
         raise UsageError("content must not end with `cite:` lines; pass citations separately")
-    pinned = pin(engram, citations)
+    pinned = pin(engram, citations, redact=redact)
     same = _same_discovery(engram, text, pinned)
     if same is not None:
         from .api import Remembered
@@ -399,7 +426,7 @@ def _check_one(top: Path, repo: pygit2.Repository | None, citation: Citation) ->
     if lines is None:
         return CitationCheck(citation, "broken", f"{citation.path} is gone from the work tree")
     here = lines[citation.start - 1 : citation.end]
-    if _same([x.strip() for x in here], [x.strip() for x in expected]):
+    if _same([x.strip() for x in expected], [x.strip() for x in here]):
         return CitationCheck(citation, "valid", "the cited lines are unchanged")
     found = _find(lines, expected)
     if found:

@@ -1427,8 +1427,8 @@ def _add_discovery_tools(server: MCPServer) -> None:
 
         Side effects: stores a memory of kind fact tagged discovery whose content ends with one
         `cite: path:start-end@commit` line per citation (uncommitted lines of a file git tracks
-        are kept as an excerpt; an untracked or ignored file, or one inside .git/, is cited
-        without its lines, and warnings say so). Each
+        are kept as an excerpt, scanned for secrets like the content; an untracked or ignored
+        file, or one inside .git/, is cited without its lines, and warnings say so). Each
         citation is checked first: the file must exist inside the repository, the range must
         be in it, and an excerpt, if given, must match."""
         def call(engram: Engram) -> DiscoveryResult:

@@ -11,7 +11,7 @@ import pytest
 from conftest import git, make_repo
 from engram import discovery
 from engram.api import Engram
-from engram.errors import UsageError
+from engram.errors import SecretError, UsageError
 
 API_KEY = "Zq7vR2mXk9Lp4Wd8"  # a value the secret scanner recognises after API_KEY=
 SALT = "pepper-moon-42"  # a value it does not: only the tracking rule keeps it out
@@ -120,6 +120,29 @@ def test_a_path_leading_outside_the_work_tree_is_refused(repo: Path, path: str,
     assert SALT not in stored(repo)
 
 
+def test_uncommitted_lines_of_a_tracked_file_are_scanned_for_secrets(repo: Path) -> None:
+    (repo / "config.py").write_text(CONFIG + f'PASSWORD = "{PASSWORD}"\n')
+    before = stored(repo)
+    with pytest.raises(SecretError) as error:
+        record(repo, "config.py", 2, 3)
+    # The usual one-line message, counting lines as the file does, never quoting the secret.
+    assert str(error.value) == ("citation config.py:2-3 contains what looks like a secret "
+                                "(password) at line 3, column 13; remove it, or pass --redact "
+                                "to store it as [REDACTED:password]")
+    assert stored(repo) == before
+
+    content, pinned = record(repo, "config.py", 2, 3, redact=True)
+    assert pinned[0].excerpt == ("TIMEOUT = 30", 'PASSWORD = "[REDACTED:password]"')
+    assert content.endswith('\n  | TIMEOUT = 30\n  | PASSWORD = "[REDACTED:password]"')
+    events = stored(repo)
+    assert PASSWORD not in events and "[REDACTED:password]" in events
+    # The redacted excerpt still matches the unchanged file, and follows it when it moves.
+    assert [c.status for c in check(repo, content)] == ["valid"]
+    (repo / "config.py").write_text("import os\n" + CONFIG + f'PASSWORD = "{PASSWORD}"\n')
+    [moved] = check(repo, content)
+    assert (moved.status, moved.moved_to) == ("moved", ((3, 4),))
+
+
 def test_committed_lines_are_not_copied_into_the_memory(repo: Path) -> None:
     (repo / "config.py").write_text(CONFIG + f'PASSWORD = "{PASSWORD}"\n')
     git(repo, "commit", "-q", "-am", "a password in the code")
@@ -129,9 +152,15 @@ def test_committed_lines_are_not_copied_into_the_memory(repo: Path) -> None:
     assert [c.status for c in check(repo, content)] == ["valid"]
 
 
-def test_a_wrong_excerpt_is_refused_without_showing_an_untracked_file(repo: Path) -> None:
+def test_a_wrong_excerpt_is_refused_without_showing_lines_it_must_not(repo: Path) -> None:
     with Engram(cwd=repo) as engram:
         with pytest.raises(UsageError) as error:
             discovery.record(engram, "The salt", [{"path": ".env", "start_line": 2,
                                                    "excerpt": "SESSION_SALT=guess"}])
         assert str(error.value) == "the excerpt is not in .env as it is now; quote the file exactly"
+        (repo / "config.py").write_text(CONFIG + f'PASSWORD = "{PASSWORD}"\n')
+        with pytest.raises(UsageError) as error:
+            discovery.record(engram, "The password", [{"path": "config.py", "start_line": 3,
+                                                       "excerpt": "PASSWORD = None"}])
+        message = str(error.value)
+        assert "[REDACTED:password]" in message and PASSWORD not in message

@@ -356,11 +356,13 @@ def test_every_tool_over_stdio(repo: Path) -> None:
 
 
 def test_discovery_record_copies_no_lines_git_does_not_track(repo: Path) -> None:
-    """An ignored `.env` is cited without its lines, and the result says why."""
+    """An ignored `.env` is cited without its lines, and the uncommitted lines of a tracked file
+    are scanned for secrets: refused, or redacted when the agent asks."""
     (repo / ".gitignore").write_text(".env\n")
     git(repo, "add", ".gitignore")
     git(repo, "commit", "-q", "-m", "ignore .env")
     (repo / ".env").write_text("API_KEY=Zq7vR2mXk9Lp4Wd8\nSESSION_SALT=pepper-moon-42\n")
+    (repo / "src" / "app.py").write_text(APP + 'PASSWORD = "Hx4tW9qLm2Zr7Kd3"\n')
 
     async def scenario() -> None:
         async with connect(repo) as client:
@@ -370,11 +372,23 @@ def test_discovery_record_copies_no_lines_git_does_not_track(repo: Path) -> None
             assert cited["citations"][0]["excerpt_kept"] is False
             assert cited["memory"]["content"].endswith("cite: .env:1-2@" +
                                                        git(repo, "rev-parse", "HEAD").strip())
+            message = await fail(client, "discovery_record", content="The password is set",
+                                 citations=[{"path": "src/app.py", "start_line": 7}])
+            assert message.endswith("citation src/app.py:7-7 contains what looks like a secret "
+                                    "(password) at line 7, column 13; remove it, or pass "
+                                    "redact=true to store it as [REDACTED:password]"), message
+            redacted = await call(client, "discovery_record", content="The password is set",
+                                  citations=[{"path": "src/app.py", "start_line": 7}],
+                                  redact=True)
+            assert redacted["memory"]["content"].endswith(
+                '\n  | PASSWORD = "[REDACTED:password]"')
+            checked = await call(client, "discovery_check", id=redacted["memory"]["id"])
+            assert checked["discoveries"][0]["status"] == "valid"
 
     run(scenario)
     events = "".join(p.read_text() for p in (repo / ".engram").rglob("*.jsonl"))
-    assert "cite: .env:1-2@" in events
-    for secret in ("Zq7vR2mXk9Lp4Wd8", "pepper-moon-42"):
+    assert "cite: .env:1-2@" in events and "[REDACTED:password]" in events
+    for secret in ("Zq7vR2mXk9Lp4Wd8", "pepper-moon-42", "Hx4tW9qLm2Zr7Kd3"):
         assert secret not in events
 
 
