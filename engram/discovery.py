@@ -12,25 +12,32 @@ fact, so no new event kind is needed and a reviewer reads them in a diff:
       | backoff = settings.backoff
 
 The lines a citation names are read from the file at the pinned commit. When they cannot be
-(the file had uncommitted changes or was untracked when the fact was recorded), the excerpt is
-kept in the content, after its `cite:` line, each line prefixed with `  | `.
+(the file had uncommitted changes, or was added to the index but not committed, when the fact was
+recorded), the excerpt is kept in the content, after its `cite:` line, each line prefixed with
+`  | `. It is scanned for secrets like the rest of the content: refused, or redacted on request.
+
+Only a file git tracks (one in the index) gives an excerpt. The content is pushed, so the lines
+of an untracked or ignored file (a `.env`) or of a file inside `.git/` are never copied into it:
+such a citation is recorded by path and line range alone, and `pin` says why in its `note`. A path
+that leads outside the work tree (`..`, an absolute path, a symbolic link to a file elsewhere) is
+refused.
 
 `check` compares each citation with the current work tree: `valid` (the same lines are still
 there), `moved` (the excerpt is found at other lines, which it reports), `broken` (the file is
-gone or the excerpt is nowhere in it), or `unknown` (the pinned commit is not in this clone and
-no excerpt was kept: fetch it).
+gone or the excerpt is nowhere in it), or `unknown` (no excerpt was kept and the pinned commit
+is not in this clone, so fetch it, or the file was not tracked at that commit).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .config import find_work_tree
-from .errors import EngramError, UsageError
+from .errors import EngramError, SecretError, UsageError, quote
 from . import validation
 
 if TYPE_CHECKING:
@@ -38,6 +45,7 @@ if TYPE_CHECKING:
 
     from .api import Engram, Remembered
     from .memories import Memory
+    from .validation import Checks
 
 TAG = "discovery"
 KIND = "fact"
@@ -47,6 +55,7 @@ EXCERPT_PREFIX = "  |"
 Status = Literal["valid", "moved", "broken", "unknown"]
 
 _CITE = re.compile(r"^cite: (?P<path>.+):(?P<start>\d+)-(?P<end>\d+)@(?P<commit>[0-9a-f]{40})$")
+_REDACTED = re.compile(r"\[REDACTED:[^\]\n]*\]")
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,7 @@ class Citation:
     end: int
     commit: str
     excerpt: tuple[str, ...] | None = None  # kept only when git cannot give the lines back
+    note: str | None = field(default=None, compare=False)  # why no excerpt was kept
 
     def line(self) -> str:
         return f"cite: {self.path}:{self.start}-{self.end}@{self.commit}"
@@ -147,20 +157,56 @@ def clean_path(path: str, *, limit: int = 1024) -> str:
     return text
 
 
-def _read_lines(top: Path, path: str) -> list[str] | None:
-    target = top / path
+def _real_path(top: Path, path: str) -> tuple[Path, str]:
+    """The file `path` names, symbolic links followed, and its path relative to the work tree.
+    A path that leads outside the work tree is refused."""
+    root = top.resolve()
     try:
-        resolved = target.resolve()
-        if not resolved.is_relative_to(top.resolve()):
-            raise UsageError(f"citation path {path!r} leads outside the repository")
+        resolved = (top / path).resolve()
+    except (RuntimeError, OSError):  # a loop of symbolic links
+        raise UsageError(f"citation path {path!r} is a loop of symbolic links; cite the file "
+                         "itself") from None
+    if not resolved.is_relative_to(root):
+        raise UsageError(f"citation path {path!r} leads outside the repository (through '..' "
+                         "or a symbolic link); cite a file inside it")
+    return resolved, resolved.relative_to(root).as_posix()
+
+
+def _read_lines(top: Path, path: str) -> list[str] | None:
+    resolved, _ = _real_path(top, path)
+    try:
         data = resolved.read_bytes()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
     return data.decode("utf-8", errors="replace").splitlines()
 
 
-def _same(a: Sequence[str], b: Sequence[str]) -> bool:
-    return len(a) == len(b) and all(x.rstrip() == y.rstrip() for x, y in zip(a, b, strict=True))
+def _untracked(repo: pygit2.Repository, path: str, resolved: Path, real: str) -> str | None:
+    """Why git does not track the file (so its lines must not be copied into a memory, which
+    is pushed), or None when it does: it is in the index."""
+    name = path if real == path else f"{path} (a link to {real})"
+    if real.split("/")[0] == ".git" or resolved.is_relative_to(Path(repo.path).resolve()):
+        return f"{name} is inside .git/, git's own files"
+    if real in repo.index:
+        return None
+    if repo.path_is_ignored(real):
+        return f"{name} is ignored by git"
+    return f"{name} is not tracked by git (git add it to have its lines kept)"
+
+
+def _matches(wanted: str, line: str) -> bool:
+    """`line` is `wanted`, where a secret redacted in `wanted` stands for any text."""
+    if wanted == line:
+        return True
+    if "[REDACTED:" not in wanted:
+        return False
+    pattern = ".+".join(re.escape(part) for part in _REDACTED.split(wanted))
+    return re.fullmatch(pattern, line) is not None
+
+
+def _same(wanted: Sequence[str], lines: Sequence[str]) -> bool:
+    return len(wanted) == len(lines) and \
+        all(_matches(x.rstrip(), y.rstrip()) for x, y in zip(wanted, lines, strict=True))
 
 
 def _find(lines: Sequence[str], block: Sequence[str], limit: int = 5) -> list[tuple[int, int]]:
@@ -171,7 +217,8 @@ def _find(lines: Sequence[str], block: Sequence[str], limit: int = 5) -> list[tu
     found = []
     stripped = [x.strip() for x in lines]
     for offset in range(len(stripped) - len(wanted) + 1):
-        if stripped[offset] == wanted[0] and stripped[offset : offset + len(wanted)] == wanted:
+        if _matches(wanted[0], stripped[offset]) and \
+                _same(wanted, stripped[offset : offset + len(wanted)]):
             found.append((offset + 1, offset + len(wanted)))
             if len(found) >= limit:
                 break
@@ -196,8 +243,10 @@ def _lines_at(repo: pygit2.Repository, commit: str, path: str) -> list[str] | No
     return blob.data.decode("utf-8", errors="replace").splitlines()
 
 
-def pin(engram: Engram, citations: Sequence[Mapping[str, Any]]) -> list[Citation]:
-    """Check each citation against the work tree and pin it to HEAD."""
+def pin(engram: Engram, citations: Sequence[Mapping[str, Any]], *,
+        redact: bool = False) -> list[Citation]:
+    """Check each citation against the work tree and pin it to HEAD. An excerpt is kept only
+    from a file git tracks, and is scanned for secrets (refused, or redacted if asked)."""
     if not citations:
         raise UsageError("a discovery needs at least one citation (path and line range)")
     if len(citations) > MAX_CITATIONS:
@@ -223,6 +272,7 @@ def pin(engram: Engram, citations: Sequence[Mapping[str, Any]]) -> list[Citation
             raise UsageError(f"{path}:{start}-{end} is {end - start + 1} lines; cite at most "
                              f"{most_lines} (setting limits.citation_lines): the lines that "
                              "show the fact")
+        resolved, real = _real_path(top, path)
         lines = _read_lines(top, path)
         if lines is None:
             raise UsageError(f"{path} is not a file in {top}; cite a path relative to the "
@@ -230,6 +280,7 @@ def pin(engram: Engram, citations: Sequence[Mapping[str, Any]]) -> list[Citation
         if end > len(lines):
             raise UsageError(f"{path} has {len(lines)} lines; {start}-{end} is past its end")
         current = lines[start - 1 : end]
+        untracked = _untracked(repo, path, resolved, real)
         excerpt = raw.get("excerpt")
         if excerpt is not None and str(excerpt).strip():
             given = str(excerpt).strip("\n").splitlines()
@@ -239,20 +290,36 @@ def pin(engram: Engram, citations: Sequence[Mapping[str, Any]]) -> list[Citation
                     s, e = elsewhere[0]
                     raise UsageError(f"the excerpt is at {path}:{s}-{e}, not {start}-{end}; "
                                      "cite the lines where it is")
+                # The lines of a file git does not track are not shown, not even here.
+                hold = "" if untracked else f" (lines {start}-{end} hold: {_preview(current)})"
                 raise UsageError(f"the excerpt is not in {path} as it is now; quote the file "
-                                 f"exactly (lines {start}-{end} hold: "
-                                 f"{_preview(current)})")
+                                 f"exactly{hold}")
+        if untracked is not None:
+            pinned.append(Citation(path, start, end, head, note=f"no excerpt: {untracked}"))
+            continue
         committed = _lines_at(repo, head, path)
         same_as_head = committed is not None and end <= len(committed) and \
             _same(committed[start - 1 : end], current)
-        pinned.append(Citation(path, start, end, head,
-                               None if same_as_head else tuple(x.rstrip() for x in current)))
+        pinned.append(Citation(path, start, end, head, None if same_as_head else
+                               _scanned(checks, path, start, end, current, redact=redact)))
     return pinned
 
 
+def _scanned(checks: Checks, path: str, start: int, end: int, lines: Sequence[str], *,
+             redact: bool) -> tuple[str, ...]:
+    """The cited lines as an excerpt to store: scanned for secrets like the rest of the
+    content, so a secret in a tracked file is refused (or redacted) and never pushed."""
+    field = f"citation {path}:{start}-{end}"
+    try:
+        text = checks.scan("\n".join(x.rstrip() for x in lines), field=field, redact=redact)
+    except SecretError as exc:  # count the lines as the file does
+        raise SecretError(exc.secret_type, start + exc.line - 1, exc.column,
+                          field=field) from None
+    return tuple(text.split("\n"))
+
+
 def _preview(lines: Sequence[str], width: int = 120) -> str:
-    text = " ⏎ ".join(x.strip() for x in lines)
-    return repr(text if len(text) <= width else text[: width - 1] + "…")
+    return quote(" ⏎ ".join(x.strip() for x in lines), width)
 
 
 def record(engram: Engram, content: str, citations: Sequence[Mapping[str, Any]], *,
@@ -265,7 +332,7 @@ def record(engram: Engram, content: str, citations: Sequence[Mapping[str, Any]],
         raise UsageError("content is empty; state the fact the citations show")
     if parse(text)[1]:
         raise UsageError("content must not end with `cite:` lines; pass citations separately")
-    pinned = pin(engram, citations)
+    pinned = pin(engram, citations, redact=redact)
     same = _same_discovery(engram, text, pinned)
     if same is not None:
         from .api import Remembered
@@ -343,6 +410,11 @@ def _check_one(top: Path, repo: pygit2.Repository | None, citation: Citation) ->
         then = _lines_at(repo, citation.commit, citation.path)
         if then is not None and citation.end <= len(then):
             expected = then[citation.start - 1 : citation.end]
+        elif then is None and citation.commit in repo:
+            return CitationCheck(citation, "unknown",
+                                 f"{citation.path} was not tracked by git at commit "
+                                 f"{citation.commit[:12]} and no excerpt was kept, so there is "
+                                 "nothing to compare with; cite a file git tracks")
     if expected is None:
         return CitationCheck(citation, "unknown",
                              f"commit {citation.commit[:12]} is not in this clone and no excerpt "
@@ -354,7 +426,7 @@ def _check_one(top: Path, repo: pygit2.Repository | None, citation: Citation) ->
     if lines is None:
         return CitationCheck(citation, "broken", f"{citation.path} is gone from the work tree")
     here = lines[citation.start - 1 : citation.end]
-    if _same([x.strip() for x in here], [x.strip() for x in expected]):
+    if _same([x.strip() for x in expected], [x.strip() for x in here]):
         return CitationCheck(citation, "valid", "the cited lines are unchanged")
     found = _find(lines, expected)
     if found:

@@ -424,7 +424,9 @@ class CitationView(BaseModel):
     end_line: int
     commit: str
     excerpt_kept: bool = Field(description="The excerpt is stored in the memory because git "
-                                           "cannot give it back (uncommitted lines).")
+                                           "cannot give it back (uncommitted lines of a "
+                                           "tracked file). Never for an untracked or ignored "
+                                           "file: warnings then say so.")
 
 
 class CitationCheckView(CitationView):
@@ -1424,9 +1426,11 @@ def _add_discovery_tools(server: MCPServer) -> None:
         way. For knowledge without code citations use memory_remember.
 
         Side effects: stores a memory of kind fact tagged discovery whose content ends with one
-        `cite: path:start-end@commit` line per citation (uncommitted lines are kept as an
-        excerpt). Each citation is checked first: the file must exist, the range must be in it,
-        and an excerpt, if given, must match."""
+        `cite: path:start-end@commit` line per citation (uncommitted lines of a file git tracks
+        are kept as an excerpt, scanned for secrets like the content; an untracked or ignored
+        file, or one inside .git/, is cited without its lines, and warnings say so). Each
+        citation is checked first: the file must exist inside the repository, the range must
+        be in it, and an excerpt, if given, must match."""
         def call(engram: Engram) -> DiscoveryResult:
             result, pinned = discovery.record(
                 engram, content, [c.model_dump() for c in citations], tags=tags, task=task,
@@ -1437,7 +1441,8 @@ def _add_discovery_tools(server: MCPServer) -> None:
                 fact=found.text if found else content.strip(),
                 citations=[CitationView(**c.to_dict()) for c in
                            (found.citations if found else pinned)],
-                duplicate=result.duplicate)
+                duplicate=result.duplicate,
+                warnings=[c.note for c in pinned if c.note])
         return _runtime(ctx).run("discovery_record", WRITE, call)
 
     @_tool(server, "Check discoveries", read_only=True)
@@ -1452,8 +1457,9 @@ def _add_discovery_tools(server: MCPServer) -> None:
         """Check whether discoveries still hold in the current work tree: each citation is
         valid (same lines), moved (the excerpt is at other lines, given in moved_to), broken
         (file gone or excerpt not found: re-check the fact, then forget or re-record it) or
-        unknown (its commit is not in this clone: fetch). Use it before relying on a discovery
-        recorded at another commit; without id it also lists the recent discoveries.
+        unknown (its commit is not in this clone: fetch; or the file was not tracked by git, so
+        nothing was kept to compare with). Use it before relying on a discovery recorded at
+        another commit; without id it also lists the recent discoveries.
 
         Read-only (reads files and git)."""
         def call(engram: Engram) -> CheckResult:

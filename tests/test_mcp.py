@@ -320,14 +320,25 @@ def test_every_tool_over_stdio(repo: Path) -> None:
                                            "end_line": 8}])
             assert again["duplicate"] is False and again["citations"][0]["excerpt_kept"]
             (repo / "src" / "new.py").write_text("LIMIT = 3\n")
+            untracked = await call(client, "discovery_record", content="The limit is three",
+                                   citations=[{"path": "src/new.py", "start_line": 1}])
+            assert untracked["citations"][0]["excerpt_kept"] is False
+            assert untracked["warnings"] == [
+                "no excerpt: src/new.py is not tracked by git (git add it to have its lines kept)"]
+            assert "LIMIT" not in untracked["memory"]["content"]
+            git(repo, "add", "src/new.py")
             fresh = await call(client, "discovery_record", content="The limit is three",
                                citations=[{"path": "src/new.py", "start_line": 1}])
-            assert fresh["citations"][0]["excerpt_kept"] is True
+            assert fresh["citations"][0]["excerpt_kept"] is True and fresh["warnings"] == []
+            assert fresh["memory"]["content"].endswith("\n  | LIMIT = 3")
             (repo / "src" / "app.py").write_text("def retry_budget():\n    return 5\n")
             (repo / "src" / "new.py").unlink()
             broken = await call(client, "discovery_check", limit=5)
-            assert [d["status"] for d in broken["discoveries"]] == ["broken"] * 3
-            assert broken["counts"] == {"valid": 0, "moved": 0, "unknown": 0, "broken": 3}
+            assert [d["status"] for d in broken["discoveries"]] == \
+                ["broken", "unknown", "broken", "broken"]
+            assert "src/new.py was not tracked by git" in \
+                broken["discoveries"][1]["citations"][0]["reason"]
+            assert broken["counts"] == {"valid": 0, "moved": 0, "unknown": 1, "broken": 3}
             return seen
 
     seen = run(scenario)
@@ -342,6 +353,43 @@ def test_every_tool_over_stdio(repo: Path) -> None:
                                for e in written)
         handoffs = list((repo / ".engram" / "handoffs").rglob("*.md"))
         assert len(handoffs) >= 3
+
+
+def test_discovery_record_copies_no_lines_git_does_not_track(repo: Path) -> None:
+    """An ignored `.env` is cited without its lines, and the uncommitted lines of a tracked file
+    are scanned for secrets: refused, or redacted when the agent asks."""
+    (repo / ".gitignore").write_text(".env\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore .env")
+    (repo / ".env").write_text("API_KEY=Zq7vR2mXk9Lp4Wd8\nSESSION_SALT=pepper-moon-42\n")
+    (repo / "src" / "app.py").write_text(APP + 'PASSWORD = "Hx4tW9qLm2Zr7Kd3"\n')
+
+    async def scenario() -> None:
+        async with connect(repo) as client:
+            cited = await call(client, "discovery_record", content="The salt is in .env",
+                               citations=[{"path": ".env", "start_line": 1, "end_line": 2}])
+            assert cited["warnings"] == ["no excerpt: .env is ignored by git"]
+            assert cited["citations"][0]["excerpt_kept"] is False
+            assert cited["memory"]["content"].endswith("cite: .env:1-2@" +
+                                                       git(repo, "rev-parse", "HEAD").strip())
+            message = await fail(client, "discovery_record", content="The password is set",
+                                 citations=[{"path": "src/app.py", "start_line": 7}])
+            assert message.endswith("citation src/app.py:7-7 contains what looks like a secret "
+                                    "(password) at line 7, column 13; remove it, or pass "
+                                    "redact=true to store it as [REDACTED:password]"), message
+            redacted = await call(client, "discovery_record", content="The password is set",
+                                  citations=[{"path": "src/app.py", "start_line": 7}],
+                                  redact=True)
+            assert redacted["memory"]["content"].endswith(
+                '\n  | PASSWORD = "[REDACTED:password]"')
+            checked = await call(client, "discovery_check", id=redacted["memory"]["id"])
+            assert checked["discoveries"][0]["status"] == "valid"
+
+    run(scenario)
+    events = "".join(p.read_text() for p in (repo / ".engram").rglob("*.jsonl"))
+    assert "cite: .env:1-2@" in events and "[REDACTED:password]" in events
+    for secret in ("Zq7vR2mXk9Lp4Wd8", "pepper-moon-42", "Hx4tW9qLm2Zr7Kd3"):
+        assert secret not in events
 
 
 def test_every_tool_reports_errors_the_agent_can_act_on(repo: Path) -> None:
