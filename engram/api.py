@@ -856,7 +856,8 @@ class Engram(Continuity, Interop):
         return out[:limit] if limit is not None else out
 
     def show(self, ident: str) -> dict[str, Any]:
-        """Any record by id or prefix: a memory with its events, or one event."""
+        """Any record by id or prefix: a memory, task or session with its events, or one
+        event."""
         found = self._resolve(ident, what="any")
         if not found:
             raise NotFoundError("record", ident)
@@ -873,8 +874,12 @@ class Engram(Continuity, Interop):
                 "memory": memory.to_dict(),
                 "events": [e.to_dict() for e in proj.entity_events(full)],
             }
+        if kind in ("task", "session"):
+            return {"type": kind, "store": store.kind, "id": full,
+                    "events": [e.to_dict() for e in proj.entity_events(full)]}
         event = proj.event(full)
-        assert event is not None
+        if event is None:
+            raise NotFoundError("record", ident)
         return {"type": "event", "store": store.kind, "event": event.to_dict()}
 
     # -- search maintenance ------------------------------------------------------------------

@@ -446,7 +446,7 @@ def log(ctx: click.Context, kinds: tuple[str, ...], task: str | None, actor: str
 @json_option
 @click.pass_context
 def show(ctx: click.Context, ident: str, project: bool, personal: bool, as_json: bool) -> None:
-    """Show any record by id: a memory with all its events, or a single event."""
+    """Show any record by id: a memory, task or session with all its events, or one event."""
     engram = _engram(ctx, project, personal)
     record = engram.show(ident)
     if as_json:
@@ -457,6 +457,12 @@ def show(ctx: click.Context, ident: str, project: bool, personal: bool, as_json:
         click.echo(f"memory {memory['id']} ({record['store']} store, {memory['status']})")
         click.echo(memory["content"])
         click.echo()
+        events = record["events"]
+    elif record["type"] in ("task", "session"):
+        more = (f"`engram task show {record['id']}`" if record["type"] == "task" else
+                "`engram sessions`")
+        click.echo(f"{record['type']} {record['id']} ({record['store']} store; {more} "
+                   "shows its state)")
         events = record["events"]
     else:
         events = [record["event"]]

@@ -184,3 +184,14 @@ def test_init_is_idempotent_and_project_init_needs_git(tmp_path: Path) -> None:
     result = cli("init", "--project", cwd=plain)
     assert result.exit_code == 2 and "run `git init` first" in result.stderr
     assert not (plain / ".engram").exists()
+
+
+def test_show_finds_tasks_and_sessions_by_id(home_store: Engram) -> None:
+    task = home_store.task_create("Add OAuth login")
+    shown = cli("show", task.id)
+    assert shown.exit_code == 0
+    assert shown.stdout.startswith(f"task {task.id} (personal store; `engram task show")
+    assert '"kind":"task.created"' in shown.stdout
+    session = home_store.session_start(agent="cli")
+    shown = cli("show", session.id, "--json")
+    assert json.loads(shown.stdout)["type"] == "session"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, git, make_repo, run_engram
+from conftest import cli, git, run_engram
 from engram.api import Engram
 from engram.continuity.service import AmbiguousResumeError
 

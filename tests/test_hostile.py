@@ -104,7 +104,8 @@ class Clones:
             ("recall", "beta", "--json"), ("resume",), ("resume", "--json"), ("log",),
             ("sessions",), ("stats",), ("task", "list", "--all"), ("task", "show", self.task),
             ("timeline", self.task), ("checkpoints", "--task", self.task),
-            ("export", "-"), ("reindex",), ("sync",),
+            ("export", "-"), ("consolidate",), ("continuity", "--task", self.task),
+            ("show", self.task), ("reindex",), ("sync",),
         ]
         results = {}
         for args in commands:
