@@ -546,6 +546,12 @@ def fit(items: Sequence[M], budget: int = OUTPUT_CHARS) -> tuple[list[M], bool]:
 # -- the runtime: stores, session, identity ----------------------------------------------------
 
 
+def writes(scopes: frozenset[str]) -> bool:
+    """Whether `scopes` allow writing at all: without a write scope nothing is written, not
+    even a session or an interruption record."""
+    return bool(scopes & {WRITE, SESSION})
+
+
 def agent_for(client: str | None) -> str:
     """Engram's agent name for an MCP client's own name ("claude-code", "cursor-vscode", ...)."""
     name = (client or "").lower()
@@ -596,6 +602,7 @@ class Runtime:
             raise ValueError(f"unknown scope(s) {', '.join(sorted(unknown))}; "
                              f"known: {', '.join(SCOPES)}")
         self.scopes = frozenset(SCOPES if scopes is None else scopes)
+        self.writes = writes(self.scopes)
         self.heartbeat_seconds = heartbeat_seconds
         self.lock = threading.RLock()
         self.client_name: str | None = None
@@ -633,6 +640,8 @@ class Runtime:
 
     def _open(self) -> None:
         try:
+            if not self.writes:
+                return
             if self.agent is None:
                 self._client_seen.wait(CLIENT_WAIT_SECONDS)
             with self.lock:
@@ -738,7 +747,8 @@ class Runtime:
         with self.lock:
             if self._closed:
                 raise ToolError("the server is shutting down; call again after it restarts")
-            self._ensure_session()
+            if self.writes:
+                self._ensure_session()
             try:
                 engram = self._engram(actor)
                 engram.session = self.session_id
@@ -1326,10 +1336,13 @@ def _add_session_tools(server: MCPServer) -> None:
         with task. (Also available as the `resume` prompt.)
 
         Side effects: sessions of this machine whose process is gone are recorded as
-        interrupted (with the likely reason). The Markdown is cut at max_chars (`truncated`)."""
+        interrupted (with the likely reason), unless this connection may only read. The
+        Markdown is cut at max_chars (`truncated`)."""
+        record = writes(_runtime(ctx).identity()[1])
+
         def call(engram: Engram) -> ResumeResult:
             result = engram.resume(task=task, session=session, depth=depth, since=since,
-                                   restore=restore, max_chars=max_chars)
+                                   restore=restore, max_chars=max_chars, record=record)
             return ResumeResult(task=result.task, confidence=result.confidence,
                                 truncated=result.truncated, markdown=result.markdown)
         return _runtime(ctx).run("session_resume", READ, call)
@@ -1480,10 +1493,11 @@ def _add_prompts(server: MCPServer) -> None:
         be redone, failures to avoid) and continue the task. Optional argument: the task id or
         name (default: the only active task)."""
         runtime = _runtime(ctx)
+        record = writes(runtime.identity()[1])
 
         def call(engram: Engram) -> str:
-            return engram.resume(task=task or None, depth="standard",
-                                 max_chars=20_000).markdown
+            return engram.resume(task=task or None, depth="standard", max_chars=20_000,
+                                 record=record).markdown
 
         try:
             markdown = await anyio.to_thread.run_sync(
