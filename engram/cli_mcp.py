@@ -48,7 +48,8 @@ def _token(token_file: Path | None) -> str | None:
 @click.option("--http", "use_http", is_flag=True,
               help="Serve streamable HTTP instead of stdio (stdio is what clients spawn).")
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind with --http; anything but loopback requires a token.")
+              help="Address to bind with --http; anything but loopback (127.0.0.0/8, ::1, "
+                   "localhost) requires a token.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),
               help="Port with --http (0: any free port, printed at start).")
 @click.option("--path", "http_path", default="/mcp", show_default=True,

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import hmac
 import inspect
+import ipaddress
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -1746,32 +1748,73 @@ def http_auth(*, token: str | None = None, actor: str | None = None,
     return HttpAuth(verifier, settings, " or ".join(described))
 
 
-def is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(text)
     except ValueError:
-        return False
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def loopback_addresses(host: str) -> list[str] | None:
+    """The addresses binding `host` listens on, if every one is loopback (127.0.0.0/8, ::1);
+    None if any is not, or the name does not resolve."""
+    address = _address(host)
+    if address is not None:
+        return [str(address)] if address.is_loopback else None
+    if not host:
+        return None
+    try:
+        found = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+    except (OSError, UnicodeError):
+        return None
+    resolved = [_address(text.split("%", 1)[0]) for text in sorted(found)]
+    if not resolved or not all(a is not None and a.is_loopback for a in resolved):
+        return None
+    return [str(a) for a in resolved]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` serves this machine only: an address of 127.0.0.0/8 or ::1
+    (IPv4-mapped too), `localhost`, or any name that resolves to loopback addresses only."""
+    return loopback_addresses(host) is not None
+
+
+def rebinding_protection(host: str, addresses: Sequence[str] = ()) -> Any:
+    """Host and Origin checks for a loopback bind: a request must name this machine
+    (`127.0.0.1`, `localhost`, `[::1]`, the bound name or its addresses), so a web page whose
+    name was rebound to 127.0.0.1 cannot reach the server (421, or 403 for its Origin)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    names = ["127.0.0.1", "localhost", "::1", host, host.lower(), *addresses]
+    shown = list(dict.fromkeys(f"[{n}]" if ":" in n else n for n in names))
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{n}{port}" for n in shown for port in ("", ":*")],
+        allowed_origins=[f"http://{n}{port}" for n in shown for port in ("", ":*")])
 
 
 def serve_http(*, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp",
                cwd: Path | str | None = None, agent: str | None = None,
                actor: str | None = None, scopes: Sequence[str] | None = None,
                auth: HttpAuth | None = None) -> int:
-    """Serve streamable HTTP. Any address but loopback requires `auth`."""
+    """Serve streamable HTTP. Any address but loopback requires `auth`; every loopback bind
+    checks the Host and Origin headers (DNS rebinding)."""
     import asyncio
 
     import uvicorn
 
-    if auth is None and not is_loopback(host):
+    loopback = loopback_addresses(host)
+    if auth is None and loopback is None:
         raise UsageError(f"refusing to serve {host} without authentication; set "
                           "ENGRAM_MCP_TOKEN (or --token-file) or --oidc-issuer, or bind "
                           "127.0.0.1")
     server, runtime = _build(cwd=cwd, agent=agent, actor=actor, scopes=scopes, auth=auth)
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    app = server.streamable_http_app(
+        streamable_http_path=path, host=host,
+        transport_security=None if loopback is None else rebinding_protection(host, loopback))
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:

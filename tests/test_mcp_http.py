@@ -223,3 +223,44 @@ def test_http_without_auth_warns_on_loopback_and_refuses_other_addresses(
                           env={**os.environ, "ENGRAM_MCP_TOKEN": ""})
     assert done.returncode == 2
     assert "refusing to serve 0.0.0.0 without authentication" in done.stderr
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost"])
+def test_every_loopback_bind_refuses_foreign_host_and_origin_headers(tmp_path: Path,
+                                                                     host: str) -> None:
+    Engram().init()
+    with http_server(tmp_path, "--host", host, env={"ENGRAM_MCP_TOKEN": ""}) as (url, _, stderr):
+        assert any("WARNING: no authentication" in line for line in stderr)
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        for name in (host, "127.0.0.1", "localhost"):
+            answer = httpx2.post(url, json=INITIALIZE, timeout=30,
+                                 headers={**HEADERS, "Host": f"{name}:{port}",
+                                          "Origin": f"http://{name}:{port}"})
+            assert answer.status_code == 200, name
+        rebound = httpx2.post(url, json=INITIALIZE, timeout=30,
+                              headers={**HEADERS, "Host": f"evil.example:{port}"})
+        assert rebound.status_code == 421
+        assert "Invalid Host header" in rebound.text
+        foreign = httpx2.post(url, json=INITIALIZE, timeout=30,
+                              headers={**HEADERS, "Origin": "http://evil.example"})
+        assert foreign.status_code == 403
+
+
+def test_loopback_is_decided_by_address_not_by_spelling() -> None:
+    from engram.mcp_server import is_loopback
+
+    for host in ("127.0.0.1", "127.0.0.2", "127.255.255.254", "::1", "::ffff:127.0.0.3",
+                 "localhost", "LOCALHOST"):
+        assert is_loopback(host), host
+    for host in ("0.0.0.0", "::", "192.0.2.1", "10.0.0.1", "::ffff:192.0.2.1", "fe80::1",
+                 "128.0.0.1", ""):
+        assert not is_loopback(host), host
+
+
+@pytest.mark.parametrize("host", ["::", "192.0.2.1", "::ffff:10.0.0.1"])
+def test_any_other_address_requires_authentication(tmp_path: Path, host: str) -> None:
+    from engram.errors import UsageError
+    from engram.mcp_server import serve_http
+
+    with pytest.raises(UsageError, match=f"refusing to serve {host} without authentication"):
+        serve_http(host=host, port=0, cwd=tmp_path)
