@@ -58,6 +58,8 @@ ITEM_CHARS = 2_000  # a memory's content in lists and search results
 FULL_CHARS = 100_000  # a memory's content on its own (memory_get)
 LIST_ITEMS = 100  # items of each list of a checkpoint (the latest; the first of `next`)
 HEARTBEAT_SECONDS = 30.0
+TOKEN_MIN_CHARS = 32  # a static bearer token: secrets.token_urlsafe(32) gives 43
+MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 CLIENT_WAIT_SECONDS = 1.0  # how long the session waits to learn the client's name
 
 Kind = Literal["fact", "decision", "preference", "convention", "gotcha", "failure", "lesson",
@@ -1702,6 +1704,19 @@ class EitherVerifier:
         return None
 
 
+def check_token(token: str, source: str = "the bearer token") -> str:
+    """A static token strong enough to stand for a person: `TOKEN_MIN_CHARS` or more printable
+    ASCII characters without spaces (what an Authorization header carries as is)."""
+    if not all("!" <= c <= "~" for c in token):
+        raise UsageError(f"{source} holds a space, a control character or non-ASCII text, "
+                         f"which a bearer token cannot; make one with: {MAKE_TOKEN}")
+    if len(token) < TOKEN_MIN_CHARS:
+        count = f"{len(token)} character{'s' if len(token) != 1 else ''}"
+        raise UsageError(f"{source} is {count}; a bearer token needs at least "
+                         f"{TOKEN_MIN_CHARS} random ones; make one with: {MAKE_TOKEN}")
+    return token
+
+
 def token_scopes(claims: dict[str, Any]) -> list[str]:
     raw = claims.get("scope", claims.get("scp", []))
     items = raw.split() if isinstance(raw, str) else [str(x) for x in raw or []]
@@ -1727,14 +1742,17 @@ def _discover_jwks(issuer: str) -> str:
 def http_auth(*, token: str | None = None, actor: str | None = None,
               scopes: Sequence[str] | None = None, oidc_issuer: str | None = None,
               oidc_audience: str | None = None, jwks_url: str | None = None,
-              base_url: str = "http://127.0.0.1") -> HttpAuth | None:
+              base_url: str = "http://127.0.0.1",
+              token_source: str = "the bearer token") -> HttpAuth | None:
     """Bearer-token authentication from a static token and/or an OIDC issuer; None if
-    neither is configured."""
+    neither is configured. A weak token (`check_token`) is refused with how to make one;
+    `token_source` names where it came from."""
     from mcp.server.auth.settings import AuthSettings
 
     verifiers: list[Any] = []
     described = []
     if token:
+        check_token(token, token_source)
         verifiers.append(StaticTokenVerifier(token, actor, tuple(scopes or SCOPES)))
         described.append("a bearer token")
     if oidc_issuer:

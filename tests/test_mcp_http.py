@@ -35,6 +35,7 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {},
     "clientInfo": {"name": "curl", "version": "1"}}}
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+TOKEN = "ZmR1c3Qtc3RhdGljLXRva2VuLWZvci10ZXN0cy0wMDAx"  # 44 characters
 
 
 class Issuer:
@@ -191,16 +192,17 @@ def test_http_with_oidc_refuses_bad_tokens_and_takes_the_actor_from_the_token(
 def test_http_with_a_static_token(tmp_path: Path) -> None:
     Engram().init()
     token_file = tmp_path / "token"
-    token_file.write_text("s3cret-token-for-tests\n")
+    token_file.write_text(f"{TOKEN}\n")
     with http_server(tmp_path, "--token-file", str(token_file), "--actor",
                      "Build Bot <bot@example.com>") as (url, _, stderr):
         assert any("requiring a bearer token" in line for line in stderr)
-        for header in ({}, {"Authorization": "Bearer wrong"}):
+        for header in ({}, {"Authorization": "Bearer wrong"},
+                       {"Authorization": f"Bearer {TOKEN[:-1]}"}):
             answer = httpx2.post(url, json=INITIALIZE, headers={**HEADERS, **header}, timeout=30)
             assert answer.status_code == 401
 
         async def scenario() -> None:
-            async with await tools_as(url, "s3cret-token-for-tests") as client:
+            async with await tools_as(url, TOKEN) as client:
                 made = await client.call_tool("task_create", {"name": "Nightly build"})
                 assert not made.is_error, made.content[0].text
 
@@ -264,3 +266,22 @@ def test_any_other_address_requires_authentication(tmp_path: Path, host: str) ->
 
     with pytest.raises(UsageError, match=f"refusing to serve {host} without authentication"):
         serve_http(host=host, port=0, cwd=tmp_path)
+
+
+def test_a_weak_static_token_is_refused_at_start_with_the_fix(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token-for-tests\n")
+    for args, env, named in (
+            (["--host", "0.0.0.0"], {"ENGRAM_MCP_TOKEN": "x"}, "ENGRAM_MCP_TOKEN is 1 character"),
+            (["--token-file", str(token_file)], {},
+             f"the token in {token_file} is 22 characters"),
+            ([], {"ENGRAM_MCP_TOKEN": "a" * 20 + " " + "b" * 20},
+             "ENGRAM_MCP_TOKEN holds a space")):
+        done = subprocess.run([sys.executable, *serve_args("--http", "--port", "0", *args)],
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                              env={**os.environ, "ENGRAM_MCP_TOKEN": "", **env}, check=False)
+        assert done.returncode == 2, done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert named in line
+        assert "python -c 'import secrets; print(secrets.token_urlsafe(32))'" in line
+        assert "serving MCP" not in done.stderr
