@@ -17,16 +17,20 @@ actor of every event the caller writes, and its scopes (`memory:read`, `memory:w
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import inspect
 import ipaddress
 import json
 import os
+import re
 import signal
 import socket
 import sys
 import threading
 import time
+import unicodedata
+import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -60,7 +64,11 @@ LIST_ITEMS = 100  # items of each list of a checkpoint (the latest; the first of
 HEARTBEAT_SECONDS = 30.0
 TOKEN_MIN_CHARS = 32  # a static bearer token: secrets.token_urlsafe(32) gives 43
 MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+NAME_CHARS = 64  # the display name of an OIDC actor, and its subject before it is hashed
+EMAIL_CHARS = 100  # a verified email longer than this names the subject instead
 CLIENT_WAIT_SECONDS = 1.0  # how long the session waits to learn the client's name
+
+_EMAIL = re.compile(r"[^\s<>@\x00-\x1f\x7f]+@[^\s<>@\x00-\x1f\x7f]+")
 
 Kind = Literal["fact", "decision", "preference", "convention", "gotcha", "failure", "lesson",
                "procedure", "note"]
@@ -1648,8 +1656,8 @@ class StaticTokenVerifier:
 @dataclass
 class JwtVerifier:
     """OIDC access tokens (JWTs): signature against the issuer's JWKS, issuer, expiry, and the
-    audience when one is configured. The actor is `name <email>` from the claims (else the
-    subject); the scopes come from `scope` (space-separated) or `scp`."""
+    audience when one is configured. The actor is `actor_from_claims`; the scopes come from
+    `scope` (space-separated) or `scp`."""
 
     issuer: str
     audience: str | None = None
@@ -1724,9 +1732,39 @@ def token_scopes(claims: dict[str, Any]) -> list[str]:
 
 
 def actor_from_claims(claims: dict[str, Any]) -> str:
-    name = claims.get("name") or claims.get("preferred_username") or claims["sub"]
+    """Who a verified token speaks for, in a form its display claims cannot forge:
+    `Name <email>` when the issuer vouches for the email (`email_verified`), else
+    `Name <sub@issuer-host>`, the subject percent-encoded (hashed when long). The name comes
+    from `name`, `preferred_username` or `sub`, without `<`, `>` or control characters."""
+    sub = str(claims["sub"])
+    name = next((cleaned for cleaned in (_display(claims.get("name")),
+                                         _display(claims.get("preferred_username")),
+                                         _display(sub)) if cleaned), _encoded(sub))
     email = claims.get("email")
-    return f"{name} <{email}>" if email and email != name else str(name)
+    verified = str(claims.get("email_verified")).lower() == "true"  # True, or "true"
+    if verified and isinstance(email, str) and len(email) <= EMAIL_CHARS \
+            and _EMAIL.fullmatch(email):
+        return f"{name} <{email}>"
+    host = urllib.parse.urlsplit(str(claims.get("iss") or "")).hostname or "oidc"
+    return f"{name} <{_encoded(sub)}@{_encoded(host)}>"
+
+
+def _display(value: Any) -> str:
+    """A display claim as one plain line: no `<`, `>`, control or format characters."""
+    if not isinstance(value, str):
+        return ""
+    kept = "".join(" " if unicodedata.category(c)[0] == "C" else c for c in value
+                   if c not in "<>")
+    return " ".join(kept.split())[:NAME_CHARS].strip()
+
+
+def _encoded(text: str) -> str:
+    """`text` as the local part of an address: percent-encoded, so two subjects never meet,
+    and beyond `NAME_CHARS` hashed as `sha256=...` (an `=` is encoded otherwise)."""
+    quoted = urllib.parse.quote(text, safe="-._~!$&'*+:|")
+    if len(quoted) <= NAME_CHARS:
+        return quoted
+    return "sha256=" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _discover_jwks(issuer: str) -> str:

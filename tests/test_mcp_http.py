@@ -25,12 +25,13 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import make_repo
+from conftest import ACTOR, make_repo
 from engram.api import Engram
 from test_mcp import fail, serve_args
 
 AUDIENCE = "engram-test"
-ADA = {"sub": "user-1", "name": "Ada Lovelace", "email": "ada@example.com"}
+ADA = {"sub": "user-1", "name": "Ada Lovelace", "email": "ada@example.com",
+       "email_verified": True}
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {},
     "clientInfo": {"name": "curl", "version": "1"}}}
@@ -76,6 +77,7 @@ class Issuer:
         now = int(time.time())
         body = {"iss": issuer or self.url, "aud": audience, "iat": now, "exp": now + expires_in,
                 "scope": scopes, **ADA, **claims}
+        body = {name: value for name, value in body.items() if value is not None}
         return jwt.encode(body, key or self.key, algorithm="RS256", headers={"kid": "k1"})
 
 
@@ -285,3 +287,61 @@ def test_a_weak_static_token_is_refused_at_start_with_the_fix(tmp_path: Path) ->
         assert named in line
         assert "python -c 'import secrets; print(secrets.token_urlsafe(32))'" in line
         assert "serving MCP" not in done.stderr
+
+
+def test_an_oidc_token_cannot_write_as_someone_else(tmp_path: Path, issuer: Issuer) -> None:
+    """The actor is the verified email, else the subject at the issuer's host: display claims
+    cannot forge an address (ACTOR, `Test Agent <agent@example.com>`, is the local user)."""
+    Engram().init()
+    tokens = {
+        "Test Agent agent@example.com <mallory@127.0.0.1>": issuer.token(
+            sub="mallory", name=ACTOR, email="agent@example.com", email_verified=None),
+        "Test Agent <mallory%40example.com@127.0.0.1>": issuer.token(
+            sub="mallory@example.com", name="Test Agent", email="agent@example.com",
+            email_verified=False),
+        "Eve root@example.com <eve@example.com>": issuer.token(
+            sub="eve", name="Eve\n<root@example.com>\u202e", email="eve@example.com"),
+        "Ada Lovelace <ada@example.com>": issuer.token(),
+    }
+    with http_server(tmp_path, "--oidc-issuer", issuer.url, "--oidc-audience",
+                     AUDIENCE) as (url, _, _):
+        async def scenario() -> None:
+            for actor, token in tokens.items():
+                async with await tools_as(url, token) as client:
+                    made = await client.call_tool("task_create", {"name": f"Task of {actor}"})
+                    assert not made.is_error, made.content[0].text
+                    stats = await client.call_tool("memory_stats", {})
+                    assert stats.structured_content["runtime"]["actor"] == actor
+
+        anyio.run(scenario)
+    with Engram() as engram:
+        written = {e.data["name"]: e.actor for _, e in engram.log(kinds=["task.created"])}
+    assert written == {f"Task of {actor}": actor for actor in tokens}
+    assert ACTOR not in written.values()
+
+
+def test_the_actor_of_claims_names_the_subject_when_no_email_is_verified() -> None:
+    from engram.mcp_server import actor_from_claims
+
+    iss = "https://id.example.com:8443/tenant/v2.0"
+    cases = [
+        ({"sub": "u1", "name": "Ann", "email": "ann@example.com", "email_verified": True},
+         "Ann <ann@example.com>"),
+        ({"sub": "u1", "name": "Ann", "email": "ann@example.com", "email_verified": "true"},
+         "Ann <ann@example.com>"),
+        ({"sub": "u1", "name": "Ann", "email": "ann@example.com", "email_verified": "false"},
+         "Ann <u1@id.example.com>"),
+        ({"sub": "u1", "name": "Ann", "email": "a <b>@x", "email_verified": True},
+         "Ann <u1@id.example.com>"),
+        ({"sub": "auth0|42 <x>", "preferred_username": "ann\x00\x7f"},
+         "ann <auth0|42%20%3Cx%3E@id.example.com>"),
+        ({"sub": "u1"}, "u1 <u1@id.example.com>"),
+        ({"sub": "sha256=ab", "name": "A"}, "A <sha256%3Dab@id.example.com>"),
+        ({"sub": "<>", "name": "<>"}, "%3C%3E <%3C%3E@id.example.com>"),
+        ({"sub": "u1", "name": "  Ann\tB. \u2028 Lee  "}, "Ann B. Lee <u1@id.example.com>"),
+    ]
+    for claims, actor in cases:
+        assert actor_from_claims({"iss": iss, **claims}) == actor, claims
+    long = actor_from_claims({"iss": iss, "sub": "s" * 300, "name": "N" * 300})
+    assert len(long) <= 200 and long.startswith("N" * 64 + " <sha256=")
+    assert long != actor_from_claims({"iss": iss, "sub": "s" * 299 + "t", "name": "N"})
