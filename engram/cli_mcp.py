@@ -30,7 +30,8 @@ def _scopes(text: str | None) -> list[str] | None:
     return from_text
 
 
-def _token(token_file: Path | None) -> str | None:
+def _token(token_file: Path | None) -> tuple[str | None, str]:
+    """The static bearer token, and where it came from (for errors)."""
     if token_file is not None:
         try:
             text = token_file.read_text(encoding="utf-8").strip().splitlines()
@@ -40,15 +41,16 @@ def _token(token_file: Path | None) -> str | None:
                                      param_hint="--token-file") from None
         if not text or not text[0].strip():
             raise click.BadParameter(f"{token_file} is empty", param_hint="--token-file")
-        return text[0].strip()
-    return os.environ.get("ENGRAM_MCP_TOKEN") or None
+        return text[0].strip(), f"the token in {token_file}"
+    return os.environ.get("ENGRAM_MCP_TOKEN") or None, "ENGRAM_MCP_TOKEN"
 
 
 @click.command()
 @click.option("--http", "use_http", is_flag=True,
               help="Serve streamable HTTP instead of stdio (stdio is what clients spawn).")
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind with --http; anything but loopback requires a token.")
+              help="Address to bind with --http; anything but loopback (127.0.0.0/8, ::1, "
+                   "localhost) requires a token.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),
               help="Port with --http (0: any free port, printed at start).")
 @click.option("--path", "http_path", default="/mcp", show_default=True,
@@ -64,7 +66,7 @@ def _token(token_file: Path | None) -> str | None:
                    "all).")
 @click.option("--token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="With --http: require this bearer token (first line of the "
-                                 "file; default: $ENGRAM_MCP_TOKEN).")
+                                 "file; default: $ENGRAM_MCP_TOKEN), 32 characters or more.")
 @click.option("--oidc-issuer", default=None, metavar="URL",
               help="With --http: accept JWTs from this OIDC issuer (signature from its JWKS, "
                    "issuer, expiry).")
@@ -88,9 +90,10 @@ def serve(ctx: click.Context, use_http: bool, host: str, port: int, http_path: s
         ctx.exit(serve_stdio(cwd=cwd, agent=agent, actor=actor, scopes=allowed))
     from .mcp_server import http_auth, serve_http
 
-    auth = http_auth(token=_token(token_file), actor=actor, scopes=allowed,
-                     oidc_issuer=oidc_issuer, oidc_audience=oidc_audience, jwks_url=jwks_url,
-                     base_url=f"http://{host}:{port}")
+    token, token_source = _token(token_file)
+    auth = http_auth(token=token, actor=actor, scopes=allowed, oidc_issuer=oidc_issuer,
+                     oidc_audience=oidc_audience, jwks_url=jwks_url,
+                     base_url=f"http://{host}:{port}", token_source=token_source)
     ctx.exit(serve_http(host=host, port=port, path=http_path, cwd=cwd, agent=agent,
                         actor=actor, scopes=allowed, auth=auth))
 

@@ -17,14 +17,20 @@ actor of every event the caller writes, and its scopes (`memory:read`, `memory:w
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import inspect
+import ipaddress
 import json
 import os
+import re
 import signal
+import socket
 import sys
 import threading
 import time
+import unicodedata
+import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -56,7 +62,13 @@ ITEM_CHARS = 2_000  # a memory's content in lists and search results
 FULL_CHARS = 100_000  # a memory's content on its own (memory_get)
 LIST_ITEMS = 100  # items of each list of a checkpoint (the latest; the first of `next`)
 HEARTBEAT_SECONDS = 30.0
+TOKEN_MIN_CHARS = 32  # a static bearer token: secrets.token_urlsafe(32) gives 43
+MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+NAME_CHARS = 64  # the display name of an OIDC actor, and its subject before it is hashed
+EMAIL_CHARS = 100  # a verified email longer than this names the subject instead
 CLIENT_WAIT_SECONDS = 1.0  # how long the session waits to learn the client's name
+
+_EMAIL = re.compile(r"[^\s<>@\x00-\x1f\x7f]+@[^\s<>@\x00-\x1f\x7f]+")
 
 Kind = Literal["fact", "decision", "preference", "convention", "gotcha", "failure", "lesson",
                "procedure", "note"]
@@ -548,6 +560,12 @@ def fit(items: Sequence[M], budget: int = OUTPUT_CHARS) -> tuple[list[M], bool]:
 # -- the runtime: stores, session, identity ----------------------------------------------------
 
 
+def writes(scopes: frozenset[str]) -> bool:
+    """Whether `scopes` allow writing at all: without a write scope nothing is written, not
+    even a session or an interruption record."""
+    return bool(scopes & {WRITE, SESSION})
+
+
 def agent_for(client: str | None) -> str:
     """Engram's agent name for an MCP client's own name ("claude-code", "cursor-vscode", ...)."""
     name = (client or "").lower()
@@ -598,6 +616,7 @@ class Runtime:
             raise ValueError(f"unknown scope(s) {', '.join(sorted(unknown))}; "
                              f"known: {', '.join(SCOPES)}")
         self.scopes = frozenset(SCOPES if scopes is None else scopes)
+        self.writes = writes(self.scopes)
         self.heartbeat_seconds = heartbeat_seconds
         self.lock = threading.RLock()
         self.client_name: str | None = None
@@ -635,6 +654,8 @@ class Runtime:
 
     def _open(self) -> None:
         try:
+            if not self.writes:
+                return
             if self.agent is None:
                 self._client_seen.wait(CLIENT_WAIT_SECONDS)
             with self.lock:
@@ -740,7 +761,8 @@ class Runtime:
         with self.lock:
             if self._closed:
                 raise ToolError("the server is shutting down; call again after it restarts")
-            self._ensure_session()
+            if self.writes:
+                self._ensure_session()
             try:
                 engram = self._engram(actor)
                 engram.session = self.session_id
@@ -1328,10 +1350,13 @@ def _add_session_tools(server: MCPServer) -> None:
         with task. (Also available as the `resume` prompt.)
 
         Side effects: sessions of this machine whose process is gone are recorded as
-        interrupted (with the likely reason). The Markdown is cut at max_chars (`truncated`)."""
+        interrupted (with the likely reason), unless this connection may only read. The
+        Markdown is cut at max_chars (`truncated`)."""
+        record = writes(_runtime(ctx).identity()[1])
+
         def call(engram: Engram) -> ResumeResult:
             result = engram.resume(task=task, session=session, depth=depth, since=since,
-                                   restore=restore, max_chars=max_chars)
+                                   restore=restore, max_chars=max_chars, record=record)
             return ResumeResult(task=result.task, confidence=result.confidence,
                                 truncated=result.truncated, markdown=result.markdown)
         return _runtime(ctx).run("session_resume", READ, call)
@@ -1486,10 +1511,11 @@ def _add_prompts(server: MCPServer) -> None:
         be redone, failures to avoid) and continue the task. Optional argument: the task id or
         name (default: the only active task)."""
         runtime = _runtime(ctx)
+        record = writes(runtime.identity()[1])
 
         def call(engram: Engram) -> str:
-            return engram.resume(task=task or None, depth="standard",
-                                 max_chars=20_000).markdown
+            return engram.resume(task=task or None, depth="standard", max_chars=20_000,
+                                 record=record).markdown
 
         try:
             markdown = await anyio.to_thread.run_sync(
@@ -1636,8 +1662,8 @@ class StaticTokenVerifier:
 @dataclass
 class JwtVerifier:
     """OIDC access tokens (JWTs): signature against the issuer's JWKS, issuer, expiry, and the
-    audience when one is configured. The actor is `name <email>` from the claims (else the
-    subject); the scopes come from `scope` (space-separated) or `scp`."""
+    audience when one is configured. The actor is `actor_from_claims`; the scopes come from
+    `scope` (space-separated) or `scp`."""
 
     issuer: str
     audience: str | None = None
@@ -1692,6 +1718,19 @@ class EitherVerifier:
         return None
 
 
+def check_token(token: str, source: str = "the bearer token") -> str:
+    """A static token strong enough to stand for a person: `TOKEN_MIN_CHARS` or more printable
+    ASCII characters without spaces (what an Authorization header carries as is)."""
+    if not all("!" <= c <= "~" for c in token):
+        raise UsageError(f"{source} holds a space, a control character or non-ASCII text, "
+                         f"which a bearer token cannot; make one with: {MAKE_TOKEN}")
+    if len(token) < TOKEN_MIN_CHARS:
+        count = f"{len(token)} character{'s' if len(token) != 1 else ''}"
+        raise UsageError(f"{source} is {count}; a bearer token needs at least "
+                         f"{TOKEN_MIN_CHARS} random ones; make one with: {MAKE_TOKEN}")
+    return token
+
+
 def token_scopes(claims: dict[str, Any]) -> list[str]:
     raw = claims.get("scope", claims.get("scp", []))
     items = raw.split() if isinstance(raw, str) else [str(x) for x in raw or []]
@@ -1699,9 +1738,39 @@ def token_scopes(claims: dict[str, Any]) -> list[str]:
 
 
 def actor_from_claims(claims: dict[str, Any]) -> str:
-    name = claims.get("name") or claims.get("preferred_username") or claims["sub"]
+    """Who a verified token speaks for, in a form its display claims cannot forge:
+    `Name <email>` when the issuer vouches for the email (`email_verified`), else
+    `Name <sub@issuer-host>`, the subject percent-encoded (hashed when long). The name comes
+    from `name`, `preferred_username` or `sub`, without `<`, `>` or control characters."""
+    sub = str(claims["sub"])
+    name = next((cleaned for cleaned in (_display(claims.get("name")),
+                                         _display(claims.get("preferred_username")),
+                                         _display(sub)) if cleaned), _encoded(sub))
     email = claims.get("email")
-    return f"{name} <{email}>" if email and email != name else str(name)
+    verified = str(claims.get("email_verified")).lower() == "true"  # True, or "true"
+    if verified and isinstance(email, str) and len(email) <= EMAIL_CHARS \
+            and _EMAIL.fullmatch(email):
+        return f"{name} <{email}>"
+    host = urllib.parse.urlsplit(str(claims.get("iss") or "")).hostname or "oidc"
+    return f"{name} <{_encoded(sub)}@{_encoded(host)}>"
+
+
+def _display(value: Any) -> str:
+    """A display claim as one plain line: no `<`, `>`, control or format characters."""
+    if not isinstance(value, str):
+        return ""
+    kept = "".join(" " if unicodedata.category(c)[0] == "C" else c for c in value
+                   if c not in "<>")
+    return " ".join(kept.split())[:NAME_CHARS].strip()
+
+
+def _encoded(text: str) -> str:
+    """`text` as the local part of an address: percent-encoded, so two subjects never meet,
+    and beyond `NAME_CHARS` hashed as `sha256=...` (an `=` is encoded otherwise)."""
+    quoted = urllib.parse.quote(text, safe="-._~!$&'*+:|")
+    if len(quoted) <= NAME_CHARS:
+        return quoted
+    return "sha256=" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _discover_jwks(issuer: str) -> str:
@@ -1717,14 +1786,17 @@ def _discover_jwks(issuer: str) -> str:
 def http_auth(*, token: str | None = None, actor: str | None = None,
               scopes: Sequence[str] | None = None, oidc_issuer: str | None = None,
               oidc_audience: str | None = None, jwks_url: str | None = None,
-              base_url: str = "http://127.0.0.1") -> HttpAuth | None:
+              base_url: str = "http://127.0.0.1",
+              token_source: str = "the bearer token") -> HttpAuth | None:
     """Bearer-token authentication from a static token and/or an OIDC issuer; None if
-    neither is configured."""
+    neither is configured. A weak token (`check_token`) is refused with how to make one;
+    `token_source` names where it came from."""
     from mcp.server.auth.settings import AuthSettings
 
     verifiers: list[Any] = []
     described = []
     if token:
+        check_token(token, token_source)
         verifiers.append(StaticTokenVerifier(token, actor, tuple(scopes or SCOPES)))
         described.append("a bearer token")
     if oidc_issuer:
@@ -1738,32 +1810,73 @@ def http_auth(*, token: str | None = None, actor: str | None = None,
     return HttpAuth(verifier, settings, " or ".join(described))
 
 
-def is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(text)
     except ValueError:
-        return False
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def loopback_addresses(host: str) -> list[str] | None:
+    """The addresses binding `host` listens on, if every one is loopback (127.0.0.0/8, ::1);
+    None if any is not, or the name does not resolve."""
+    address = _address(host)
+    if address is not None:
+        return [str(address)] if address.is_loopback else None
+    if not host:
+        return None
+    try:
+        found = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+    except (OSError, UnicodeError):
+        return None
+    resolved = [_address(text.split("%", 1)[0]) for text in sorted(found)]
+    if not resolved or not all(a is not None and a.is_loopback for a in resolved):
+        return None
+    return [str(a) for a in resolved]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` serves this machine only: an address of 127.0.0.0/8 or ::1
+    (IPv4-mapped too), `localhost`, or any name that resolves to loopback addresses only."""
+    return loopback_addresses(host) is not None
+
+
+def rebinding_protection(host: str, addresses: Sequence[str] = ()) -> Any:
+    """Host and Origin checks for a loopback bind: a request must name this machine
+    (`127.0.0.1`, `localhost`, `[::1]`, the bound name or its addresses), so a web page whose
+    name was rebound to 127.0.0.1 cannot reach the server (421, or 403 for its Origin)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    names = ["127.0.0.1", "localhost", "::1", host, host.lower(), *addresses]
+    shown = list(dict.fromkeys(f"[{n}]" if ":" in n else n for n in names))
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{n}{port}" for n in shown for port in ("", ":*")],
+        allowed_origins=[f"http://{n}{port}" for n in shown for port in ("", ":*")])
 
 
 def serve_http(*, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp",
                cwd: Path | str | None = None, agent: str | None = None,
                actor: str | None = None, scopes: Sequence[str] | None = None,
                auth: HttpAuth | None = None) -> int:
-    """Serve streamable HTTP. Any address but loopback requires `auth`."""
+    """Serve streamable HTTP. Any address but loopback requires `auth`; every loopback bind
+    checks the Host and Origin headers (DNS rebinding)."""
     import asyncio
 
     import uvicorn
 
-    if auth is None and not is_loopback(host):
+    loopback = loopback_addresses(host)
+    if auth is None and loopback is None:
         raise UsageError(f"refusing to serve {host} without authentication; set "
                           "ENGRAM_MCP_TOKEN (or --token-file) or --oidc-issuer, or bind "
                           "127.0.0.1")
     server, runtime = _build(cwd=cwd, agent=agent, actor=actor, scopes=scopes, auth=auth)
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    app = server.streamable_http_app(
+        streamable_http_path=path, host=host,
+        transport_security=None if loopback is None else rebinding_protection(host, loopback))
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:

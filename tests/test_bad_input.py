@@ -401,6 +401,8 @@ CLI_CASES: dict[str, list[Case]] = {
         case("serve", "--port", "99999", expect="0<=x<=65535"),
         case("serve", "--token-file", "@pkg/invalid.yaml", expect="apply to --http only"),
         case("serve", "--http", "--token-file", "@pkg/bad-utf8.yaml", expect=UTF8),
+        case("serve", "--http", "--token-file", "@pkg/short-token", expect="at least 32"),
+        case("serve", "--http", "--token-file", "@pkg/invalid.yaml", expect="holds a space"),
     ],
     "mcp install": [
         case("mcp", "install", "emacs", expect="is not one of"),
@@ -531,6 +533,7 @@ PACKAGES = {
     "nul.json": b'{"summary": "a\\u0000b"}',
     "secret.yaml": f"summary: s\nnext: ['{SECRET}']\n".encode(),
     "big.yaml": b"summary: s\nnext:\n" + b"  - a step\n" * 120_000,
+    "short-token": b"letmein\n",
 }
 
 

@@ -462,6 +462,39 @@ def test_scopes_limit_what_a_connection_may_do(repo: Path) -> None:
     run(scenario)
 
 
+def written(repo: Path) -> tuple[dict[str, bytes], str, str]:
+    """The store's event files, its git history and the work tree's status."""
+    with Engram(cwd=repo) as engram:
+        files = {str(p): p.read_bytes() for s in engram.stores() for p in s.event_files()}
+    return files, git(repo, "log", "--all", "--format=%H %s"), git(repo, "status",
+                                                                   "--porcelain")
+
+
+def test_a_read_only_server_writes_nothing(repo: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    with Engram(cwd=repo) as engram:
+        engram.remember("The staging database is read-only on Sundays", kind="gotcha")
+        crashed = engram.session_start(agent="codex", pid=int(dead))
+        engram.commit()
+    before = written(repo)
+
+    async def scenario() -> None:
+        async with connect(repo, "--scopes", "memory:read") as client:
+            assert "memory_recall" in {t.name for t in (await client.list_tools()).tools}
+            found = await call(client, "memory_recall", query="staging database")
+            assert found["hits"]
+            await call(client, "session_resume")
+            runtime = (await call(client, "memory_stats"))["runtime"]
+            assert runtime["session"] is None and runtime["interruptions_found"] == []
+
+    run(scenario)
+    assert written(repo) == before
+    with Engram(cwd=repo) as engram:
+        assert engram.session_info(crashed.id).state == "open"
+        assert [s.id for s in engram.sessions()] == [crashed.id]
+
+
 def test_every_tool_is_refused_without_its_scope(repo: Path) -> None:
     """In-process, for speed: each tool checks its scope before touching the store."""
     from engram.mcp_server import build_server

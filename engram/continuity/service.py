@@ -616,8 +616,11 @@ class Continuity:
 
     def resume(self, *, task: str | None = None, session: str | None = None,
                depth: str = "standard", since: str | datetime | None = None,
-               restore: str = "selective", max_chars: int | None = None) -> rehydrate.Resume:
-        """What the next agent needs to continue, as bounded Markdown."""
+               restore: str = "selective", max_chars: int | None = None,
+               record: bool = True) -> rehydrate.Resume:
+        """What the next agent needs to continue, as bounded Markdown. Sessions found
+        interrupted are recorded first, unless `record` is false (a reader that writes
+        nothing)."""
         if depth not in rehydrate.DEPTHS:
             raise UsageError(f"unknown depth {quote(depth)}; use brief, standard or full")
         if restore not in rehydrate.RESTORE_MODES:
@@ -629,10 +632,11 @@ class Continuity:
 
             moment = since if isinstance(since, datetime) else parse_moment(since, what="--since")
             since_clock = int(moment.timestamp() * 1_000_000)
-        try:
-            self.detect_interruptions()
-        except EngramError as exc:
-            self.warnings.append(str(exc))
+        if record:
+            try:
+                self.detect_interruptions()
+            except EngramError as exc:
+                self.warnings.append(str(exc))
         chosen: tasks.Task | None = None
         store: Store | None = None
         if task is not None:
