@@ -75,14 +75,16 @@ class Clones:
         event["id"] = ev.new_event_id()
         return event
 
-    def push_lines(self, lines: list[bytes]) -> str:
-        """Beta commits `lines` as a new event file with plain git and pushes it; returns the
-        file's store-relative path."""
+    def push_lines(self, lines: list[bytes], *, folder: str | None = None,
+                   name: str = "crafted-{n:04d}.jsonl", tail: bytes = b"") -> str:
+        """Beta commits `lines` (and an unterminated `tail`) as a new event file with plain git
+        and pushes it; returns the file's store-relative path."""
         self.pushed += 1
         store = Store(self.b.home, "personal")
-        month = store.event_files()[0].parent
-        path = month / f"crafted-{self.pushed:04d}.jsonl"
-        path.write_bytes(b"".join(line + b"\n" for line in lines))
+        month = store.root / folder if folder else store.event_files()[0].parent
+        month.mkdir(parents=True, exist_ok=True)
+        path = month / name.format(n=self.pushed)
+        path.write_bytes(b"".join(line + b"\n" for line in lines) + tail)
         git(self.b.home, "add", "-A")
         git(self.b.home, "commit", "-q", "-m", "crafted lines")
         git(self.b.home, "push", "-q", "origin", "HEAD")
@@ -357,16 +359,24 @@ def _apply(clones: Clones, kind: str, changes: list[tuple[bool, int, int, Any]])
     return _line(event)
 
 
+FOLDERS = st.sampled_from([None, "events", "events/2026/13", "events/9999/12", "events/a/b/c/d"])
+NAMES = st.sampled_from(["crafted-{n:04d}.jsonl", "{n} with space.jsonl", "ünï-{n}.jsonl",
+                         ".hidden-{n}.jsonl", "UPPER-{n}.JSONL", "{n}.jsonl.txt", "{n}-é́.jsonl"])
+TAILS = st.sampled_from([b"", b'{"actor":"x","clock":1,"da', b"\xff\xfe", b"<<<<<<< HEAD"])
+
+
 @pytest.mark.slow
-def test_generated_hostile_lines_break_no_command(clones: Clones) -> None:
+def test_generated_hostile_lines_and_files_break_no_command(clones: Clones) -> None:
     from engram import lines as classifier
 
     @settings(max_examples=25, deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(batch=hostile_lines())
-    def run(batch: list[tuple[str, Any]]) -> None:
+    @given(batch=hostile_lines(), folder=FOLDERS, name=NAMES, tail=TAILS)
+    def run(batch: list[tuple[str, Any]], folder: str | None, name: str, tail: bytes) -> None:
         lines = [item if form == "line" else _apply(clones, *item) for form, item in batch]
-        rel = clones.push_lines(lines)
+        rel = clones.push_lines(lines, folder=folder, name=name, tail=tail)
+        if not rel.endswith(".jsonl"):
+            rel = "(not an event file)"  # not read at all: nothing to name
         assert clones.alpha("sync").exit_code == 0
         listed = clones.alpha("list")
         assert listed.exit_code == 0
@@ -376,9 +386,10 @@ def test_generated_hostile_lines_break_no_command(clones: Clones) -> None:
             assert done.exit_code == 0, (args, done.output)
         found, _ = classifier.read(b"".join(line + b"\n" for line in lines))
         skipped = {line.number for line in found if line.problem is not None}
-        for number in skipped:
-            assert f"{rel}:{number}: " in listed.stderr
-        clones.verify_names(rel, skipped)
+        if rel.endswith(".jsonl"):
+            for number in skipped:
+                assert f"{rel}:{number}: " in listed.stderr
+            clones.verify_names(rel, skipped)
         assert "alpha decided to keep the job queue" in listed.stdout
 
     run()
