@@ -980,14 +980,25 @@ class Engram(Continuity, Interop):
         return totals
 
     def index_state(self) -> list[dict[str, Any]]:
-        """Whether each store's caches are current, without changing anything."""
+        """Whether each store's caches are current, without changing anything.
+
+        `current`: every cache has caught up with the files. `healthy`: nothing needs a rebuild.
+        A cache that is merely behind is so by design and catches up on its own: the read model
+        reads changed files on the next command, the word index takes changes on the next
+        search, and the vector index saves changes in batches (`search.vector_flush`) while
+        searches score the unsaved ones. Only a missing or unreadable cache, which the next
+        command must rebuild from scratch, makes a store unhealthy.
+        """
+        import json
+
         out = []
         for store in self.stores():
             cache = store.local_dir / "cache"
             proj_path = cache / "projection.sqlite3"
             entry: dict[str, Any] = {"store": store.kind, "path": str(store.root)}
             if not proj_path.exists():
-                entry.update(projection="missing", current=False)
+                entry.update(projection="missing", current=False, healthy=False,
+                             behind=[], stale=["read model missing"])
                 out.append(entry)
                 continue
             proj = self._projections.get(store.root) or Projection(store)
@@ -995,28 +1006,44 @@ class Engram(Continuity, Interop):
             dirty_text = proj.dirty_count("text")
             dirty_vec = proj.dirty_count("vec")
             text_ok = (cache / "text" / "meta.json").exists()
-            vectors_meta = cache / "vectors.json"
             identity = None
             try:
-                import json
-
-                identity = json.loads(vectors_meta.read_text()).get("identity")
-            except (OSError, ValueError):
+                identity = json.loads((cache / "vectors.json").read_text()).get("identity")
+            except (OSError, ValueError, AttributeError):
                 pass
-            model = self.settings(store)["search.model"]
+            settings = self.settings(store)
+            model = settings["search.model"]
+            behind, broken = [], []
+            if stale:
+                behind.append("event files changed since the read model read them (the next "
+                              "command reads them)")
+            if not text_ok:
+                broken.append("word index missing")
+            elif dirty_text:
+                behind.append(f"{dirty_text} change(s) not yet in the word index (the next "
+                              "search adds them)")
+            if model != "off":
+                if identity is None:
+                    broken.append("vector index missing")
+                elif dirty_vec:
+                    behind.append(f"{dirty_vec} change(s) not yet saved in the vector index "
+                                  f"(searches score them; saved every "
+                                  f"{settings['search.vector_flush']})")
             entry.update(
-                projection="stale" if stale else "current",
-                text_index="current" if text_ok and not dirty_text and not stale else
-                ("missing" if not text_ok else "behind"),
+                projection="behind" if stale else "current",
+                text_index="missing" if not text_ok else "behind" if dirty_text or stale
+                else "current",
                 text_pending=dirty_text,
-                vector_index=("missing" if identity is None else
+                vector_index=("off" if model == "off" else "missing" if identity is None else
                               "behind" if dirty_vec or stale else "current"),
                 vector_pending=dirty_vec,
                 vector_model=identity,
                 model=model,
+                behind=behind,
+                stale=broken,
             )
-            entry["current"] = not stale and text_ok and dirty_text == 0 and (
-                model == "off" or (identity is not None and dirty_vec == 0))
+            entry["current"] = not behind and not broken
+            entry["healthy"] = not broken
             if self._projections.get(store.root) is None:
                 proj.close()
             out.append(entry)

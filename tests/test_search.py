@@ -182,12 +182,20 @@ def test_reindex_check_reports_without_changing(home_store: Engram) -> None:
     assert Engram().index_state()[0]["current"]
     home_store.remember("A new memory after the reindex")
     state = Engram().index_state()[0]
-    assert not state["current"] and state["projection"] == "stale"
+    assert not state["current"] and state["healthy"] and state["projection"] == "behind"
     assert not Engram().index_state()[0]["current"]  # the check itself changed nothing
     result = cli("reindex", "--check")
-    assert result.exit_code == 1 and "not current" in result.stdout
+    assert result.exit_code == 0 and "behind by design" in result.stdout
+    assert cli("recall", "new memory").exit_code == 0  # a search catches up
+    result = cli("reindex", "--check")
+    assert result.exit_code == 0 and "not yet saved in the vector index" in result.stdout
+    vectors = home_store.personal.local_dir / "cache" / "vectors.json"
+    vectors.unlink()
+    result = cli("reindex", "--check")
+    assert result.exit_code == 1 and "vector index missing" in result.stdout
     assert cli("reindex").exit_code == 0
-    assert cli("reindex", "--check").exit_code == 0
+    result = cli("reindex", "--check")
+    assert result.exit_code == 0 and "caches current" in result.stdout
 
 
 def test_corrupt_indexes_are_rebuilt(home_store: Engram) -> None:
