@@ -3,17 +3,19 @@
 An exported line is an event line as a store holds it. It is imported unchanged (same id, same
 bytes), because changing it would give one event id two contents; an event already in the store
 is recognised by its id. `store.created` events describe the store they were written in and are
-left out.
+left out. A line that is not an event, or that holds what looks like a credential, is skipped
+and reported with its number.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 from .. import events as ev
 from ..errors import UsageError
-from . import Checker, DamagedInputError, Plan, Record
+from . import Checker, Input, Plan, Record
 
 FORMAT = "engram"
 # What each family of events must name, or folding it would fail.
@@ -21,50 +23,44 @@ _NEEDS = {"memory.": ("memory",), "task.": ("task",), "checkpoint.": ("task", "c
           "session.": ("session_id",)}
 
 
-def read(path: Path, check: Checker) -> Plan:
+def read(path: Path, check: Checker, source: Input) -> Plan:
     if path.is_dir():
         raise UsageError(f"{path} is a directory; give the .jsonl file `engram export` wrote")
-    plan = Plan(FORMAT, path)
-    seen: dict[str, bytes] = {}
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    for number, line in enumerate(data.split(b"\n"), start=1):
-        line = line.rstrip(b"\r")
-        if not line.strip():
-            continue
+    plan = source.plan
+    seen: dict[str, bytes] = {}  # event id -> digest of its line
+    for number, line in source.lines(path):
         plan.read += 1
         if ev.is_conflict_marker(line):
-            raise DamagedInputError(path, number, "git conflict marker",
-                                    fix="resolve the conflict (keep both sides' lines)")
+            plan.skip(path, number, "git conflict marker: resolve the conflict (keep both "
+                                    "sides' lines)")
+            continue
         try:
             event = ev.parse_line(line)
         except ev.EventFormatError as exc:
-            raise DamagedInputError(path, number, f"not an Engram event: {exc}") from None
-        for prefix, needed in _NEEDS.items():
-            if event.kind.startswith(prefix):
-                for name in needed:
-                    if not isinstance(event.data.get(name), str):
-                        raise DamagedInputError(path, number,
-                                                f"{event.kind} without {name!r}")
-        canonical = event.to_line()
-        if event.id in seen:
-            if seen[event.id] != canonical:
-                raise DamagedInputError(path, number, f"event id {event.id} appears earlier "
-                                                      "in the file with different content")
+            plan.skip(path, number, f"not an Engram event: {exc}")
             continue
-        seen[event.id] = canonical
+        missing = [f"{event.kind} without {name!r}" for prefix, needed in _NEEDS.items()
+                   if event.kind.startswith(prefix) for name in needed
+                   if not isinstance(event.data.get(name), str)]
+        if missing:
+            plan.skip(path, number, missing[0])
+            continue
+        digest = hashlib.sha256(event.to_line()).digest()
+        if event.id in seen:
+            if seen[event.id] != digest:
+                plan.skip(path, number, f"event id {event.id} appears earlier in the file "
+                                        "with different content")
+            continue
+        seen[event.id] = digest
         if event.kind == "store.created":
-            plan.ignored["store.created (it describes the exported store)"] += 1
+            plan.ignore("store.created (it describes the exported store)")
             continue
         try:
             _scan(event.data, check, "data")
         except UsageError as exc:
-            raise DamagedInputError(
-                path, number, str(exc).split("; remove it")[0],
-                fix="remove it from the file (an exported event is imported unchanged, so it "
-                    "cannot be redacted)") from None
+            plan.skip(path, number, str(exc).split("; remove it")[0] + ": an exported event "
+                      "is imported unchanged, so it cannot be redacted")
+            continue
         plan.records.append(Record(event.kind, event.data, f"{path}:{number}", event=event))
     return plan
 

@@ -20,14 +20,18 @@ How its kinds become Engram events (docs/import-export.md has the details):
 
 Everything else (recall logs, execution lineage, snapshots, drift and maintenance records) has
 no Engram counterpart and is counted as not imported.
+
+A line that is not what the log says, or whose events fail the checks (limits, secrets), is
+skipped and reported with its file and line, with every event it would have made: the rest is
+imported. A task or session that a skipped line would have created is created by the next line
+that refers to it, as for a log that begins mid-history.
 """
 
 from __future__ import annotations
 
-import gzip
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +40,9 @@ import orjson
 from .. import events as ev
 from ..continuity import checkpoints as cp
 from ..continuity.sessions import REASONS as INTERRUPTION_REASONS
-from ..errors import UsageError
+from ..errors import UsageError, quote
 from . import (
-    Checker, DamagedInputError, Plan, Record, _mcp_engram_files, derived_event_id, derived_id,
+    Checker, Input, Plan, Record, _mcp_engram_files, derived_event_id, derived_id,
     from_micros, micros, slug_name,
 )
 
@@ -70,21 +74,6 @@ def source_files(path: Path) -> list[Path]:
     return files
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    number = 0
-    try:
-        if path.name.endswith(".gz"):
-            handle: Any = gzip.open(path, "rb")
-        else:
-            handle = open(path, "rb")
-        with handle:
-            for number, line in enumerate(handle, start=1):  # noqa: B007
-                yield number, line
-    except (OSError, EOFError, zlib.error) as exc:
-        raise DamagedInputError(path, number + 1, f"cannot be read ({exc})",
-                                fix="restore the file or move it out of the directory") from None
-
-
 @dataclass
 class _Task:
     id: str
@@ -106,10 +95,11 @@ class _Memory:
 class Reader:
     """Fold the log, in order, into Engram events with deterministic ids, clocks and times."""
 
-    def __init__(self, path: Path, check: Checker) -> None:
+    def __init__(self, path: Path, check: Checker, source: Input) -> None:
         self.path = path
         self.check = check
-        self.plan = Plan(FORMAT, path)
+        self.source = source
+        self.plan = source.plan
         self.tasks: dict[str, _Task] = {}
         self.memories: dict[str, _Memory] = {}
         self.sessions: dict[str, str] = {}  # Engram session id -> open | closed
@@ -135,27 +125,47 @@ class Reader:
     # -- reading -------------------------------------------------------------------------
 
     def read(self) -> Plan:
-        entries = []
+        entries: list[tuple[Path, int, dict[str, Any] | UsageError]] = []
         for file in source_files(self.path):
-            for number, raw in _lines(file):
-                if not raw.strip():
-                    continue
-                self.file, self.line = file, number
-                entries.append((file, number, self._parse(raw)))
+            for number, raw in self.source.lines(file):
+                try:
+                    entries.append((file, number, self._parse(raw)))
+                except UsageError as exc:
+                    entries.append((file, number, exc))
         for _, _, item in entries:
-            if item["kind"] == "checkpoint.write":
+            if isinstance(item, dict) and item["kind"] == "checkpoint.write":
                 ref = item["payload"].get("source_memory_id")
-                if ref is not None:
+                if isinstance(ref, (int, str)) and not isinstance(ref, bool):
                     self.checkpointed.add(str(ref))
         for file, number, item in entries:
             self.file, self.line = file, number
             self.where = f"{file}:{number}"
             self.plan.read += 1
-            self._one(item)
+            if isinstance(item, UsageError):
+                self.plan.skip(file, number, str(item))
+                continue
+            sizes = (len(self.plan.records), len(self.tasks), len(self.memories),
+                     len(self.sessions))
+            try:
+                self._one(item)
+            except UsageError as exc:
+                self._undo(*sizes)
+                self.plan.skip(file, number, str(exc))
+            except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+                self._undo(*sizes)
+                self.plan.skip(file, number, f"{quote(self.kind, 30)} cannot be mapped "
+                                             f"({type(exc).__name__})")
         return self.plan
 
-    def _fail(self, problem: str, fix: str | None = None) -> DamagedInputError:
-        return DamagedInputError(self.file, self.line, problem, fix=fix)
+    def _undo(self, records: int, *sizes: int) -> None:
+        """Forget what a skipped line added: its events, and the records it introduced."""
+        del self.plan.records[records:]
+        for table, size in zip((self.tasks, self.memories, self.sessions), sizes, strict=True):
+            for key in list(islice(reversed(table), len(table) - size)):
+                del table[key]
+
+    def _fail(self, problem: str) -> UsageError:
+        return UsageError(problem)
 
     def _parse(self, raw: bytes) -> dict[str, Any]:
         try:
@@ -167,13 +177,13 @@ class Reader:
         version = item.get("schema_version", 1)
         if version != 1:
             raise self._fail(f"schema_version {version!r}; this importer reads mcp-engram's "
-                             "event log version 1", fix="import it with a newer Engram")
+                             "event log version 1: import it with a newer Engram")
         for name, kind in (("ts", str), ("kind", str), ("payload", dict)):
             if not isinstance(item.get(name), kind):
                 raise self._fail(f"field {name!r} is missing or not a {kind.__name__}")
         try:
             moment = ev.parse_time(item["ts"])
-        except ValueError:
+        except (ValueError, OverflowError):
             raise self._fail(f"ts {item['ts']!r} is not an ISO 8601 time") from None
         if moment.tzinfo is None:
             from datetime import UTC
@@ -224,11 +234,11 @@ class Reader:
                 out.append(text)
         return out
 
-    def _need(self, payload: dict[str, Any], name: str) -> Any:
+    def _need(self, payload: dict[str, Any], name: str) -> str:
         value = payload.get(name)
         if value is None or isinstance(value, (dict, list, bool)):
             raise self._fail(f"{self.kind} without {name}")
-        return value
+        return str(value)
 
     def _task(self, ref: Any) -> str:
         """The Engram id of an mcp-engram task; a task the log never created (it was pruned,
@@ -264,13 +274,13 @@ class Reader:
         handler = self.handlers.get(self.kind)
         if handler is None:
             reason = self.kind if self.kind in NOT_MAPPED else f"{self.kind} (unknown kind)"
-            self.plan.ignored[reason] += 1
+            self.plan.ignore(reason)
             return
         handler(payload)
 
     def _new_task(self, payload: dict[str, Any], *, name: str, goal: str,
                   parent: str | None) -> None:
-        key = str(self._need(payload, "task_id"))
+        key = self._need(payload, "task_id")
         task_id = derived_id(FORMAT, "task", key, self.ts_us)
         status = TASK_STATUS.get(str(payload.get("status") or "planning"), "open")
         name = self._text(name, "name", "limits.title_chars") or f"task {key}"
@@ -299,25 +309,27 @@ class Reader:
         self._new_task(payload, name=name, goal=known.goal if known else "", parent=None)
 
     def _task_update(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "task_id"))
+        key = self._need(payload, "task_id")
         task_id = self._task(key)
         task = self.tasks[key]
         changes: dict[str, Any] = {}
         if payload.get("status") is not None:
             status = TASK_STATUS.get(str(payload["status"]), "open")
             if status != task.status:
-                changes["status"] = task.status = status
+                changes["status"] = status
         if payload.get("goal") is not None:
             goal = self._text(payload["goal"], "goal")
             if goal != task.goal:
-                changes["goal"] = task.goal = goal
+                changes["goal"] = goal
         if not changes:
-            self.plan.ignored["task.update without a change Engram keeps"] += 1
+            self.plan.ignore("task.update without a change Engram keeps")
             return
         self._emit("task.updated", {"task": task_id, **changes}, f"task:{key}")
+        task.status = changes.get("status", task.status)
+        task.goal = changes.get("goal", task.goal)
 
     def _checkpoint_write(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "checkpoint_id"))
+        key = self._need(payload, "checkpoint_id")
         task_id = self._task(self._need(payload, "task_id"))
         state = payload.get("state") or {}
         if not isinstance(state, dict):
@@ -384,7 +396,7 @@ class Reader:
         return package
 
     def _memory_store(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "memory_id"))
+        key = self._need(payload, "memory_id")
         meta = payload.get("metadata") or {}
         if not isinstance(meta, dict):
             raise self._fail("memory.store metadata is not an object")
@@ -421,7 +433,7 @@ class Reader:
             }
             note = "; ".join(x for x in [
                 str(meta.get("notes") or "").strip(),
-                *(f"blocker: {b}" for b in meta.get("blockers") or []),
+                *(f"blocker: {b}" for b in _listed(meta.get("blockers"))),
                 f"{meta['completion']:g}% complete" if isinstance(
                     meta.get("completion"), (int, float)) and meta.get("completion") else "",
             ] if x)
@@ -462,55 +474,56 @@ class Reader:
         self._emit("memory.created", data, origin)
 
     def _memory_update(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "memory_id"))
+        key = self._need(payload, "memory_id")
         record = self.memories.get(key)
         if record is None or record.id is None or record.forgotten:
-            self.plan.ignored["memory.update of a memory not imported"] += 1
+            self.plan.ignore("memory.update of a memory not imported")
             return
         changes: dict[str, Any] = {}
         if payload.get("content") is not None:
             content = self._text(payload["content"], "content", "limits.content_bytes",
                                  required=True)
             if content != record.content:
-                changes["content"] = record.content = content
+                changes["content"] = content
         value = payload.get("importance")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = min(1.0, max(0.0, float(value)))
             if value != record.importance:
-                changes["importance"] = record.importance = value
+                changes["importance"] = value
         if not changes:
-            self.plan.ignored["memory.update without a change"] += 1
+            self.plan.ignore("memory.update without a change")
             return
         self._emit("memory.updated", {"memory": record.id, **changes}, f"memory:{key}")
+        record.content = changes.get("content", record.content)
+        record.importance = changes.get("importance", record.importance)
 
     def _memory_delete(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "memory_id"))
+        key = self._need(payload, "memory_id")
         record = self.memories.get(key)
         if record is None or record.id is None or record.forgotten:
-            self.plan.ignored["memory.delete of a memory not imported"] += 1
+            self.plan.ignore("memory.delete of a memory not imported")
             return
-        record.forgotten = True
         self._emit("memory.forgotten", {"memory": record.id,
                                         "reason": "deleted in mcp-engram"}, f"memory:{key}")
+        record.forgotten = True
 
     def _session_start(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "session_id"))
+        key = self._need(payload, "session_id")
         if derived_id(FORMAT, "session", key) in self.sessions:
-            self.plan.ignored["session.start of a session already started"] += 1
+            self.plan.ignore("session.start of a session already started")
             return
         self._session(key)
 
-    def _close(self, session_id: str, why: str) -> bool:
+    def _open(self, session_id: str, why: str) -> bool:
         if self.sessions.get(session_id) != "open":
-            self.plan.ignored[why] += 1
+            self.plan.ignore(why)
             return False
-        self.sessions[session_id] = "closed"
         return True
 
     def _session_end(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "session_id"))
+        key = self._need(payload, "session_id")
         session_id = self._session(key)
-        if not self._close(session_id, "session.end of a session already closed"):
+        if not self._open(session_id, "session.end of a session already closed"):
             return
         end_type = str(payload.get("end_type") or "handoff")
         reason = payload.get("interruption_reason")
@@ -524,20 +537,22 @@ class Reader:
                 "reason": reason if reason in INTERRUPTION_REASONS else "unknown",
                 "evidence": self._text(evidence, "evidence"),
                 "detected_by": FORMAT}, origin, session=session_id)
-            return
-        self._emit("session.ended", {"session_id": session_id, "outcome": None, "how": "exit"},
-                   origin, session=session_id)
+        else:
+            self._emit("session.ended", {"session_id": session_id, "outcome": None,
+                                         "how": "exit"}, origin, session=session_id)
+        self.sessions[session_id] = "closed"
 
     def _session_outcome(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "session_id"))
+        key = self._need(payload, "session_id")
         session_id = self._session(key)
-        if not self._close(session_id, "session.outcome after the session closed"):
+        if not self._open(session_id, "session.outcome after the session closed"):
             return
         outcome = payload.get("outcome")
         self._emit("session.ended", {
             "session_id": session_id,
             "outcome": outcome if outcome in ("success", "failure") else "unknown",
             "how": "exit"}, f"session:{key}", session=session_id)
+        self.sessions[session_id] = "closed"
 
 
 def _listed(value: Any) -> list[Any]:
@@ -565,5 +580,5 @@ def _summary(memory: _Memory) -> str:
     return ""
 
 
-def read(path: Path, check: Checker) -> Plan:
-    return Reader(path, check).read()
+def read(path: Path, check: Checker, source: Input) -> Plan:
+    return Reader(path, check, source).read()
