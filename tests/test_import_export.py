@@ -7,14 +7,16 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
 import pytest
 
-from conftest import cli, git
+from conftest import ACTOR, cli, git
+from engram import events as ev
 from engram.api import Engram
-from engram.interop import detect
+from engram.interop import detect, from_micros
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 MCP_ENGRAM = FIXTURES / "mcp-engram"
@@ -358,6 +360,148 @@ def test_import_reports_as_json(home_store: Engram) -> None:
 
 
 # -- untrusted input -------------------------------------------------------------------------
+
+LINUS = "Linus Torvalds <torvalds@example.org>"
+
+
+def _event(kind: str, data: dict[str, object], *, actor: str = LINUS, machine: str = "laptop",
+           clock: int | None = None, session: str | None = None) -> bytes:
+    """An event line as `engram export` writes it (an hour old unless `clock` says)."""
+    clock = clock or time.time_ns() // 1000 - 3_600_000_000
+    return ev.Event(id=ev.new_event_id(clock // 1000), kind=kind, clock=clock,
+                    time=ev.format_time(from_micros(clock)), actor=actor, session=session,
+                    machine=machine, data=data).to_line()
+
+
+def _memory(content: str = "The deploy runs from main only", **fields: object) -> dict[str, object]:
+    return {"memory": ev.new_entity_id(), "content": content, "kind": "fact", "tags": [],
+            "scope": None, "source": "user-said", "importance": 0.5, "valid_from": None,
+            "valid_until": None, **fields}
+
+
+HOSTILE_EXPORT = [  # (line, what the report says of it)
+    (lambda: _event("memory.created", _memory("x" * 200_000)),
+     "content is 200000 bytes, over the limit of 32768 (setting limits.content_bytes)"),
+    (lambda: _event("memory.created", _memory(tags=["../../etc"])),
+     "tag '../../etc' must not be an absolute path or contain '..'"),
+    (lambda: _event("memory.created", _memory(scope="a scope")),
+     "scope 'a scope' may hold only letters, digits"),
+    (lambda: _event("task.created", {"task": "t1aaaaaaaaaa", "name": "Deploy\nrm -rf /",
+                                     "goal": "", "status": "open", "parent": None,
+                                     "tags": []}),
+     "name must be one line"),
+    (lambda: _event("task.created", {"task": "t2aaaaaaaaaa", "name": "../../etc/passwd",
+                                     "goal": "", "status": "open", "parent": None,
+                                     "tags": []}),
+     "task name '../../etc/passwd' must not be an absolute path"),
+    (lambda: _event("memory.created", _memory(kind="nonsense")), "unknown memory kind"),
+    (lambda: _event("memory.created", _memory(), actor="Mallory\nCo-authored-by: Linus"),
+     "actor 'Mallory\\nCo-authored-by: Linus' must be one line"),
+    (lambda: _event("memory.created", _memory(), machine="box\x1b[2J"),
+     "machine contains a control character (U+001B)"),
+    (lambda: _event("memory.created", _memory(note="kept?")),
+     "memory.created with unknown field(s) 'note'"),
+    (lambda: _event("memory.created", _memory(), clock=4_000_000_000_000_000),
+     "days ahead of this machine's time"),
+    (lambda: _event("memory.created", _memory(), session="../x"), "is not a session id"),
+    (lambda: _event("checkpoint.saved", {"task": "t3aaaaaaaaaa", "checkpoint": "c1aaaaaaaaaa",
+                                         "seq": 1, "reason": "handoff",
+                                         "next": ["a step"] * 2 + [f"step {i}" for i in
+                                                                   range(300)]}),
+     "next has 302 items, over the limit of 200 (setting limits.list_items)"),
+    (lambda: _event("checkpoint.saved", {"task": "t3aaaaaaaaaa", "checkpoint": "c2aaaaaaaaaa",
+                                         "seq": 1, "reason": "handoff",
+                                         "working_set": {"files": [{"path": "/etc/shadow",
+                                                                    "commit": None}]}}),
+     "working-set file '/etc/shadow' must be a path inside the repository"),
+    (lambda: _event("session.started", {"session_id": "s1aaaaaaaaaa", "agent": "evil",
+                                        "pid": 1, "head": None}),
+     "agent 'evil' is not one of"),
+    (lambda: _event("memory.created", _memory(origin={"format": "engram", "id": "x",
+                                                      "actor": "a\nb"})),
+     "origin actor 'a\\nb' must be one line"),
+    (lambda: _event("plugin.installed", {"url": "https://example.org/x.sh"}),
+     "event kind 'plugin.installed' is not one this Engram writes"),
+]
+
+
+def test_an_export_is_checked_like_a_write_and_a_bad_record_is_skipped(
+        home_store: Engram, tmp_path: Path) -> None:
+    """Engram's own format gets the checks of the API: each bad line is skipped and reported
+    with its number and why, and the good lines around them are imported."""
+    source = tmp_path / "export.jsonl"
+    good = _event("memory.created", _memory("Staging is rebuilt every night"))
+    lines = [good] + [make() for make, _ in HOSTILE_EXPORT] + [
+        _event("memory.created", _memory("Releases are tagged vX.Y.Z"))]
+    source.write_bytes(b"".join(lines))
+    result = cli("import", str(source))
+    assert result.exit_code == 0, result.stderr
+    assert f"skipped {len(HOSTILE_EXPORT)} damaged or refused source records" in result.stdout
+    reported = [line.strip() for line in result.stdout.splitlines() if line.startswith("    ")]
+    assert len(reported) == len(HOSTILE_EXPORT)
+    for number, ((_, why), line) in enumerate(zip(HOSTILE_EXPORT, reported, strict=True),
+                                              start=2):
+        assert line.startswith(f"{source}:{number}: "), line
+        assert why in line, (why, line)
+        assert "\n" not in line and "\x1b" not in line
+    engram = Engram()
+    assert sorted(m.content for m in engram.memories()) == [
+        "Releases are tagged vX.Y.Z", "Staging is rebuilt every night"]
+    assert engram.tasks(include_closed=True) == [] and engram.sessions() == []
+    assert engram.verify()["ok"]
+
+
+def test_a_secret_in_an_export_is_refused_or_redacted_like_in_a_write(
+        home_store: Engram, tmp_path: Path) -> None:
+    key = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
+    source = tmp_path / "export.jsonl"
+    source.write_bytes(_event("memory.created", _memory(f"CI pushes with {key}")) +
+                       _event("memory.created", _memory("tagged", tags=[key.lower()])))
+    report = Engram().import_from(source, dry_run=True)
+    assert [w for w, _ in report.skipped] == [f"{source}:1", f"{source}:2"]
+    assert "--redact" in report.skipped[0][1] and key not in str(report.skipped)
+    assert "--redact" not in report.skipped[1][1]  # a tag cannot be redacted
+    report = Engram().import_from(source, redact=True)
+    assert [w for w, _ in report.skipped] == [f"{source}:2"]
+    [memory] = Engram().memories()
+    assert memory.content == "CI pushes with [REDACTED:GitHub token]"
+
+
+def test_imported_events_are_written_by_the_importer_with_the_author_as_provenance(
+        home_store: Engram, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export may say anything about who wrote it: the import is written in the name of
+    whoever runs it, and the author it claims is kept only in `data.origin`."""
+    ada = "Ada Lovelace <ada@example.com>"
+    report = home_store.import_from(ENGRAM_EXPORT)
+    assert report.added and not report.skipped
+    root = home_store.personal.root
+    imported = [e for e in Engram().export_events() if e.kind != "store.created"]
+    assert {e.actor for e in imported} == {ACTOR}
+    assert {e.machine for e in imported} == {None}
+    assert {e.data["origin"]["actor"] for e in imported} == {ada}
+    assert {e.data["origin"]["machine"] for e in imported} == {"laptop"}
+    exported = [json.loads(line) for line in ENGRAM_EXPORT.read_text().splitlines()]
+    assert {e.data["origin"]["id"] for e in imported} == {
+        e["id"] for e in exported if e["kind"] != "store.created"}
+    assert not {e.id for e in imported} & {e["id"] for e in exported}
+    assert git(root, "log", "-1", "--format=%an <%ae>").strip() == ACTOR
+    assert "Ada" not in git(root, "log", "-1", "--format=%B")
+    assert "Ada" not in cli("log").stdout
+    assert Engram().import_from(ENGRAM_EXPORT).added == []
+    ours = tmp_path / "ours.jsonl"
+    home_store.export(ours)
+    # Ada restores her own archive: her events come back unchanged, byte for byte.
+    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "ada"))
+    monkeypatch.setenv("ENGRAM_ACTOR", ada)
+    mine = Engram()
+    mine.init()
+    mine.import_from(ENGRAM_EXPORT)
+    assert imported_lines(Engram()) == sorted(
+        line.encode() + b"\n" for line in ENGRAM_EXPORT.read_text().splitlines()
+        if '"kind":"store.created"' not in line)
+    # What was rebuilt from her events is recognised as hers: nothing comes back twice.
+    assert Engram().import_from(ours).added == []
+
 
 def _with_long_line(fmt: str, tmp_path: Path) -> Path:
     """A source of each format with a 2 MB line after its first line."""

@@ -14,11 +14,14 @@ Formats:
   older days gzipped): tasks, checkpoints, handoffs, progress, failures, memories, sessions.
 - `mcp-memory`: the knowledge graph file (`memory.jsonl`) of the official MCP memory server:
   entities with observations, and relations.
-- `engram`: Engram's own JSON Lines export (`engram export`), events kept exactly as they are.
+- `engram`: Engram's own JSON Lines export (`engram export`): an event written by the importing
+  actor and passing the checks unchanged is kept exactly as it is; any other is written anew by
+  the importing actor, its author kept in `data.origin`.
 
 Every imported record can be traced back: events built from another tool carry
-`data.origin = {"format": ..., "id": <the record's id there>, ...}`; events of Engram's own
-export keep their ids, so they are their own provenance.
+`data.origin = {"format": ..., "id": <the record's id there>, ...}`; an event of Engram's own
+export is either kept as it is (its id is its provenance) or carries
+`data.origin = {"format": "engram", "id": <its id>, "actor": <its author>, ...}`.
 
 Importing twice adds nothing. Events of `mcp-engram` are derived deterministically from the
 source (ids, clocks and times come from the source's own ids, sequence numbers and timestamps),
@@ -33,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -55,6 +58,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 SKIPPED_SHOWN = 100
 IGNORED_REASONS = 50
 _SKIP_CHUNK = 1 << 20  # how much of an over-long line is read at a time, to pass over it
+KNOWN_VALUES = 10_000  # names and authors whose check is remembered during one import
 LINE_BYTES = SETTINGS["limits.import_line_bytes"].default
 TOTAL_BYTES = SETTINGS["limits.import_bytes"].default
 
@@ -63,9 +67,10 @@ TOTAL_BYTES = SETTINGS["limits.import_bytes"].default
 class Record:
     """One event an import would write.
 
-    `event` is set when the whole event is fixed by the source (kept exactly, recognised by
-    its id on a second import); otherwise the event is written now, by this actor, and `key`
-    is the id of the record it creates (recognised by that id on a second import).
+    `event` is set when the whole event is fixed by the source (recognised by its id on a
+    second import, or by one of `sources`, the ids of the exported events it was rebuilt
+    from); otherwise the event is written now, by this actor, and `key` is the id of the record
+    it creates (recognised by that id on a second import).
     """
 
     kind: str
@@ -73,6 +78,7 @@ class Record:
     where: str
     event: ev.Event | None = None
     key: str | None = None
+    sources: tuple[str, ...] = ()
 
 
 @dataclass
@@ -164,19 +170,50 @@ class Input:
 
 
 class Checker:
-    """The store's input checks (limits, secret scanning) as the readers use them."""
+    """The store's input checks (limits, names, paths, secret scanning) as the readers use
+    them: a failed check raises a `UsageError` whose message says why. What an input repeats
+    (its authors, tags, names) is checked once."""
 
     def __init__(self, checks: Any, *, redact: bool = False) -> None:
         self.checks = checks  # engram.validation.Checks
         self.redact = redact
+        self._known: dict[tuple[Any, ...], Any] = {}
+
+    def once(self, key: tuple[Any, ...], check: Callable[[], Any]) -> Any:
+        """`check()`, or what it returned for the same `key` before (a failure is not kept)."""
+        if key in self._known:
+            return self._known[key]
+        value = check()
+        if len(self._known) < KNOWN_VALUES:
+            self._known[key] = value
+        return value
 
     def text(self, value: str, field: str, limit: str = "limits.text_bytes") -> str:
         if limit.endswith("_chars"):  # a title: cut to fit rather than refuse the import
             value = ev.one_line(value, self.checks.limit(limit))
         return self.checks.text(value, field=field, limit=limit, redact=self.redact)
 
-    def file(self, path: str) -> dict[str, Any]:
+    def items(self, values: Any, field: str) -> list[str]:
+        return self.checks.items(values, field=field, redact=self.redact)
+
+    def name(self, value: Any, what: str) -> str | None:
+        if not isinstance(value, str):
+            return self.checks.optional_name(value, what=what)
+        return self.once(("name", what, value),
+                         lambda: self.checks.optional_name(value, what=what))
+
+    def tags(self, values: Iterable[Any]) -> list[str]:
+        if isinstance(values, str) or not isinstance(values, (list, tuple)):
+            raise UsageError("tags must be a list of text")
+        if not all(isinstance(v, str) for v in values):
+            return list(self.checks.tags(values))
+        return list(self.once(("tags", *values), lambda: self.checks.tags(values)))
+
+    def file(self, path: Any) -> dict[str, Any]:
         return self.checks.file(path)
+
+    def files(self, values: Any) -> list[dict[str, Any]]:
+        return self.checks.files(values)
 
     def scan(self, value: str, field: str) -> None:
         """Refuse a credential in text that cannot be changed on the way in."""

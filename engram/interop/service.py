@@ -87,7 +87,7 @@ class Interop:
         known_memories = proj.memories_by_id([r.key for r in plan.records if r.key])
         for record in plan.records:
             if record.event is not None:
-                if proj.event(record.event.id) is not None:
+                if any(proj.event(i) is not None for i in (record.event.id, *record.sources)):
                     continue
             elif record.key in known_memories:
                 continue
@@ -131,7 +131,7 @@ class Interop:
             return mcp_memory.read(source, check, reader)
         from . import engram_jsonl
 
-        return engram_jsonl.read(source, check, reader)
+        return engram_jsonl.read(source, check, reader, self.actor(store))
 
     def _append_fixed(self, store: Store, events: list[ev.Event]) -> None:
         """Append events whose ids, clocks and times are fixed (they come from elsewhere).
