@@ -579,3 +579,67 @@ def test_a_gzip_bomb_stops_at_the_size_limit_in_little_memory(home_store: Engram
     assert "over the limit of 268435456 bytes (setting limits.import_bytes" in done.stderr
     assert peak_kib < 200 * 1024, f"peak RSS {peak_kib} KiB"
     assert store_state(home_store) == before
+
+
+def _log_line(seq: object, kind: str, payload: dict[str, object]) -> str:
+    """A line of mcp-engram's log, an hour old."""
+    moment = ev.format_time(from_micros(time.time_ns() // 1000 - 3_600_000_000))
+    return json.dumps({"ts": moment, "seq": seq, "kind": kind, "payload": payload,
+                       "engram_version": "0.20.1", "schema_version": 1}) + "\n"
+
+
+def test_an_mcp_engram_log_is_checked_like_writes(home_store: Engram, tmp_path: Path) -> None:
+    day = tmp_path / "events" / "events-20260601.jsonl"
+    day.parent.mkdir()
+    lines = [
+        _log_line(1, "task.create", {"task_id": 1, "name": "Ship the API", "goal": "v1"}),
+        _log_line(2, "memory.store", {"memory_id": 1, "content": "x" * 200_000}),
+        _log_line(3, "task.create", {"task_id": 2, "name": "../../etc/passwd"}),
+        _log_line(4, "checkpoint.write", {"checkpoint_id": 1, "task_id": 1, "state": {
+            "preferred_next": [f"step {i}" for i in range(500)]}}),
+        _log_line(5, "task.update", {"task_id": "7" * 200, "status": "done"}),
+        _log_line({"not": "a number"}, "memory.store", {"memory_id": 2,
+                                                        "content": "Rate limits are per key"}),
+        _log_line(7, "weird\x1b[2Jkind", {}),
+        _log_line(8, "memory.store", {"memory_id": 3, "content": "The gateway is nginx",
+                                      "metadata": {"type": "failure",
+                                                   "component": "ghp_" + "a1B2c3D4e5" * 4}}),
+        _log_line(9, "memory.store", {"memory_id": 4, "content": "Keys rotate monthly",
+                                      "metadata": {"task_id": 1}}),
+    ]
+    day.write_text("".join(lines))
+    report = home_store.import_from(tmp_path, format="mcp-engram")
+    assert [where for where, _ in report.skipped] == [f"{day}:{n}" for n in (2, 3, 4, 5, 6, 8)]
+    why = dict(report.skipped)
+    assert "content is 200000 bytes, over the limit of 32768" in why[f"{day}:2"]
+    assert "task name '../../etc/passwd' must not be an absolute path" in why[f"{day}:3"]
+    assert "next has 500 items, over the limit of 200 (setting limits.list_items)" in \
+        why[f"{day}:4"]
+    assert "is not an id (one line of at most 128 characters)" in why[f"{day}:5"]
+    assert "is not a whole number" in why[f"{day}:6"]
+    assert "looks like a secret" in why[f"{day}:8"]
+    assert report.ignored == {"'weird\\x1b[2Jkind' (not a kind)": 1}
+    engram = Engram()
+    [task] = engram.tasks()
+    assert task.name == "Ship the API" and task.checkpoints == ()
+    assert [m.content for m in engram.memories()] == ["Keys rotate monthly"]
+    assert engram.verify()["ok"]
+
+
+def test_an_mcp_memory_graph_is_checked_like_writes(home_store: Engram,
+                                                    tmp_path: Path) -> None:
+    source = tmp_path / "memory.jsonl"
+    token = "ghp_" + "a1B2c3D4e5" * 4
+    source.write_text("\n".join(json.dumps(item) for item in [
+        {"type": "entity", "name": "api", "entityType": "service",
+         "observations": ["Written in Go", "x" * 40_000]},
+        {"type": "entity", "name": "deploy", "entityType": token, "observations": ["nightly"]},
+        {"type": "entity", "name": "billing", "entityType": "service",
+         "observations": ["Owned by Priya"]},
+    ]))
+    report = home_store.import_from(source)
+    assert [where for where, _ in report.skipped] == [f"{source}:1", f"{source}:2"]
+    assert "content is 40005 bytes, over the limit of 32768" in report.skipped[0][1]
+    assert "tag contains what looks like a secret" in report.skipped[1][1]
+    assert token not in str(report.to_dict())
+    assert [m.content for m in Engram().memories()] == ["billing: Owned by Priya"]

@@ -11,9 +11,8 @@ relation becomes
 what it says, so importing the graph again adds only what is new in it. The graph keeps no times,
 so the memories are written now, by whoever imports them.
 
-A line that is not JSON, not an entity or relation as the server writes them, or whose
-memories fail the checks (limits, secrets), is skipped and reported with its number; the rest
-is imported.
+A line that is not JSON, or whose memories fail the checks every write passes (limits, tags,
+secrets), is skipped and reported with its number; the rest is imported.
 """
 
 from __future__ import annotations
@@ -80,8 +79,8 @@ def _memories(item: dict[str, Any], check: Checker) -> list[tuple[str, dict[str,
         return value.strip()
 
     def tags(text: str) -> list[str]:
-        tag = slug_name(text.lower())
-        return [tag] if tag else []
+        tag = slug_name(text.lower(), check.checks.limit("limits.name_chars"))
+        return check.tags([tag] if tag else [])
 
     found: list[tuple[str, dict[str, Any]]] = []
 
@@ -92,7 +91,8 @@ def _memories(item: dict[str, Any], check: Checker) -> list[tuple[str, dict[str,
             "content": check.text(content, "content", "limits.content_bytes"),
             "kind": "fact", "tags": tags, "scope": None, "source": "agent-inferred",
             "importance": 0.5, "valid_from": None, "valid_until": None,
-            "origin": {"format": FORMAT, "id": origin},
+            "origin": {"format": FORMAT, "id": check.text(origin, "origin id",
+                                                          "limits.item_bytes")},
         }
         probe = ev.Event(id=ev.new_event_id(), kind="memory.created", clock=0,
                          time=ev.format_time(ev.utc_now()), actor="-", session=None,
