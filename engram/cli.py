@@ -1160,14 +1160,15 @@ register_sync(main)
               default=None, help="What PATH holds (default: told from its layout and content).")
 @click.option("--dry-run", is_flag=True, help="Show what would be added; write nothing.")
 @click.option("--redact", is_flag=True,
-              help="Store detected secrets as [REDACTED:type] instead of refusing the import.")
+              help="Store detected secrets as [REDACTED:type] instead of skipping their records.")
 @store_options
 @json_option
 @click.pass_context
 def import_(ctx: click.Context, path: str, fmt: str | None, dry_run: bool, redact: bool,
             project: bool, personal: bool, as_json: bool) -> None:
     """Bring in an mcp-engram data directory, an MCP memory server's memory.jsonl, or a file
-    written by `engram export`. Importing the same source again adds nothing."""
+    written by `engram export`. Every record is checked like a write; one that fails is skipped
+    and reported. Importing the same source again adds nothing."""
     engram = _engram(ctx, project, personal)
     report = engram.import_from(path, format=fmt, dry_run=dry_run, redact=redact)
     if as_json:
@@ -1184,6 +1185,13 @@ def import_(ctx: click.Context, path: str, fmt: str | None, dry_run: bool, redac
         click.echo(f"  {report.already} already in the store, not added again")
     for reason, count in sorted(report.ignored.items()):
         click.echo(f"  not imported: {count} × {reason}")
+    if report.skipped_count:
+        click.echo(f"  skipped {report.skipped_count} damaged or refused source records "
+                   "(the rest is imported):")
+        for where, why in report.skipped:
+            click.echo(f"    {where}: {why}")
+        if report.skipped_count > len(report.skipped):
+            click.echo(f"    and {report.skipped_count - len(report.skipped)} more")
     if dry_run:
         click.echo("dry run: nothing written; run again without --dry-run to import")
     elif report.commit:

@@ -79,6 +79,12 @@ SETTINGS: dict[str, Setting] = {
                 "Largest handoff package file (`engram handoff --from`), in bytes.", minimum=1),
         Setting("limits.citation_lines", 200, int, "Most lines one discovery citation may cite.",
                 minimum=1),
+        Setting("limits.import_line_bytes", 16_777_216, int,
+                "Longest line `engram import` reads, in bytes; a longer line is skipped and "
+                "reported.", minimum=1),
+        Setting("limits.import_bytes", 268_435_456, int,
+                "Most bytes one `engram import` reads, counted after decompression; over it, "
+                "nothing is imported.", minimum=1),
         Setting("secrets.scan", True, bool,
                 "Refuse content that looks like a credential before it reaches disk."),
         Setting("secrets.entropy", False, bool,
@@ -442,7 +448,8 @@ class Settings:
 # Settings that protect the user or decide what runs and what is downloaded. A project's
 # config.yaml is written by whoever can push to the repository: these are read only from the
 # user's own (personal) configuration and the environment, never from a project store.
-PERSONAL_ONLY = frozenset({"actor", "search.model"}
+PERSONAL_ONLY = frozenset({"actor", "search.model", "limits.import_line_bytes",
+                           "limits.import_bytes"}
                           | {k for k in SETTINGS if k.startswith("secrets.")})
 SAFE_MODELS = ("builtin", "off")  # what a project may choose: nothing downloaded or loaded
 

@@ -6,7 +6,8 @@ the state folded from it (what a command reads after a pull brings someone else'
 store's config.yaml (`config.parse_config`); a handoff package (`--from FILE`:
 `checkpoints.parse_package`, then `normalise`); dates and ages (`memories.parse_moment`); a
 discovery's citations (`discovery.parse`); an MCP client's configuration file as
-`engram mcp install` edits it; and the input checks themselves (`validation`).
+`engram mcp install` edits it; a file given to `engram import`, in each of its formats
+(`engram.interop`); and the input checks themselves (`validation`).
 
 `tests/corpus/<parser>/<name>` keeps inputs the fuzzing found (and a few it should keep
 finding); `test_the_corpus_replays_cleanly` replays them all in the quick suite. The fuzzing
@@ -179,6 +180,36 @@ def client_config(data: bytes, name: str = "config.toml") -> None:
             assert "engram" in orjson.loads(change.text)["mcpServers"]
 
 
+def import_file(data: bytes, name: str = "") -> None:
+    """A file given to `engram import`, read as each format: every record comes out checked
+    (an event readers accept) or skipped with a one-line reason; only the size limit stops."""
+    from engram.interop import Checker, Input, Plan, engram_jsonl, mcp_engram, mcp_memory
+
+    readers: dict[str, Callable[..., Plan]] = {
+        "engram": lambda path, check, source: engram_jsonl.read(
+            path, check, source, "Fuzz <fuzz@example.com>"),
+        "mcp-engram": mcp_engram.read, "mcp-memory": mcp_memory.read}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "events-20260101.jsonl"
+        path.write_bytes(data)
+        for fmt, read in readers.items():
+            source = Input(Plan(fmt, path), line_bytes=4096, total_bytes=1 << 20)
+            try:
+                plan = read(path, Checker(_CHECKS), source)
+            except UsageError as exc:
+                assert "limits.import_bytes" in str(exc) and "\n" not in str(exc)
+                continue
+            assert plan.skipped_count >= len(plan.skipped)
+            for where, why in plan.skipped:
+                assert where.startswith(f"{path}:") and why.isprintable() and len(why) <= 300
+            for record in plan.records:
+                if record.event is not None:
+                    assert ev.parse_line(record.event.to_line()[:-1]) == record.event
+                else:
+                    ev.check_payload(record.kind, record.data)
+                    orjson.dumps(record.data)
+
+
 PARSERS: dict[str, Callable[[bytes, str], None]] = {
     "client-config": client_config,
     "event-line": event_line,
@@ -188,6 +219,7 @@ PARSERS: dict[str, Callable[[bytes, str], None]] = {
     "moment": moment_text,
     "citations": citations_text,
     "checks": checked_text,
+    "import": import_file,
 }
 
 
@@ -367,3 +399,46 @@ def test_fuzz_claude_config_files(data: bytes) -> None:
     lambda data: data.decode("utf-8", "surrogateescape")))
 def test_fuzz_the_input_checks(text: str) -> None:
     checked_text(text.encode("utf-8", "surrogateescape"))
+
+
+MCP_ENGRAM_KINDS = ["task.create", "task.spawn", "task.retry", "task.update", "checkpoint.write",
+                    "memory.store", "memory.update", "memory.delete", "session.start",
+                    "session.end", "session.outcome", "drift.detected", "x"]
+MCP_ENGRAM_FIELDS = ["task_id", "parent_task_id", "retry_of_task_id", "attempt", "name", "goal",
+                     "status", "checkpoint_id", "state", "source_memory_id",
+                     "source_session_id", "version", "checkpoint_reason", "memory_id",
+                     "content", "importance", "category", "metadata", "session_id",
+                     "end_type", "interruption_reason", "interruption_context", "outcome",
+                     "user_id"]
+
+
+@st.composite
+def mcp_engram_lines(draw: st.DrawFn) -> bytes:
+    payload = {name: draw(plausible | st.integers(0, 3)) for name in draw(
+        st.lists(st.sampled_from(MCP_ENGRAM_FIELDS), max_size=6))}
+    for name in ("metadata", "state"):
+        if name in payload and draw(st.booleans()):
+            payload[name] = draw(st.dictionaries(st.sampled_from(
+                ["type", "task_id", "component", "error", "feature", "blockers", "completion",
+                 "preferred_next", "working_set", "must_not_redo", "goal"]), plausible,
+                max_size=4))
+    return orjson.dumps({"ts": draw(moments), "seq": draw(json_scalars),
+                         "kind": draw(st.sampled_from(MCP_ENGRAM_KINDS)), "payload": payload,
+                         "schema_version": draw(st.sampled_from([1, 1, 1, 2]))})
+
+
+mcp_memory_lines = st.fixed_dictionaries(
+    {"type": st.sampled_from(["entity", "relation", "x"])},
+    optional={"name": plausible, "entityType": plausible, "observations": plausible,
+              "from": plausible, "to": plausible, "relationType": plausible}).map(orjson.dumps)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(st.lists(events().map(line_of) | mcp_engram_lines() | mcp_memory_lines |
+                st.sampled_from([b"", b"<<<<<<< HEAD", b"{", b"\xff", b"x" * 5000]) |
+                st.binary(max_size=40), max_size=12))
+def test_fuzz_import_files(lines: list[bytes]) -> None:
+    import_file(b"\n".join(lines))

@@ -5,13 +5,18 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import subprocess
+import sys
+import time
+import zlib
 from pathlib import Path
 
 import pytest
 
-from conftest import cli, git
+from conftest import ACTOR, cli, git
+from engram import events as ev
 from engram.api import Engram
-from engram.interop import DamagedInputError, detect
+from engram.interop import detect, from_micros
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 MCP_ENGRAM = FIXTURES / "mcp-engram"
@@ -172,7 +177,7 @@ def _damage_mcp_engram(tmp_path: Path) -> tuple[Path, str]:
     lines = day.read_text().splitlines(keepends=True)
     lines[2] = lines[2][:40] + "\n"  # a line cut short
     day.write_text("".join(lines))
-    return source, f"{day}:3: invalid JSON"
+    return source, f"{day}:3: invalid JSON (unexpected end of data)"
 
 
 def _damage_mcp_engram_gzip(tmp_path: Path) -> tuple[Path, str]:
@@ -180,7 +185,7 @@ def _damage_mcp_engram_gzip(tmp_path: Path) -> tuple[Path, str]:
     shutil.copytree(MCP_ENGRAM, source)
     day = source / "events" / "events-20260510.jsonl.gz"
     day.write_bytes(day.read_bytes()[:300])  # a truncated gzip stream
-    return source, f"{day}:"
+    return source, f"{day}:"  # the line where the stream breaks
 
 
 def _damage_mcp_memory(tmp_path: Path) -> tuple[Path, str]:
@@ -201,16 +206,18 @@ def _damage_engram_export(tmp_path: Path) -> tuple[Path, str]:
 
 @pytest.mark.parametrize("damage", [_damage_mcp_engram, _damage_mcp_engram_gzip,
                                     _damage_mcp_memory, _damage_engram_export])
-def test_damaged_input_is_one_clear_line_and_nothing_is_written(
+def test_a_damaged_line_is_skipped_and_reported_and_the_rest_imported(
         home_store: Engram, tmp_path: Path, damage) -> None:
     source, expected = damage(tmp_path)
-    before = store_state(home_store)
     result = cli("import", str(source))
-    assert result.exit_code == 2
-    assert result.stderr.count("\n") == 1
-    assert result.stderr.startswith(f"error: {expected}")
-    assert "nothing was imported" in result.stderr
-    assert store_state(home_store) == before
+    assert result.exit_code == 0, result.stderr
+    assert "skipped 1 damaged or refused source records" in result.stdout
+    [reported] = [line.strip() for line in result.stdout.splitlines()
+                  if line.startswith("    ")]
+    assert reported.startswith(expected)
+    engram = Engram()
+    assert len(engram.export_events()) > 2  # more than the store's own event and one more
+    assert engram.verify()["ok"]
 
 
 def test_a_secret_in_the_input_is_refused_unless_redacted(home_store: Engram,
@@ -218,15 +225,16 @@ def test_a_secret_in_the_input_is_refused_unless_redacted(home_store: Engram,
     source = tmp_path / "memory.jsonl"
     key = "sk-ant-" + "a1B2c3D4" * 5
     source.write_text(json.dumps({"type": "entity", "name": "deploy", "entityType": "job",
-                                  "observations": [f"uses the key {key}"]}))
-    before = store_state(home_store)
-    with pytest.raises(DamagedInputError) as caught:
-        Engram().import_from(source)
-    assert f"{source}:1: content contains what looks like a secret" in str(caught.value)
-    assert "--redact" in str(caught.value)
-    assert store_state(home_store) == before
+                                  "observations": [f"uses the key {key}"]}) + "\n" +
+                      json.dumps({"type": "entity", "name": "api", "entityType": "service",
+                                  "observations": ["Written in Go"]}))
+    report = Engram().import_from(source)
+    [(where, why)] = report.skipped
+    assert where == f"{source}:1" and why.startswith("content contains what looks like a secret")
+    assert "--redact" in why and key not in why
+    assert [m.content for m in Engram().memories()] == ["api: Written in Go"]
     Engram().import_from(source, redact=True)
-    [memory] = Engram().memories()
+    [memory] = [m for m in Engram().memories() if m.content.startswith("deploy")]
     assert key not in memory.content and "[REDACTED:" in memory.content
 
 
@@ -349,3 +357,289 @@ def test_import_reports_as_json(home_store: Engram) -> None:
     assert report["format"] == "mcp-memory" and report["dry_run"] is True
     assert report["added"] == 8 and report["by_kind"] == {"memory.created": 8}
     assert len(report["events"]) == 8
+
+
+# -- untrusted input -------------------------------------------------------------------------
+
+LINUS = "Linus Torvalds <torvalds@example.org>"
+
+
+def _event(kind: str, data: dict[str, object], *, actor: str = LINUS, machine: str = "laptop",
+           clock: int | None = None, session: str | None = None) -> bytes:
+    """An event line as `engram export` writes it (an hour old unless `clock` says)."""
+    clock = clock or time.time_ns() // 1000 - 3_600_000_000
+    return ev.Event(id=ev.new_event_id(clock // 1000), kind=kind, clock=clock,
+                    time=ev.format_time(from_micros(clock)), actor=actor, session=session,
+                    machine=machine, data=data).to_line()
+
+
+def _memory(content: str = "The deploy runs from main only", **fields: object) -> dict[str, object]:
+    return {"memory": ev.new_entity_id(), "content": content, "kind": "fact", "tags": [],
+            "scope": None, "source": "user-said", "importance": 0.5, "valid_from": None,
+            "valid_until": None, **fields}
+
+
+HOSTILE_EXPORT = [  # (line, what the report says of it)
+    (lambda: _event("memory.created", _memory("x" * 200_000)),
+     "content is 200000 bytes, over the limit of 32768 (setting limits.content_bytes)"),
+    (lambda: _event("memory.created", _memory(tags=["../../etc"])),
+     "tag '../../etc' must not be an absolute path or contain '..'"),
+    (lambda: _event("memory.created", _memory(scope="a scope")),
+     "scope 'a scope' may hold only letters, digits"),
+    (lambda: _event("task.created", {"task": "t1aaaaaaaaaa", "name": "Deploy\nrm -rf /",
+                                     "goal": "", "status": "open", "parent": None,
+                                     "tags": []}),
+     "name must be one line"),
+    (lambda: _event("task.created", {"task": "t2aaaaaaaaaa", "name": "../../etc/passwd",
+                                     "goal": "", "status": "open", "parent": None,
+                                     "tags": []}),
+     "task name '../../etc/passwd' must not be an absolute path"),
+    (lambda: _event("memory.created", _memory(kind="nonsense")), "unknown memory kind"),
+    (lambda: _event("memory.created", _memory(), actor="Mallory\nCo-authored-by: Linus"),
+     "actor 'Mallory\\nCo-authored-by: Linus' must be one line"),
+    (lambda: _event("memory.created", _memory(), machine="box\x1b[2J"),
+     "machine contains a control character (U+001B)"),
+    (lambda: _event("memory.created", _memory(note="kept?")),
+     "memory.created with unknown field(s) 'note'"),
+    (lambda: _event("memory.created", _memory(), clock=4_000_000_000_000_000),
+     "days ahead of this machine's time"),
+    (lambda: _event("memory.created", _memory(), session="../x"), "is not a session id"),
+    (lambda: _event("checkpoint.saved", {"task": "t3aaaaaaaaaa", "checkpoint": "c1aaaaaaaaaa",
+                                         "seq": 1, "reason": "handoff",
+                                         "next": ["a step"] * 2 + [f"step {i}" for i in
+                                                                   range(300)]}),
+     "next has 302 items, over the limit of 200 (setting limits.list_items)"),
+    (lambda: _event("checkpoint.saved", {"task": "t3aaaaaaaaaa", "checkpoint": "c2aaaaaaaaaa",
+                                         "seq": 1, "reason": "handoff",
+                                         "working_set": {"files": [{"path": "/etc/shadow",
+                                                                    "commit": None}]}}),
+     "working-set file '/etc/shadow' must be a path inside the repository"),
+    (lambda: _event("session.started", {"session_id": "s1aaaaaaaaaa", "agent": "evil",
+                                        "pid": 1, "head": None}),
+     "agent 'evil' is not one of"),
+    (lambda: _event("memory.created", _memory(origin={"format": "engram", "id": "x",
+                                                      "actor": "a\nb"})),
+     "origin actor 'a\\nb' must be one line"),
+    (lambda: _event("plugin.installed", {"url": "https://example.org/x.sh"}),
+     "event kind 'plugin.installed' is not one this Engram writes"),
+]
+
+
+def test_an_export_is_checked_like_a_write_and_a_bad_record_is_skipped(
+        home_store: Engram, tmp_path: Path) -> None:
+    """Engram's own format gets the checks of the API: each bad line is skipped and reported
+    with its number and why, and the good lines around them are imported."""
+    source = tmp_path / "export.jsonl"
+    good = _event("memory.created", _memory("Staging is rebuilt every night"))
+    lines = [good] + [make() for make, _ in HOSTILE_EXPORT] + [
+        _event("memory.created", _memory("Releases are tagged vX.Y.Z"))]
+    source.write_bytes(b"".join(lines))
+    result = cli("import", str(source))
+    assert result.exit_code == 0, result.stderr
+    assert f"skipped {len(HOSTILE_EXPORT)} damaged or refused source records" in result.stdout
+    reported = [line.strip() for line in result.stdout.splitlines() if line.startswith("    ")]
+    assert len(reported) == len(HOSTILE_EXPORT)
+    for number, ((_, why), line) in enumerate(zip(HOSTILE_EXPORT, reported, strict=True),
+                                              start=2):
+        assert line.startswith(f"{source}:{number}: "), line
+        assert why in line, (why, line)
+        assert "\n" not in line and "\x1b" not in line
+    engram = Engram()
+    assert sorted(m.content for m in engram.memories()) == [
+        "Releases are tagged vX.Y.Z", "Staging is rebuilt every night"]
+    assert engram.tasks(include_closed=True) == [] and engram.sessions() == []
+    assert engram.verify()["ok"]
+
+
+def test_a_secret_in_an_export_is_refused_or_redacted_like_in_a_write(
+        home_store: Engram, tmp_path: Path) -> None:
+    key = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
+    source = tmp_path / "export.jsonl"
+    source.write_bytes(_event("memory.created", _memory(f"CI pushes with {key}")) +
+                       _event("memory.created", _memory("tagged", tags=[key.lower()])))
+    report = Engram().import_from(source, dry_run=True)
+    assert [w for w, _ in report.skipped] == [f"{source}:1", f"{source}:2"]
+    assert "--redact" in report.skipped[0][1] and key not in str(report.skipped)
+    assert "--redact" not in report.skipped[1][1]  # a tag cannot be redacted
+    report = Engram().import_from(source, redact=True)
+    assert [w for w, _ in report.skipped] == [f"{source}:2"]
+    [memory] = Engram().memories()
+    assert memory.content == "CI pushes with [REDACTED:GitHub token]"
+
+
+def test_imported_events_are_written_by_the_importer_with_the_author_as_provenance(
+        home_store: Engram, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export may say anything about who wrote it: the import is written in the name of
+    whoever runs it, and the author it claims is kept only in `data.origin`."""
+    ada = "Ada Lovelace <ada@example.com>"
+    report = home_store.import_from(ENGRAM_EXPORT)
+    assert report.added and not report.skipped
+    root = home_store.personal.root
+    imported = [e for e in Engram().export_events() if e.kind != "store.created"]
+    assert {e.actor for e in imported} == {ACTOR}
+    assert {e.machine for e in imported} == {None}
+    assert {e.data["origin"]["actor"] for e in imported} == {ada}
+    assert {e.data["origin"]["machine"] for e in imported} == {"laptop"}
+    exported = [json.loads(line) for line in ENGRAM_EXPORT.read_text().splitlines()]
+    assert {e.data["origin"]["id"] for e in imported} == {
+        e["id"] for e in exported if e["kind"] != "store.created"}
+    assert not {e.id for e in imported} & {e["id"] for e in exported}
+    assert git(root, "log", "-1", "--format=%an <%ae>").strip() == ACTOR
+    assert "Ada" not in git(root, "log", "-1", "--format=%B")
+    assert "Ada" not in cli("log").stdout
+    assert Engram().import_from(ENGRAM_EXPORT).added == []
+    ours = tmp_path / "ours.jsonl"
+    home_store.export(ours)
+    # Ada restores her own archive: her events come back unchanged, byte for byte.
+    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "ada"))
+    monkeypatch.setenv("ENGRAM_ACTOR", ada)
+    mine = Engram()
+    mine.init()
+    mine.import_from(ENGRAM_EXPORT)
+    assert imported_lines(Engram()) == sorted(
+        line.encode() + b"\n" for line in ENGRAM_EXPORT.read_text().splitlines()
+        if '"kind":"store.created"' not in line)
+    # What was rebuilt from her events is recognised as hers: nothing comes back twice.
+    assert Engram().import_from(ours).added == []
+
+
+def _with_long_line(fmt: str, tmp_path: Path) -> Path:
+    """A source of each format with a 2 MB line after its first line."""
+    long = b'{"content": "' + b"x" * 2_000_000 + b'"}\n'
+    if fmt == "mcp-engram":
+        source = tmp_path / "data" / "events"
+        source.mkdir(parents=True)
+        day = MCP_ENGRAM / "events" / "events-20260511.jsonl"
+        lines = day.read_bytes().splitlines(keepends=True)
+        (source / day.name).write_bytes(lines[0] + long + b"".join(lines[1:]))
+        return source / day.name
+    original = SOURCES[fmt].read_bytes().splitlines(keepends=True)
+    original[0] = original[0] if original[0].endswith(b"\n") else original[0] + b"\n"
+    source = tmp_path / f"{fmt}.jsonl"
+    source.write_bytes(original[0] + long + b"".join(original[1:]))
+    return source
+
+
+@pytest.mark.parametrize("fmt", sorted(SOURCES))
+def test_a_line_over_the_limit_is_skipped_and_the_rest_imported(
+        home_store: Engram, tmp_path: Path, fmt: str) -> None:
+    home_store.config_set("limits.import_line_bytes", "65536")
+    source = _with_long_line(fmt, tmp_path)
+    result = cli("import", "--format", fmt, str(source))
+    assert result.exit_code == 0, result.stderr
+    assert (f"    {source}:2: line longer than 65536 bytes "
+            "(setting limits.import_line_bytes)") in result.stdout.splitlines()
+    assert len(result.stdout.splitlines()) < 10
+    report = Engram().import_from(SOURCES[fmt])
+    assert report.added == [] or fmt == "mcp-engram"  # the rest came in the first time
+
+
+@pytest.mark.parametrize("fmt", sorted(SOURCES))
+def test_input_over_the_size_limit_stops_the_import_and_writes_nothing(
+        home_store: Engram, fmt: str) -> None:
+    home_store.config_set("limits.import_bytes", "500")
+    before = store_state(home_store)
+    result = cli("import", str(SOURCES[fmt]))
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert "over the limit of 500 bytes (setting limits.import_bytes" in result.stderr
+    assert "nothing was imported" in result.stderr
+    assert "engram config set limits.import_bytes" in result.stderr
+    assert store_state(home_store) == before
+
+
+PEAK_RSS = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[1:])
+_, status, usage = os.wait4(child.pid, 0)
+print(usage.ru_maxrss, os.waitstatus_to_exitcode(status))  # KiB on Linux
+"""
+
+
+def test_a_gzip_bomb_stops_at_the_size_limit_in_little_memory(home_store: Engram,
+                                                               tmp_path: Path) -> None:
+    """300 MB of zeros without a newline, gzipped to 300 KB: the import stops with the limit
+    named and never holds the line whole."""
+    bomb = tmp_path / "events-20260101.jsonl.gz"
+    packer = zlib.compressobj(1, zlib.DEFLATED, 31)
+    zeros = bytes(1 << 20)
+    with open(bomb, "wb") as handle:
+        handle.writelines(packer.compress(zeros) for _ in range(300))
+        handle.write(packer.flush())
+    assert bomb.stat().st_size < 2_000_000
+    before = store_state(home_store)
+    # Measured from a small parent: a child's peak RSS counts the memory of the process that
+    # forked it (pytest's, here) until it runs the new program.
+    done = subprocess.run([sys.executable, "-c", PEAK_RSS, sys.executable, "-m", "engram",
+                           "import", "--dry-run", str(bomb)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    peak_kib, code = map(int, done.stdout.split()[-2:])
+    assert code == 2, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert "over the limit of 268435456 bytes (setting limits.import_bytes" in done.stderr
+    assert peak_kib < 200 * 1024, f"peak RSS {peak_kib} KiB"
+    assert store_state(home_store) == before
+
+
+def _log_line(seq: object, kind: str, payload: dict[str, object]) -> str:
+    """A line of mcp-engram's log, an hour old."""
+    moment = ev.format_time(from_micros(time.time_ns() // 1000 - 3_600_000_000))
+    return json.dumps({"ts": moment, "seq": seq, "kind": kind, "payload": payload,
+                       "engram_version": "0.20.1", "schema_version": 1}) + "\n"
+
+
+def test_an_mcp_engram_log_is_checked_like_writes(home_store: Engram, tmp_path: Path) -> None:
+    day = tmp_path / "events" / "events-20260601.jsonl"
+    day.parent.mkdir()
+    lines = [
+        _log_line(1, "task.create", {"task_id": 1, "name": "Ship the API", "goal": "v1"}),
+        _log_line(2, "memory.store", {"memory_id": 1, "content": "x" * 200_000}),
+        _log_line(3, "task.create", {"task_id": 2, "name": "../../etc/passwd"}),
+        _log_line(4, "checkpoint.write", {"checkpoint_id": 1, "task_id": 1, "state": {
+            "preferred_next": [f"step {i}" for i in range(500)]}}),
+        _log_line(5, "task.update", {"task_id": "7" * 200, "status": "done"}),
+        _log_line({"not": "a number"}, "memory.store", {"memory_id": 2,
+                                                        "content": "Rate limits are per key"}),
+        _log_line(7, "weird\x1b[2Jkind", {}),
+        _log_line(8, "memory.store", {"memory_id": 3, "content": "The gateway is nginx",
+                                      "metadata": {"type": "failure",
+                                                   "component": "ghp_" + "a1B2c3D4e5" * 4}}),
+        _log_line(9, "memory.store", {"memory_id": 4, "content": "Keys rotate monthly",
+                                      "metadata": {"task_id": 1}}),
+    ]
+    day.write_text("".join(lines))
+    report = home_store.import_from(tmp_path, format="mcp-engram")
+    assert [where for where, _ in report.skipped] == [f"{day}:{n}" for n in (2, 3, 4, 5, 6, 8)]
+    why = dict(report.skipped)
+    assert "content is 200000 bytes, over the limit of 32768" in why[f"{day}:2"]
+    assert "task name '../../etc/passwd' must not be an absolute path" in why[f"{day}:3"]
+    assert "next has 500 items, over the limit of 200 (setting limits.list_items)" in \
+        why[f"{day}:4"]
+    assert "is not an id (one line of at most 128 characters)" in why[f"{day}:5"]
+    assert "is not a whole number" in why[f"{day}:6"]
+    assert "looks like a secret" in why[f"{day}:8"]
+    assert report.ignored == {"'weird\\x1b[2Jkind' (not a kind)": 1}
+    engram = Engram()
+    [task] = engram.tasks()
+    assert task.name == "Ship the API" and task.checkpoints == ()
+    assert [m.content for m in engram.memories()] == ["Keys rotate monthly"]
+    assert engram.verify()["ok"]
+
+
+def test_an_mcp_memory_graph_is_checked_like_writes(home_store: Engram,
+                                                    tmp_path: Path) -> None:
+    source = tmp_path / "memory.jsonl"
+    token = "ghp_" + "a1B2c3D4e5" * 4
+    source.write_text("\n".join(json.dumps(item) for item in [
+        {"type": "entity", "name": "api", "entityType": "service",
+         "observations": ["Written in Go", "x" * 40_000]},
+        {"type": "entity", "name": "deploy", "entityType": token, "observations": ["nightly"]},
+        {"type": "entity", "name": "billing", "entityType": "service",
+         "observations": ["Owned by Priya"]},
+    ]))
+    report = home_store.import_from(source)
+    assert [where for where, _ in report.skipped] == [f"{source}:1", f"{source}:2"]
+    assert "content is 40005 bytes, over the limit of 32768" in report.skipped[0][1]
+    assert "tag contains what looks like a secret" in report.skipped[1][1]
+    assert token not in str(report.to_dict())
+    assert [m.content for m in Engram().memories()] == ["billing: Owned by Priya"]

@@ -1,5 +1,6 @@
 """A project's config.yaml is written by whoever can push: it cannot turn off secret scanning,
-change who the events are attributed to, or choose a model to download or run."""
+change who the events are attributed to, lift the bounds of an import, or choose a model to
+download or run."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def _hostile_config(project: Path) -> None:
     config.write_text(config.read_text()
                       .replace("  scan: true", "  scan: false")
                       .replace("model: builtin", "model: BAAI/bge-small-en-v1.5")
-                      .replace("actor: null", "actor: Mallory <mallory@example.com>"))
+                      .replace("actor: null", "actor: Mallory <mallory@example.com>")
+                      .replace("import_bytes: 268435456", "import_bytes: 9007199254740992"))
     git(project, "commit", "-q", "-am", "tune engram")
 
 
@@ -28,7 +30,8 @@ def test_a_project_config_cannot_weaken_what_protects_the_user(project: Path) ->
     assert settings["secrets.scan"] is True
     assert settings["search.model"] == "builtin"
     assert settings["actor"] != "Mallory <mallory@example.com>"
-    for key in ("actor", "search.model", "secrets.scan"):
+    assert settings["limits.import_bytes"] == 268435456
+    for key in ("actor", "search.model", "secrets.scan", "limits.import_bytes"):
         assert any(f"{key} is ignored in a project's configuration" in w
                    for w in engram.warnings), key
     with pytest.raises(EngramError):

@@ -1,8 +1,12 @@
 """Bringing memories and task state in from other tools, and Engram's own export back in.
 
-Each reader turns a source into a `Plan`: the events it would write, built and checked in full
-before anything touches the store, so that a damaged input (a line that is not what its format
-says) stops the import with the file and line, and nothing is written.
+The input is untrusted. Each reader turns a source into a `Plan`: the events it would write,
+built and checked in full before anything touches the store. A record that is not what its
+format says, or that fails the checks every write passes (limits, names, paths, secrets), is
+skipped and reported with its file and line, and the rest is imported. The input is read as a
+stream, a line at most `limits.import_line_bytes` long (a longer one is skipped without being
+held whole) and all of it at most `limits.import_bytes` after decompression (over that, the
+import stops and nothing is written).
 
 Formats:
 
@@ -10,11 +14,14 @@ Formats:
   older days gzipped): tasks, checkpoints, handoffs, progress, failures, memories, sessions.
 - `mcp-memory`: the knowledge graph file (`memory.jsonl`) of the official MCP memory server:
   entities with observations, and relations.
-- `engram`: Engram's own JSON Lines export (`engram export`), events kept exactly as they are.
+- `engram`: Engram's own JSON Lines export (`engram export`): an event written by the importing
+  actor and passing the checks unchanged is kept exactly as it is; any other is written anew by
+  the importing actor, its author kept in `data.origin`.
 
 Every imported record can be traced back: events built from another tool carry
-`data.origin = {"format": ..., "id": <the record's id there>, ...}`; events of Engram's own
-export keep their ids, so they are their own provenance.
+`data.origin = {"format": ..., "id": <the record's id there>, ...}`; an event of Engram's own
+export is either kept as it is (its id is its provenance) or carries
+`data.origin = {"format": "engram", "id": <its id>, "actor": <its author>, ...}`.
 
 Importing twice adds nothing. Events of `mcp-engram` are derived deterministically from the
 source (ids, clocks and times come from the source's own ids, sequence numbers and timestamps),
@@ -27,13 +34,16 @@ already in the store is not written again.
 from __future__ import annotations
 
 import hashlib
+import zlib
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from .. import events as ev
+from ..config import SETTINGS
 from ..errors import UsageError
 
 FORMATS: dict[str, str] = {
@@ -44,26 +54,23 @@ FORMATS: dict[str, str] = {
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-class DamagedInputError(UsageError):
-    """A line of an input that is not what its format says. Nothing was imported."""
-
-    def __init__(self, path: Path | str, line: int, problem: str, *,
-                 fix: str | None = None) -> None:
-        self.path = Path(path)
-        self.line = line
-        self.problem = problem
-        fix = fix or "correct or remove that line and run the import again"
-        super().__init__(f"{path}:{line}: {ev.one_line(problem, 300)}; nothing was imported: "
-                         f"{fix}")
+# What a report keeps: the first skipped records in full, the first reasons for not importing.
+SKIPPED_SHOWN = 100
+IGNORED_REASONS = 50
+_SKIP_CHUNK = 1 << 20  # how much of an over-long line is read at a time, to pass over it
+KNOWN_VALUES = 10_000  # names and authors whose check is remembered during one import
+LINE_BYTES = SETTINGS["limits.import_line_bytes"].default
+TOTAL_BYTES = SETTINGS["limits.import_bytes"].default
 
 
 @dataclass
 class Record:
     """One event an import would write.
 
-    `event` is set when the whole event is fixed by the source (kept exactly, recognised by
-    its id on a second import); otherwise the event is written now, by this actor, and `key`
-    is the id of the record it creates (recognised by that id on a second import).
+    `event` is set when the whole event is fixed by the source (recognised by its id on a
+    second import, or by one of `sources`, the ids of the exported events it was rebuilt
+    from); otherwise the event is written now, by this actor, and `key` is the id of the record
+    it creates (recognised by that id on a second import).
     """
 
     kind: str
@@ -71,6 +78,7 @@ class Record:
     where: str
     event: ev.Event | None = None
     key: str | None = None
+    sources: tuple[str, ...] = ()
 
 
 @dataclass
@@ -80,22 +88,132 @@ class Plan:
     records: list[Record] = field(default_factory=list)
     ignored: Counter[str] = field(default_factory=Counter)  # source records not imported, why
     read: int = 0  # source lines or records read
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (file:line, why), the first
+    skipped_count: int = 0
+
+    def skip(self, path: Path | str, line: int, problem: str) -> None:
+        """A record left out because it is damaged or fails the checks."""
+        self.skipped_count += 1
+        if len(self.skipped) < SKIPPED_SHOWN:
+            shown = "".join(c if c.isprintable() else repr(c)[1:-1]
+                            for c in ev.one_line(problem, 300))
+            self.skipped.append((f"{path}:{line}", shown))
+
+    def ignore(self, reason: str) -> None:
+        """A record with no counterpart here (the reasons are few, however many records)."""
+        if reason not in self.ignored and len(self.ignored) >= IGNORED_REASONS:
+            reason = "records of other kinds"
+        self.ignored[reason] += 1
+
+
+class Input:
+    """What one import reads: its files as lines of at most `line_bytes`, and at most
+    `total_bytes` of them all, counted after decompression. A longer line is passed over in
+    chunks and reported; more input in all stops the import before anything is written."""
+
+    def __init__(self, plan: Plan, *, line_bytes: int = LINE_BYTES,
+                 total_bytes: int = TOTAL_BYTES) -> None:
+        self.plan = plan
+        self.line_bytes = line_bytes
+        self.total_bytes = total_bytes
+        self.total = 0
+
+    def lines(self, path: Path) -> Iterator[tuple[int, bytes]]:
+        """The non-blank lines of `path` (without their line ends) with their numbers."""
+        import gzip
+
+        opener: Any = gzip.open if path.name.endswith(".gz") else open
+        try:
+            with opener(path, "rb") as handle:
+                yield from self._lines(path, handle)
+        except OSError as exc:  # opening it: what goes wrong in reading is reported below
+            raise UsageError(f"cannot read {path}: {exc.strerror or exc}; nothing was "
+                             "imported") from None
+
+    def _lines(self, path: Path, handle: Any) -> Iterator[tuple[int, bytes]]:
+        number = 0
+        while True:
+            try:
+                line = handle.readline(self.line_bytes + 1)
+                if not line:
+                    return
+                number += 1
+                self._count(path, len(line))
+                if len(line) > self.line_bytes and not line.endswith(b"\n"):
+                    self._pass_over(handle, path)
+                    self.plan.skip(path, number, f"line longer than {self.line_bytes} bytes "
+                                                 "(setting limits.import_line_bytes)")
+                    continue
+            except (OSError, EOFError, zlib.error) as exc:
+                self.plan.skip(path, number + 1, "the rest of the file cannot be read "
+                                                 f"({ev.one_line(exc, 120)})")
+                return
+            line = line.rstrip(b"\r\n")
+            if line.strip():
+                yield number, line
+
+    def _pass_over(self, handle: Any, path: Path) -> None:
+        while True:
+            chunk = handle.readline(_SKIP_CHUNK)
+            self._count(path, len(chunk))
+            if not chunk or chunk.endswith(b"\n"):
+                return
+
+    def _count(self, path: Path, size: int) -> None:
+        self.total += size
+        if self.total > self.total_bytes:
+            raise UsageError(
+                f"{path}: the input is over the limit of {self.total_bytes} bytes (setting "
+                "limits.import_bytes, counted after decompression); nothing was imported: "
+                "import it in parts, or raise the limit with "
+                "`engram config set limits.import_bytes BYTES`")
 
 
 class Checker:
-    """The store's input checks (limits, secret scanning) as the readers use them."""
+    """The store's input checks (limits, names, paths, secret scanning) as the readers use
+    them: a failed check raises a `UsageError` whose message says why. What an input repeats
+    (its authors, tags, names) is checked once."""
 
     def __init__(self, checks: Any, *, redact: bool = False) -> None:
         self.checks = checks  # engram.validation.Checks
         self.redact = redact
+        self._known: dict[tuple[Any, ...], Any] = {}
+
+    def once(self, key: tuple[Any, ...], check: Callable[[], Any]) -> Any:
+        """`check()`, or what it returned for the same `key` before (a failure is not kept)."""
+        if key in self._known:
+            return self._known[key]
+        value = check()
+        if len(self._known) < KNOWN_VALUES:
+            self._known[key] = value
+        return value
 
     def text(self, value: str, field: str, limit: str = "limits.text_bytes") -> str:
         if limit.endswith("_chars"):  # a title: cut to fit rather than refuse the import
             value = ev.one_line(value, self.checks.limit(limit))
         return self.checks.text(value, field=field, limit=limit, redact=self.redact)
 
-    def file(self, path: str) -> dict[str, Any]:
+    def items(self, values: Any, field: str) -> list[str]:
+        return self.checks.items(values, field=field, redact=self.redact)
+
+    def name(self, value: Any, what: str) -> str | None:
+        if not isinstance(value, str):
+            return self.checks.optional_name(value, what=what)
+        return self.once(("name", what, value),
+                         lambda: self.checks.optional_name(value, what=what))
+
+    def tags(self, values: Iterable[Any]) -> list[str]:
+        if isinstance(values, str) or not isinstance(values, (list, tuple)):
+            raise UsageError("tags must be a list of text")
+        if not all(isinstance(v, str) for v in values):
+            return list(self.checks.tags(values))
+        return list(self.once(("tags", *values), lambda: self.checks.tags(values)))
+
+    def file(self, path: Any) -> dict[str, Any]:
         return self.checks.file(path)
+
+    def files(self, values: Any) -> list[dict[str, Any]]:
+        return self.checks.files(values)
 
     def scan(self, value: str, field: str) -> None:
         """Refuse a credential in text that cannot be changed on the way in."""
@@ -108,7 +226,7 @@ def check_format(name: str) -> str:
     return name
 
 
-def detect(path: Path) -> str:
+def detect(path: Path, *, line_bytes: int = LINE_BYTES) -> str:
     """Which format a path holds, from its layout and its first line."""
     if path.is_dir():
         if _mcp_engram_files(path / "events") or _mcp_engram_files(path):
@@ -122,7 +240,7 @@ def detect(path: Path) -> str:
         )
     if path.name.startswith("events-") and path.name.endswith((".jsonl", ".jsonl.gz")):
         return "mcp-engram"
-    first = _first_object(path)
+    first = _first_object(path, line_bytes)
     if first is not None:
         if first.get("type") in ("entity", "relation"):
             return "mcp-memory"
@@ -134,12 +252,16 @@ def detect(path: Path) -> str:
                      f"({', '.join(FORMATS)})")
 
 
-def _first_object(path: Path) -> dict[str, Any] | None:
+def _first_object(path: Path, line_bytes: int) -> dict[str, Any] | None:
+    """The first of the first 50 lines, if it is a JSON object no longer than `line_bytes`."""
     import orjson
 
     try:
         with open(path, "rb") as handle:
-            for _, line in zip(range(50), handle, strict=False):
+            for _ in range(50):
+                line = handle.readline(line_bytes + 1)
+                if not line or (len(line) > line_bytes and not line.endswith(b"\n")):
+                    return None
                 if line.strip():
                     value = orjson.loads(line)
                     return value if isinstance(value, dict) else None
@@ -206,5 +328,5 @@ def slug_name(text: str, limit: int = 64) -> str | None:
     return name or None
 
 
-__all__ = ["FORMATS", "DamagedInputError", "Plan", "Record", "check_format", "detect",
+__all__ = ["FORMATS", "Input", "Plan", "Record", "check_format", "detect",
            "derived_id", "derived_event_id"]

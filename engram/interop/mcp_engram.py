@@ -20,14 +20,19 @@ How its kinds become Engram events (docs/import-export.md has the details):
 
 Everything else (recall logs, execution lineage, snapshots, drift and maintenance records) has
 no Engram counterpart and is counted as not imported.
+
+A line that is not what the log says, or whose events fail the checks every write passes
+(limits, names, paths, secrets), is skipped and reported with its file and line, with every
+event it would have made: the rest is imported. A task or session that a skipped line would
+have created is created by the next line that refers to it, as for a log that begins
+mid-history.
 """
 
 from __future__ import annotations
 
-import gzip
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +41,11 @@ import orjson
 from .. import events as ev
 from ..continuity import checkpoints as cp
 from ..continuity.sessions import REASONS as INTERRUPTION_REASONS
-from ..errors import UsageError
+from ..errors import UsageError, quote
+from ..store import check_relative
+from ..validation import EVENT_KIND, well_formed
 from . import (
-    Checker, DamagedInputError, Plan, Record, _mcp_engram_files, derived_event_id, derived_id,
+    Checker, Input, Plan, Record, _mcp_engram_files, derived_event_id, derived_id,
     from_micros, micros, slug_name,
 )
 
@@ -58,6 +65,7 @@ NOT_MAPPED = {"session.memory_recall", "execution.start", "execution.end",
               "bootstrap.from_legacy_db", "snapshot.create", "runtime.duckdb_upgrade",
               "maintenance.backup_pruned", "checkpoint.restore", "drift.detected",
               "drift.nudge", "continuity.evaluated", "continuity.redundant_exploration"}
+KEY_CHARS = 128  # the longest id of an mcp-engram record (its own are numbers or short text)
 
 
 def source_files(path: Path) -> list[Path]:
@@ -68,21 +76,6 @@ def source_files(path: Path) -> list[Path]:
         raise UsageError(f"no events-YYYYMMDD.jsonl files in {path} or {path / 'events'}; give "
                          "mcp-engram's data directory (by default ~/.engram) or its events/")
     return files
-
-
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    number = 0
-    try:
-        if path.name.endswith(".gz"):
-            handle: Any = gzip.open(path, "rb")
-        else:
-            handle = open(path, "rb")
-        with handle:
-            for number, line in enumerate(handle, start=1):  # noqa: B007
-                yield number, line
-    except (OSError, EOFError, zlib.error) as exc:
-        raise DamagedInputError(path, number + 1, f"cannot be read ({exc})",
-                                fix="restore the file or move it out of the directory") from None
 
 
 @dataclass
@@ -106,10 +99,11 @@ class _Memory:
 class Reader:
     """Fold the log, in order, into Engram events with deterministic ids, clocks and times."""
 
-    def __init__(self, path: Path, check: Checker) -> None:
+    def __init__(self, path: Path, check: Checker, source: Input) -> None:
         self.path = path
         self.check = check
-        self.plan = Plan(FORMAT, path)
+        self.source = source
+        self.plan = source.plan
         self.tasks: dict[str, _Task] = {}
         self.memories: dict[str, _Memory] = {}
         self.sessions: dict[str, str] = {}  # Engram session id -> open | closed
@@ -135,27 +129,47 @@ class Reader:
     # -- reading -------------------------------------------------------------------------
 
     def read(self) -> Plan:
-        entries = []
+        entries: list[tuple[Path, int, dict[str, Any] | UsageError]] = []
         for file in source_files(self.path):
-            for number, raw in _lines(file):
-                if not raw.strip():
-                    continue
-                self.file, self.line = file, number
-                entries.append((file, number, self._parse(raw)))
+            for number, raw in self.source.lines(file):
+                try:
+                    entries.append((file, number, self._parse(raw)))
+                except UsageError as exc:
+                    entries.append((file, number, exc))
         for _, _, item in entries:
-            if item["kind"] == "checkpoint.write":
+            if isinstance(item, dict) and item["kind"] == "checkpoint.write":
                 ref = item["payload"].get("source_memory_id")
-                if ref is not None:
+                if isinstance(ref, (int, str)) and not isinstance(ref, bool):
                     self.checkpointed.add(str(ref))
         for file, number, item in entries:
             self.file, self.line = file, number
             self.where = f"{file}:{number}"
             self.plan.read += 1
-            self._one(item)
+            if isinstance(item, UsageError):
+                self.plan.skip(file, number, str(item))
+                continue
+            sizes = (len(self.plan.records), len(self.tasks), len(self.memories),
+                     len(self.sessions))
+            try:
+                self._one(item)
+            except UsageError as exc:
+                self._undo(*sizes)
+                self.plan.skip(file, number, str(exc))
+            except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+                self._undo(*sizes)
+                self.plan.skip(file, number, f"{quote(self.kind, 30)} cannot be mapped "
+                                             f"({type(exc).__name__})")
         return self.plan
 
-    def _fail(self, problem: str, fix: str | None = None) -> DamagedInputError:
-        return DamagedInputError(self.file, self.line, problem, fix=fix)
+    def _undo(self, records: int, *sizes: int) -> None:
+        """Forget what a skipped line added: its events, and the records it introduced."""
+        del self.plan.records[records:]
+        for table, size in zip((self.tasks, self.memories, self.sessions), sizes, strict=True):
+            for key in list(islice(reversed(table), len(table) - size)):
+                del table[key]
+
+    def _fail(self, problem: str) -> UsageError:
+        return UsageError(problem)
 
     def _parse(self, raw: bytes) -> dict[str, Any]:
         try:
@@ -166,20 +180,26 @@ class Reader:
             raise self._fail("not a JSON object")
         version = item.get("schema_version", 1)
         if version != 1:
-            raise self._fail(f"schema_version {version!r}; this importer reads mcp-engram's "
-                             "event log version 1", fix="import it with a newer Engram")
+            raise self._fail(f"schema_version {quote(version)}; this importer reads "
+                             "mcp-engram's event log version 1: import it with a newer Engram")
         for name, kind in (("ts", str), ("kind", str), ("payload", dict)):
             if not isinstance(item.get(name), kind):
                 raise self._fail(f"field {name!r} is missing or not a {kind.__name__}")
+        seq = item.get("seq")
+        if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
+            raise self._fail(f"seq {quote(seq)} is not a whole number")
         try:
             moment = ev.parse_time(item["ts"])
-        except ValueError:
-            raise self._fail(f"ts {item['ts']!r} is not an ISO 8601 time") from None
+        except (ValueError, OverflowError):
+            raise self._fail(f"ts {quote(item['ts'])} is not an ISO 8601 time") from None
         if moment.tzinfo is None:
             from datetime import UTC
 
             moment = moment.replace(tzinfo=UTC)
         item["_us"] = micros(moment)
+        if not 0 <= item["_us"] // 1000 < 1 << 48 or ev.clock_ahead(item["_us"]):
+            raise self._fail(f"ts {quote(item['ts'])} is before 1970 or more than a day "
+                             "ahead of this machine's time")
         return item
 
     # -- building events -----------------------------------------------------------------
@@ -218,32 +238,59 @@ class Reader:
 
     def _items(self, value: Any, name: str) -> list[str]:
         out: list[str] = []
-        for item in _listed(value):
+        listed = _listed(value)
+        most = self.check.checks.limit("limits.list_items")
+        if len(listed) > most:
+            raise self._fail(f"{name} has {len(listed)} items, over the limit of {most} "
+                             "(setting limits.list_items)")
+        for item in listed:
             text = self._text(item, name, "limits.item_bytes")
             if text and text not in out:
                 out.append(text)
         return out
 
-    def _need(self, payload: dict[str, Any], name: str) -> Any:
+    def _name(self, value: Any, what: str) -> str | None:
+        """Free text as a name (a scope, a component), checked like one; None if none."""
+        name = slug_name(str(value or ""), self.check.checks.limit("limits.name_chars"))
+        return self.check.name(name, what)
+
+    def _need(self, payload: dict[str, Any], name: str) -> str:
         value = payload.get(name)
         if value is None or isinstance(value, (dict, list, bool)):
             raise self._fail(f"{self.kind} without {name}")
-        return value
+        return self._key(value, name)
+
+    def _key(self, value: Any, name: str) -> str:
+        """The id of an mcp-engram record (a number or a short line of text), as text."""
+        if isinstance(value, (dict, list, bool)) or value is None:
+            raise self._fail(f"{name} {quote(value)} is not an id")
+        key = well_formed(str(value), name)
+        if not key.strip() or len(key) > KEY_CHARS or "\n" in key or "\t" in key:
+            raise self._fail(f"{name} {quote(key)} is not an id (one line of at most "
+                             f"{KEY_CHARS} characters)")
+        self.check.scan(key, name)
+        return key
 
     def _task(self, ref: Any) -> str:
         """The Engram id of an mcp-engram task; a task the log never created (it was pruned,
         or created before the log began) is created here, so nothing refers to nothing."""
-        key = str(ref)
+        key = self._key(ref, "task id")
         if key not in self.tasks:
             task_id = derived_id(FORMAT, "task", key, "unknown")
-            self.tasks[key] = _Task(task_id, f"task {key}", "", "open")
-            self._emit("task.created", {"task": task_id, "name": f"task {key}", "goal": "",
+            name = self._title(f"task {key}")
+            self.tasks[key] = _Task(task_id, name, "", "open")
+            self._emit("task.created", {"task": task_id, "name": name, "goal": "",
                                         "status": "open", "parent": None, "tags": []},
                        f"task:{key}")
         return self.tasks[key].id
 
+    def _title(self, value: Any) -> str:
+        """A task name, checked as `engram task create` checks one (cut to fit); "" if
+        none."""
+        return check_relative(self._text(value, "name", "limits.title_chars"), "task name")
+
     def _session(self, ref: Any) -> str:
-        key = str(ref)
+        key = self._key(ref, "session id")
         session_id = derived_id(FORMAT, "session", key)
         if session_id not in self.sessions:
             self.sessions[session_id] = "open"
@@ -260,20 +307,26 @@ class Reader:
         self.ts_us = item["_us"]
         self.seq = item.get("seq")
         self.actor = f"mcp-engram:{slug_name(str(payload.get('user_id') or '')) or 'default'}"
+        self.check.scan(self.actor, "user_id")
         self.emitted = 0
         handler = self.handlers.get(self.kind)
         if handler is None:
-            reason = self.kind if self.kind in NOT_MAPPED else f"{self.kind} (unknown kind)"
-            self.plan.ignored[reason] += 1
+            if self.kind in NOT_MAPPED:
+                reason = self.kind
+            elif len(self.kind) <= 64 and EVENT_KIND.match(self.kind):
+                reason = f"{self.kind} (unknown kind)"
+            else:
+                reason = f"{quote(self.kind, 30)} (not a kind)"
+            self.plan.ignore(reason)
             return
         handler(payload)
 
-    def _new_task(self, payload: dict[str, Any], *, name: str, goal: str,
+    def _new_task(self, payload: dict[str, Any], *, name: Any, goal: Any,
                   parent: str | None) -> None:
-        key = str(self._need(payload, "task_id"))
+        key = self._need(payload, "task_id")
         task_id = derived_id(FORMAT, "task", key, self.ts_us)
         status = TASK_STATUS.get(str(payload.get("status") or "planning"), "open")
-        name = self._text(name, "name", "limits.title_chars") or f"task {key}"
+        name = self._title(name) or self._title(f"task {key}")
         goal = self._text(goal, "goal")
         self.tasks[key] = _Task(task_id, name, goal, status)
         self._emit("task.created", {"task": task_id, "name": name, "goal": goal,
@@ -291,45 +344,52 @@ class Reader:
 
     def _task_retry(self, payload: dict[str, Any]) -> None:
         original = payload.get("retry_of_task_id")
-        known = self.tasks.get(str(original)) if original is not None else None
+        known = self.tasks.get(self._key(original, "retry_of_task_id")) \
+            if original is not None else None
         attempt = payload.get("attempt")
         name = known.name if known else f"task {self._need(payload, 'task_id')}"
-        if attempt:
+        if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt:
             name = f"{name} (attempt {attempt})"
         self._new_task(payload, name=name, goal=known.goal if known else "", parent=None)
 
     def _task_update(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "task_id"))
+        key = self._need(payload, "task_id")
         task_id = self._task(key)
         task = self.tasks[key]
         changes: dict[str, Any] = {}
         if payload.get("status") is not None:
             status = TASK_STATUS.get(str(payload["status"]), "open")
             if status != task.status:
-                changes["status"] = task.status = status
+                changes["status"] = status
         if payload.get("goal") is not None:
             goal = self._text(payload["goal"], "goal")
             if goal != task.goal:
-                changes["goal"] = task.goal = goal
+                changes["goal"] = goal
         if not changes:
-            self.plan.ignored["task.update without a change Engram keeps"] += 1
+            self.plan.ignore("task.update without a change Engram keeps")
             return
         self._emit("task.updated", {"task": task_id, **changes}, f"task:{key}")
+        task.status = changes.get("status", task.status)
+        task.goal = changes.get("goal", task.goal)
 
     def _checkpoint_write(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "checkpoint_id"))
+        key = self._need(payload, "checkpoint_id")
         task_id = self._task(self._need(payload, "task_id"))
         state = payload.get("state") or {}
         if not isinstance(state, dict):
             raise self._fail("checkpoint.write state is not an object")
-        source = self.memories.get(str(payload.get("source_memory_id")))
+        ref = payload.get("source_memory_id")
+        source = self.memories.get(self._key(ref, "source_memory_id")) if ref is not None \
+            else None
         summary = _summary(source) if source else ""
         session = payload.get("source_session_id")
         package = self._package(state, summary=summary)
         version = payload.get("version")
         reason = CHECKPOINT_REASON.get(str(payload.get("checkpoint_reason")), "manual")
+        seq = version if isinstance(version, int) and not isinstance(version, bool) and \
+            version >= 0 else 0
         self._checkpoint(task_id, derived_id(FORMAT, "checkpoint", key, self.ts_us),
-                         seq=version if isinstance(version, int) else 0, reason=reason,
+                         seq=seq, reason=reason,
                          package=package, origin=f"checkpoint:{key}",
                          session=self._session(session) if session else None)
 
@@ -347,7 +407,12 @@ class Reader:
             working = {}
         files: dict[str, dict[str, Any]] = {}
         artifacts = []
-        for path in _listed(working.get("files")):
+        listed = _listed(working.get("files"))
+        most = self.check.checks.limit("limits.list_items")
+        if len(listed) > most:
+            raise self._fail(f"{len(listed)} working-set files, over the limit of {most} "
+                             "(setting limits.list_items)")
+        for path in listed:
             try:
                 checked = self.check.file(str(path))
                 files.setdefault(checked["path"], checked)
@@ -384,7 +449,7 @@ class Reader:
         return package
 
     def _memory_store(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "memory_id"))
+        key = self._need(payload, "memory_id")
         meta = payload.get("metadata") or {}
         if not isinstance(meta, dict):
             raise self._fail("memory.store metadata is not an object")
@@ -404,7 +469,7 @@ class Reader:
                 "task": self._task(task_ref),
                 "error": self._text(meta.get("error") or content, "error", required=True),
             }
-            component = slug_name(str(meta.get("component") or ""))
+            component = self._name(meta.get("component"), "component")
             if component:
                 data["component"] = component
             for name in ("root_cause", "fix"):
@@ -421,7 +486,7 @@ class Reader:
             }
             note = "; ".join(x for x in [
                 str(meta.get("notes") or "").strip(),
-                *(f"blocker: {b}" for b in meta.get("blockers") or []),
+                *(f"blocker: {b}" for b in _listed(meta.get("blockers"))),
                 f"{meta['completion']:g}% complete" if isinstance(
                     meta.get("completion"), (int, float)) and meta.get("completion") else "",
             ] if x)
@@ -432,8 +497,9 @@ class Reader:
         if task_ref is not None and kind == "handoff":
             if key in self.checkpointed:
                 return  # its checkpoint.write follows and carries the package
+            known = self.tasks.get(self._key(task_ref, "task_id"))
             package = self._package({
-                "goal": self.tasks[str(task_ref)].goal if str(task_ref) in self.tasks else "",
+                "goal": known.goal if known else "",
                 "completed": meta.get("completed"), "in_progress": meta.get("in_progress"),
                 "blocked": meta.get("blocked"), "preferred_next": meta.get("next_steps"),
             }, summary=_summary(record))
@@ -451,66 +517,68 @@ class Reader:
                                   required=True),
             "kind": memory_kind,
             "tags": ["assumption"] if category == "assumption" else [],
-            "scope": slug_name(str(meta.get("component") or "")) if kind == "failure" else None,
+            "scope": self._name(meta.get("component"), "scope") if kind == "failure" else None,
             "source": "agent-inferred",
             "importance": importance,
             "valid_from": None,
             "valid_until": None,
         }
-        if task_ref is not None and str(task_ref) in self.tasks:
-            data["task"] = self.tasks[str(task_ref)].id
+        known = self.tasks.get(self._key(task_ref, "task_id")) if task_ref is not None else None
+        if known is not None:
+            data["task"] = known.id
         self._emit("memory.created", data, origin)
 
     def _memory_update(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "memory_id"))
+        key = self._need(payload, "memory_id")
         record = self.memories.get(key)
         if record is None or record.id is None or record.forgotten:
-            self.plan.ignored["memory.update of a memory not imported"] += 1
+            self.plan.ignore("memory.update of a memory not imported")
             return
         changes: dict[str, Any] = {}
         if payload.get("content") is not None:
             content = self._text(payload["content"], "content", "limits.content_bytes",
                                  required=True)
             if content != record.content:
-                changes["content"] = record.content = content
+                changes["content"] = content
         value = payload.get("importance")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = min(1.0, max(0.0, float(value)))
             if value != record.importance:
-                changes["importance"] = record.importance = value
+                changes["importance"] = value
         if not changes:
-            self.plan.ignored["memory.update without a change"] += 1
+            self.plan.ignore("memory.update without a change")
             return
         self._emit("memory.updated", {"memory": record.id, **changes}, f"memory:{key}")
+        record.content = changes.get("content", record.content)
+        record.importance = changes.get("importance", record.importance)
 
     def _memory_delete(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "memory_id"))
+        key = self._need(payload, "memory_id")
         record = self.memories.get(key)
         if record is None or record.id is None or record.forgotten:
-            self.plan.ignored["memory.delete of a memory not imported"] += 1
+            self.plan.ignore("memory.delete of a memory not imported")
             return
-        record.forgotten = True
         self._emit("memory.forgotten", {"memory": record.id,
                                         "reason": "deleted in mcp-engram"}, f"memory:{key}")
+        record.forgotten = True
 
     def _session_start(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "session_id"))
+        key = self._need(payload, "session_id")
         if derived_id(FORMAT, "session", key) in self.sessions:
-            self.plan.ignored["session.start of a session already started"] += 1
+            self.plan.ignore("session.start of a session already started")
             return
         self._session(key)
 
-    def _close(self, session_id: str, why: str) -> bool:
+    def _open(self, session_id: str, why: str) -> bool:
         if self.sessions.get(session_id) != "open":
-            self.plan.ignored[why] += 1
+            self.plan.ignore(why)
             return False
-        self.sessions[session_id] = "closed"
         return True
 
     def _session_end(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "session_id"))
+        key = self._need(payload, "session_id")
         session_id = self._session(key)
-        if not self._close(session_id, "session.end of a session already closed"):
+        if not self._open(session_id, "session.end of a session already closed"):
             return
         end_type = str(payload.get("end_type") or "handoff")
         reason = payload.get("interruption_reason")
@@ -524,20 +592,22 @@ class Reader:
                 "reason": reason if reason in INTERRUPTION_REASONS else "unknown",
                 "evidence": self._text(evidence, "evidence"),
                 "detected_by": FORMAT}, origin, session=session_id)
-            return
-        self._emit("session.ended", {"session_id": session_id, "outcome": None, "how": "exit"},
-                   origin, session=session_id)
+        else:
+            self._emit("session.ended", {"session_id": session_id, "outcome": None,
+                                         "how": "exit"}, origin, session=session_id)
+        self.sessions[session_id] = "closed"
 
     def _session_outcome(self, payload: dict[str, Any]) -> None:
-        key = str(self._need(payload, "session_id"))
+        key = self._need(payload, "session_id")
         session_id = self._session(key)
-        if not self._close(session_id, "session.outcome after the session closed"):
+        if not self._open(session_id, "session.outcome after the session closed"):
             return
         outcome = payload.get("outcome")
         self._emit("session.ended", {
             "session_id": session_id,
             "outcome": outcome if outcome in ("success", "failure") else "unknown",
             "how": "exit"}, f"session:{key}", session=session_id)
+        self.sessions[session_id] = "closed"
 
 
 def _listed(value: Any) -> list[Any]:
@@ -565,5 +635,5 @@ def _summary(memory: _Memory) -> str:
     return ""
 
 
-def read(path: Path, check: Checker) -> Plan:
-    return Reader(path, check).read()
+def read(path: Path, check: Checker, source: Input) -> Plan:
+    return Reader(path, check, source).read()

@@ -10,6 +10,9 @@ relation becomes
 "<from> <relationType> <to>", tagged with the relation type. A memory's id is derived from
 what it says, so importing the graph again adds only what is new in it. The graph keeps no times,
 so the memories are written now, by whoever imports them.
+
+A line that is not JSON, or whose memories fail the checks every write passes (limits, tags,
+secrets), is skipped and reported with its number; the rest is imported.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from typing import Any
 import orjson
 
 from .. import events as ev
-from ..errors import UsageError
-from . import Checker, DamagedInputError, Plan, Record, derived_id, slug_name
+from ..errors import UsageError, quote
+from . import Checker, Input, Plan, Record, derived_id, slug_name
 
 FORMAT = "mcp-memory"
 
@@ -35,83 +38,89 @@ def source_file(path: Path) -> Path:
     return path
 
 
-def read(path: Path, check: Checker) -> Plan:
+def read(path: Path, check: Checker, source: Input) -> Plan:
     file = source_file(path)
-    plan = Plan(FORMAT, path)
+    plan = source.plan
     seen: set[str] = set()
-    try:
-        data = file.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read {file}: {exc.strerror}") from None
-
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        if not raw.strip():
-            continue
+    for number, raw in source.lines(file):
         plan.read += 1
-        where = f"{file}:{number}"
-
-        def fail(problem: str, number: int = number) -> DamagedInputError:
-            return DamagedInputError(file, number, problem)
-
         try:
             item = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            raise fail(f"invalid JSON ({exc.msg})") from None
+            plan.skip(file, number, f"invalid JSON ({exc.msg})")
+            continue
         if not isinstance(item, dict):
-            raise fail("not a JSON object")
-
-        def text(key: str, item: dict[str, Any] = item) -> str:
-            value = item.get(key)
-            if not isinstance(value, str):
-                raise fail(f"{item.get('type')} without {key!r} (text)")
-            return value
-
-        def add(content: str, tags: list[str], origin: str, where: str = where) -> None:
-            memory_id = derived_id(FORMAT, content)
-            if memory_id in seen:
-                return
-            seen.add(memory_id)
-            try:
-                content = check.text(content, "content", "limits.content_bytes")
-            except UsageError as exc:
-                raise fail(str(exc)) from None
-            data = {
-                "memory": memory_id, "content": content, "kind": "fact",
-                "tags": [t for t in dict.fromkeys(tags) if t], "scope": None,
-                "source": "agent-inferred", "importance": 0.5, "valid_from": None,
-                "valid_until": None, "origin": {"format": FORMAT, "id": origin},
-            }
-            probe = ev.Event(id=ev.new_event_id(), kind="memory.created", clock=0,
-                             time=ev.format_time(ev.utc_now()), actor="-", session=None,
-                             machine=None, data=data)
-            try:  # what readers will accept, checked now rather than found damaged later
-                ev.parse_line(probe.to_line()[:-1])
-            except ev.EventFormatError as exc:
-                raise fail(f"would become an unreadable event: {exc}") from None
-            plan.records.append(Record("memory.created", data, where, key=memory_id))
-
+            plan.skip(file, number, "not a JSON object")
+            continue
         kind = item.get("type")
-        if kind == "entity":
-            name, entity_type = text("name").strip(), text("entityType").strip()
-            observations = item.get("observations")
-            if not isinstance(observations, list) or \
-                    not all(isinstance(o, str) for o in observations):
-                raise fail("entity without 'observations' (a list of text)")
-            if not name:
-                raise fail("entity with an empty name")
-            tag = slug_name(entity_type.lower())
-            kept = [o.strip() for o in observations if o.strip()]
-            for observation in kept:
-                add(f"{name}: {observation}", [tag] if tag else [], f"entity:{name}")
-            if not kept:
-                add(f"{name} is an entity of type {entity_type or 'unknown'}",
-                    [tag] if tag else [], f"entity:{name}")
-        elif kind == "relation":
-            source, relation, target = text("from").strip(), text("relationType").strip(), \
-                text("to").strip()
-            tag = slug_name(relation.lower())
-            add(f"{source} {relation} {target}", [tag] if tag else [],
-                f"relation:{source}|{relation}|{target}")
-        else:
-            plan.ignored[f"lines of type {kind!r}"] += 1  # the server ignores them too
+        if kind not in ("entity", "relation"):
+            plan.ignore(f"lines of type {quote(kind, 30)}")  # the server ignores them too
+            continue
+        try:
+            found = _memories(item, check)
+        except UsageError as exc:
+            plan.skip(file, number, str(exc))
+            continue
+        for memory_id, data in found:
+            if memory_id not in seen:
+                seen.add(memory_id)
+                plan.records.append(Record("memory.created", data, f"{file}:{number}",
+                                           key=memory_id))
     return plan
+
+
+def _memories(item: dict[str, Any], check: Checker) -> list[tuple[str, dict[str, Any]]]:
+    """The memories one entity or relation becomes, checked; a `UsageError` if one fails."""
+
+    def text(key: str) -> str:
+        value = item.get(key)
+        if not isinstance(value, str):
+            raise UsageError(f"{item.get('type')} without {key!r} (text)")
+        return value.strip()
+
+    def tags(text: str) -> list[str]:
+        tag = slug_name(text.lower(), check.checks.limit("limits.name_chars"))
+        return check.tags([tag] if tag else [])
+
+    found: list[tuple[str, dict[str, Any]]] = []
+
+    def add(content: str, tags: list[str], origin: str) -> None:
+        memory_id = derived_id(FORMAT, content)
+        data = {
+            "memory": memory_id,
+            "content": check.text(content, "content", "limits.content_bytes"),
+            "kind": "fact", "tags": tags, "scope": None, "source": "agent-inferred",
+            "importance": 0.5, "valid_from": None, "valid_until": None,
+            "origin": {"format": FORMAT, "id": check.text(origin, "origin id",
+                                                          "limits.item_bytes")},
+        }
+        probe = ev.Event(id=ev.new_event_id(), kind="memory.created", clock=0,
+                         time=ev.format_time(ev.utc_now()), actor="-", session=None,
+                         machine=None, data=data)
+        try:  # what readers will accept, checked now rather than found damaged later
+            ev.parse_line(probe.to_line()[:-1])
+        except ev.EventFormatError as exc:
+            raise UsageError(f"would become an unreadable event: {exc}") from None
+        if all(memory_id != known for known, _ in found):
+            found.append((memory_id, data))
+
+    if item["type"] == "entity":
+        name, entity_type = text("name"), text("entityType")
+        observations = item.get("observations")
+        if not isinstance(observations, list) or \
+                not all(isinstance(o, str) for o in observations):
+            raise UsageError("entity without 'observations' (a list of text)")
+        if not name:
+            raise UsageError("entity with an empty name")
+        tagged = tags(entity_type)
+        kept = [o.strip() for o in observations if o.strip()]
+        for observation in kept:
+            add(f"{name}: {observation}", tagged, f"entity:{name}")
+        if not kept:
+            add(f"{name} is an entity of type {entity_type or 'unknown'}", tagged,
+                f"entity:{name}")
+    else:
+        source, relation, target = text("from"), text("relationType"), text("to")
+        add(f"{source} {relation} {target}", tags(relation),
+            f"relation:{source}|{relation}|{target}")
+    return found

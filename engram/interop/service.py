@@ -18,7 +18,7 @@ from ..errors import EngramError, GitError, UsageError
 if TYPE_CHECKING:
     from ..store import Store
     from ..timeline import Timeline
-    from . import Plan
+    from . import Input, Plan
 
 
 @dataclass
@@ -32,6 +32,8 @@ class ImportReport:
     added: list[tuple[str, str]] = field(default_factory=list)  # (kind, description)
     already: int = 0  # records already in the store: not written again
     ignored: dict[str, int] = field(default_factory=dict)  # source records with no counterpart
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (file:line, why), the first
+    skipped_count: int = 0  # source records left out: damaged, or failing the checks
     dry_run: bool = False
     commit: str | None = None
 
@@ -42,8 +44,10 @@ class ImportReport:
         return {
             "format": self.format, "source": self.source, "store": self.store,
             "read": self.read, "added": len(self.added), "by_kind": self.counts(),
-            "already": self.already, "ignored": self.ignored, "dry_run": self.dry_run,
-            "commit": self.commit,
+            "already": self.already, "ignored": self.ignored,
+            "skipped": self.skipped_count,
+            "skipped_records": [{"where": where, "reason": why} for where, why in self.skipped],
+            "dry_run": self.dry_run, "commit": self.commit,
             "events": [{"kind": kind, "description": text} for kind, text in self.added],
         }
 
@@ -57,11 +61,13 @@ class Interop:
                     dry_run: bool = False, redact: bool = False) -> ImportReport:
         """Bring in an mcp-engram data directory, an MCP memory graph or an Engram export.
 
-        Everything is read and checked before anything is written: a damaged line raises
-        `DamagedInputError` (file and line) and the store is left as it was. Records already in
-        the store are not written again, so a second import adds nothing.
+        The input is untrusted. Everything is read and checked before anything is written; a
+        record that is damaged or fails the checks of a write is left out and reported in
+        `skipped` (file, line, why). Input over `limits.import_bytes` raises a `UsageError`
+        and nothing is written. Records already in the store are not written again, so a
+        second import adds nothing.
         """
-        from . import check_format, detect
+        from . import Input, Plan, check_format, detect
 
         source = Path(path)
         if not source.is_absolute():
@@ -69,15 +75,19 @@ class Interop:
         if not source.exists():
             raise UsageError(f"{source} does not exist; give an mcp-engram data directory, a "
                              "memory.jsonl, or a file written by `engram export`")
-        fmt = check_format(format) if format else detect(source)
         store = self.write_store()
-        plan = self._read_source(store, source, fmt, redact=redact)
+        settings = self.settings(store)
+        line_bytes = settings["limits.import_line_bytes"]
+        fmt = check_format(format) if format else detect(source, line_bytes=line_bytes)
+        reader = Input(Plan(fmt, source), line_bytes=line_bytes,
+                       total_bytes=settings["limits.import_bytes"])
+        plan = self._read_source(store, source, reader, redact=redact)
         proj = self.projection(store)
         fresh = []
         known_memories = proj.memories_by_id([r.key for r in plan.records if r.key])
         for record in plan.records:
             if record.event is not None:
-                if proj.event(record.event.id) is not None:
+                if any(proj.event(i) is not None for i in (record.event.id, *record.sources)):
                     continue
             elif record.key in known_memories:
                 continue
@@ -86,7 +96,7 @@ class Interop:
             format=fmt, source=str(source), store=store.kind, read=plan.read,
             added=[(r.kind, _describe(r.kind, r.data)) for r in fresh],
             already=len(plan.records) - len(fresh), ignored=dict(plan.ignored),
-            dry_run=dry_run,
+            skipped=list(plan.skipped), skipped_count=plan.skipped_count, dry_run=dry_run,
         )
         if dry_run or not fresh:
             return report
@@ -104,22 +114,24 @@ class Interop:
             self.warnings.append(f"imported events are saved but not committed yet: {exc}")
         return report
 
-    def _read_source(self, store: Store, source: Path, fmt: str, *, redact: bool) -> Plan:
+    def _read_source(self, store: Store, source: Path, reader: Input, *,
+                     redact: bool) -> Plan:
         from ..validation import Checks
         from . import Checker
 
         check = Checker(Checks(self.settings(store)), redact=redact)
+        fmt = reader.plan.format
         if fmt == "mcp-engram":
             from . import mcp_engram
 
-            return mcp_engram.read(source, check)
+            return mcp_engram.read(source, check, reader)
         if fmt == "mcp-memory":
             from . import mcp_memory
 
-            return mcp_memory.read(source, check)
+            return mcp_memory.read(source, check, reader)
         from . import engram_jsonl
 
-        return engram_jsonl.read(source, check)
+        return engram_jsonl.read(source, check, reader, self.actor(store))
 
     def _append_fixed(self, store: Store, events: list[ev.Event]) -> None:
         """Append events whose ids, clocks and times are fixed (they come from elsewhere).
