@@ -342,7 +342,8 @@ def event_from_dict(raw: Any) -> Event:
             raise EventFormatError(f"field {name!r} has the wrong type")
     extra = set(raw) - set(_FIELDS)
     if extra:
-        raise EventFormatError(f"unknown field(s) {', '.join(sorted(extra))}")
+        names = ", ".join(one_line(repr(name), 40) for name in sorted(extra)[:5])
+        raise EventFormatError(f"unknown field(s) {names}" + (" ..." if len(extra) > 5 else ""))
     if not KIND_RE.match(raw["kind"]):
         raise EventFormatError(f"kind {raw['kind'][:40]!r} is not a dotted lowercase name")
     for name in ("actor", "machine"):

@@ -187,6 +187,8 @@ HOSTILE: dict[str, tuple[str, Edit]] = {
     "id not a ULID": ("memory.created", lambda e: e.update(id="x" * 26)),
     "id missing": ("memory.created", lambda e: e.pop("id")),
     "an unknown field": ("memory.created", lambda e: e.update(evil=True)),
+    "an unknown field named with escapes": ("memory.created",
+                                            lambda e: e.update({"\x1b]0;x\x07" * 500: 1})),
     "data a list": ("memory.created", lambda e: e.update(data=[1, 2])),
     "tags a string": ("memory.created", _data(tags="../../etc")),
     "content a number": ("memory.created", _data(content=7)),
@@ -254,6 +256,7 @@ def test_hostile_lines_pushed_by_another_clone_break_no_command(clones: Clones) 
     warned = results["list"].stderr
     for number in bad:
         assert f"{rel}:{number}: " in warned, (number, lines[number - 1][:80])
+    assert "\x1b" not in warned and max(map(len, warned.splitlines())) < 1000
     clones.verify_names(rel, bad)
     doctor = results["doctor"].stdout
     assert all(f"{rel}:{number}" in doctor for number in bad)
