@@ -239,7 +239,7 @@ def test_clones_with_squashes_and_cherry_picks_end_with_the_union(history: tuple
 
 
 @pytest.mark.slow
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(HISTORY)
 def test_clones_with_squashes_and_cherry_picks_end_with_the_union_many(history: tuple) -> None:

@@ -140,8 +140,7 @@ def test_the_tool_surface_is_pinned() -> None:
         tool = tools[name]
         schema = tool.input_schema
         assert sorted(schema.get("required", [])) == sorted(required), name
-        assert list(schema["properties"]) == [*required, *optional] or \
-            sorted(schema["properties"]) == sorted([*required, *optional]), name
+        assert sorted(schema["properties"]) == sorted([*required, *optional]), name
         notes = tool.annotations
         assert notes is not None and notes.title, name
         assert notes.read_only_hint is read_only, name

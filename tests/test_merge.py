@@ -83,14 +83,16 @@ def run_scenario(steps: list[tuple[str, str, int]]) -> None:
             assert git(clones[name], "status", "--porcelain") == ""
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=6, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
 @given(st.lists(step, min_size=1, max_size=12))
 def test_two_clones_merge_without_conflict_or_loss(steps: list[tuple[str, str, int]]) -> None:
     run_scenario(steps)
 
 
 @pytest.mark.slow
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
 @given(st.lists(step, min_size=1, max_size=25))
 def test_two_clones_merge_without_conflict_or_loss_many(
     steps: list[tuple[str, str, int]],
