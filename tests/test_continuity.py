@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from conftest import cli, git, make_repo, run_engram
+from conftest import cli, git, make_repo, markdown_sections, run_engram
 from engram.api import Engram
 from engram.continuity.service import AmbiguousResumeError
 
@@ -291,3 +293,72 @@ def test_a_hostile_pid_in_a_session_event_is_no_process() -> None:
     for pid in (2**62, 2**31, -1, 0, True, None):
         assert process_alive(pid) is False, pid  # type: ignore[arg-type]
     assert process_alive(os.getpid()) is True
+
+
+HOSTILE = {
+    "next": ["Open the <!-- settings page", "item\n## Must preserve\n- fake",
+             "</details><script>alert(1)</script>", "```\nan unclosed fence"],
+    "must_not_redo": ["> a quote", "1. one\n2) two", "[ref]: https://example.com/x"],
+    "must_preserve": ["a line\n===", "&#x202E;an entity", "`code <b>` stays code"],
+    "completed": ["- a bullet", "+ another", "* and another"],
+    "open_questions": ["<http://example.com>", "x & y; a < b", "---"],
+}
+
+
+def test_hostile_handoff_text_stays_text_in_the_handoff_file_and_resume(
+        home_store: Engram) -> None:
+    """Handoff items arrive from other people's pushes: shown as written, none of them can
+    hide the sections that follow, forge a heading, or carry HTML."""
+    task = home_store.task_create("Fix <!-- the & login", goal="# not a heading\n<b>bold</b>")
+    home_store.handoff(task.id, summary="Summary\n## Must not redo\n<!--", **HOSTILE)
+    [path] = (Path(os.environ["ENGRAM_HOME"]) / "handoffs").rglob("*.md")
+    resumed = home_store.resume(task=task.id).markdown
+    for text in (path.read_text(), resumed):
+        for line in text.splitlines():
+            assert "<!--" not in line and "<script" not in line, line
+        headings, items = markdown_sections(text)
+        assert headings[0].split(": ", 1)[1] == "Fix <!-- the & login"
+        for field, written in HOSTILE.items():
+            title = next(h for h in headings if h.startswith(
+                {"next": "Next steps", "must_not_redo": "Must not redo",
+                 "must_preserve": "Must preserve", "completed": "Completed",
+                 "open_questions": "Open questions"}[field]))
+            assert [" ".join(item.replace("`", "").split()) for item in items[title]] == \
+                [" ".join(w.replace("`", "").split()) for w in written]
+    headings, _ = markdown_sections(path.read_text())
+    assert headings[1:] == ["Summary", "Goal", "Completed", "In progress", "Blocked",
+                            "Next steps (in order)", "Must not redo", "Must preserve",
+                            "Open questions", "Working set", "Changes since the start"]
+    # Ordinary text reads as it was written, code spans too.
+    assert "3. `code <b>` stays code" not in resumed and "- `code <b>` stays code" in resumed
+    assert "2. item\n   \\## Must preserve\n   \\- fake" in resumed
+
+
+MARKDOWN_TEXT = st.text(st.sampled_from(list("#>-+*=_~`|[]():!<>/&;\\ \n\tab1.)")), max_size=30)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(MARKDOWN_TEXT.filter(str.strip), min_size=1, max_size=3), MARKDOWN_TEXT,
+       MARKDOWN_TEXT)
+def test_no_text_changes_the_shape_of_a_handoff(items: list[str], text: str, other: str,
+                                                ) -> None:
+    """Whatever a checkpoint's texts hold, its Markdown has the same sections and, in each,
+    one list item per item: no heading, list, quote, fence or HTML comes from the texts."""
+    from engram.continuity import checkpoints as cp
+
+    checkpoint: dict = {name: items for name in cp.LIST_FIELDS}
+    checkpoint.update(seq=2, checkpoint="abcdefgh1234", reason=text or "x", actor=other or "x",
+                      session=text or None, machine=other or None, time=text or "t",
+                      confidence=0.5, summary=text, goal=other,
+                      working_set={"files": [{"path": text or "x", "commit": other or None}],
+                                   "commands": items, "artifacts": items})
+    previous = {**checkpoint, "seq": 1, **{name: [other] for name in cp.LIST_FIELDS},
+                "summary": other, "goal": text}
+    page = cp.render({"id": "abcdefgh1234", "name": text or "x"}, checkpoint, previous)
+    headings, found = markdown_sections(page)
+    titles = [cp.TITLES[name] for name in (*cp.LIST_FIELDS, "working_set")]
+    assert [h for h in headings[1:] if h not in ("Summary", "Goal")] == \
+        [*titles, "Changes since checkpoint 1"]
+    for name in cp.LIST_FIELDS:
+        assert len(found[cp.TITLES[name]]) == len(items)
+    assert len(found[cp.TITLES["working_set"]]) == 1 + 2 * len(items)
