@@ -11,6 +11,7 @@ escaped). Code spans and emphasis the writer typed still read as such.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # C0 and C1 controls but tab and newline; the bidi embeddings, overrides, isolates and marks.
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -38,6 +39,20 @@ def visible(text: str) -> str:
 def _escape_char(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible_json(text: str) -> str:
+    """JSON text with the characters `visible` escapes written as `\\u` escapes: the same JSON,
+    safe on a terminal."""
+    return _UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+def echo(message: object = "", **options: Any) -> None:
+    """`click.echo` for what people read: every line the CLI prints but JSON for scripts goes
+    through here, so no command prints a store's text raw."""
+    import click  # the library (and the MCP server's tools) print nothing
+
+    click.echo(visible(str(message)), **options)
 
 
 def md(text: object) -> str:

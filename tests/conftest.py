@@ -108,6 +108,28 @@ def run_engram(*args: str, cwd: Path | None = None, env: dict[str, str] | None =
     )
 
 
+def foreign_events(root: Path, *events: dict[str, Any]) -> list[str]:
+    """Lines another clone wrote, as a pull brings them: appended to a writer file of its own
+    in the store at `root`. Each dict has `kind` and `data`, and may set `time`, `actor`,
+    `machine` and `session`. Returns the event ids."""
+    from engram import events as ev
+
+    path = root / "events" / "2026" / "01" / "foreign-writer.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ids = []
+    with path.open("ab") as handle:
+        for number, spec in enumerate(events):
+            event = ev.Event(
+                id=ev.new_event_id(), kind=spec["kind"], clock=ev.next_clock(0) + number,
+                time=spec.get("time", ev.format_time(ev.utc_now())),
+                actor=spec.get("actor", "Other <other@example.com>"),
+                session=spec.get("session"), machine=spec.get("machine", "elsewhere"),
+                data=spec["data"])
+            handle.write(event.to_line())
+            ids.append(event.id)
+    return ids
+
+
 def markdown_sections(text: str, *, nested: bool = False,
                       ) -> tuple[list[str], dict[str, list[str]]]:
     """The headings of `text` parsed as Markdown, and the plain text of each list item under
