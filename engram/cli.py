@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import orjson
 from . import __version__
 from .cli_mcp import register as register_mcp
 from .cli_sync import register as register_sync
-from .display import echo, visible_json
+from .display import echo, local_time, visible_json
 from .errors import EngramError
 from .neardup import describe as describe_differences
 
@@ -96,13 +95,6 @@ def _print_json(value: Any) -> None:
     click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
 
 
-def _local(stamp: str | None) -> str:
-    if not stamp:
-        return ""
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone().strftime(
-        "%Y-%m-%d %H:%M")
-
-
 def _read_text(text: str) -> str:
     """TEXT, or all of stdin for `-`. Bytes that are not UTF-8 stay visible to the checks."""
     if text != "-":
@@ -176,7 +168,7 @@ def _memory_text(memory: Any, *, many_stores: bool) -> str:
     tags = "  " + " ".join(f"#{t}" for t in memory.tags) if memory.tags else ""
     where = f"  ({memory.store})" if many_stores else ""
     state = "  [forgotten]" if memory.status == "forgotten" else ""
-    return (f"{memory.id[:8]}  {memory.kind:<10} {_local(memory.updated_at)[:10]}  "
+    return (f"{memory.id[:8]}  {memory.kind:<10} {local_time(memory.updated_at)[:10]}  "
             f"{memory.summary()}{tags}{where}{state}")
 
 
@@ -245,7 +237,7 @@ def get(ctx: click.Context, ident: str, history: bool, project: bool, personal: 
             _print_json([{"event": e.to_dict(), "memory": m.to_dict()} for e, m in versions])
             return
         for number, (event, memory) in enumerate(versions, start=1):
-            echo(f"version {number}  {event.kind}  {_local(event.time)}  by {event.actor}")
+            echo(f"version {number}  {event.kind}  {local_time(event.time)}  by {event.actor}")
             if memory.status == "forgotten":
                 echo(f"  forgotten: {memory.forgotten_reason}")
             elif event.kind == "memory.reinforced":
@@ -275,10 +267,11 @@ def get(ctx: click.Context, ident: str, history: bool, project: bool, personal: 
         ("scope", memory.scope or "-"),
         ("source", memory.source),
         ("importance", f"{memory.importance:g}"),
-        ("valid", f"{_local(memory.valid_from) or '…'} → {_local(memory.valid_until) or '…'}"
+        ("valid", f"{local_time(memory.valid_from) or '…'} → "
+                  f"{local_time(memory.valid_until) or '…'}"
          if memory.valid_from or memory.valid_until else "always"),
-        ("created", f"{_local(memory.created_at)} by {memory.created_by}"),
-        ("updated", f"{_local(memory.updated_at)} (version {memory.version})"),
+        ("created", f"{local_time(memory.created_at)} by {memory.created_by}"),
+        ("updated", f"{local_time(memory.updated_at)} (version {memory.version})"),
     ]
     for name, value in rows:
         echo(f"{name + ':':<12}{value}")
@@ -435,7 +428,7 @@ def log(ctx: click.Context, kinds: tuple[str, ...], task: str | None, actor: str
     many = len(engram.stores()) > 1
     for store, event in entries:
         where = f"  ({store})" if many else ""
-        echo(f"{event.id[-8:].lower()}  {_local(event.time)}  {describe(event)}  "
+        echo(f"{event.id[-8:].lower()}  {local_time(event.time)}  {describe(event)}  "
              f"— {event.actor}{where}")
     if not entries:
         echo("no events")
@@ -577,7 +570,7 @@ def commit(ctx: click.Context, message: str | None, project: bool, personal: boo
 
 
 def _task_text(task: Any) -> str:
-    return (f"{task.id[:8]}  {task.status:<11} {_local(task.updated_at)[:10]}  {task.name}"
+    return (f"{task.id[:8]}  {task.status:<11} {local_time(task.updated_at)[:10]}  {task.name}"
             + (f"  (parent {task.parent[:8]})" if task.parent else ""))
 
 
@@ -819,7 +812,7 @@ def checkpoints(ctx: click.Context, task_id: str, project: bool, personal: bool,
         _print_json(found)
         return
     for item in found:
-        echo(f"{item['seq']:>3}  {item['checkpoint'][:8]}  {_local(item['time'])}  "
+        echo(f"{item['seq']:>3}  {item['checkpoint'][:8]}  {local_time(item['time'])}  "
              f"{item['reason']:<12} {item['confidence']:.2f}  {item.get('summary') or ''}")
     if not found:
         echo("no checkpoints")
@@ -900,7 +893,7 @@ def sessions_(ctx: click.Context, project: bool, personal: bool, as_json: bool) 
     for item in found:
         why = f"  {item.reason}: {item.evidence}" if item.state == "interrupted" else \
             (f"  {item.outcome}" if item.outcome else "")
-        echo(f"{item.id[:8]}  {item.state:<11} {_local(item.started_at)}  {item.agent:<11}"
+        echo(f"{item.id[:8]}  {item.state:<11} {local_time(item.started_at)}  {item.agent:<11}"
              f" {item.machine or '-'}  {item.actor}{why}")
     if not found:
         echo("no sessions")

@@ -11,6 +11,7 @@ escaped). Code spans and emphasis the writer typed still read as such.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 # C0 and C1 controls but tab and newline; the bidi embeddings, overrides, isolates and marks.
@@ -53,6 +54,21 @@ def echo(message: object = "", **options: Any) -> None:
     import click  # the library (and the MCP server's tools) print nothing
 
     click.echo(visible(str(message)), **options)
+
+
+def local_time(stamp: str | None) -> str:
+    """An event's time in this machine's time zone (`YYYY-MM-DD HH:MM`), or in UTC with the
+    suffix ` UTC` when the local time is out of range (years 1 and 9999)."""
+    if not stamp:
+        return ""
+    moment = datetime.fromisoformat(stamp)
+    suffix = ""
+    try:
+        moment = moment.astimezone()
+    except (OverflowError, ValueError):
+        moment, suffix = moment.astimezone(UTC), " UTC"
+    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d} "
+            f"{moment.hour:02d}:{moment.minute:02d}{suffix}")
 
 
 def md(text: object) -> str:
