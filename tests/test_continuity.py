@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import cli, git, make_repo, markdown_sections, run_engram
+from conftest import cli, foreign_events, git, make_repo, markdown_sections, run_engram
 from engram.api import Engram
 from engram.continuity.service import AmbiguousResumeError
 
@@ -362,3 +362,42 @@ def test_no_text_changes_the_shape_of_a_handoff(items: list[str], text: str, oth
     for name in cp.LIST_FIELDS:
         assert len(found[cp.TITLES[name]]) == len(items)
     assert len(found[cp.TITLES["working_set"]]) == 1 + 2 * len(items)
+
+
+CAFE_NFC, CAFE_NFD = "Caf\u00e9 menu", "Cafe\u0301 menu"  # one name, typed two ways
+
+
+def test_a_name_typed_in_either_unicode_form_is_one_name(home_store: Engram) -> None:
+    """`café` as one character (NFC, most keyboards) or as `e` and a combining accent (NFD,
+    macOS file names): stored in NFC, and found whichever way it is typed."""
+    created = cli("task", "create", CAFE_NFD, "--tag", "caf\u0065\u0301", "--json")
+    task = json.loads(created.stdout)
+    assert (task["name"], task["tags"]) == (CAFE_NFC, ["caf\u00e9"])
+    for typed in (CAFE_NFC, CAFE_NFD, CAFE_NFD.upper()):
+        shown = cli("task", "show", typed, "--json")
+        assert shown.exit_code == 0, shown.output
+        assert json.loads(shown.stdout)["task"]["id"] == task["id"]
+    home_store.remember("The menu is printed weekly", tags=["caf\u0065\u0301"], task=task["id"])
+    for typed in ("caf\u00e9", "caf\u0065\u0301"):
+        assert "printed weekly" in cli("list", "--tag", typed).stdout
+
+
+def test_a_name_another_writer_stored_decomposed_is_found(home_store: Engram) -> None:
+    """An older or foreign writer stored the name and the actor in NFD: lookups by the NFC
+    form find them. Tasks are keyed by id, not name: the same name made on two clones is two
+    tasks, and a lookup by the name in either form lists both."""
+    from engram import events as ev
+
+    theirs = ev.new_entity_id()
+    foreign_events(home_store.write_store().root, {
+        "kind": "task.created", "actor": "Jose\u0301 <jose@example.com>",
+        "data": {"task": theirs, "name": CAFE_NFD, "goal": "", "status": "open", "tags": []}})
+    for typed in (CAFE_NFC, CAFE_NFD):
+        assert json.loads(cli("task", "show", typed, "--json").stdout)["task"]["id"] == theirs
+        assert "# Resume: Cafe\u0301 menu" in cli("resume", "--task", typed).stdout
+    assert "created: Cafe\u0301 menu" in cli("log", "--actor", "jos\u00e9").stdout
+    ours = home_store.task_create(CAFE_NFC)
+    for typed in (CAFE_NFC, CAFE_NFD):
+        result = cli("task", "show", typed)
+        assert result.exit_code == 2 and "matches 2 records" in result.stderr
+        assert ours.id in result.stderr and theirs in result.stderr
