@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import orjson
 from . import __version__
 from .cli_mcp import register as register_mcp
 from .cli_sync import register as register_sync
+from .display import echo, local_time, visible_json
 from .errors import EngramError
 from .neardup import describe as describe_differences
 
@@ -40,10 +40,10 @@ class EngramGroup(click.Group):
             message = " ".join(exc.format_message().split())
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
                 message += f" (see `{exc.ctx.command_path} --help`)"
-            click.echo(f"error: {message}", err=True)
+            echo(f"error: {message}", err=True)
             sys.exit(exc.exit_code)
         except click.Abort:
-            click.echo("Aborted!", err=True)
+            echo("Aborted!", err=True)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
 
@@ -52,7 +52,7 @@ class EngramGroup(click.Group):
             return super().invoke(ctx)
         except EngramError as exc:
             _flush_warnings(ctx)
-            click.echo(f"error: {exc}", err=True)
+            echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)
         finally:
             _flush_warnings(ctx)
@@ -63,7 +63,7 @@ def _flush_warnings(ctx: click.Context) -> None:
     if engram is None:
         return
     for warning in engram.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        echo(f"warning: {warning}", err=True)
     engram.warnings.clear()
 
 
@@ -93,13 +93,6 @@ def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _print_json(value: Any) -> None:
     click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
-
-
-def _local(stamp: str | None) -> str:
-    if not stamp:
-        return ""
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone().strftime(
-        "%Y-%m-%d %H:%M")
 
 
 def _read_text(text: str) -> str:
@@ -137,9 +130,9 @@ def init(ctx: click.Context, project: bool) -> None:
     engram = _engram(ctx)
     store, created = engram.init(project=project)
     if created:
-        click.echo(f"initialized {store.kind} store in {store.root}")
+        echo(f"initialized {store.kind} store in {store.root}")
     else:
-        click.echo(f"{store.kind} store already initialized in {store.root}")
+        echo(f"{store.kind} store already initialized in {store.root}")
 
 
 # -- memories -----------------------------------------------------------------------------------
@@ -175,7 +168,7 @@ def _memory_text(memory: Any, *, many_stores: bool) -> str:
     tags = "  " + " ".join(f"#{t}" for t in memory.tags) if memory.tags else ""
     where = f"  ({memory.store})" if many_stores else ""
     state = "  [forgotten]" if memory.status == "forgotten" else ""
-    return (f"{memory.id[:8]}  {memory.kind:<10} {_local(memory.updated_at)[:10]}  "
+    return (f"{memory.id[:8]}  {memory.kind:<10} {local_time(memory.updated_at)[:10]}  "
             f"{memory.summary()}{tags}{where}{state}")
 
 
@@ -212,20 +205,20 @@ def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, .
     memory = result.memory
     if result.duplicate:
         similarity = result.related[0][1]
-        click.echo(f"reinforced {memory.id[:8]} instead of adding a near-duplicate "
-                   f"(similarity {similarity:.2f}): {memory.summary(60)}")
-        click.echo(f"  your text is kept in its history: engram get --history {memory.id[:8]}")
+        echo(f"reinforced {memory.id[:8]} instead of adding a near-duplicate "
+             f"(similarity {similarity:.2f}): {memory.summary(60)}")
+        echo(f"  your text is kept in its history: engram get --history {memory.id[:8]}")
         return
-    click.echo(f"remembered {memory.id[:8]} ({memory.kind}, {memory.store} store)")
+    echo(f"remembered {memory.id[:8]} ({memory.kind}, {memory.store} store)")
     for other, similarity in result.related:
         short = other.id[:8]
-        click.echo(f"  possible contradiction: {short} (similarity {similarity:.2f}) "
-                   f"{other.summary(50)}")
+        echo(f"  possible contradiction: {short} (similarity {similarity:.2f}) "
+             f"{other.summary(50)}")
         found = result.differs_from(other.id)
         if found:
-            click.echo(f"    the new text differs from {short} in {describe_differences(found)}")
-        click.echo(f"    if {short} is now wrong, replace it: "
-                   f"engram remember ... --supersedes {short}")
+            echo(f"    the new text differs from {short} in {describe_differences(found)}")
+        echo(f"    if {short} is now wrong, replace it: "
+             f"engram remember ... --supersedes {short}")
 
 
 @main.command()
@@ -244,21 +237,21 @@ def get(ctx: click.Context, ident: str, history: bool, project: bool, personal: 
             _print_json([{"event": e.to_dict(), "memory": m.to_dict()} for e, m in versions])
             return
         for number, (event, memory) in enumerate(versions, start=1):
-            click.echo(f"version {number}  {event.kind}  {_local(event.time)}  by {event.actor}")
+            echo(f"version {number}  {event.kind}  {local_time(event.time)}  by {event.actor}")
             if memory.status == "forgotten":
-                click.echo(f"  forgotten: {memory.forgotten_reason}")
+                echo(f"  forgotten: {memory.forgotten_reason}")
             elif event.kind == "memory.reinforced":
                 similarity = event.data.get("similarity")
-                click.echo("  confirmed by a near-duplicate" + (
+                echo("  confirmed by a near-duplicate" + (
                     f" (similarity {similarity:.2f})" if similarity is not None else "") + (
                     ", which said:" if "content" in event.data else ""))
                 for line in str(event.data.get("content", "")).splitlines():
-                    click.echo(f"  {line}")
+                    echo(f"  {line}")
             else:
-                click.echo(f"  [{memory.kind}] {' '.join('#' + t for t in memory.tags)}".rstrip())
+                echo(f"  [{memory.kind}] {' '.join('#' + t for t in memory.tags)}".rstrip())
                 for line in memory.content.splitlines():
-                    click.echo(f"  {line}")
-            click.echo()
+                    echo(f"  {line}")
+            echo()
         return
     memory = engram.get(ident)
     if as_json:
@@ -274,15 +267,16 @@ def get(ctx: click.Context, ident: str, history: bool, project: bool, personal: 
         ("scope", memory.scope or "-"),
         ("source", memory.source),
         ("importance", f"{memory.importance:g}"),
-        ("valid", f"{_local(memory.valid_from) or '…'} → {_local(memory.valid_until) or '…'}"
+        ("valid", f"{local_time(memory.valid_from) or '…'} → "
+                  f"{local_time(memory.valid_until) or '…'}"
          if memory.valid_from or memory.valid_until else "always"),
-        ("created", f"{_local(memory.created_at)} by {memory.created_by}"),
-        ("updated", f"{_local(memory.updated_at)} (version {memory.version})"),
+        ("created", f"{local_time(memory.created_at)} by {memory.created_by}"),
+        ("updated", f"{local_time(memory.updated_at)} (version {memory.version})"),
     ]
     for name, value in rows:
-        click.echo(f"{name + ':':<12}{value}")
-    click.echo()
-    click.echo(memory.content)
+        echo(f"{name + ':':<12}{value}")
+    echo()
+    echo(memory.content)
 
 
 @main.command()
@@ -306,7 +300,7 @@ def update(ctx: click.Context, ident: str, text: str | None, kind: str | None,
     if as_json:
         _print_json(memory.to_dict())
     else:
-        click.echo(f"updated {memory.id[:8]} (version {memory.version})")
+        echo(f"updated {memory.id[:8]} (version {memory.version})")
 
 
 @main.command()
@@ -323,7 +317,7 @@ def forget(ctx: click.Context, ident: str, reason: str, project: bool, personal:
     if as_json:
         _print_json(memory.to_dict())
     else:
-        click.echo(f"forgot {memory.id[:8]}")
+        echo(f"forgot {memory.id[:8]}")
 
 
 def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -361,9 +355,9 @@ def list_(ctx: click.Context, limit: int, kinds: tuple[str, ...], tags: tuple[st
         return
     many = len(engram.stores()) > 1
     for memory in found:
-        click.echo(_memory_text(memory, many_stores=many))
+        echo(_memory_text(memory, many_stores=many))
     if not found:
-        click.echo("no memories" + (" match" if kinds or tags or scope else " yet"))
+        echo("no memories" + (" match" if kinds or tags or scope else " yet"))
 
 
 @main.command()
@@ -393,19 +387,19 @@ def recall(ctx: click.Context, query: str, k: int, kinds: tuple[str, ...],
         return
     many = len(engram.stores()) > 1
     for hit in hits:
-        click.echo(_memory_text(hit.memory, many_stores=many))
+        echo(_memory_text(hit.memory, many_stores=many))
         if explain:
             explained = hit.explain()
             parts = "  ".join(f"{k}={v:.3f}" for k, v in explained.items()
                               if isinstance(v, float))
-            click.echo(f"          {parts}")
+            echo(f"          {parts}")
             for note in explained.get("notes", []):
-                click.echo(f"          ({note})")
+                echo(f"          ({note})")
         if full:
             for line in hit.memory.content.splitlines():
-                click.echo(f"          {line}")
+                echo(f"          {line}")
     if not hits:
-        click.echo("nothing found")
+        echo("nothing found")
 
 
 # -- history and state --------------------------------------------------------------------------
@@ -434,10 +428,10 @@ def log(ctx: click.Context, kinds: tuple[str, ...], task: str | None, actor: str
     many = len(engram.stores()) > 1
     for store, event in entries:
         where = f"  ({store})" if many else ""
-        click.echo(f"{event.id[-8:].lower()}  {_local(event.time)}  {describe(event)}  "
-                   f"— {event.actor}{where}")
+        echo(f"{event.id[-8:].lower()}  {local_time(event.time)}  {describe(event)}  "
+             f"— {event.actor}{where}")
     if not entries:
-        click.echo("no events")
+        echo("no events")
 
 
 @main.command()
@@ -454,20 +448,20 @@ def show(ctx: click.Context, ident: str, project: bool, personal: bool, as_json:
         return
     if record["type"] == "memory":
         memory = record["memory"]
-        click.echo(f"memory {memory['id']} ({record['store']} store, {memory['status']})")
-        click.echo(memory["content"])
-        click.echo()
+        echo(f"memory {memory['id']} ({record['store']} store, {memory['status']})")
+        echo(memory["content"])
+        echo()
         events = record["events"]
     elif record["type"] in ("task", "session"):
         more = (f"`engram task show {record['id']}`" if record["type"] == "task" else
                 "`engram sessions`")
-        click.echo(f"{record['type']} {record['id']} ({record['store']} store; {more} "
-                   "shows its state)")
+        echo(f"{record['type']} {record['id']} ({record['store']} store; {more} "
+             "shows its state)")
         events = record["events"]
     else:
         events = [record["event"]]
     for event in events:
-        click.echo(orjson.dumps(event, option=orjson.OPT_SORT_KEYS).decode())
+        echo(visible_json(orjson.dumps(event, option=orjson.OPT_SORT_KEYS).decode()))
 
 
 @main.command()
@@ -482,32 +476,32 @@ def status(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> 
         _print_json(report)
         return
     for entry in report:
-        click.echo(f"{entry['store']} store  {entry['path']}")
+        echo(f"{entry['store']} store  {entry['path']}")
         head = entry["head"][:8] if entry["head"] else "no commits"
-        click.echo(f"  branch {entry['branch'] or '(detached)'} at {head}; "
-                   f"{entry['memories']} memories ({entry['forgotten']} forgotten), "
-                   f"{entry['events']} events in {entry['files']} files")
+        echo(f"  branch {entry['branch'] or '(detached)'} at {head}; "
+             f"{entry['memories']} memories ({entry['forgotten']} forgotten), "
+             f"{entry['events']} events in {entry['files']} files")
         if entry["uncommitted"]:
-            click.echo(f"  uncommitted: {entry['uncommitted']} events; "
-                       "`engram commit` commits them now")
+            echo(f"  uncommitted: {entry['uncommitted']} events; "
+                 "`engram commit` commits them now")
         else:
-            click.echo("  uncommitted: none")
+            echo("  uncommitted: none")
         upstream = entry["upstream"]
         if upstream:
-            click.echo(f"  remote: {upstream['upstream']} ahead {upstream['ahead']}, "
-                       f"behind {upstream['behind']} (as of the last fetch)")
+            echo(f"  remote: {upstream['upstream']} ahead {upstream['ahead']}, "
+                 f"behind {upstream['behind']} (as of the last fetch)")
         elif entry["remotes"]:
             names = ", ".join(r["name"] for r in entry["remotes"])
-            click.echo(f"  remote: {names} (no upstream set for this branch)")
+            echo(f"  remote: {names} (no upstream set for this branch)")
         else:
-            click.echo("  remote: none")
+            echo("  remote: none")
         if entry["busy"]:
-            click.echo(f"  note: {entry['busy']}; commits wait until it is finished")
+            echo(f"  note: {entry['busy']}; commits wait until it is finished")
         for rel in entry["refused"]:
-            click.echo(f"  damaged: {rel} changed in its committed part; run `engram verify`")
+            echo(f"  damaged: {rel} changed in its committed part; run `engram verify`")
         for rel in entry["missing"]:
-            click.echo(f"  missing: {rel} is committed but gone from the work tree; "
-                       f"restore it with `git checkout -- {rel}`")
+            echo(f"  missing: {rel} is committed but gone from the work tree; "
+                 f"restore it with `git checkout -- {rel}`")
 
 
 @main.command()
@@ -523,11 +517,11 @@ def verify(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> 
     else:
         for entry in report["stores"]:
             verdict = "ok" if entry["ok"] else f"{len(entry['problems'])} problem(s)"
-            click.echo(f"{entry['store']} store  {entry['path']}: {entry['events']} events in "
-                       f"{entry['files']} files, {entry['duplicates']} duplicate lines; {verdict}")
+            echo(f"{entry['store']} store  {entry['path']}: {entry['events']} events in "
+                 f"{entry['files']} files, {entry['duplicates']} duplicate lines; {verdict}")
             for problem in entry["problems"]:
-                click.echo(f"  {problem['severity']}: {problem['path']}:{problem['line']}: "
-                           f"{problem['message']}")
+                echo(f"  {problem['severity']}: {problem['path']}:{problem['line']}: "
+                     f"{problem['message']}")
     if not report["ok"]:
         ctx.exit(1)
 
@@ -548,14 +542,14 @@ def doctor(ctx: click.Context, fix: bool, project: bool, personal: bool, as_json
         for entry in report["stores"]:
             problems = [f for f in entry["findings"] if f["level"] != "note"]
             verdict = f"{len(problems)} problem(s)" if problems else "healthy"
-            click.echo(f"{entry['store']} store  {entry['path']}: {verdict}")
+            echo(f"{entry['store']} store  {entry['path']}: {verdict}")
             for line in entry["fixed"]:
-                click.echo(f"  fixed: {line}")
+                echo(f"  fixed: {line}")
             for finding in entry["findings"]:
                 where = f"{finding['path']}:{finding['line']}: " if finding["line"] else \
                     f"{finding['path']}: " if finding["path"] else ""
-                click.echo(f"  {finding['level']}: {where}{finding['message']}")
-                click.echo(f"    fix: {finding['fix']}")
+                echo(f"  {finding['level']}: {where}{finding['message']}")
+                echo(f"    fix: {finding['fix']}")
     if not report["ok"]:
         ctx.exit(1)
 
@@ -569,20 +563,20 @@ def commit(ctx: click.Context, message: str | None, project: bool, personal: boo
     engram = _engram(ctx, project, personal)
     for result in engram.commit(subject=message):
         if result.commit:
-            click.echo(f"{result.store} store: committed {result.events} events as "
-                       f"{result.commit[:8]}")
+            echo(f"{result.store} store: committed {result.events} events as "
+                 f"{result.commit[:8]}")
         else:
-            click.echo(f"{result.store} store: nothing to commit")
+            echo(f"{result.store} store: nothing to commit")
         for rel in result.refused:
-            click.echo(f"  not committed: {rel} changed in its committed part; "
-                       "run `engram verify`", err=True)
+            echo(f"  not committed: {rel} changed in its committed part; "
+                 "run `engram verify`", err=True)
 
 
 # -- continuity ---------------------------------------------------------------------------------
 
 
 def _task_text(task: Any) -> str:
-    return (f"{task.id[:8]}  {task.status:<11} {_local(task.updated_at)[:10]}  {task.name}"
+    return (f"{task.id[:8]}  {task.status:<11} {local_time(task.updated_at)[:10]}  {task.name}"
             + (f"  (parent {task.parent[:8]})" if task.parent else ""))
 
 
@@ -610,7 +604,7 @@ def task_create(ctx: click.Context, name: str, goal: str, parent: str | None,
     if as_json:
         _print_json(created.to_dict())
     else:
-        click.echo(f"created task {created.id[:8]}: {created.name}")
+        echo(f"created task {created.id[:8]}: {created.name}")
 
 
 @task.command(name="show")
@@ -627,25 +621,25 @@ def task_show(ctx: click.Context, ident: str, project: bool, personal: bool,
         _print_json(view)
         return
     data = view["task"]
-    click.echo(f"task {data['id']}  [{data['status']}]  {data['name']}")
+    echo(f"task {data['id']}  [{data['status']}]  {data['name']}")
     if data["goal"]:
-        click.echo(f"goal: {data['goal']}")
+        echo(f"goal: {data['goal']}")
     if data["parent"]:
-        click.echo(f"parent: {data['parent']}")
+        echo(f"parent: {data['parent']}")
     for item in data["progress"]:
         where = f" [{item['component']}]" if item.get("component") else ""
-        click.echo(f"  progress {item['status']:<11} {item['feature']}{where}")
+        echo(f"  progress {item['status']:<11} {item['feature']}{where}")
     for item in data["failures"]:
         where = f"[{item['component']}] " if item.get("component") else ""
-        click.echo(f"  failure  {where}{item['error']}")
+        echo(f"  failure  {where}{item['error']}")
     for memory in view["memories"]:
-        click.echo(f"  memory   {memory['id'][:8]} [{memory['kind']}] {memory['content'][:70]}")
+        echo(f"  memory   {memory['id'][:8]} [{memory['kind']}] {memory['content'][:70]}")
     latest = data["latest_checkpoint"]
     if latest:
-        click.echo(f"latest checkpoint {latest['seq']} ({latest['reason']}, {latest['time']}): "
-                   f"{latest.get('summary') or ''}")
+        echo(f"latest checkpoint {latest['seq']} ({latest['reason']}, {latest['time']}): "
+             f"{latest.get('summary') or ''}")
         for step in latest.get("next") or []:
-            click.echo(f"  next: {step}")
+            echo(f"  next: {step}")
 
 
 @task.command(name="update")
@@ -669,7 +663,7 @@ def task_update(ctx: click.Context, ident: str, name: str | None, goal: str | No
     if as_json:
         _print_json(updated.to_dict())
     else:
-        click.echo(f"updated task {updated.id[:8]} ({updated.status})")
+        echo(f"updated task {updated.id[:8]} ({updated.status})")
 
 
 @task.command(name="list")
@@ -688,16 +682,16 @@ def task_list(ctx: click.Context, statuses: tuple[str, ...], include_all: bool, 
         _print_json([t.to_dict() for t in found])
         return
     for item in found:
-        click.echo(_task_text(item))
+        echo(_task_text(item))
     if not found:
-        click.echo("no tasks")
+        echo("no tasks")
 
 
 def _print_earlier_failures(failures: list[dict[str, Any]]) -> None:
     for failure in failures[:5]:
-        click.echo(f"  earlier failure in {failure['component']} ({failure['task_name']}): "
-                   f"{failure['error']}" + (f" — fix: {failure['fix']}" if failure.get("fix")
-                                            else ""))
+        echo(f"  earlier failure in {failure['component']} ({failure['task_name']}): "
+             f"{failure['error']}" + (f" — fix: {failure['fix']}" if failure.get("fix")
+                                      else ""))
 
 
 @task.command(name="progress")
@@ -722,10 +716,10 @@ def task_progress(ctx: click.Context, ident: str, feature: str, status: str, not
         _print_json({"task": result["task"].to_dict(), "checkpoint": result["checkpoint"],
                      "earlier_failures": result["earlier_failures"]})
         return
-    click.echo(f"progress on {result['task'].id[:8]}: [{status}] {feature}")
+    echo(f"progress on {result['task'].id[:8]}: [{status}] {feature}")
     if result["checkpoint"]:
-        click.echo(f"  checkpoint {result['checkpoint']['seq']} saved "
-                   f"({result['checkpoint']['reason']})")
+        echo(f"  checkpoint {result['checkpoint']['seq']} saved "
+             f"({result['checkpoint']['reason']})")
     _print_earlier_failures(result["earlier_failures"])
 
 
@@ -748,8 +742,8 @@ def task_failure(ctx: click.Context, ident: str, error: str, component: str | No
         _print_json({"task": result["task"].to_dict(), "checkpoint": result["checkpoint"],
                      "earlier_failures": result["earlier_failures"]})
         return
-    click.echo(f"failure on {result['task'].id[:8]} recorded; checkpoint "
-               f"{result['checkpoint']['seq'] if result['checkpoint'] else '-'} saved")
+    echo(f"failure on {result['task'].id[:8]} recorded; checkpoint "
+         f"{result['checkpoint']['seq'] if result['checkpoint'] else '-'} saved")
     _print_earlier_failures(result["earlier_failures"])
 
 
@@ -806,8 +800,8 @@ def handoff(ctx: click.Context, task_id: str, summary: str | None, completed: tu
     if as_json:
         _print_json(saved)
     else:
-        click.echo(f"handoff {saved['seq']} for task {saved['task'][:8]} recorded and committed "
-                   f"(confidence {saved['confidence']:.2f})")
+        echo(f"handoff {saved['seq']} for task {saved['task'][:8]} recorded and committed "
+             f"(confidence {saved['confidence']:.2f})")
 
 
 @main.command()
@@ -824,10 +818,10 @@ def checkpoints(ctx: click.Context, task_id: str, project: bool, personal: bool,
         _print_json(found)
         return
     for item in found:
-        click.echo(f"{item['seq']:>3}  {item['checkpoint'][:8]}  {_local(item['time'])}  "
-                   f"{item['reason']:<12} {item['confidence']:.2f}  {item.get('summary') or ''}")
+        echo(f"{item['seq']:>3}  {item['checkpoint'][:8]}  {local_time(item['time'])}  "
+             f"{item['reason']:<12} {item['confidence']:.2f}  {item.get('summary') or ''}")
     if not found:
-        click.echo("no checkpoints")
+        echo("no checkpoints")
 
 
 @main.group()
@@ -849,7 +843,7 @@ def session_start(ctx: click.Context, agent: str, session_id: str | None, pid: i
 
     engram = _engram(ctx, project, personal)
     opened = engram.session_start(agent=agent, session_id=session_id, pid=pid or os.getppid())
-    click.echo(opened.id)
+    echo(opened.id)
 
 
 @session.command(name="heartbeat")
@@ -887,7 +881,7 @@ def session_end(ctx: click.Context, outcome: str | None, session_id: str | None,
                 project: bool, personal: bool) -> None:
     """Close the session and commit."""
     closed = _engram(ctx, project, personal).session_end(outcome=outcome, session_id=session_id)
-    click.echo(f"session {closed.id[:8]} ended ({closed.outcome or 'no outcome'})")
+    echo(f"session {closed.id[:8]} ended ({closed.outcome or 'no outcome'})")
 
 
 @main.command(name="sessions")
@@ -905,10 +899,10 @@ def sessions_(ctx: click.Context, project: bool, personal: bool, as_json: bool) 
     for item in found:
         why = f"  {item.reason}: {item.evidence}" if item.state == "interrupted" else \
             (f"  {item.outcome}" if item.outcome else "")
-        click.echo(f"{item.id[:8]}  {item.state:<11} {_local(item.started_at)}  {item.agent:<11}"
-                   f" {item.machine or '-'}  {item.actor}{why}")
+        echo(f"{item.id[:8]}  {item.state:<11} {local_time(item.started_at)}  {item.agent:<11}"
+             f" {item.machine or '-'}  {item.actor}{why}")
     if not found:
-        click.echo("no sessions")
+        echo("no sessions")
 
 
 def _resume_command(ctx: click.Context, task_id: str | None, session_id: str | None,
@@ -920,7 +914,7 @@ def _resume_command(ctx: click.Context, task_id: str | None, session_id: str | N
     if as_json:
         _print_json(result.to_dict())
     else:
-        click.echo(result.markdown, nl=not result.markdown.endswith("\n"))
+        echo(result.markdown, nl=not result.markdown.endswith("\n"))
 
 
 def resume_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -977,11 +971,11 @@ def continuity(ctx: click.Context, task_id: str, before: str | None, after: str 
     if as_json:
         _print_json(scores)
         return
-    click.echo(f"task {scores['task'][:8]}: checkpoint {scores['before']} -> {scores['after']}")
+    echo(f"task {scores['task'][:8]}: checkpoint {scores['before']} -> {scores['after']}")
     for name in ("goal_retention", "action_consistency", "failure_recall",
                  "working_set_stability", "replanning_rate", "redundant_exploration",
                  "composite"):
-        click.echo(f"  {name.replace('_', ' '):<22} {scores[name]:.2f}")
+        echo(f"  {name.replace('_', ' '):<22} {scores[name]:.2f}")
 
 
 # -- search maintenance ---------------------------------------------------------------------------
@@ -1007,11 +1001,11 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool,
                 verdict = ("current" if state["current"] else
                            "behind by design (they catch up on their own)" if state["healthy"]
                            else "not current: `engram reindex` rebuilds them")
-                click.echo(f"{state['store']} store: caches {verdict}")
+                echo(f"{state['store']} store: caches {verdict}")
                 for reason in state["stale"]:
-                    click.echo(f"  {reason}")
+                    echo(f"  {reason}")
                 for reason in state["behind"]:
-                    click.echo(f"  {reason}")
+                    echo(f"  {reason}")
         if not all(state["healthy"] for state in states):
             ctx.exit(1)
         return
@@ -1032,9 +1026,9 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool,
     if as_json:
         _print_json(report)
         return
-    click.echo(f"reindexed {report['events']} events, {report['memories']} memories: "
-               f"{report['embedded']} embedded, {report['reused']} reused from the cache, "
-               f"in {report['seconds']:.1f}s")
+    echo(f"reindexed {report['events']} events, {report['memories']} memories: "
+         f"{report['embedded']} embedded, {report['reused']} reused from the cache, "
+         f"in {report['seconds']:.1f}s")
 
 
 @main.command()
@@ -1049,22 +1043,22 @@ def stats(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> N
         _print_json(report)
         return
     for entry in report:
-        click.echo(f"{entry['store']} store  {entry['path']}")
-        click.echo(f"  {entry['memories']} memories ({entry['forgotten']} forgotten, "
-                   f"{entry['superseded']} superseded), {entry['events']} events")
+        echo(f"{entry['store']} store  {entry['path']}")
+        echo(f"  {entry['memories']} memories ({entry['forgotten']} forgotten, "
+             f"{entry['superseded']} superseded), {entry['events']} events")
         kinds = ", ".join(f"{k} {n}" for k, n in entry["by_kind"].items()) or "-"
-        click.echo(f"  by kind: {kinds}")
+        echo(f"  by kind: {kinds}")
         scopes = ", ".join(f"{k} {n}" for k, n in entry["by_scope"].items()) or "-"
-        click.echo(f"  by scope: {scopes}")
+        echo(f"  by scope: {scopes}")
         if entry["average_strength"] is not None:
-            click.echo(f"  average strength: {entry['average_strength']:.2f} "
-                       f"({entry['decayed']} decayed below the floor)")
+            echo(f"  average strength: {entry['average_strength']:.2f} "
+                 f"({entry['decayed']} decayed below the floor)")
         index = entry["index"] or {}
         verdict = ("current" if index.get("current") else "behind by design"
                    if index.get("healthy") else "must be rebuilt (`engram reindex`)")
-        click.echo(f"  indexes: {verdict} "
-                   f"(text {index.get('text_index')}, vectors {index.get('vector_index')}, "
-                   f"model {index.get('vector_model') or index.get('model')})")
+        echo(f"  indexes: {verdict} "
+             f"(text {index.get('text_index')}, vectors {index.get('vector_index')}, "
+             f"model {index.get('vector_model') or index.get('model')})")
 
 
 @main.command()
@@ -1083,18 +1077,18 @@ def consolidate(ctx: click.Context, apply: bool, similarity: float | None, proje
         _print_json(plans)
         return
     if not plans:
-        click.echo("no near-duplicates found")
+        echo("no near-duplicates found")
         return
     for plan in plans:
         ids = ", ".join(m["id"][:8] for m in plan["members"])
         if plan["merged_into"]:
-            click.echo(f"merged {ids} into {plan['merged_into'][:8]}: {plan['content'][:60]}")
+            echo(f"merged {ids} into {plan['merged_into'][:8]}: {plan['content'][:60]}")
         else:
-            click.echo(f"would merge {ids}: {plan['content'][:60]}")
+            echo(f"would merge {ids}: {plan['content'][:60]}")
             for member in plan["members"]:
-                click.echo(f"  {member['id'][:8]}  {member['summary']}")
+                echo(f"  {member['id'][:8]}  {member['summary']}")
     if not apply:
-        click.echo("dry run: nothing changed; run with --apply to merge")
+        echo("dry run: nothing changed; run with --apply to merge")
 
 
 # -- settings -----------------------------------------------------------------------------------
@@ -1119,7 +1113,7 @@ def config_list(ctx: click.Context, personal: bool, as_json: bool) -> None:
     for row in rows:
         value = "null" if row["value"] is None else str(row["value"]).lower() \
             if isinstance(row["value"], bool) else row["value"]
-        click.echo(f"{row['key']} = {value}    # {row['origin']}")
+        echo(f"{row['key']} = {value}    # {row['origin']}")
 
 
 @config.command(name="get")
@@ -1130,8 +1124,8 @@ def config_get(ctx: click.Context, key: str, personal: bool) -> None:
     """Print one setting's effective value here."""
     engram = _engram(ctx, personal=personal)
     value = engram.config_get(key)
-    click.echo("null" if value is None else str(value).lower() if isinstance(value, bool)
-               else value)
+    echo("null" if value is None else str(value).lower() if isinstance(value, bool)
+         else value)
 
 
 @config.command(name="set")
@@ -1144,7 +1138,7 @@ def config_set(ctx: click.Context, key: str, value: str, project: bool) -> None:
     """Change a setting in a store's config.yaml (and commit it)."""
     engram = _engram(ctx, project=project)
     stored = engram.config_set(key, value)
-    click.echo(f"{key} = {stored}")
+    echo(f"{key} = {stored}")
 
 
 register_mcp(main)
@@ -1176,26 +1170,26 @@ def import_(ctx: click.Context, path: str, fmt: str | None, dry_run: bool, redac
         return
     if dry_run:
         for _, text in report.added:
-            click.echo(f"would add: {text}")
+            echo(f"would add: {text}")
     counts = ", ".join(f"{n} {kind}" for kind, n in report.counts().items())
     verb = "would import" if dry_run else "imported"
-    click.echo(f"{verb} {len(report.added)} events from {report.format} into the "
-               f"{report.store} store" + (f" ({counts})" if counts else ""))
+    echo(f"{verb} {len(report.added)} events from {report.format} into the "
+         f"{report.store} store" + (f" ({counts})" if counts else ""))
     if report.already:
-        click.echo(f"  {report.already} already in the store, not added again")
+        echo(f"  {report.already} already in the store, not added again")
     for reason, count in sorted(report.ignored.items()):
-        click.echo(f"  not imported: {count} × {reason}")
+        echo(f"  not imported: {count} × {reason}")
     if report.skipped_count:
-        click.echo(f"  skipped {report.skipped_count} damaged or refused source records "
-                   "(the rest is imported):")
+        echo(f"  skipped {report.skipped_count} damaged or refused source records "
+             "(the rest is imported):")
         for where, why in report.skipped:
-            click.echo(f"    {where}: {why}")
+            echo(f"    {where}: {why}")
         if report.skipped_count > len(report.skipped):
-            click.echo(f"    and {report.skipped_count - len(report.skipped)} more")
+            echo(f"    and {report.skipped_count - len(report.skipped)} more")
     if dry_run:
-        click.echo("dry run: nothing written; run again without --dry-run to import")
+        echo("dry run: nothing written; run again without --dry-run to import")
     elif report.commit:
-        click.echo(f"  committed as {report.commit[:8]}")
+        echo(f"  committed as {report.commit[:8]}")
 
 
 @main.command()
@@ -1221,12 +1215,12 @@ def export(ctx: click.Context, out: str, fmt: str, force: bool, project: bool, p
     if as_json:
         _print_json(report)
     elif fmt == "jsonl":
-        click.echo(f"exported {report['events']} events to {report['path']}")
+        echo(f"exported {report['events']} events to {report['path']}")
     else:
         tasks = f"{report['tasks']} task" + ("" if report["tasks"] == 1 else "s")
         memories = f"{report['memories']} memor" + ("y" if report["memories"] == 1 else "ies")
-        click.echo(f"exported {tasks} and {memories} as Markdown to {report['path']} "
-                   f"({report['files']} files)")
+        echo(f"exported {tasks} and {memories} as Markdown to {report['path']} "
+             f"({report['files']} files)")
 
 
 @main.command()
@@ -1249,13 +1243,13 @@ def timeline(ctx: click.Context, task_id: str, html_out: str | None, project: bo
             target = ctx.obj["cwd"] / target
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(render_html(found), encoding="utf-8")
-        click.echo(f"wrote {target} ({len(found.items)} events, "
-                   f"{len(found.checkpoints)} checkpoints)")
+        echo(f"wrote {target} ({len(found.items)} events, "
+             f"{len(found.checkpoints)} checkpoints)")
         return
     if as_json:
         _print_json(found.to_dict())
         return
-    click.echo(render_text(found), nl=False)
+    echo(render_text(found), nl=False)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -15,6 +15,8 @@ from typing import Any
 
 import click
 
+from .display import echo
+
 CLIENTS = ("claude", "cursor", "codex")
 
 
@@ -127,15 +129,15 @@ def mcp_install(ctx: click.Context, client: str, project: bool, hooks: bool, nam
         changes = install(client, project=project, hooks=hooks, name=name, cwd=Path(cwd),
                           dry_run=dry_run)
     except EngramError as exc:
-        click.echo(f"error: {exc}", err=True)
+        echo(f"error: {exc}", err=True)
         ctx.exit(exc.exit_code)
     for change in changes:
         verb = "would write" if dry_run else ("updated" if change.existed else "created")
-        click.echo(f"{verb} {change.path}: {change.what}")
+        echo(f"{verb} {change.path}: {change.what}")
         if dry_run:
-            click.echo(change.text)
+            echo(change.text)
     if not dry_run:
-        click.echo(_next_steps(client, project))
+        echo(_next_steps(client, project))
 
 
 def _next_steps(client: str, project: bool) -> str:
@@ -151,7 +153,7 @@ def mcp_instructions() -> None:
     """Print a short block for AGENTS.md / CLAUDE.md telling agents how to use Engram."""
     from .mcp_install import AGENT_INSTRUCTIONS
 
-    click.echo(AGENT_INSTRUCTIONS, nl=False)
+    echo(AGENT_INSTRUCTIONS, nl=False)
 
 
 @mcp_group.command(name="hook", hidden=True)

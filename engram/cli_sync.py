@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from .display import echo
+
 
 def _progress_bar() -> Any:
     """A progress callback for embedding, drawn only on a terminal; (context, callback)."""
@@ -64,7 +66,7 @@ def register(main: click.Group) -> None:
             _print_json([r.to_dict() for r in results])
             return
         for result in results:
-            click.echo(_sync_line(result))
+            echo(_sync_line(result))
 
     remote_option = click.option("--remote", default=None,
                                  help="The remote to use (default: the branch's upstream, "
@@ -120,7 +122,7 @@ def register(main: click.Group) -> None:
 
         destination = engram_home()
         clone_store(url, destination, progress=sys.stderr.isatty())
-        click.echo(f"cloned {url} into {destination}")
+        echo(f"cloned {url} into {destination}")
         if no_index:
             return
         engram = _engram(ctx, personal=True)
@@ -131,8 +133,8 @@ def register(main: click.Group) -> None:
         else:
             report = engram.refresh_indexes()
         n = report["embedded"]
-        click.echo(f"indexed {report['events_added']} events: {n} text{'' if n == 1 else 's'} "
-                   f"embedded, in {report['seconds']:.1f}s")
+        echo(f"indexed {report['events_added']} events: {n} text{'' if n == 1 else 's'} "
+             f"embedded, in {report['seconds']:.1f}s")
 
     @main.group()
     def remote() -> None:
@@ -149,7 +151,7 @@ def register(main: click.Group) -> None:
         engram = _engram(ctx, personal=True)
         [store] = engram.stores()
         add(store, name, url)
-        click.echo(f"added remote {name} ({url}); run `engram sync` to send and receive events")
+        echo(f"added remote {name} ({url}); run `engram sync` to send and receive events")
 
     @remote.command(name="list")
     @store_options
@@ -166,9 +168,9 @@ def register(main: click.Group) -> None:
             return
         for entry in out:
             if not entry["remotes"]:
-                click.echo(f"{entry['store']} store: no remotes")
+                echo(f"{entry['store']} store: no remotes")
             for r in entry["remotes"]:
-                click.echo(f"{entry['store']} store: {r['name']}\t{r['url']}")
+                echo(f"{entry['store']} store: {r['name']}\t{r['url']}")
 
     @remote.command(name="remove")
     @click.argument("name")
@@ -180,7 +182,7 @@ def register(main: click.Group) -> None:
         engram = _engram(ctx, personal=True)
         [store] = engram.stores()
         remove(store, name)
-        click.echo(f"removed remote {name}")
+        echo(f"removed remote {name}")
 
     @main.group()
     def hooks() -> None:
@@ -198,7 +200,7 @@ def register(main: click.Group) -> None:
         from .githooks import install
 
         for line in install(_hook_store(ctx, project, personal)):
-            click.echo(line)
+            echo(line)
 
     @hooks.command(name="uninstall")
     @store_options
@@ -209,5 +211,5 @@ def register(main: click.Group) -> None:
 
         lines = uninstall(_hook_store(ctx, project, personal))
         for line in lines or ["no Engram hooks installed"]:
-            click.echo(line)
+            echo(line)
 

@@ -253,6 +253,10 @@ def check_value(key: str, value: Any) -> Any:
         raise UsageError(f"{key} must be a finite number, not {value}")
     if setting.type is str:
         _check_text_setting(key, value)
+    if key == "actor":
+        from .validation import name_form
+
+        value = name_form(value, key)
     if key == "search.model":
         from .index.embed import check_model_setting
 

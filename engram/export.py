@@ -19,6 +19,7 @@ from typing import Any
 
 from . import events as ev
 from .continuity import checkpoints as cp
+from .display import md, md_code, md_lines
 from .errors import UsageError
 from .memories import MEMORY_KINDS
 
@@ -66,7 +67,7 @@ def write_markdown(target: Path, stores: Sequence[StoreContent], *,
         heading = f"{content.kind.capitalize()} store" if many else "Store"
         active = sum(1 for m in content.memories if m.status == "active")
         retired = len(content.memories) - active
-        index += [f"## {heading}", "", f"- path: `{content.path}`",
+        index += [f"## {heading}", "", f"- path: {md_code(content.path)}",
                   f"- {_plural(content.events, 'event')}, {_plural(len(content.tasks), 'task')}, "
                   f"{_plural(active, 'memory', 'memories')}"
                   + (f" ({retired} forgotten or superseded)" if retired else ""), ""]
@@ -81,7 +82,7 @@ def write_markdown(target: Path, stores: Sequence[StoreContent], *,
             files[target / rel] = task_markdown(task, content.checkpoints.get(task.id, []),
                                                 memories, parent=names.get(task.parent or ""))
             count = len(content.checkpoints.get(task.id, []))
-            index.append(f"- [{_inline(task.name)}]({rel}) — {task.status}, "
+            index.append(f"- [{_link_text(task.name)}]({rel}) — {md(task.status)}, "
                          f"{_plural(count, 'checkpoint')}")
         if tasks:
             index.append("")
@@ -97,42 +98,42 @@ def write_markdown(target: Path, stores: Sequence[StoreContent], *,
 
 def task_markdown(task: Any, checkpoints: Sequence[Mapping[str, Any]],
                   memories: Sequence[Any], *, parent: str | None = None) -> str:
-    lines = [f"# Task: {_inline(task.name)}", "",
-             f"- id: `{task.id}`",
-             f"- status: {task.status}",
-             f"- created: {task.created_at} by {_inline(task.created_by)}",
-             f"- last change: {task.updated_at}"]
+    lines = [f"# Task: {md(task.name)}", "",
+             f"- id: {md_code(task.id)}",
+             f"- status: {md(task.status)}",
+             f"- created: {md(task.created_at)} by {md(task.created_by)}",
+             f"- last change: {md(task.updated_at)}"]
     if task.parent:
-        lines.append(f"- parent: `{task.parent}`" + (f" ({_inline(parent)})" if parent else ""))
+        lines.append(f"- parent: {md_code(task.parent)}" + (f" ({md(parent)})" if parent else ""))
     if task.tags:
-        lines.append(f"- tags: {', '.join(task.tags)}")
+        lines.append(f"- tags: {', '.join(md(t) for t in task.tags)}")
     lines.append("")
     if task.goal:
-        lines += ["## Goal", "", task.goal, ""]
+        lines += ["## Goal", "", md_lines(task.goal), ""]
     lines += ["## Progress", ""]
     for item in task.progress:
-        where = f" ({item.component})" if item.component else ""
-        lines.append(f"- {item.time} [{item.status}] {_inline(item.feature)}{where}")
+        where = f" ({md(item.component)})" if item.component else ""
+        lines.append(f"- {md(item.time)} [{md(item.status)}] {md(item.feature)}{where}")
         if item.files:
-            lines.append(f"  - files: {', '.join(f'`{f}`' for f in item.files)}")
+            lines.append(f"  - files: {', '.join(md_code(f) for f in item.files)}")
         if item.note:
-            lines.append(f"  - note: {_inline(item.note)}")
+            lines.append(f"  - note: {md(item.note)}")
     if not task.progress:
         lines.append("(none)")
     lines += ["", "## Failures", ""]
     for failure in task.failures:
-        where = f"[{failure.component}] " if failure.component else ""
-        lines.append(f"- {failure.time} {where}{_inline(failure.error)}")
+        where = f"[{md(failure.component)}] " if failure.component else ""
+        lines.append(f"- {md(failure.time)} {where}{md(failure.error)}")
         if failure.root_cause:
-            lines.append(f"  - root cause: {_inline(failure.root_cause)}")
+            lines.append(f"  - root cause: {md(failure.root_cause)}")
         if failure.fix:
-            lines.append(f"  - fix: {_inline(failure.fix)}")
+            lines.append(f"  - fix: {md(failure.fix)}")
     if not task.failures:
         lines.append("(none)")
     lines += ["", "## Memories of this task", ""]
     for memory in sorted(memories, key=lambda m: (m.created_clock, m.id)):
         state = "" if memory.status == "active" else f" ({memory.status})"
-        lines.append(f"- [{memory.kind}] {_inline(memory.content)}{state}")
+        lines.append(f"- [{md(memory.kind)}] {md(memory.content)}{state}")
     if not memories:
         lines.append("(none)")
     lines += ["", "## Checkpoints", ""]
@@ -142,7 +143,7 @@ def task_markdown(task: Any, checkpoints: Sequence[Mapping[str, Any]],
     for checkpoint in checkpoints:
         body = cp.render(task.to_dict(), checkpoint, previous).splitlines()
         # The handoff file's own title and heading levels, nested under this section.
-        lines.append(f"### Checkpoint {checkpoint.get('seq')} ({checkpoint.get('reason')})")
+        lines.append(f"### Checkpoint {checkpoint.get('seq')} ({md(checkpoint.get('reason'))})")
         for line in body[1:]:
             lines.append("##" + line if line.startswith("#") else line)
         previous = checkpoint
@@ -159,15 +160,15 @@ def memories_markdown(memories: Sequence[Any], *, tasks: Mapping[str, str]) -> s
                        key=lambda m: (-m.importance, m.created_clock, m.id))
         lines += [f"## {KIND_TITLES.get(kind, kind.capitalize())} ({len(group)})", ""]
         for memory in group:
-            lines.append(f"- {_block(memory.content)}")
-            about = [f"`{memory.id[:8]}`", f"importance {memory.importance:g}",
-                     memory.created_at[:10]]
+            lines.append(f"- {md_lines(memory.content, indent=2)}")
+            about = [md_code(memory.id[:8]), f"importance {memory.importance:g}",
+                     md(memory.created_at[:10])]
             if memory.tags:
-                about.append(" ".join(f"#{t}" for t in memory.tags))
+                about.append(" ".join(f"#{md(t)}" for t in memory.tags))
             if memory.scope:
-                about.append(f"scope {memory.scope}")
+                about.append(f"scope {md(memory.scope)}")
             if memory.task:
-                about.append(f"task {_inline(tasks.get(memory.task, memory.task[:8]))}")
+                about.append(f"task {md(tasks.get(memory.task, memory.task[:8]))}")
             lines.append(f"  <sub>{' · '.join(about)}</sub>")
         lines.append("")
     if not active:
@@ -176,10 +177,10 @@ def memories_markdown(memories: Sequence[Any], *, tasks: Mapping[str, str]) -> s
     if retired:
         lines += [f"## Forgotten and superseded ({len(retired)})", ""]
         for memory in sorted(retired, key=lambda m: (m.updated_clock, m.id)):
-            why = f"forgotten: {_inline(memory.forgotten_reason or '')}" \
+            why = f"forgotten: {md(memory.forgotten_reason or '')}" \
                 if memory.status == "forgotten" else \
-                f"superseded by `{(memory.superseded_by or '')[:8]}`"
-            lines.append(f"- [{memory.kind}] {_inline(memory.content)} — {why}")
+                f"superseded by {md_code((memory.superseded_by or '')[:8])}"
+            lines.append(f"- [{md(memory.kind)}] {md(memory.content)} — {why}")
         lines.append("")
     return "\n".join(lines)
 
@@ -188,13 +189,9 @@ def _plural(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else many or one + 's'}"
 
 
-def _inline(text: str) -> str:
-    return " ".join(str(text).split())
-
-
-def _block(text: str) -> str:
-    """Text of several lines as a list item: continuation lines indented under it."""
-    return "\n  ".join(str(text).strip().splitlines())
+def _link_text(text: str) -> str:
+    """`text` inside a link's brackets, which it cannot close."""
+    return md(text).replace("[", "\\[").replace("]", "\\]")
 
 
 def _slug(text: str) -> str:

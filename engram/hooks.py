@@ -37,6 +37,7 @@ def _engram(payload: dict[str, Any]) -> Any:
 
 def session_start(payload: dict[str, Any]) -> str:
     from .continuity.service import AmbiguousResumeError
+    from .display import md
     from .errors import NoStoreError
 
     with _engram(payload) as engram:
@@ -45,7 +46,8 @@ def session_start(payload: dict[str, Any]) -> str:
         except NoStoreError:
             return ""
         except AmbiguousResumeError as exc:
-            listing = "\n".join(f"- `{t.id}` {t.name} ({t.status})" for t in exc.candidates[:20])
+            listing = "\n".join(f"- `{t.id}` {md(t.name)} ({t.status})"
+                                 for t in exc.candidates[:20])
             markdown = ("# Engram: several active tasks\n\nCall the `session_resume` tool with "
                         f"`task` set to the one you work on:\n\n{listing}\n")
     return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",

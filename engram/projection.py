@@ -15,6 +15,7 @@ import hashlib
 import os
 import sqlite3
 import time
+import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -958,8 +959,10 @@ class Projection:
             where.append("(task = ? OR entity = ?)")
             args.extend([task, task])
         if actor:
-            where.append("instr(lower(actor), ?) > 0")
-            args.append(actor.lower())
+            # In either form: a name another writer stored decomposed (NFD) is found too.
+            forms = sorted({unicodedata.normalize(f, actor).lower() for f in ("NFC", "NFD")})
+            where.append("(" + " OR ".join(["instr(lower(actor), ?) > 0"] * len(forms)) + ")")
+            args.extend(forms)
         if since_clock is not None:
             where.append("clock >= ?")
             args.append(since_clock)

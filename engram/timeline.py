@@ -12,6 +12,7 @@ highlighting) are inline, and it loads nothing from anywhere.
 from __future__ import annotations
 
 import html
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from typing import Any
 
 from . import events as ev
 from .continuity import checkpoints as cp
+from .display import local_time
 
 CATEGORIES = {  # category: (label, what it is)
     "checkpoint": ("checkpoint", "a continuation package (handoff or automatic)"),
@@ -221,12 +223,6 @@ MARKS = {"checkpoint": "◆", "failure": "✗", "progress": "•", "decision": "
          "session": "▸", "task": "▪"}
 
 
-def local_time(stamp: str | None) -> str:
-    if not stamp:
-        return ""
-    return ev.parse_time(stamp).astimezone().strftime("%Y-%m-%d %H:%M")
-
-
 def render_text(timeline: Timeline, *, width: int = 100) -> str:
     task = timeline.task
     lines = [f"task {task['id'][:8]}  {task['name']}  [{task['status']}]"]
@@ -374,6 +370,16 @@ def _seconds(stamp: str) -> float:
     return ev.parse_time(stamp).timestamp()
 
 
+def _axis(stamps: Sequence[float]) -> tuple[float, float]:
+    """The times the chart's axis spans: those of the events, but only from 1970 to a day
+    ahead of this machine's clock. A time outside (year 1, year 9999: a wrong or hostile clock)
+    would squeeze every other event into one point; such events sit at the axis's edge."""
+    latest = time.time() + ev.CLOCK_AHEAD_US / 1e6
+    inside = [s for s in stamps if 0 <= s <= latest] or \
+        [min(max(s, 0.0), latest) for s in stamps]
+    return min(inside), max(inside)
+
+
 def render_html(timeline: Timeline) -> str:
     task = timeline.task
     counts = {c: sum(1 for i in timeline.items if i.category == c) for c in CATEGORIES}
@@ -429,12 +435,16 @@ def _svg(timeline: Timeline) -> str:
     stamps += [_seconds(s.end) for s in timeline.spans if s.end]
     if not stamps:
         return '<svg viewBox="0 0 1100 40" width="1100" height="40" role="img"></svg>'
-    first, last = min(stamps), max(stamps)
+    first, last = _axis(stamps)
     span = (last - first) or 1.0
     usable = width - left - right - 20
 
     def x(stamp: str) -> float:
-        return round(left + 10 + (_seconds(stamp) - first) / span * usable, 1)
+        at = min(max(_seconds(stamp), first), last)
+        return round(left + 10 + (at - first) / span * usable, 1)
+
+    def off(stamp: str) -> bool:
+        return not first <= _seconds(stamp) <= last
 
     height = top + lane_height * max(1, len(lanes)) + 10
     out = [f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
@@ -443,7 +453,8 @@ def _svg(timeline: Timeline) -> str:
         at = first + span * number / 5
         tx = round(left + 10 + usable * number / 5, 1)
         stamp = ev.format_time(datetime.fromtimestamp(at, UTC))
-        label = stamp[5:16].replace("T", " ") if span > 120 else \
+        label = stamp[:10] if span > 366 * 86400 else \
+            stamp[5:16].replace("T", " ") if span > 120 else \
             stamp[11:19] if span > 10 else stamp[11:21]
         out.append(f'<line class="tick" x1="{tx}" y1="{top - 6}" x2="{tx}" '
                    f'y2="{height - 6}"></line>')
@@ -474,7 +485,8 @@ def _svg(timeline: Timeline) -> str:
         cx = x(item.time)
         cy = top + lanes.index((item.actor, item.machine)) * lane_height + lane_height // 2 \
             + offsets[item.category]
-        tip = f"{_utc(item.time)} · {item.category}: {ev.one_line(item.title, 120)}"
+        tip = f"{_utc(item.time)} · {item.category}: {ev.one_line(item.title, 120)}" + \
+            (" (off the time axis)" if off(item.time) else "")
         shape = _shape(item.category, cx, cy)
         out.append(f'<a href="#{_e("ev-" + item.id)}" data-item="ev-{_e(item.id)}" '
                    f'class="{item.category}"><title>{_e(tip)}</title>{shape}</a>')

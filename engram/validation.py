@@ -8,9 +8,13 @@ the limit and the setting that moves it, or the fix; it quotes at most a short p
   characters but newline and tab, is not blank, and fits its `limits.*` setting. It is scanned for
   credentials before it is stored, because it will be pushed.
 - Names (tags, scopes, components) are short identifiers: letters, digits and `. _ - : / @ + #`.
+  Names, task names and the actor are stored in NFC, so that one name typed two ways (`café` as
+  one character or as `e` and a combining accent) is one name, and hold no format character
+  (bidi controls, zero-width characters: Unicode category Cf), which would make two names look
+  alike or reorder the text around them.
 - Paths (working-set files, citations) are relative to the repository and never leave it.
 - References (ids, id prefixes, task names, session ids) are looked up, never stored as given, so
-  they only have to be well formed.
+  they only have to be well formed; they are looked up in NFC, names compared by `name_key`.
 
 Every limit is listed in docs/limits.md.
 """
@@ -58,12 +62,31 @@ def well_formed(value: Any, field: str) -> str:
     return value
 
 
+def name_form(value: str, what: str) -> str:
+    """`value` as a name is stored: in NFC, and without a format character (category Cf: the
+    bidi controls, zero-width characters, soft hyphen, ...)."""
+    value = unicodedata.normalize("NFC", value)
+    for char in value:
+        if unicodedata.category(char) == "Cf":
+            raise UsageError(
+                f"{what} {quote(value)} holds U+{ord(char):04X} "
+                f"({unicodedata.name(char, 'a format character')}); a name cannot hold bidi "
+                "controls, zero-width or other invisible format characters: remove it")
+    return value
+
+
+def name_key(value: str) -> str:
+    """What two names are compared by: NFC and case-folded, so that `Café` and `cafe` with a
+    combining accent are the same name however either was written."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", value).casefold())
+
+
 def reference(value: Any, what: str, *,
               hint: str = "give an id (or a unique prefix of it)") -> str:
-    """An id, an id prefix or a name to look something up by."""
+    """An id, an id prefix or a name to look something up by (in NFC)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         raise UsageError(f"{what} is empty; {hint}")
-    value = well_formed(value, what).strip()
+    value = unicodedata.normalize("NFC", well_formed(value, what).strip())
     if "\n" in value or "\t" in value:
         raise UsageError(f"{what} {quote(value)} must be one line")
     if len(value) > REFERENCE_CHARS:
@@ -90,10 +113,11 @@ def event_kind(value: Any) -> str:
 
 
 def name(value: Any, *, what: str, limit: int) -> str:
-    """A short identifier (a tag, a scope, a component)."""
+    """A short identifier (a tag, a scope, a component), in NFC."""
     value = well_formed(value, what).strip()
     if not value:
         raise UsageError(f"{what} is empty")
+    value = name_form(value, what)
     if len(value) > limit:
         raise UsageError(f"{what} {quote(value, 20)} is longer than {limit} characters "
                          "(setting limits.name_chars)")

@@ -108,6 +108,66 @@ def run_engram(*args: str, cwd: Path | None = None, env: dict[str, str] | None =
     )
 
 
+def foreign_events(root: Path, *events: dict[str, Any]) -> list[str]:
+    """Lines another clone wrote, as a pull brings them: appended to a writer file of its own
+    in the store at `root`. Each dict has `kind` and `data`, and may set `time`, `actor`,
+    `machine` and `session`. Returns the event ids."""
+    from engram import events as ev
+
+    path = root / "events" / "2026" / "01" / "foreign-writer.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ids = []
+    with path.open("ab") as handle:
+        for number, spec in enumerate(events):
+            event = ev.Event(
+                id=ev.new_event_id(), kind=spec["kind"], clock=ev.next_clock(0) + number,
+                time=spec.get("time", ev.format_time(ev.utc_now())),
+                actor=spec.get("actor", "Other <other@example.com>"),
+                session=spec.get("session"), machine=spec.get("machine", "elsewhere"),
+                data=spec["data"])
+            handle.write(event.to_line())
+            ids.append(event.id)
+    return ids
+
+
+def markdown_sections(text: str, *, nested: bool = False,
+                      ) -> tuple[list[str], dict[str, list[str]]]:
+    """The headings of `text` parsed as Markdown, and the plain text of each list item under
+    each heading. Fails on any raw HTML, quote, fence, code block or rule in it, and on a list
+    inside a list item unless `nested`."""
+    import html
+    import re
+
+    from markdown_it import MarkdownIt
+
+    parser = MarkdownIt("commonmark").enable("table")
+    tokens = parser.parse(text)
+    assert not [t.type for t in tokens if t.type in (
+        "html_block", "blockquote_open", "fence", "code_block", "hr", "table_open")]
+    assert not [c.type for t in tokens for c in t.children or () if c.type == "html_inline"]
+
+    def shown(source: str) -> str:
+        return " ".join(html.unescape(re.sub(r"<[^>]+>", "", parser.renderInline(source)))
+                        .split())
+
+    headings: list[str] = []
+    items: dict[str, list[str]] = {}
+    depth = 0
+    for index, token in enumerate(tokens):
+        if token.type == "heading_open":
+            assert token.level == 0, "a heading inside a list item"
+            headings.append(shown(tokens[index + 1].content))
+            items[headings[-1]] = []
+        elif token.type == "list_item_open":
+            depth += 1
+            assert depth == 1 or nested, "a list inside a list item"
+            items[headings[-1]].append(shown(next(t for t in tokens[index:]
+                                                  if t.type == "inline").content))
+        elif token.type == "list_item_close":
+            depth -= 1
+    return headings, items
+
+
 _FIGURES = pytest.StashKey[list[str]]()
 
 

@@ -37,6 +37,8 @@ CTRL = "colour \x1b[31mred"
 NUL = "nul \x00 byte"
 BAD_UTF8 = os.fsdecode(b"caf\xe9 au lait")  # how a non-UTF-8 argument reaches Python
 LONE = "half a pair \ud800"  # how invalid UTF-8 reaches a tool (a lone surrogate)
+BIDI = "Fix login\u202etxt.exe"  # a right-to-left override: shows as "Fix loginexe.txt"
+ZERO_WIDTH = "release\u200bnotes"  # looks like "releasenotes", is another name
 SECRET = "the token is ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 SECRET_PATH = "keys/AKIAIOSFODNN7EXAMPLE.txt"
 MEMORY, OTHER_MEMORY = "abcd00000001", "abcd00000002"  # "abcd" is ambiguous
@@ -48,6 +50,7 @@ MISSING = "zzzz9999"
 LIMIT = "over the limit"
 EMPTY = "is empty"
 CONTROL = "control character"
+FORMAT = "invisible format characters"
 UTF8 = "not valid UTF-8"
 SECRETS = "looks like a secret"
 OUTSIDE = "must not be an absolute path or contain '..'"
@@ -103,6 +106,8 @@ CLI_CASES: dict[str, list[Case]] = {
         case("remember", "ok", "--tag", "x" * 100, expect="limits.name_chars"),
         case("remember", "ok", "--tag", "two words", expect="may hold only letters"),
         case("remember", "ok", "--tag", CTRL, expect=CONTROL),
+        case("remember", "ok", "--tag", ZERO_WIDTH, expect=FORMAT),
+        case("remember", "ok", "--scope", BIDI.replace(" ", "-"), expect=FORMAT),
         case("remember", "ok", "--tag", BAD_UTF8, expect=UTF8),
         case("remember", "ok", "--tag", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
              expect=SECRETS),
@@ -201,6 +206,9 @@ CLI_CASES: dict[str, list[Case]] = {
         case("task", "create", HUGE, expect="limits.title_chars"),
         case("task", "create", "two\nlines", expect="one line"),
         case("task", "create", CTRL, expect=CONTROL),
+        case("task", "create", BIDI, expect=FORMAT),
+        case("task", "create", ZERO_WIDTH, expect=FORMAT),
+        case("task", "create", "ok", "--tag", "\ufeffbom", expect=FORMAT),
         case("task", "create", BAD_UTF8, expect=UTF8),
         case("task", "create", SECRET, expect=SECRETS),
         case("task", "create", "../x", expect=OUTSIDE),
@@ -225,6 +233,7 @@ CLI_CASES: dict[str, list[Case]] = {
         case("task", "update", TASK, "--name", "", expect=EMPTY),
         case("task", "update", TASK, "--name", HUGE, expect="limits.title_chars"),
         case("task", "update", TASK, "--name", "../x", expect=OUTSIDE),
+        case("task", "update", TASK, "--name", BIDI, expect=FORMAT),
         case("task", "update", TASK, "--goal", HUGE, expect="limits.text_bytes"),
         case("task", "update", TASK, "--goal", CTRL, expect=CONTROL),
         case("task", "update", TASK, "--parent", MISSING, expect="no task"),
@@ -384,6 +393,7 @@ CLI_CASES: dict[str, list[Case]] = {
     "config set": [
         case("config", "set", "--project", "no.such.key", "1", expect="unknown setting"),
         case("config", "set", "--project", "actor", CTRL, expect=CONTROL),
+        case("config", "set", "--project", "actor", "Ada\u2066 <ada@example.com>", expect=FORMAT),
         case("config", "set", "--project", "actor", "two\nlines", expect=CONTROL),
         case("config", "set", "--project", "actor", BAD_UTF8, expect=UTF8),
         case("config", "set", "--project", "actor", HUGE, expect="longer than"),
@@ -717,6 +727,7 @@ MCP_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"name": HUGE}, "limits.title_chars"),
         ({"name": "two\nlines"}, "one line"),
         ({"name": CTRL}, CONTROL),
+        ({"name": BIDI}, FORMAT),
         ({"name": LONE}, UTF8),
         ({"name": SECRET}, SECRETS),
         ({"name": "../x"}, OUTSIDE),

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, git, make_repo, run_engram
+from conftest import cli, foreign_events, git, make_repo, run_engram
 from engram.api import Engram
 
 HEAVY = ("fastembed", "usearch", "onnxruntime", "mcp", "tantivy", "torch", "numpy")
@@ -195,3 +196,52 @@ def test_show_finds_tasks_and_sessions_by_id(home_store: Engram) -> None:
     session = home_store.session_start(agent="cli")
     shown = cli("show", session.id, "--json")
     assert json.loads(shown.stdout)["type"] == "session"
+
+
+# What a terminal would obey: an OSC title, a CSI clear, the one-byte C1 CSI, bidi overrides.
+HOSTILE = "evil \x1b]0;pwned\x07 \x1b[2J \x9b31m \u202egnp.exe\u202c \u2066x\u2069 end"
+OBEYED = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def test_text_from_a_store_reaches_the_terminal_as_data(home_store: Engram) -> None:
+    """Another clone's lines carry escape sequences and bidi overrides in every field a command
+    prints: every command shows them as escapes, and --json keeps the text as it is."""
+    from engram import events as ev
+
+    task, memory, checkpoint = ev.new_entity_id(), ev.new_entity_id(), ev.new_entity_id()
+    who = {"actor": f"Mallory {HOSTILE}", "machine": HOSTILE, "session": "s-hostile"}
+    ids = foreign_events(
+        home_store.write_store().root,
+        {"kind": "session.started", "data": {"session_id": "s-hostile", "agent": HOSTILE}, **who},
+        {"kind": "task.created", "data": {"task": task, "name": f"task {HOSTILE}", "goal": HOSTILE,
+                                          "status": "in_progress", "tags": []}, **who},
+        {"kind": "task.progress", "data": {"task": task, "feature": HOSTILE, "status": "done",
+                                           "note": HOSTILE, "component": HOSTILE}, **who},
+        {"kind": "task.failure", "data": {"task": task, "error": HOSTILE, "component": "auth",
+                                          "root_cause": HOSTILE, "fix": HOSTILE}, **who},
+        {"kind": "checkpoint.saved", "data": {
+            "task": task, "checkpoint": checkpoint, "seq": 1, "reason": "handoff",
+            "summary": HOSTILE, "goal": HOSTILE, "next": [HOSTILE], "must_not_redo": [HOSTILE],
+            "working_set": {"files": [{"path": "a.py", "commit": None}],
+                            "commands": [HOSTILE], "artifacts": [HOSTILE]},
+            "confidence": 0.5}, **who},
+        {"kind": "memory.created", "data": {"memory": memory, "content": HOSTILE, "kind": "note",
+                                            "tags": [], "task": task}, **who},
+        {"kind": "session.interrupted", "data": {"session_id": "s-hostile", "reason": HOSTILE,
+                                                 "evidence": HOSTILE}, **who},
+    )
+    shows = [("list",), ("get", memory), ("get", "--history", memory), ("show", memory),
+             ("show", ids[1]), ("recall", "evil pwned"), ("log",),
+             ("resume", "--task", task), ("timeline", task), ("task", "list"),
+             ("task", "show", task), ("checkpoints", "--task", task), ("sessions",),
+             ("consolidate",)]
+    for command in shows:
+        result = cli(*command)
+        assert result.exit_code == 0, (command, result.output)
+        assert not OBEYED.findall(result.stdout + result.stderr), command
+    for command in (c for c in shows if c not in (("show", ids[1]), ("consolidate",))):
+        assert "\\x1b]0;pwned\\x07" in cli(*command).stdout, command
+    assert "\\u202egnp.exe\\u202c" in cli("list").stdout
+    assert json.loads(cli("list", "--json").stdout)[0]["content"] == HOSTILE
+    shown = json.loads(cli("show", ids[1]).stdout.splitlines()[-1])
+    assert shown["data"]["goal"] == HOSTILE  # the event line, still valid JSON

@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from conftest import cli, git, run_engram
+from conftest import cli, foreign_events, git, markdown_sections, run_engram
 from engram.api import Engram
 from engram.continuity.service import AmbiguousResumeError
 
@@ -291,3 +293,111 @@ def test_a_hostile_pid_in_a_session_event_is_no_process() -> None:
     for pid in (2**62, 2**31, -1, 0, True, None):
         assert process_alive(pid) is False, pid  # type: ignore[arg-type]
     assert process_alive(os.getpid()) is True
+
+
+HOSTILE = {
+    "next": ["Open the <!-- settings page", "item\n## Must preserve\n- fake",
+             "</details><script>alert(1)</script>", "```\nan unclosed fence"],
+    "must_not_redo": ["> a quote", "1. one\n2) two", "[ref]: https://example.com/x"],
+    "must_preserve": ["a line\n===", "&#x202E;an entity", "`code <b>` stays code"],
+    "completed": ["- a bullet", "+ another", "* and another"],
+    "open_questions": ["<http://example.com>", "x & y; a < b", "---"],
+}
+
+
+def test_hostile_handoff_text_stays_text_in_the_handoff_file_and_resume(
+        home_store: Engram) -> None:
+    """Handoff items arrive from other people's pushes: shown as written, none of them can
+    hide the sections that follow, forge a heading, or carry HTML."""
+    task = home_store.task_create("Fix <!-- the & login", goal="# not a heading\n<b>bold</b>")
+    home_store.handoff(task.id, summary="Summary\n## Must not redo\n<!--", **HOSTILE)
+    [path] = (Path(os.environ["ENGRAM_HOME"]) / "handoffs").rglob("*.md")
+    resumed = home_store.resume(task=task.id).markdown
+    for text in (path.read_text(), resumed):
+        for line in text.splitlines():
+            assert "<!--" not in line and "<script" not in line, line
+        headings, items = markdown_sections(text)
+        assert headings[0].split(": ", 1)[1] == "Fix <!-- the & login"
+        for field, written in HOSTILE.items():
+            title = next(h for h in headings if h.startswith(
+                {"next": "Next steps", "must_not_redo": "Must not redo",
+                 "must_preserve": "Must preserve", "completed": "Completed",
+                 "open_questions": "Open questions"}[field]))
+            assert [" ".join(item.replace("`", "").split()) for item in items[title]] == \
+                [" ".join(w.replace("`", "").split()) for w in written]
+    headings, _ = markdown_sections(path.read_text())
+    assert headings[1:] == ["Summary", "Goal", "Completed", "In progress", "Blocked",
+                            "Next steps (in order)", "Must not redo", "Must preserve",
+                            "Open questions", "Working set", "Changes since the start"]
+    # Ordinary text reads as it was written, code spans too.
+    assert "3. `code <b>` stays code" not in resumed and "- `code <b>` stays code" in resumed
+    assert "2. item\n   \\## Must preserve\n   \\- fake" in resumed
+
+
+MARKDOWN_TEXT = st.text(st.sampled_from(list("#>-+*=_~`|[]():!<>/&;\\ \n\tab1.)")), max_size=30)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(MARKDOWN_TEXT.filter(str.strip), min_size=1, max_size=3), MARKDOWN_TEXT,
+       MARKDOWN_TEXT)
+def test_no_text_changes_the_shape_of_a_handoff(items: list[str], text: str, other: str,
+                                                ) -> None:
+    """Whatever a checkpoint's texts hold, its Markdown has the same sections and, in each,
+    one list item per item: no heading, list, quote, fence or HTML comes from the texts."""
+    from engram.continuity import checkpoints as cp
+
+    checkpoint: dict = {name: items for name in cp.LIST_FIELDS}
+    checkpoint.update(seq=2, checkpoint="abcdefgh1234", reason=text or "x", actor=other or "x",
+                      session=text or None, machine=other or None, time=text or "t",
+                      confidence=0.5, summary=text, goal=other,
+                      working_set={"files": [{"path": text or "x", "commit": other or None}],
+                                   "commands": items, "artifacts": items})
+    previous = {**checkpoint, "seq": 1, **{name: [other] for name in cp.LIST_FIELDS},
+                "summary": other, "goal": text}
+    page = cp.render({"id": "abcdefgh1234", "name": text or "x"}, checkpoint, previous)
+    headings, found = markdown_sections(page)
+    titles = [cp.TITLES[name] for name in (*cp.LIST_FIELDS, "working_set")]
+    assert [h for h in headings[1:] if h not in ("Summary", "Goal")] == \
+        [*titles, "Changes since checkpoint 1"]
+    for name in cp.LIST_FIELDS:
+        assert len(found[cp.TITLES[name]]) == len(items)
+    assert len(found[cp.TITLES["working_set"]]) == 1 + 2 * len(items)
+
+
+CAFE_NFC, CAFE_NFD = "Caf\u00e9 menu", "Cafe\u0301 menu"  # one name, typed two ways
+
+
+def test_a_name_typed_in_either_unicode_form_is_one_name(home_store: Engram) -> None:
+    """`café` as one character (NFC, most keyboards) or as `e` and a combining accent (NFD,
+    macOS file names): stored in NFC, and found whichever way it is typed."""
+    created = cli("task", "create", CAFE_NFD, "--tag", "caf\u0065\u0301", "--json")
+    task = json.loads(created.stdout)
+    assert (task["name"], task["tags"]) == (CAFE_NFC, ["caf\u00e9"])
+    for typed in (CAFE_NFC, CAFE_NFD, CAFE_NFD.upper()):
+        shown = cli("task", "show", typed, "--json")
+        assert shown.exit_code == 0, shown.output
+        assert json.loads(shown.stdout)["task"]["id"] == task["id"]
+    home_store.remember("The menu is printed weekly", tags=["caf\u0065\u0301"], task=task["id"])
+    for typed in ("caf\u00e9", "caf\u0065\u0301"):
+        assert "printed weekly" in cli("list", "--tag", typed).stdout
+
+
+def test_a_name_another_writer_stored_decomposed_is_found(home_store: Engram) -> None:
+    """An older or foreign writer stored the name and the actor in NFD: lookups by the NFC
+    form find them. Tasks are keyed by id, not name: the same name made on two clones is two
+    tasks, and a lookup by the name in either form lists both."""
+    from engram import events as ev
+
+    theirs = ev.new_entity_id()
+    foreign_events(home_store.write_store().root, {
+        "kind": "task.created", "actor": "Jose\u0301 <jose@example.com>",
+        "data": {"task": theirs, "name": CAFE_NFD, "goal": "", "status": "open", "tags": []}})
+    for typed in (CAFE_NFC, CAFE_NFD):
+        assert json.loads(cli("task", "show", typed, "--json").stdout)["task"]["id"] == theirs
+        assert "# Resume: Cafe\u0301 menu" in cli("resume", "--task", typed).stdout
+    assert "created: Cafe\u0301 menu" in cli("log", "--actor", "jos\u00e9").stdout
+    ours = home_store.task_create(CAFE_NFC)
+    for typed in (CAFE_NFC, CAFE_NFD):
+        result = cli("task", "show", typed)
+        assert result.exit_code == 2 and "matches 2 records" in result.stderr
+        assert ours.id in result.stderr and theirs in result.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ACTOR, cli, git
+from conftest import ACTOR, cli, git, markdown_sections
 from engram import events as ev
 from engram.api import Engram
 from engram.interop import detect, from_micros
@@ -322,6 +322,30 @@ def test_markdown_export_has_a_file_per_task_and_memories_by_kind(
     # A non-empty directory is not written into unless asked.
     again = cli("export", "--format", "markdown", str(out))
     assert again.exit_code == 2 and "--force" in again.stderr
+
+
+def test_markdown_export_shows_hostile_text_as_text(home_store: Engram, tmp_path: Path,
+                                                   ) -> None:
+    """Text from other clones cannot add a heading, hide a section or carry HTML in the
+    export."""
+    task = home_store.task_create("Fix <!-- the ] login", goal="# Progress\n<script>x</script>")
+    home_store.progress(task.id, "one\n## Failures\n- fake", note="<!-- hide")
+    home_store.failure(task.id, "```\nunclosed", root_cause="> quoted")
+    home_store.remember("first\n\n## Forgotten and superseded (9)\n<!--", task=task.id)
+    assert cli("export", "--format", "markdown", str(tmp_path / "md")).exit_code == 0
+    [task_file] = (tmp_path / "md" / "tasks").iterdir()
+    headings, items = markdown_sections(task_file.read_text(), nested=True)
+    assert headings == ["Task: Fix <!-- the ] login", "Goal", "Progress", "Failures",
+                        "Memories of this task", "Checkpoints", "Checkpoint 1 (failure)",
+                        "Summary", "Goal", "Completed", "In progress", "Blocked",
+                        "Next steps (in order)", "Must not redo", "Must preserve",
+                        "Open questions", "Working set", "Changes since the start"]
+    assert items["Memories of this task"] == ["[fact] first ## Forgotten and superseded (9) <!--"]
+    memories = (tmp_path / "md" / "memories.md").read_text()
+    headings, _ = markdown_sections(memories.replace("<sub>", "").replace("</sub>", ""))
+    assert headings == ["Memories", "Facts (1)"]
+    _, index = markdown_sections((tmp_path / "md" / "README.md").read_text())
+    assert index["Tasks"][0] == "Fix <!-- the ] login — in_progress, 1 checkpoint"
 
 
 def test_a_log_that_begins_mid_history_still_imports(home_store: Engram,

@@ -7,11 +7,15 @@ import re
 import shutil
 import struct
 import subprocess
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from conftest import cli
+from conftest import cli, foreign_events
+from engram import events as ev
 from engram.api import Engram
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -162,3 +166,57 @@ def test_html_timeline_renders_in_headless_chromium(history: str, tmp_path: Path
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", data[16:24]) == (1280, 1600)
     assert len(data) > 20_000  # a page with text and a chart, not a blank one
+
+
+@pytest.fixture
+def time_zone() -> Iterator[Callable[[str], None]]:
+    """Set this process's local time zone (TZ) for the rest of the test."""
+    saved = os.environ.get("TZ")
+
+    def use(name: str) -> None:
+        os.environ["TZ"] = name
+        time.tzset()
+
+    yield use
+    if saved is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = saved
+    time.tzset()
+
+
+def test_events_at_the_ends_of_time_are_shown_with_their_dates(
+        home_store: Engram, tmp_path: Path, time_zone: Callable[[str], None]) -> None:
+    """Another clone's events dated 9999-12-31 and 0001-01-01 (valid RFC 3339 times): the
+    timeline renders, in any time zone, with their real dates; on the chart they sit at the
+    edges of an axis that still spans the other events."""
+    task = home_store.task_create("Add OAuth login")
+    now = datetime.now(UTC)
+    ends = {"9999-12-31T23:59:59.999999Z": "far future", "0001-01-01T00:00:00.000000Z": "far past"}
+    foreign_events(home_store.write_store().root, *(
+        {"kind": "task.progress", "time": when,
+         "data": {"task": task.id, "feature": feature, "status": "done"}}
+        for when, feature in [*ends.items(),
+                              (ev.format_time(now - timedelta(days=2)), "two days ago"),
+                              (ev.format_time(now - timedelta(days=1)), "yesterday")]))
+    for zone in ("UTC", "Asia/Tokyo", "America/New_York"):
+        time_zone(zone)
+        text = cli("timeline", task.id)
+        assert text.exit_code == 0, text.output
+        assert re.search(r"^9999-12-31 \d\d:\d\d( UTC)?  • progress   \[done\] far future$",
+                         text.stdout, re.MULTILINE), text.stdout
+        assert re.search(r"^0001-01-0[12] \d\d:\d\d( UTC)?  • progress   \[done\] far past$",
+                         text.stdout, re.MULTILINE), text.stdout
+        assert cli("log").exit_code == 0
+        out = tmp_path / f"{zone.replace('/', '-')}.html"
+        result = cli("timeline", task.id, "--html", str(out))
+        assert result.exit_code == 0, result.output
+    page = out.read_text()
+    for when in ends:
+        assert f'<time datetime="{when}">{when[:10]} {when[11:19]} UTC</time>' in page
+    marks = {title: float(x) for title, x in re.findall(
+        r'<title>[^<]*?: \[done\] ([^<]+)</title><circle class="mark progress" cx="([\d.]+)"',
+        page)}
+    assert marks["far past (off the time axis)"] == marks["two days ago"] == 240.0
+    assert marks["far future (off the time axis)"] == 1066.0
+    assert 600 < marks["yesterday"] < 700  # half-way: the axis still spans the others

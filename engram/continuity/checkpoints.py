@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
+from ..display import md, md_code, md_lines
 from ..errors import UsageError
 
 if TYPE_CHECKING:
@@ -201,23 +202,24 @@ def jaccard_distance(a: Iterable[str], b: Iterable[str]) -> float:
 
 def render(task: Mapping[str, Any], checkpoint: Mapping[str, Any],
            previous: Mapping[str, Any] | None) -> str:
-    """The Markdown a reviewer reads. Deterministic: the same checkpoint, the same bytes."""
+    """The Markdown a reviewer reads. Deterministic: the same checkpoint, the same bytes. What
+    the checkpoint says is shown as written, never as markup (see `engram.display`)."""
     lines = [
-        f"# Handoff: {task['name']}",
+        f"# Handoff: {md(task['name'])}",
         "",
-        f"- task: `{task['id']}`",
-        f"- checkpoint: {checkpoint['seq']} (`{checkpoint['checkpoint']}`), "
-        f"reason: {checkpoint['reason']}",
-        f"- by: {checkpoint['actor']}"
-        + (f", session `{checkpoint['session']}`" if checkpoint.get("session") else "")
-        + (f", on {checkpoint['machine']}" if checkpoint.get("machine") else ""),
-        f"- at: {checkpoint['time']}",
+        f"- task: {md_code(task['id'])}",
+        f"- checkpoint: {checkpoint['seq']} ({md_code(checkpoint['checkpoint'])}), "
+        f"reason: {md(checkpoint['reason'])}",
+        f"- by: {md(checkpoint['actor'])}"
+        + (f", session {md_code(checkpoint['session'])}" if checkpoint.get("session") else "")
+        + (f", on {md(checkpoint['machine'])}" if checkpoint.get("machine") else ""),
+        f"- at: {md(checkpoint['time'])}",
         f"- continuation confidence: {checkpoint['confidence']:.2f}",
         "",
     ]
     for name in ("summary", "goal"):
         if checkpoint.get(name):
-            lines += [f"## {TITLES[name]}", "", checkpoint[name], ""]
+            lines += [f"## {TITLES[name]}", "", md_lines(checkpoint[name]), ""]
     for name in LIST_FIELDS:
         items = checkpoint.get(name) or []
         lines += [f"## {TITLES[name]}", ""]
@@ -226,14 +228,15 @@ def render(task: Mapping[str, Any], checkpoint: Mapping[str, Any],
             continue
         for number, item in enumerate(items, start=1):
             bullet = f"{number}." if name == "next" else "-"
-            lines.append(f"{bullet} {item}")
+            lines.append(f"{bullet} {md_lines(item, indent=len(bullet) + 1)}")
         lines.append("")
     working = checkpoint.get("working_set") or {}
     lines += [f"## {TITLES['working_set']}", ""]
-    entries = [f"- `{f['path']}`" + (f" @ {f['commit'][:12]}" if f.get("commit") else "")
+    entries = [f"- {md_code(f['path'])}" + (f" @ {md(f['commit'][:12])}" if f.get("commit")
+                                              else "")
                for f in working.get("files") or []]
-    entries += [f"- command: `{c}`" for c in working.get("commands") or []]
-    entries += [f"- artifact: {a}" for a in working.get("artifacts") or []]
+    entries += [f"- command: {md_code(c)}" for c in working.get("commands") or []]
+    entries += [f"- artifact: {md_lines(a, indent=2)}" for a in working.get("artifacts") or []]
     lines += (entries or ["(none)"]) + [""]
     delta = changes(previous, checkpoint)
     title = f"checkpoint {previous['seq']}" if previous else "the start"
@@ -243,13 +246,13 @@ def render(task: Mapping[str, Any], checkpoint: Mapping[str, Any],
     for name, change in delta.items():
         label = TITLES[name].split(" (")[0].lower()
         if name in TEXT_FIELDS:
-            lines.append(f"- {label}: was \"{ev.one_line(change['from'], 80)}\", "
-                         f"now \"{ev.one_line(change['to'], 80)}\"")
+            lines.append(f"- {label}: was \"{md(ev.one_line(change['from'], 80))}\", "
+                         f"now \"{md(ev.one_line(change['to'], 80))}\"")
             continue
         for item in change.get("added", []):
-            lines.append(f"- {label}: + {item}")
+            lines.append(f"- {label}: + {md(item)}")
         for item in change.get("removed", []):
-            lines.append(f"- {label}: − {item}")
+            lines.append(f"- {label}: − {md(item)}")
         if change.get("reordered"):
             lines.append(f"- {label}: reordered")
     lines.append("")

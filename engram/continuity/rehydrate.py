@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import events as ev
+from ..display import md, md_code, md_lines
 from ..memories import Memory
 from .tasks import Failure, Task
 
@@ -46,25 +47,25 @@ def render(
 ) -> Resume:
     out: list[str] = []
     if task is not None:
-        out += [f"# Resume: {task.name}", ""]
-        head = f"task `{task.id}` · status {task.status}"
+        out += [f"# Resume: {md(task.name)}", ""]
+        head = f"task {md_code(task.id)} · status {md(task.status)}"
         if checkpoint:
-            head += (f" · checkpoint {checkpoint['seq']} ({checkpoint['reason']}) by "
-                     f"{checkpoint['actor']} at {checkpoint['time']}")
+            head += (f" · checkpoint {checkpoint['seq']} ({md(checkpoint['reason'])}) by "
+                     f"{md(checkpoint['actor'])} at {md(checkpoint['time'])}")
         if confidence is not None:
             head += f" · continuation confidence now {confidence:.2f}"
         out += [head, ""]
         goal = (checkpoint or {}).get("goal") or task.goal
-        out += ["## Goal", "", goal or "(not stated)", ""]
+        out += ["## Goal", "", md_lines(goal) if goal else "(not stated)", ""]
     else:
         out += ["# Resume", "", "No task selected: memories and recent events only.", ""]
     for item in interruptions:
         out += ["## Interruption", "",
-                f"- session `{item['id']}` ({item['agent']}, {item['machine']}) stopped: "
-                f"**{item['reason']}** — {item['evidence']}", ""]
+                f"- session {md_code(item['id'])} ({md(item['agent'])}, {md(item['machine'])}) "
+                f"stopped: **{md(item['reason'])}** — {md(item['evidence'])}", ""]
     if checkpoint:
         if checkpoint.get("summary"):
-            out += ["## Where it stopped", "", checkpoint["summary"], ""]
+            out += ["## Where it stopped", "", md_lines(checkpoint["summary"]), ""]
         out += _list("Next steps (in order)", checkpoint.get("next"), numbered=True)
         out += _list("Must not redo (done or side-effecting: never repeat)",
                      checkpoint.get("must_not_redo"))
@@ -74,20 +75,20 @@ def render(
         out += _list("Open questions", checkpoint.get("open_questions"))
         out += _list("Completed", checkpoint.get("completed"))
         working = checkpoint.get("working_set") or {}
-        files = [f"`{f['path']}`" + (f" @ {f['commit'][:12]}" if f.get("commit") else "")
+        files = [md_code(f["path"]) + (f" @ {md(f['commit'][:12])}" if f.get("commit") else "")
                  for f in working.get("files") or []]
-        files += [f"command: `{c}`" for c in working.get("commands") or []]
-        files += [f"artifact: {a}" for a in working.get("artifacts") or []]
-        out += _list("Working set", files)
+        files += [f"command: {md_code(c)}" for c in working.get("commands") or []]
+        files += [f"artifact: {md_lines(a, indent=2)}" for a in working.get("artifacts") or []]
+        out += _list("Working set", files, shown=True)
     if failures:
         out += ["## Failures to avoid repeating", ""]
         for failure in failures:
-            where = f"[{failure.component}] " if failure.component else ""
-            line = f"- {where}{failure.error}"
+            where = f"[{md(failure.component)}] " if failure.component else ""
+            line = f"- {where}{md_lines(failure.error, indent=2)}"
             if failure.root_cause:
-                line += f" — cause: {failure.root_cause}"
+                line += f" — cause: {md_lines(failure.root_cause, indent=2)}"
             if failure.fix:
-                line += f" — fix: {failure.fix}"
+                line += f" — fix: {md_lines(failure.fix, indent=2)}"
             out.append(line)
         out.append("")
     out += _memories("Decisions", decisions)
@@ -95,12 +96,13 @@ def render(
     out += _memories("Other memories", memories)
     if earlier:
         out += ["## Earlier checkpoints", ""]
-        out += [f"- {c['seq']} ({c['reason']}, {c['time']}): {c.get('summary') or '(no summary)'}"
+        out += [f"- {c['seq']} ({md(c['reason'])}, {md(c['time'])}): "
+                + (md_lines(c["summary"], indent=2) if c.get("summary") else "(no summary)")
                 for c in earlier]
         out.append("")
     if events:
         out += ["## Recent events (newest first)", ""]
-        out += [f"- {event.time[:16].replace('T', ' ')} {text} — {event.actor}"
+        out += [f"- {md(event.time[:16].replace('T', ' '))} {md(text)} — {md(event.actor)}"
                 for event, text in events]
         out.append("")
     text = "\n".join(out)
@@ -113,12 +115,15 @@ def render(
     return Resume(text, task.id if task else None, truncated, confidence)
 
 
-def _list(title: str, items: Sequence[str] | None, *, numbered: bool = False) -> list[str]:
+def _list(title: str, items: Sequence[str] | None, *, numbered: bool = False,
+          shown: bool = False) -> list[str]:
+    """A section of items as written (`shown`: items already made Markdown)."""
     if not items:
         return []
     lines = [f"## {title}", ""]
     for number, item in enumerate(items, start=1):
-        lines.append(f"{number}. {item}" if numbered else f"- {item}")
+        bullet = f"{number}." if numbered else "-"
+        lines.append(f"{bullet} {item if shown else md_lines(item, indent=len(bullet) + 1)}")
     return [*lines, ""]
 
 
@@ -127,5 +132,6 @@ def _memories(title: str, memories: Sequence[Memory]) -> list[str]:
         return []
     lines = [f"## {title}", ""]
     for memory in memories:
-        lines.append(f"- {memory.content} (`{memory.id[:8]}`, {memory.kind})")
+        lines.append(f"- {md_lines(memory.content, indent=2)} ({md_code(memory.id[:8])}, "
+                     f"{md(memory.kind)})")
     return [*lines, ""]

@@ -18,7 +18,7 @@ from .. import events as ev
 from ..errors import AmbiguousIdError, EngramError, NotFoundError, UsageError, quote
 from ..memories import Memory
 from ..store import check_relative
-from ..validation import Checks, reference
+from ..validation import Checks, name_form, name_key, reference
 from ..validation import session_id as check_session_id
 from . import checkpoints as cp
 from . import metrics, rehydrate, sessions, tasks
@@ -63,12 +63,13 @@ class Continuity:
     @staticmethod
     def _task_name(checks: Checks, name: str) -> str:
         name = checks.text(name, field="name", limit="limits.title_chars", one_line=True)
-        return check_relative(name, "task name")
+        return check_relative(name_form(name, "task name"), "task name")
 
     def _task(self, ident: str | None, *, items: bool = True) -> tuple[Store, tasks.Task]:
-        """A task by id prefix, or by its exact name (case-insensitive). Without `items` its
-        progress and failures are left empty: a lookup that costs the same however long the
-        task's history is."""
+        """A task by id prefix, or by its exact name (case-insensitive, in NFC: a name stored
+        in another form by another writer is found too). Without `items` its progress and
+        failures are left empty: a lookup that costs the same however long the task's history
+        is."""
         ident = reference(ident, "task", hint="give a task id (or its exact name); list them "
                                               "with `engram task list`")
         found: list[tuple[Store, Projection, tasks.Task]] = []
@@ -77,10 +78,11 @@ class Continuity:
                 proj = self.projection(store)
                 found += [(store, proj, t) for t in proj.tasks(ids=[full], items=False)]
         if not found:
+            key = name_key(ident)
             for store in self.stores():
                 proj = self.projection(store)
                 found += [(store, proj, t) for t in proj.tasks(items=False)
-                          if t.name.casefold() == ident.casefold()]
+                          if name_key(t.name) == key]
         if not found:
             raise NotFoundError("task", ident)
         if len({t.id for _, _, t in found}) > 1:
