@@ -209,7 +209,10 @@ def test_text_from_a_store_reaches_the_terminal_as_data(home_store: Engram) -> N
     from engram import events as ev
 
     task, memory, checkpoint = ev.new_entity_id(), ev.new_entity_id(), ev.new_entity_id()
-    who = {"actor": f"Mallory {HOSTILE}", "machine": HOSTILE, "session": "s-hostile"}
+    # Control characters in an actor or machine make the whole line unreadable (readers skip
+    # it); bidi overrides are allowed there, so they must be shown as data too.
+    who = {"actor": "Mallory \u202egnp.exe\u202c", "machine": "box \u2066x\u2069",
+           "session": "s-hostile"}
     ids = foreign_events(
         home_store.write_store().root,
         {"kind": "session.started", "data": {"session_id": "s-hostile", "agent": HOSTILE}, **who},
