@@ -257,6 +257,8 @@ def test_hostile_lines_pushed_by_another_clone_break_no_command(clones: Clones) 
     for number in bad:
         assert f"{rel}:{number}: " in warned, (number, lines[number - 1][:80])
     assert "\x1b" not in warned and max(map(len, warned.splitlines())) < 1000
+    shown = "".join(results[c].stdout for c in ("list", "resume", "log", "recall job queue"))
+    assert "\x1b" not in shown and "\u202e" not in shown
     clones.verify_names(rel, bad)
     doctor = results["doctor"].stdout
     assert all(f"{rel}:{number}" in doctor for number in bad)
