@@ -30,7 +30,7 @@ from . import lines
 from . import memories as mem
 from .store import Problem, Store, WriterState
 
-VERSION = 9  # bump when the schema or a fold changes: caches rebuild themselves
+VERSION = 10  # bump when the schema or a fold changes: caches rebuild themselves
 
 # A task is stored as its own fields (`tasks.body`, without progress and failures), a row per
 # progress item and a row per failure, and the (clock, id) of the last event folded into it: a

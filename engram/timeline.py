@@ -131,10 +131,11 @@ def build(task: Any, events: Sequence[ev.Event]) -> Timeline:
         elif kind == "checkpoint.saved":
             package = {k: v for k, v in data.items() if k != "task"}
             package.update(time=event.time, actor=event.actor, machine=event.machine,
-                           session=event.session, clock=event.clock)
+                           session=event.session, clock=event.clock,
+                           seq=len(timeline.checkpoints) + 1)
             timeline.checkpoints.append(package)
             confidence = data.get("confidence")
-            title = f"checkpoint {data.get('seq')} ({data.get('reason')})"
+            title = f"checkpoint {package['seq']} ({data.get('reason')})"
             if data.get("summary"):
                 title += f": {data['summary']}"
             details = _present(

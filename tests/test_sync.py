@@ -391,3 +391,33 @@ def test_events_are_never_written_through_a_symlink(home_store: Any, tmp_path: P
     with pytest.raises(EngramError, match="symbolic link inside the store.*git rm"):
         Engram().remember("second", check_duplicates=False)
     assert sorted(outside.iterdir()) == before
+
+
+def test_checkpoints_saved_on_two_machines_are_numbered_once_in_the_merged_order(
+    tmp_path: Path,
+) -> None:
+    """Both machines save their checkpoints 1 and 2 of one task: once merged, the task has
+    checkpoints 1 to 4 in the merged order, on both, and every number names one checkpoint."""
+    a, b = _two_machines(tmp_path)
+    task = json.loads(a.run("task", "create", "Add OAuth login", "--json").stdout)["id"]
+    a.run("sync")
+    b.run("pull")
+    for machine in (a, b):
+        for step in ("callback", "refresh"):
+            machine.run("handoff", "--task", task, "--summary", f"{machine.name} {step}")
+    a.run("sync")
+    b.run("sync")
+    a.run("pull")
+    written = sorted(json.loads(raw)["data"]["seq"] for p in Store(a.home, "personal")
+                     .event_files() for raw in p.read_bytes().splitlines()
+                     if b'"checkpoint.saved"' in raw)
+    assert written == [1, 1, 2, 2]  # what each writer counted
+    for machine in (a, b):
+        listed = machine.json("checkpoints", "--task", task)
+        assert [c["seq"] for c in listed] == [1, 2, 3, 4]
+        assert len({c["checkpoint"] for c in listed}) == 4
+        assert [c["clock"] for c in listed] == sorted(c["clock"] for c in listed)
+        latest = listed[-1]
+        assert f"checkpoint 4 ({latest['reason']})" in machine.run("resume", "--task", task).stdout
+        scored = machine.json("continuity", "--task", task, "--before", "3", "--after", "4")
+        assert (scored["before"], scored["after"]) == (3, 4)

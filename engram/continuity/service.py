@@ -335,8 +335,8 @@ class Continuity:
 
     def checkpoints(self, ident: str) -> list[dict[str, Any]]:
         store, task = self._task(ident)
-        return [{"task": task.id, **self._checkpoint_from(e)}
-                for e in self._checkpoint_events(store, task.id)]
+        return [{"task": task.id, **self._checkpoint_from(e, seq)}
+                for seq, e in enumerate(self._checkpoint_events(store, task.id), start=1)]
 
     def _checkpoint_events(self, store: Store, task_id: str) -> list[ev.Event]:
         """The task's checkpoint.saved events, oldest first (its other events left unread)."""
@@ -345,10 +345,12 @@ class Continuity:
                 if e.kind == "checkpoint.saved"]
 
     @staticmethod
-    def _checkpoint_from(event: ev.Event) -> dict[str, Any]:
+    def _checkpoint_from(event: ev.Event, seq: int) -> dict[str, Any]:
+        """A checkpoint as shown: `seq` is its place among the task's checkpoints in the
+        merged order (the number its writer stored may be shared by another machine's)."""
         data = {k: v for k, v in event.data.items() if k != "task"}
         data.update(time=event.time, actor=event.actor, session=event.session,
-                    machine=event.machine, clock=event.clock)
+                    machine=event.machine, clock=event.clock, seq=seq)
         return data
 
     def _derived_package(self, task: tasks.Task) -> dict[str, Any]:
@@ -678,8 +680,9 @@ class Continuity:
                     checkpoint, saved_at=checkpoint["time"], now=ev.utc_now(),
                     unchanged=self._unchanged_share(
                         store, (checkpoint.get("working_set") or {}).get("files") or []))
-                all_checkpoints = [{"task": chosen.id, **self._checkpoint_from(e)}
-                                   for e in self._checkpoint_events(store, chosen.id)]
+                all_checkpoints = [{"task": chosen.id, **self._checkpoint_from(e, seq)}
+                                   for seq, e in enumerate(
+                                       self._checkpoint_events(store, chosen.id), start=1)]
                 earlier = list(reversed(all_checkpoints[:-1]))[:summaries_wanted]
             failures = list(chosen.failures)
             components = {f.component for f in chosen.failures if f.component}

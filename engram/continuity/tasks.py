@@ -145,9 +145,12 @@ def fold_state(events: Iterable[ev.Event], state: dict[str, Any] | None = None,
             })
         elif event.kind == "checkpoint.saved":
             package = {k: v for k, v in data.items() if k != "task"}
-            package.update(time=event.time, actor=event.actor, session=event.session,
-                           machine=event.machine, clock=event.clock)
             state["checkpoints"].append(data["checkpoint"])
+            # Numbered by the merged order, never by what the writer counted: two machines
+            # that each saved their "checkpoint 5" have a 5 and a 6 once merged.
+            package.update(time=event.time, actor=event.actor, session=event.session,
+                           machine=event.machine, clock=event.clock,
+                           seq=len(state["checkpoints"]))
             state["previous_checkpoint"] = state["latest_checkpoint"]
             state["latest_checkpoint"] = package
         else:

@@ -171,10 +171,9 @@ class Interop:
                 continue
             task = found[0].to_dict()
             previous = None
-            for event in proj.entity_events(task_id):
-                if event.kind != "checkpoint.saved":
-                    continue
-                checkpoint = self._checkpoint_from(event)
+            saved = [e for e in proj.entity_events(task_id) if e.kind == "checkpoint.saved"]
+            for seq, event in enumerate(saved, start=1):
+                checkpoint = self._checkpoint_from(event, seq)
                 if event.id in imported and isinstance(checkpoint.get("seq"), int) and \
                         isinstance(checkpoint.get("confidence"), (int, float)):
                     target = store.root / cp.render_path(task_id, checkpoint)
@@ -217,8 +216,9 @@ class Interop:
             proj = self.projection(store)
             tasks = proj.tasks()
             checkpoints = {
-                task.id: [self._checkpoint_from(e) for e in proj.entity_events(task.id)
-                          if e.kind == "checkpoint.saved"]
+                task.id: [self._checkpoint_from(e, seq) for seq, e in enumerate(
+                    (e for e in proj.entity_events(task.id) if e.kind == "checkpoint.saved"),
+                    start=1)]
                 for task in tasks
             }
             stores.append(ex.StoreContent(
