@@ -401,3 +401,39 @@ def test_a_name_another_writer_stored_decomposed_is_found(home_store: Engram) ->
         result = cli("task", "show", typed)
         assert result.exit_code == 2 and "matches 2 records" in result.stderr
         assert ours.id in result.stderr and theirs in result.stderr
+
+
+def test_continuation_confidence_is_the_same_in_full_shallow_and_partial_clones(
+    project: Path, tmp_path: Path,
+) -> None:
+    """The working set's files are compared with what the checkpoint saw, which needs no
+    history: a shallow or blobless clone that lacks the checkpoint's commit scores the same as
+    a full one, for an unchanged file and for a changed one."""
+    (project / "src").mkdir()
+    (project / "src" / "auth.py").write_text("def login():\n    pass\n")
+    (project / "src" / "db.py").write_text("POOL = 5\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "code")
+    with Engram(cwd=project) as engram:
+        task = engram.task_create("Add OAuth login")
+        engram.handoff(task.id, summary="callback next", next=["callback"],
+                       files=["src/auth.py", "src/db.py"])
+    for n in range(3):  # the checkpoint's commit falls out of a depth-1 clone
+        (project / "notes.txt").write_text(f"note {n}\n")
+        git(project, "add", "notes.txt")
+        git(project, "commit", "-q", "-m", f"note {n}")
+    (project / "src" / "db.py").write_text("POOL = 20\n")
+    git(project, "commit", "-q", "-am", "bigger pool")
+
+    def confidence(repo: Path) -> float:
+        return json.loads(cli("resume", "--task", task.id, "--json", cwd=repo).stdout)[
+            "confidence"]
+
+    url = f"file://{project}"
+    shallow, partial = tmp_path / "shallow", tmp_path / "partial"
+    git(tmp_path, "clone", "-q", "--depth", "1", url, str(shallow))
+    git(tmp_path, "clone", "-q", "--filter=blob:none", url, str(partial))
+    full = confidence(project)
+    assert confidence(shallow) == confidence(partial) == full
+    (project / "src" / "db.py").write_text("POOL = 5\n")  # as the checkpoint saw it
+    assert confidence(project) > full

@@ -257,31 +257,33 @@ class Continuity:
 
     def _unchanged_share(self, store: Store, files: Sequence[Mapping[str, Any]],
                          ) -> float | None:
-        """Share of working-set files whose content is as it was at the commit they were
-        seen at (None when that cannot be told, e.g. files of another repository)."""
+        """Share of working-set files whose content is as it was when the checkpoint saw it
+        (None when there are none). A file is compared with the `blob` the checkpoint recorded,
+        which needs no history, so every kind of clone (full, shallow, partial) gives the same
+        answer; a file of an older checkpoint without one is compared at its commit when this
+        clone has it. A file that can be told neither way counts as unknown: half."""
         import pygit2
 
         from ..git import open_repository
 
         try:
-            repo = open_repository(store.work_tree)
+            repo: pygit2.Repository | None = open_repository(store.work_tree)
         except EngramError:
-            return None
-        known = same = 0
+            repo = None
+        known = same = 0.0
         for item in files:
-            commit = item.get("commit")
-            if not commit:
-                continue
-            try:
-                then = repo.revparse_single(f"{commit}:{item['path']}").id
-            except (KeyError, ValueError, pygit2.GitError):
-                continue
-            path = store.work_tree / item["path"]
+            then = item.get("blob")
+            if not isinstance(then, str) and item.get("commit") and repo is not None:
+                try:
+                    then = str(repo.revparse_single(f"{item['commit']}:{item['path']}").id)
+                except (KeyError, ValueError, pygit2.GitError):
+                    then = None
             known += 1
-            try:
-                same += pygit2.hash(path.read_bytes()) == then
-            except OSError:
-                pass
+            if not isinstance(then, str):
+                same += 0.5
+                continue
+            now = _blob_id(store.work_tree / item["path"])
+            same += now == then
         return same / known if known else None
 
     def _head(self, store: Store) -> str | None:
@@ -298,6 +300,9 @@ class Continuity:
         for item in package["working_set"]["files"]:
             if not item.get("commit"):
                 item["commit"] = head
+            blob = _blob_id(store.work_tree / item["path"])
+            if blob is not None:
+                item["blob"] = blob  # the content seen, to tell later whether it changed
         now = ev.utc_now()
         checkpoint_id = ev.new_entity_id()
         data = {
@@ -761,3 +766,13 @@ def _read_lines(path: Path) -> list[str]:
         return [line.strip() for line in path.read_text().splitlines() if line.strip()]
     except FileNotFoundError:
         return []
+
+
+def _blob_id(path: Path) -> str | None:
+    """The git blob id of a file's content now (None when it is not a readable file)."""
+    import pygit2
+
+    try:
+        return str(pygit2.hash(path.read_bytes())) if path.is_file() else None
+    except OSError:
+        return None
