@@ -395,7 +395,7 @@ class Store:
         path = self._month_path(moment, state.writer)
         if state.segment == self.rel(path):
             if (self._as_left(path, state) and state.head == head
-                    and state.size < MAX_FILE_BYTES):
+                    and state.size < MAX_FILE_BYTES and not self._staged_by_user(path, state)):
                 return path
         elif not path.exists():
             return path
@@ -404,6 +404,34 @@ class Store:
         state.writer = self._new_writer_name()
         state.segment = None
         return self._month_path(moment, state.writer)
+
+    def _staged_by_user(self, path: Path, state: WriterState) -> bool:
+        """Has someone (`git add -A`) staged this writer's live file since it was started? Its
+        staged copy would be committed by the user's next commit, and Engram's own commit of the
+        lines after it would then change a committed file: a new file is started instead. Only
+        an index changed since the last look is read."""
+        index = self.git_dir / "index"
+        try:
+            st = index.stat()
+        except OSError:
+            return False
+        stamp = f"{st.st_mtime_ns}:{st.st_size}"
+        if stamp == state.index_stamp:
+            return False
+        name = self.repo_path(self.rel(path))
+        try:
+            data = index.read_bytes()
+            staged = name.encode() + b"\0" in data
+            if not staged and data[4:8] == b"\0\0\0\x04":  # version 4 compresses paths
+                import pygit2
+
+                staged = name in pygit2.Index(str(index))
+        except (OSError, ValueError):
+            return False
+        except Exception:  # pygit2.GitError: an index git itself could not read
+            return False
+        state.index_stamp = stamp
+        return staged
 
     def _month_path(self, moment: datetime, writer: str) -> Path:
         return self.events_dir / f"{moment:%Y}" / f"{moment:%m}" / f"{writer}.jsonl"
@@ -535,6 +563,7 @@ class WriterState:
     clock: int = 0
     pending: int = 0
     pending_since: float = 0.0
+    index_stamp: str = ""  # git's index (mtime:size) when last looked at for the live file
 
     @classmethod
     def load(cls, store: Store) -> WriterState:
@@ -577,6 +606,7 @@ _OPTIONAL_TEXT = (str, type(None))
 _WRITER_FIELDS: dict[str, Any] = {
     "writer": _OPTIONAL_TEXT, "segment": _OPTIONAL_TEXT, "head": _OPTIONAL_TEXT, "size": int,
     "tail": str, "tail_len": int, "clock": int, "pending": int, "pending_since": (int, float),
+    "index_stamp": str,
 }
 
 

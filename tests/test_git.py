@@ -145,3 +145,26 @@ def test_personal_store_is_its_own_repository(home_store: Engram) -> None:
     home_store.commit()
     assert git(home, "status", "--porcelain") == ""
     assert "remember" in git(home, "log", "-1", "--format=%s")
+
+
+@pytest.mark.parametrize("version", ["2", "4"])
+def test_a_users_git_add_never_makes_engram_change_a_committed_file(
+    project: Path, version: str,
+) -> None:
+    """`git add -A` stages Engram's live file between two writes, then the user commits it:
+    Engram's later writes go to a new file, so no commit ever modifies an event file."""
+    git(project, "config", "index.version", version)
+    with Engram(cwd=project) as engram:
+        engram.remember("first, before the user's git add", check_duplicates=False)
+        engram.remember("second, before the user's git add", check_duplicates=False)
+    git(project, "add", "-A")
+    with Engram(cwd=project) as engram:
+        engram.remember("third, after the user's git add", check_duplicates=False)
+    git(project, "commit", "-q", "-m", "the user's own commit")
+    with Engram(cwd=project) as engram:
+        engram.remember("fourth, after the user's commit", check_duplicates=False)
+        engram.commit()
+        assert len(engram.memories()) == 4
+    changes = git(project, "log", "--format=", "--name-status", "--", ".engram/events")
+    assert changes and all(line.startswith("A\t") for line in changes.splitlines() if line)
+    assert git(project, "status", "--porcelain", "--", ".engram") == ""
