@@ -804,14 +804,34 @@ def handoff(ctx: click.Context, task_id: str, summary: str | None, completed: tu
              f"(confidence {saved['confidence']:.2f})")
 
 
+def task_choice(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The task a command is about, as `TASK` or as `--task TASK`: every command that takes one
+    accepts both, so none has to be remembered."""
+    command = click.option("--task", "task_option", metavar="TASK", default=None,
+                           help="The task (id or name); the same as giving TASK.")(command)
+    return click.argument("task_argument", metavar="[TASK]", required=False)(command)
+
+
+def _task_of(task_argument: str | None, task_option: str | None, command: str) -> str:
+    if task_argument and task_option and task_argument != task_option:
+        raise click.UsageError(f"two tasks given ({task_argument!r} and {task_option!r}); "
+                               "give one, as TASK or --task TASK")
+    task = task_argument or task_option
+    if not task:
+        raise click.UsageError(f"which task? `engram {command} TASK` (an id or name; "
+                               "`engram task list` lists them)")
+    return task
+
+
 @main.command()
-@click.option("--task", "task_id", required=True, help="The task (id or name).")
+@task_choice
 @store_options
 @json_option
 @click.pass_context
-def checkpoints(ctx: click.Context, task_id: str, project: bool, personal: bool,
-                as_json: bool) -> None:
+def checkpoints(ctx: click.Context, task_argument: str | None, task_option: str | None,
+                project: bool, personal: bool, as_json: bool) -> None:
     """Every checkpoint of a task, oldest first."""
+    task_id = _task_of(task_argument, task_option, "checkpoints")
     engram = _engram(ctx, project, personal)
     found = engram.checkpoints(task_id)
     if as_json:
@@ -957,15 +977,17 @@ def rehydrate(ctx: click.Context, **options: Any) -> None:
 
 
 @main.command()
-@click.option("--task", "task_id", required=True, help="The task (id or name).")
+@task_choice
 @click.option("--before", default=None, help="The earlier checkpoint (seq or id).")
 @click.option("--after", default=None, help="The later checkpoint (seq or id; default latest).")
 @store_options
 @json_option
 @click.pass_context
-def continuity(ctx: click.Context, task_id: str, before: str | None, after: str | None,
-               project: bool, personal: bool, as_json: bool) -> None:
+def continuity(ctx: click.Context, task_argument: str | None, task_option: str | None,
+               before: str | None, after: str | None, project: bool, personal: bool,
+               as_json: bool) -> None:
     """Score how well a restore continued from the previous checkpoint."""
+    task_id = _task_of(task_argument, task_option, "continuity")
     engram = _engram(ctx, project, personal)
     scores = engram.continuity(task_id, before=before, after=after)
     if as_json:
@@ -1224,17 +1246,18 @@ def export(ctx: click.Context, out: str, fmt: str, force: bool, project: bool, p
 
 
 @main.command()
-@click.argument("task_id", metavar="TASK")
+@task_choice
 @click.option("--html", "html_out", default=None, metavar="OUT",
               help="Write one self-contained HTML page to OUT instead of printing text.")
 @store_options
 @json_option
 @click.pass_context
-def timeline(ctx: click.Context, task_id: str, html_out: str | None, project: bool,
-             personal: bool, as_json: bool) -> None:
+def timeline(ctx: click.Context, task_argument: str | None, task_option: str | None,
+             html_out: str | None, project: bool, personal: bool, as_json: bool) -> None:
     """A task's checkpoints, progress, failures, decisions and sessions in time order."""
     from .timeline import render_html, render_text
 
+    task_id = _task_of(task_argument, task_option, "timeline")
     engram = _engram(ctx, project, personal)
     found = engram.timeline(task_id)
     if html_out:

@@ -248,3 +248,16 @@ def test_text_from_a_store_reaches_the_terminal_as_data(home_store: Engram) -> N
     assert json.loads(cli("list", "--json").stdout)[0]["content"] == HOSTILE
     shown = json.loads(cli("show", ids[1]).stdout.splitlines()[-1])
     assert shown["data"]["goal"] == HOSTILE  # the event line, still valid JSON
+
+
+def test_timeline_checkpoints_and_continuity_take_the_task_either_way(home_store: Engram) -> None:
+    task = home_store.task_create("Add OAuth login")
+    for summary in ("callback first", "refresh next"):
+        home_store.handoff(task.id, summary=summary, next=["callback"])
+    for command in ("timeline", "checkpoints", "continuity"):
+        as_argument, as_option = cli(command, task.id), cli(command, "--task", task.id)
+        assert as_argument.exit_code == 0 and as_argument.stdout == as_option.stdout, command
+        missing = cli(command)
+        assert missing.exit_code == 2 and f"`engram {command} TASK`" in missing.output
+        both = cli(command, task.id, "--task", "other")
+        assert both.exit_code == 2 and "give one" in both.output
