@@ -994,10 +994,15 @@ class Projection:
                 (prefix.lower(), prefix.lower() + "\uffff"),
             )]
         upper = prefix.upper()
-        out += [(r[0], "event") for r in self.db.execute(
+        events = [(r[0], "event") for r in self.db.execute(
             "SELECT id FROM events WHERE id >= ? AND id < ? LIMIT 20", (upper, upper + "\uffff")
         )]
-        return out
+        if not out and not events and len(upper) >= 6 and upper.isalnum():
+            # `engram log` shows an event by the end of its id (the random part: events written
+            # together share the start, their time).
+            events = [(r[0], "event") for r in self.db.execute(
+                "SELECT id FROM events WHERE id LIKE ? LIMIT 20", ("%" + upper,))]
+        return out + events
 
     def counts(self) -> dict[str, Any]:
         db = self.db

@@ -261,3 +261,13 @@ def test_timeline_checkpoints_and_continuity_take_the_task_either_way(home_store
         assert missing.exit_code == 2 and f"`engram {command} TASK`" in missing.output
         both = cli(command, task.id, "--task", "other")
         assert both.exit_code == 2 and "give one" in both.output
+
+
+def test_the_ids_log_prints_are_found_by_show(home_store: Engram) -> None:
+    home_store.remember("Use Postgres for the job queue", check_duplicates=False)
+    home_store.remember("Staging is rebuilt every night", check_duplicates=False)
+    for line in cli("log").stdout.splitlines():
+        short = line.split()[0]
+        shown = cli("show", short, "--json")
+        assert shown.exit_code == 0, (short, shown.output)
+        assert json.loads(shown.stdout)["event"]["id"].lower().endswith(short)
