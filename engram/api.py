@@ -22,7 +22,7 @@ from .config import (
     find_project_store, find_work_tree, personal_only,
 )
 from .errors import (
-    AmbiguousIdError, EngramError, GitError, NoStoreError, NotFoundError, UsageError,
+    AmbiguousIdError, EngramError, GitError, NoStoreError, NotFoundError, UsageError, quote,
 )
 from .continuity.service import Continuity
 from .interop.service import Interop
@@ -102,6 +102,29 @@ class Engram(Continuity, Interop):
         self._refreshed: set[Path] = set()
         self._settings: tuple[tuple[Any, ...], Settings] | None = None
         self.warnings: list[str] = []
+        self.read_only: str | None = None  # the revision, for the stores as they were (at())
+
+    def at(self, rev: str) -> tuple[Engram, list[str]]:
+        """The stores as they were at `rev` (a commit, tag, branch or date), read-only, from git
+        history alone; and, for each store, the commit it was read at."""
+        from . import asof
+
+        rev = well_formed(rev, "--at")
+        past = Engram(cwd=self.cwd, use=self.use, session=None, actor=self._actor)
+        past.read_only = rev
+        found: dict[str, Any] = {}
+        for store in self.stores():
+            commit = asof.resolve(store, rev)
+            if commit is not None:
+                found[store.kind] = (asof.snapshot(store, commit), commit)
+        if not found:
+            raise asof.unknown(rev)
+        past.personal = found["personal"][0] if "personal" in found else \
+            Store(past.personal.root / ".absent", "personal")
+        past.project = found["project"][0] if "project" in found else None
+        past.use = "both" if len(found) == 2 else next(iter(found))  # type: ignore[assignment]
+        return past, [f"{kind} store at {asof.describe(commit)}"
+                      for kind, (_, commit) in found.items()]
 
     # -- stores ------------------------------------------------------------------------------
 
@@ -118,6 +141,9 @@ class Engram(Continuity, Interop):
         return found
 
     def write_store(self) -> Store:
+        if self.read_only is not None:
+            raise UsageError(f"the stores as they were at {quote(self.read_only, 60)} are "
+                             "read-only; write without --at")
         if self.use == "personal":
             return require(self.personal, "personal")
         if self.project is not None and self.project.exists():

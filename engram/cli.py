@@ -67,7 +67,8 @@ def _flush_warnings(ctx: click.Context) -> None:
     engram.warnings.clear()
 
 
-def _engram(ctx: click.Context, project: bool = False, personal: bool = False) -> Any:
+def _engram(ctx: click.Context, project: bool = False, personal: bool = False,
+            at: str | None = None) -> Any:
     from .api import Engram
 
     if project and personal:
@@ -76,7 +77,20 @@ def _engram(ctx: click.Context, project: bool = False, personal: bool = False) -
     engram = Engram(cwd=ctx.obj["cwd"], use=use)
     ctx.meta["engram"] = engram
     ctx.call_on_close(engram.close)
+    if at is not None:
+        engram, where = engram.at(at)
+        ctx.meta["engram"] = engram
+        ctx.call_on_close(engram.close)
+        for line in where:
+            echo(f"as of: {line}", err=True)
     return engram
+
+
+def at_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--at", "at", default=None, metavar="REV",
+        help="As the stores were at a commit, tag, branch or date (2026-11-30, 3d), from git "
+             "history alone; nothing is written.")(func)
 
 
 def store_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -370,15 +384,16 @@ def list_(ctx: click.Context, limit: int, kinds: tuple[str, ...], tags: tuple[st
 @click.option("--until", default=None, help="Only memories before this date (or age).")
 @click.option("--full", is_flag=True, help="Print whole memories, not one-line summaries.")
 @click.option("--explain", is_flag=True, help="Show the scores behind each rank.")
+@at_option
 @store_options
 @json_option
 @click.pass_context
 def recall(ctx: click.Context, query: str, k: int, kinds: tuple[str, ...],
            tags: tuple[str, ...], scope: str | None, include_all: bool, task: str | None,
-           since: str | None, until: str | None, full: bool, explain: bool, project: bool,
-           personal: bool, as_json: bool) -> None:
+           since: str | None, until: str | None, full: bool, explain: bool, at: str | None,
+           project: bool, personal: bool, as_json: bool) -> None:
     """Find memories by meaning and by words (hybrid BM25 + vector ranking)."""
-    engram = _engram(ctx, project, personal)
+    engram = _engram(ctx, project, personal, at)
     hits = engram.recall(query, k=k, kinds=kinds, tags=tags, scope=scope, task=task,
                          since=since, until=until, include_forgotten=include_all,
                          include_expired=include_all, include_decayed=include_all)
@@ -927,10 +942,10 @@ def sessions_(ctx: click.Context, project: bool, personal: bool, as_json: bool) 
 
 def _resume_command(ctx: click.Context, task_id: str | None, session_id: str | None,
                     depth: str, since: str | None, restore: str, max_chars: int | None,
-                    project: bool, personal: bool, as_json: bool) -> None:
-    engram = _engram(ctx, project, personal)
+                    at: str | None, project: bool, personal: bool, as_json: bool) -> None:
+    engram = _engram(ctx, project, personal, at)
     result = engram.resume(task=task_id, session=session_id, depth=depth, since=since,
-                           restore=restore, max_chars=max_chars)
+                           restore=restore, max_chars=max_chars, record=at is None)
     if as_json:
         _print_json(result.to_dict())
     else:
@@ -950,6 +965,7 @@ def resume_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Which memories come back (selective: important or about failures)."),
         click.option("--max-chars", type=click.IntRange(1000), default=None,
                      help="Cut the output at this length (default: resume.max_chars)."),
+        at_option,
     ]
     for option in reversed(options):
         func = option(func)

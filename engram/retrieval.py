@@ -135,7 +135,8 @@ class StoreSearch:
         self._text: TextIndex | None = None
         self._vectors: Any = None
         self._vectors_stamp: tuple[int, int] | None = None
-        self.embeddings = EmbeddingCache(self.cache_dir / "embeddings.sqlite3")
+        self.embeddings = EmbeddingCache(store.shared_embeddings or
+                                         self.cache_dir / "embeddings.sqlite3")
         # The cache directory cannot be written (read-only, full): this process searches
         # indexes kept in memory and leaves the saved ones, and their dirty marks, as they are.
         self.read_only = False

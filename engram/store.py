@@ -137,6 +137,8 @@ class Store:
         self._config_cache: tuple[tuple[int, ...] | None, Layer] | None = None
         self.repairs: list[str] = []  # what the last append had to repair, for the caller to tell
         self.symlinks: list[str] = []  # links found under events/ by the last listing
+        # The embedding cache of another store to share (a snapshot of this one: engram.asof).
+        self.shared_embeddings: Path | None = None
 
     def __repr__(self) -> str:
         return f"Store({str(self.root)!r}, {self.kind!r})"
