@@ -942,10 +942,12 @@ def sessions_(ctx: click.Context, project: bool, personal: bool, as_json: bool) 
 
 def _resume_command(ctx: click.Context, task_id: str | None, session_id: str | None,
                     depth: str, since: str | None, restore: str, max_chars: int | None,
-                    at: str | None, project: bool, personal: bool, as_json: bool) -> None:
+                    max_tokens: int | None, at: str | None, project: bool, personal: bool,
+                    as_json: bool) -> None:
     engram = _engram(ctx, project, personal, at)
     result = engram.resume(task=task_id, session=session_id, depth=depth, since=since,
-                           restore=restore, max_chars=max_chars, record=at is None)
+                           restore=restore, max_chars=max_chars, record=at is None,
+                           max_tokens=max_tokens)
     if as_json:
         _print_json(result.to_dict())
     else:
@@ -965,6 +967,10 @@ def resume_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Which memories come back (selective: important or about failures)."),
         click.option("--max-chars", type=click.IntRange(1000), default=None,
                      help="Cut the output at this length (default: resume.max_chars)."),
+        click.option("--max-tokens", type=click.IntRange(100), default=None,
+                     help="Fill this token budget by priority (must-not-redo and "
+                          "must-preserve first, then next steps, failures, memories) and name "
+                          "what was left out."),
         at_option,
     ]
     for option in reversed(options):

@@ -148,6 +148,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("resume.max_chars", 100_000, int,
                 "Longest `engram resume` output; longer output is cut and says so.",
                 minimum=1000),
+        Setting("resume.hook_tokens", 2000, int,
+                "Token budget of the context the SessionStart hook gives the agent, filled by "
+                "priority (must-not-redo and must-preserve first); what does not fit is named.",
+                minimum=100),
         *[
             Setting(f"decay.{kind}", days, float,
                     f"Days for a {kind} to fade to 37% strength (scaled up by importance and "

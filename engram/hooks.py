@@ -36,13 +36,17 @@ def _engram(payload: dict[str, Any]) -> Any:
 
 
 def session_start(payload: dict[str, Any]) -> str:
+    from .continuity import rehydrate
     from .continuity.service import AmbiguousResumeError
     from .display import md
     from .errors import NoStoreError
 
     with _engram(payload) as engram:
         try:
-            markdown = engram.resume(depth="brief", max_chars=CONTEXT_CHARS).markdown
+            budget = min(engram.settings()["resume.hook_tokens"],
+                         CONTEXT_CHARS // rehydrate.CHARS_PER_TOKEN)
+            markdown = engram.resume(depth="brief", max_chars=CONTEXT_CHARS,
+                                     max_tokens=budget).markdown
         except NoStoreError:
             return ""
         except AmbiguousResumeError as exc:

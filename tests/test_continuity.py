@@ -437,3 +437,33 @@ def test_continuation_confidence_is_the_same_in_full_shallow_and_partial_clones(
     assert confidence(shallow) == confidence(partial) == full
     (project / "src" / "db.py").write_text("POOL = 5\n")  # as the checkpoint saw it
     assert confidence(project) > full
+
+
+def test_resume_fills_a_token_budget_by_priority_and_names_what_it_left_out(
+    home_store: Engram,
+) -> None:
+    task = home_store.task_create("Move the job queue to Postgres", goal="one database")
+    home_store.handoff(
+        task.id, summary="the migration ran; the worker still reads Redis",
+        must_not_redo=["ran migration 0042 on production", "created the jobs table"],
+        must_preserve=["never drop the redis_jobs table before the cut-over"],
+        next=[f"step {n}: switch worker {n} to Postgres and watch its error rate" for n in
+              range(1, 9)],
+        completed=[f"finished part {n} of the schema work" for n in range(30)])
+    for n in range(20):
+        home_store.remember(f"Decision {n}: the queue worker {n} polls every {n + 1} seconds "
+                            "because the hosted Postgres limits connections", kind="decision",
+                            task=task.id, check_duplicates=False)
+    full = cli("resume", "--task", task.id)
+    assert "Left out" not in full.stdout
+    for budget in (250, 600):
+        shown = cli("resume", "--task", task.id, "--max-tokens", str(budget)).stdout
+        assert len(shown) / 4 <= budget
+        assert "ran migration 0042 on production" in shown
+        assert "never drop the redis_jobs table" in shown
+        assert f"Left out to keep within {budget} tokens:" in shown
+        assert "completed" in shown.rsplit("Left out", 1)[1]
+    small = cli("resume", "--task", task.id, "--max-tokens", "250").stdout
+    bigger = cli("resume", "--task", task.id, "--max-tokens", "600").stdout
+    assert small.count("step ") < bigger.count("step ") or "step 8" in small
+    assert "decisions" in small.rsplit("Left out", 1)[1]

@@ -31,6 +31,19 @@ class Resume:
                 "markdown": self.markdown}
 
 
+# Sections in the order a budget fills them: what must not go wrong first, then what to do,
+# then what to avoid and know, then history. Shown in the reading order of `render`.
+PRIORITY = ("header", "must_not_redo", "must_preserve", "next", "summary", "failures",
+            "in_progress", "blocked", "open_questions", "decisions", "gotchas", "working_set",
+            "memories", "completed", "earlier", "events")
+CHARS_PER_TOKEN = 4  # a rough, tokenizer-free estimate; close for English and code
+
+
+def tokens(text: str) -> int:
+    """The estimated token count of `text` (characters / 4, rounded up)."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
 def render(
     *,
     task: Task | None,
@@ -44,44 +57,51 @@ def render(
     events: Sequence[tuple[ev.Event, str]],
     interruptions: Sequence[Mapping[str, Any]],
     limit: int,
+    max_tokens: int | None = None,
 ) -> Resume:
-    out: list[str] = []
+    """The resume Markdown. With `max_tokens`, sections are taken by PRIORITY (and a long one
+    item by item) until the budget is spent, and what was left out is named at the end;
+    otherwise the text is cut at `limit` characters."""
+    sections: dict[str, list[str]] = {}
+    header: list[str] = []
     if task is not None:
-        out += [f"# Resume: {md(task.name)}", ""]
+        header += [f"# Resume: {md(task.name)}", ""]
         head = f"task {md_code(task.id)} · status {md(task.status)}"
         if checkpoint:
             head += (f" · checkpoint {checkpoint['seq']} ({md(checkpoint['reason'])}) by "
                      f"{md(checkpoint['actor'])} at {md(checkpoint['time'])}")
         if confidence is not None:
             head += f" · continuation confidence now {confidence:.2f}"
-        out += [head, ""]
+        header += [head, ""]
         goal = (checkpoint or {}).get("goal") or task.goal
-        out += ["## Goal", "", md_lines(goal) if goal else "(not stated)", ""]
+        header += ["## Goal", "", md_lines(goal) if goal else "(not stated)", ""]
     else:
-        out += ["# Resume", "", "No task selected: memories and recent events only.", ""]
+        header += ["# Resume", "", "No task selected: memories and recent events only.", ""]
     for item in interruptions:
-        out += ["## Interruption", "",
-                f"- session {md_code(item['id'])} ({md(item['agent'])}, {md(item['machine'])}) "
-                f"stopped: **{md(item['reason'])}** — {md(item['evidence'])}", ""]
+        header += ["## Interruption", "",
+                   f"- session {md_code(item['id'])} ({md(item['agent'])}, "
+                   f"{md(item['machine'])}) stopped: **{md(item['reason'])}** — "
+                   f"{md(item['evidence'])}", ""]
+    sections["header"] = header
     if checkpoint:
         if checkpoint.get("summary"):
-            out += ["## Where it stopped", "", md_lines(checkpoint["summary"]), ""]
-        out += _list("Next steps (in order)", checkpoint.get("next"), numbered=True)
-        out += _list("Must not redo (done or side-effecting: never repeat)",
-                     checkpoint.get("must_not_redo"))
-        out += _list("Must preserve", checkpoint.get("must_preserve"))
-        out += _list("In progress", checkpoint.get("in_progress"))
-        out += _list("Blocked", checkpoint.get("blocked"))
-        out += _list("Open questions", checkpoint.get("open_questions"))
-        out += _list("Completed", checkpoint.get("completed"))
+            sections["summary"] = ["## Where it stopped", "", md_lines(checkpoint["summary"]), ""]
+        sections["next"] = _list("Next steps (in order)", checkpoint.get("next"), numbered=True)
+        sections["must_not_redo"] = _list("Must not redo (done or side-effecting: never repeat)",
+                                          checkpoint.get("must_not_redo"))
+        sections["must_preserve"] = _list("Must preserve", checkpoint.get("must_preserve"))
+        sections["in_progress"] = _list("In progress", checkpoint.get("in_progress"))
+        sections["blocked"] = _list("Blocked", checkpoint.get("blocked"))
+        sections["open_questions"] = _list("Open questions", checkpoint.get("open_questions"))
+        sections["completed"] = _list("Completed", checkpoint.get("completed"))
         working = checkpoint.get("working_set") or {}
         files = [md_code(f["path"]) + (f" @ {md(f['commit'][:12])}" if f.get("commit") else "")
                  for f in working.get("files") or []]
         files += [f"command: {md_code(c)}" for c in working.get("commands") or []]
         files += [f"artifact: {md_lines(a, indent=2)}" for a in working.get("artifacts") or []]
-        out += _list("Working set", files, shown=True)
+        sections["working_set"] = _list("Working set", files, shown=True)
     if failures:
-        out += ["## Failures to avoid repeating", ""]
+        lines = ["## Failures to avoid repeating", ""]
         for failure in failures:
             where = f"[{md(failure.component)}] " if failure.component else ""
             line = f"- {where}{md_lines(failure.error, indent=2)}"
@@ -89,30 +109,72 @@ def render(
                 line += f" — cause: {md_lines(failure.root_cause, indent=2)}"
             if failure.fix:
                 line += f" — fix: {md_lines(failure.fix, indent=2)}"
-            out.append(line)
-        out.append("")
-    out += _memories("Decisions", decisions)
-    out += _memories("Gotchas", gotchas)
-    out += _memories("Other memories", memories)
+            lines.append(line)
+        sections["failures"] = [*lines, ""]
+    sections["decisions"] = _memories("Decisions", decisions)
+    sections["gotchas"] = _memories("Gotchas", gotchas)
+    sections["memories"] = _memories("Other memories", memories)
     if earlier:
-        out += ["## Earlier checkpoints", ""]
-        out += [f"- {c['seq']} ({md(c['reason'])}, {md(c['time'])}): "
-                + (md_lines(c["summary"], indent=2) if c.get("summary") else "(no summary)")
-                for c in earlier]
-        out.append("")
+        sections["earlier"] = ["## Earlier checkpoints", "", *[
+            f"- {c['seq']} ({md(c['reason'])}, {md(c['time'])}): "
+            + (md_lines(c["summary"], indent=2) if c.get("summary") else "(no summary)")
+            for c in earlier], ""]
     if events:
-        out += ["## Recent events (newest first)", ""]
-        out += [f"- {md(event.time[:16].replace('T', ' '))} {md(text)} — {md(event.actor)}"
-                for event, text in events]
-        out.append("")
-    text = "\n".join(out)
+        sections["events"] = ["## Recent events (newest first)", "", *[
+            f"- {md(event.time[:16].replace('T', ' '))} {md(text)} — {md(event.actor)}"
+            for event, text in events], ""]
+    order = ("header", "summary", "next", "must_not_redo", "must_preserve", "in_progress",
+             "blocked", "open_questions", "completed", "working_set", "failures", "decisions",
+             "gotchas", "memories", "earlier", "events")
     truncated = False
-    if len(text) > limit:
+    if max_tokens is not None:
+        sections, left_out = _fit(sections, max_tokens)
+        truncated = bool(left_out)
+    text = "\n".join(line for name in order for line in sections.get(name) or [])
+    if max_tokens is not None:
+        if truncated:
+            text += (f"\nLeft out to keep within {max_tokens} tokens: {', '.join(left_out)}; "
+                     "ask for more with a larger --max-tokens\n")
+    elif len(text) > limit:
         note = (f"\n\n… cut at {limit} characters; ask for less with --depth brief or "
                 "--since, or raise the limit with --max-chars\n")
         text = text[: max(0, limit - len(note))].rsplit("\n", 1)[0] + note
         truncated = True
     return Resume(text, task.id if task else None, truncated, confidence)
+
+
+def _fit(sections: Mapping[str, list[str]], budget: int,
+         ) -> tuple[dict[str, list[str]], list[str]]:
+    """The sections that fit in `budget` tokens, taken by PRIORITY (a section's leading items
+    when it does not fit whole), and what was left out, in words ("memories: 12 of 20")."""
+    kept: dict[str, list[str]] = {}
+    left_out: list[str] = []
+    spent = 60  # kept back for the note that names what was left out
+    for name in PRIORITY:
+        lines = sections.get(name) or []
+        if not lines:
+            continue
+        cost = tokens("\n".join(lines)) + 1
+        if spent + cost <= budget or name == "header":
+            kept[name] = list(lines)
+            spent += cost
+            continue
+        head, items = lines[:2], [line for line in lines[2:] if line]
+        taken: list[str] = []
+        for item in items:
+            more = tokens(item) + 1
+            if spent + tokens("\n".join(head)) + more > budget:
+                break
+            taken.append(item)
+            spent += more
+        title = lines[0].removeprefix("## ").split(" (")[0].lower()
+        if taken:
+            kept[name] = [*head, *taken, ""]
+            spent += tokens("\n".join(head))
+            left_out.append(f"{title}: {len(items) - len(taken)} of {len(items)}")
+        else:
+            left_out.append(f"{title} ({len(items)})")
+    return kept, left_out
 
 
 def _list(title: str, items: Sequence[str] | None, *, numbered: bool = False,

@@ -626,10 +626,11 @@ class Continuity:
     def resume(self, *, task: str | None = None, session: str | None = None,
                depth: str = "standard", since: str | datetime | None = None,
                restore: str = "selective", max_chars: int | None = None,
-               record: bool = True) -> rehydrate.Resume:
+               record: bool = True, max_tokens: int | None = None) -> rehydrate.Resume:
         """What the next agent needs to continue, as bounded Markdown. Sessions found
         interrupted are recorded first, unless `record` is false (a reader that writes
-        nothing)."""
+        nothing). `max_tokens`: fill that budget by priority (must-not-redo and must-preserve
+        first, then next steps, failures, memories) and name what was left out."""
         if depth not in rehydrate.DEPTHS:
             raise UsageError(f"unknown depth {quote(depth)}; use brief, standard or full")
         if restore not in rehydrate.RESTORE_MODES:
@@ -727,7 +728,7 @@ class Continuity:
         return rehydrate.render(
             task=chosen, checkpoint=checkpoint, confidence=confidence, earlier=earlier,
             failures=failures, decisions=decisions, gotchas=gotchas, memories=others,
-            events=events, interruptions=interruptions, limit=limit,
+            events=events, interruptions=interruptions, limit=limit, max_tokens=max_tokens,
         )
 
     # -- metrics ---------------------------------------------------------------------------
