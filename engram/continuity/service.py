@@ -693,7 +693,7 @@ class Continuity:
             decisions = [m for m in task_memories if m.kind == "decision"]
             gotchas = [m for m in task_memories if m.kind in ("gotcha", "failure")]
             raw = proj.events(task=chosen.id, since_clock=since_clock, limit=events_wanted)
-            events = [(e, describe(e)) for e in raw]
+            events = [(e, describe(e)) for e in raw if ev.substantive(e.kind)]
             worked_in = proj.entity_sessions(chosen.id)
             for info in proj.sessions(states=["interrupted"], ids=sorted(worked_in)):
                 interruptions.append({"id": info.id, "agent": info.agent,
@@ -712,13 +712,24 @@ class Continuity:
                     others += reader.recent_memories(wanted - len(others), now=now,
                                                      exclude=seen, notable=restore == "selective")
         if chosen is None:
-            raw = [e for _, e in self.log(limit=events_wanted, since=since)]
-            events = [(e, describe(e)) for e in raw]
+            events = [(e, describe(e)) for e in self._recent_events(events_wanted, since)]
         return rehydrate.render(
             task=chosen, checkpoint=checkpoint, confidence=confidence, earlier=earlier,
             failures=failures, decisions=decisions, gotchas=gotchas, memories=others,
             events=events, interruptions=interruptions, limit=limit,
         )
+
+    def _recent_events(self, wanted: int, since: str | datetime | None) -> list[ev.Event]:
+        """The newest substantive events, newest first: sessions starting and ending (every
+        server start is one) do not crowd out what was done. Reads a bounded number of
+        events."""
+        fetch = wanted
+        while True:
+            raw = [e for _, e in self.log(limit=fetch, since=since)]
+            kept = [e for e in raw if ev.substantive(e.kind)]
+            if len(kept) >= wanted or len(raw) < fetch or fetch >= wanted * 64:
+                return kept[:wanted]
+            fetch *= 4
 
     # -- metrics ---------------------------------------------------------------------------
 
