@@ -127,7 +127,8 @@ SETTINGS: dict[str, Setting] = {
                 minimum=0, maximum=1),
         Setting("checkpoint.auto", True, bool,
                 "Save checkpoints automatically when the picture changes (failure, plan change, "
-                "working-set shift, quiet period)."),
+                "working-set shift, quiet period). They stay in the events; only handoffs are "
+                "rendered to Markdown under handoffs/."),
         Setting("checkpoint.plan_change", 0.5, float,
                 "Share of next steps and work in progress that must change to count as a new "
                 "plan (Jaccard distance).", minimum=0, maximum=1),

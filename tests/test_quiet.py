@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import git, make_repo, run_engram
+from conftest import cli, git, make_repo, run_engram
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import Implementation
@@ -213,3 +213,48 @@ def test_a_command_commits_a_batch_that_fell_due_at_its_exit(repo: Path) -> None
     again = head(repo)
     assert run_engram("list", cwd=repo).returncode == 0
     assert head(repo) == again  # nothing waits: nothing more
+
+
+# -- what a pull request shows ------------------------------------------------------------------
+
+
+def test_a_pull_request_shows_the_handoff_not_the_automatic_checkpoints(repo: Path) -> None:
+    git(repo, "switch", "-q", "-c", "feature")
+    engram = Engram(cwd=repo)
+    task = engram.task_create("Rate limiting", goal="Answer 429 past the limit")
+    saved = [
+        engram.progress(task.id, "Token bucket", files=["src/app.py"])["checkpoint"],
+        engram.progress(task.id, "Share the Redis pool", status="todo")["checkpoint"],
+        engram.failure(task.id, "Redis timeouts under load", component="ratelimit")["checkpoint"],
+        engram.failure(task.id, "Pool exhausted at 2k rps", component="ratelimit")["checkpoint"],
+        engram.failure(task.id, "Flaky test_burst", component="tests")["checkpoint"],
+    ]
+    assert [c["reason"] for c in saved] == ["working_set", "plan_change", "failure", "failure",
+                                            "failure"]
+    assert not (repo / ".engram" / "handoffs").exists()  # nothing rendered so far
+    handed = cli("handoff", "--task", task.id, "--summary", "Limiter works; pool next",
+                 "--next", "Size the pool", cwd=repo)
+    assert handed.exit_code == 0 and "recorded and committed" in handed.stdout
+
+    changed = git(repo, "diff", "--name-only", "main...feature").split()
+    rendered = [path for path in changed if path.startswith(".engram/handoffs/")]
+    assert len(rendered) == 1 and rendered[0].endswith(".md")
+    text = (repo / rendered[0]).read_text()
+    assert "reason: handoff" in text and "Limiter works; pool next" in text
+    assert "## Changes since the start" in text  # no earlier handoff: the automatic ones do
+    # not count as what the reviewer saw before
+    assert any(path.startswith(".engram/events/") for path in changed)
+    listed = cli("checkpoints", "--task", task.id, cwd=repo).stdout
+    assert [line.split()[4] for line in listed.splitlines()] == [
+        "working_set", "plan_change", "failure", "failure", "failure", "handoff"]
+    resumed = cli("resume", "--task", task.id, cwd=repo).stdout
+    assert "Pool exhausted at 2k rps" in resumed and "## Earlier checkpoints" in resumed
+
+    # A second handoff says what changed since the first, not since a checkpoint in between.
+    engram = Engram(cwd=repo)
+    engram.failure(task.id, "Pool still small", component="ratelimit")
+    second = engram.handoff(task.id, summary="Pool sized", next=["Load test"])
+    path = repo / ".engram" / "handoffs" / task.id / f"{second['seq']:04d}-" \
+        f"{second['checkpoint'][:8]}.md"
+    assert f"## Changes since checkpoint {saved[-1]['seq'] + 1}" in path.read_text()
+    assert len(list((repo / ".engram" / "handoffs" / task.id).iterdir())) == 2

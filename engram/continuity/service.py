@@ -204,6 +204,9 @@ class Continuity:
         `package` (e.g. from a YAML or JSON file) and the keyword fields (completed,
         in_progress, blocked, next, must_not_redo, must_preserve, files, commands, artifacts,
         open_questions, goal) are merged; list fields from both are concatenated.
+
+        A checkpoint saved for an automatic reason (`overflow`, before a context is compacted,
+        ...) is neither rendered nor committed at once: it joins the next batched commit.
         """
         if reason not in cp.REASONS:
             raise UsageError(f"unknown checkpoint reason {quote(reason)}; use one of "
@@ -238,9 +241,11 @@ class Continuity:
             if not built["working_set"][key]:
                 built["working_set"][key] = current["working_set"].get(key, [])
         built["goal"] = built["goal"] or current["goal"] or task.goal
-        saved = self._save_checkpoint(store, task, built, reason=reason)
-        subject = f"handoff: {task.name} — {ev.one_line(built['summary'])}"
-        self._commit_store(store, subject=subject)
+        explicit = cp.rendered(reason)
+        saved = self._save_checkpoint(store, task, built, reason=reason, render=explicit)
+        if explicit:
+            subject = f"handoff: {task.name} — {ev.one_line(built['summary'])}"
+            self._commit_store(store, subject=subject)
         return saved
 
     def read_package(self, handle: BinaryIO, *, name: str = "-") -> dict[str, Any]:
@@ -291,7 +296,8 @@ class Continuity:
             return None
 
     def _save_checkpoint(self, store: Store, task: tasks.Task, package: dict[str, Any], *,
-                         reason: str) -> dict[str, Any]:
+                         reason: str, render: bool = False) -> dict[str, Any]:
+        """Save a checkpoint; with `render`, also its Markdown for review (handoffs only)."""
         head = self._head(store)
         for item in package["working_set"]["files"]:
             if not item.get("commit"):
@@ -309,15 +315,25 @@ class Continuity:
         saved = {k: v for k, v in data.items() if k != "task"}
         saved.update(time=event.time, actor=event.actor, session=event.session,
                      machine=event.machine, clock=event.clock)
-        self._render_checkpoint(store, task, saved)
-        self._maybe_commit(store)
+        if render:
+            self._render_checkpoint(store, task, saved)
+        else:
+            with store.lock():
+                self._maybe_commit(store)
         return {"task": task.id, **saved}
 
     def _render_checkpoint(self, store: Store, task: tasks.Task,
                            checkpoint: Mapping[str, Any]) -> Path:
-        # The review names the task; its progress (maybe thousands of items) is not needed.
-        text = cp.render({"id": task.id, "name": task.name}, checkpoint,
-                         task.latest_checkpoint)
+        # The review names the task; its progress (maybe thousands of items) is not needed. It
+        # says what changed since the previous rendered handoff, not since an automatic
+        # checkpoint the reviewer never saw.
+        previous = None
+        for event in reversed(self._checkpoint_events(store, task.id)):
+            if event.data.get("checkpoint") != checkpoint["checkpoint"] and \
+                    cp.rendered(event.data.get("reason")):
+                previous = self._checkpoint_from(event)
+                break
+        text = cp.render({"id": task.id, "name": task.name}, checkpoint, previous)
         path = store.root / cp.render_path(task.id, checkpoint)
         link = store.symlink_in(path)
         if link is not None:  # the checkpoint is saved as an event; only its rendering waits

@@ -147,7 +147,8 @@ class Interop:
             store.repairs.clear()
 
     def _render_imported_checkpoints(self, store: Store, imported: set[str]) -> None:
-        """Imported checkpoints get their review Markdown, like every checkpoint."""
+        """Imported handoffs get their review Markdown, like every handoff (automatic
+        checkpoints have none)."""
         from ..continuity import checkpoints as cp
 
         proj = self.projection(store)
@@ -163,6 +164,8 @@ class Interop:
                 if event.kind != "checkpoint.saved":
                     continue
                 checkpoint = self._checkpoint_from(event)
+                if not cp.rendered(checkpoint.get("reason")):
+                    continue
                 if event.id in imported and isinstance(checkpoint.get("seq"), int) and \
                         isinstance(checkpoint.get("confidence"), (int, float)):
                     target = store.root / cp.render_path(task_id, checkpoint)
