@@ -809,7 +809,8 @@ def handoff(ctx: click.Context, task_id: str, summary: str | None, completed: tu
     if as_json:
         _print_json(saved)
     else:
-        click.echo(f"handoff {saved['seq']} for task {saved['task'][:8]} recorded and committed "
+        done = "recorded and committed" if saved["commit"] else "recorded, not committed"
+        click.echo(f"handoff {saved['seq']} for task {saved['task'][:8]} {done} "
                    f"(confidence {saved['confidence']:.2f})")
 
 

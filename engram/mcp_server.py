@@ -1343,7 +1343,8 @@ def _add_session_tools(server: MCPServer) -> None:
         omitted).
 
         Side effects: a `checkpoint.saved` event and a Markdown rendering under handoffs/,
-        committed to git at once (so it shows in the pull request)."""
+        committed to git at once (so it shows in the pull request); on a detached HEAD it is
+        saved but not committed, and warnings say how to fix that."""
         def call(engram: Engram) -> HandoffResult:
             saved = engram.handoff(
                 task, summary=summary, completed=completed, in_progress=in_progress,
@@ -1352,8 +1353,10 @@ def _add_session_tools(server: MCPServer) -> None:
                 artifacts=artifacts, open_questions=open_questions, goal=goal)
             view = _checkpoint(saved)
             assert view is not None
+            done = "recorded and committed" if saved["commit"] else \
+                "recorded, not committed (see warnings)"
             return HandoffResult(task=saved["task"], checkpoint=view,
-                                 note=f"handoff {saved['seq']} recorded and committed "
+                                 note=f"handoff {saved['seq']} {done} "
                                       f"(continuation confidence {saved['confidence']:.2f})")
         return _runtime(ctx).run("session_handoff", SESSION, call)
 

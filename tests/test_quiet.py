@@ -215,6 +215,50 @@ def test_a_command_commits_a_batch_that_fell_due_at_its_exit(repo: Path) -> None
     assert head(repo) == again  # nothing waits: nothing more
 
 
+# -- detached HEAD ------------------------------------------------------------------------------
+
+
+def test_on_a_detached_head_nothing_is_committed_and_the_handoff_survives_a_checkout(
+        repo: Path) -> None:
+    task = Engram(cwd=repo).task_create("Add retries", goal="Retry failed jobs")
+    Engram(cwd=repo).commit()
+    (repo / "src" / "app.py").write_text("x = 2\n")
+    git(repo, "commit", "-q", "-am", "more code")
+    git(repo, "switch", "-q", "--detach", "HEAD~1")  # looking at an older commit
+    detached = head(repo)
+
+    done = run_engram("handoff", "--task", task.id, "--summary", "Retries wired in; tests next",
+                      "--next", "Write the retry tests", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert "recorded, not committed" in done.stdout and "and committed" not in done.stdout
+    [line] = [x for x in done.stderr.splitlines() if "detached" in x]
+    assert "git switch <branch>" in line and "git switch -c <name>" in line
+    assert head(repo) == detached
+
+    refused = run_engram("commit", cwd=repo)
+    assert refused.returncode == 1 and "committed" not in refused.stdout
+    assert refused.stderr.count("\n") == 1 and "git switch" in refused.stderr
+    assert head(repo) == detached
+
+    # Automatic commits refuse too, and say so (set by hand: `config set` would commit).
+    config = repo / ".engram" / "config.yaml"
+    config.write_text(config.read_text().replace("every_events: 20", "every_events: 1"))
+    wrote = run_engram("remember", "Retries back off exponentially", cwd=repo)
+    assert wrote.returncode == 0 and "detached" in wrote.stderr
+    assert head(repo) == detached
+    git(repo, "checkout", "-q", "--", ".engram/config.yaml")
+
+    git(repo, "switch", "-q", "main")
+    resumed = run_engram("resume", "--task", task.id, cwd=repo)
+    assert "Retries wired in; tests next" in resumed.stdout
+    assert "Write the retry tests" in resumed.stdout
+    committed = run_engram("commit", cwd=repo)
+    assert committed.returncode == 0 and "committed" in committed.stdout
+    assert git(repo, "branch", "--show-current").strip() == "main"
+    assert "checkpoint.saved" in kinds_in(repo, "HEAD")
+    assert git(repo, "ls-files", ".engram/handoffs").count(".md") == 1
+
+
 # -- what a pull request shows ------------------------------------------------------------------
 
 

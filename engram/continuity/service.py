@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .. import events as ev
-from ..errors import AmbiguousIdError, EngramError, NotFoundError, UsageError, quote
+from ..errors import AmbiguousIdError, EngramError, GitError, NotFoundError, UsageError, quote
 from ..memories import Memory
 from ..store import check_relative
 from ..validation import Checks, reference
@@ -206,7 +206,8 @@ class Continuity:
         open_questions, goal) are merged; list fields from both are concatenated.
 
         A checkpoint saved for an automatic reason (`overflow`, before a context is compacted,
-        ...) is neither rendered nor committed at once: it joins the next batched commit.
+        ...) is neither rendered nor committed at once: it joins the next batched commit. The
+        result's `commit` is the commit made, or None (then `warnings` says why).
         """
         if reason not in cp.REASONS:
             raise UsageError(f"unknown checkpoint reason {quote(reason)}; use one of "
@@ -243,9 +244,13 @@ class Continuity:
         built["goal"] = built["goal"] or current["goal"] or task.goal
         explicit = cp.rendered(reason)
         saved = self._save_checkpoint(store, task, built, reason=reason, render=explicit)
+        saved["commit"] = None
         if explicit:
             subject = f"handoff: {task.name} — {ev.one_line(built['summary'])}"
-            self._commit_store(store, subject=subject)
+            try:
+                saved["commit"] = self._commit_store(store, subject=subject).commit
+            except GitError as exc:  # saved all the same; a later commit takes it
+                self._warn(f"handoff {saved['seq']} is saved but not committed: {exc}")
         return saved
 
     def read_package(self, handle: BinaryIO, *, name: str = "-") -> dict[str, Any]:
