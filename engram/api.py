@@ -103,6 +103,8 @@ class Engram(Continuity, Interop):
         self._settings: tuple[tuple[Any, ...], Settings] | None = None
         self.warnings: list[str] = []
         self.read_only: str | None = None  # the revision, for the stores as they were (at())
+        # What the commit policy reads as "now" (`commit.every_seconds`); a test may set it.
+        self.clock: Callable[[], float] = time.time
 
     def at(self, rev: str) -> tuple[Engram, list[str]]:
         """The stores as they were at `rev` (a commit, tag, branch or date), read-only, from git
@@ -296,37 +298,80 @@ class Engram(Continuity, Interop):
                     id=ev.new_event_id(), kind=kind, clock=clock + offset, time=now,
                     actor=actor, session=self.session, machine=ev.machine_name(), data=data,
                 ))
-            store.append(batch)
+            store.append(batch, now=self.clock())
             self.warnings.extend(store.repairs)
             store.repairs.clear()
             if commit:
                 self._maybe_commit(store)
         return batch
 
-    def _maybe_commit(self, store: Store) -> None:
+    def _due_in(self, store: Store) -> float | None:
+        """Seconds until the store's batch of pending events is due for its commit (0: due
+        now), or None when none waits or automatic commits are off.
+
+        Only substantive events count (`events.substantive`): a session's start and end alone
+        never make a commit; they ride with the next one.
+        """
         settings = self.settings(store)
         if not settings["commit.auto"]:
-            return
+            return None
         state = WriterState.load(store)
-        due = state.pending >= settings["commit.every_events"] or (
-            state.pending > 0
-            and time.time() - state.pending_since >= settings["commit.every_seconds"]
-        )
-        if due:
+        if state.pending <= 0:
+            return None
+        if state.pending >= settings["commit.every_events"]:
+            return 0.0
+        age = self.clock() - state.pending_since
+        return max(0.0, settings["commit.every_seconds"] - age)
+
+    def _maybe_commit(self, store: Store) -> None:
+        """Commit the pending events if their batch is due (the caller holds the lock)."""
+        if self._due_in(store) == 0:
             try:
                 self._commit_store(store, locked=True)
             except GitError as exc:
-                self.warnings.append(f"events are saved but not committed yet: {exc}")
+                self._warn(f"events are saved but not committed yet: {exc}")
+
+    def commit_due(self) -> float | None:
+        """Commit each store whose batch of pending events is due, although nothing is being
+        written: the timer of a long-running process calls it, and a short one at its exit.
+        Returns the seconds until the next batch will be due (None: nothing waits)."""
+        try:
+            stores = self.stores()
+        except EngramError:
+            return None  # no store: nothing can wait
+        soonest: float | None = None
+        for store in stores:
+            try:
+                if self._due_in(store) is None:
+                    continue  # the usual case, decided without the lock
+                with store.lock():
+                    self._maybe_commit(store)
+                    left = self._due_in(store)
+            except EngramError as exc:
+                self._warn(f"events are saved but not committed yet: {exc}")
+                continue
+            if left is not None:
+                soonest = left if soonest is None else min(soonest, left)
+        return soonest
 
     def _commit_store(self, store: Store, *, subject: str | None = None,
-                      locked: bool = False, repo: git.StoreRepo | None = None) -> CommitResult:
+                      locked: bool = False, repo: git.StoreRepo | None = None,
+                      lifecycle_alone: bool = False) -> CommitResult:
+        """Commit the store's pending changes. Pending session lifecycle events alone are left
+        for the next commit unless `lifecycle_alone` (an explicit `engram commit`)."""
         from . import git
 
         if not locked:
             with store.lock():
-                return self._commit_store(store, subject=subject, locked=True, repo=repo)
+                return self._commit_store(store, subject=subject, locked=True, repo=repo,
+                                          lifecycle_alone=lifecycle_alone)
         repo = repo or git.StoreRepo(store)
         pending = repo.pending()
+        if not lifecycle_alone and pending.changes and all(
+                change.new_events and not any(ev.substantive(e.kind) for e in change.new_events)
+                for change in pending.changes):
+            self._reset_batch(store)  # nothing substantive waits (git may have taken it)
+            return CommitResult(store.kind, None, 0, pending.refused)
         for attempt in (1, 2):
             try:
                 oid = repo.commit(
@@ -352,14 +397,20 @@ class Engram(Continuity, Interop):
                 # rename, so nothing is half-done; the events wait on disk for the next commit.
                 raise GitError(f"could not commit ({ev.one_line(exc, 200)}); the events are "
                                "safe on disk: fix that, then run `engram commit`") from None
+        self._reset_batch(store)
+        return CommitResult(store.kind, oid, len(pending.events), pending.refused)
+
+    @staticmethod
+    def _reset_batch(store: Store) -> None:
         state = WriterState.load(store)
+        if state.pending == 0 and state.pending_since == 0.0:
+            return
         state.pending = 0
         state.pending_since = 0.0
         try:
             state.save(store)
         except OSError:
             pass  # only the batching count; the commit is made
-        return CommitResult(store.kind, oid, len(pending.events), pending.refused)
 
     def commit(self, *, subject: str | None = None) -> list[CommitResult]:
         """Commit every pending event of the selected stores now."""
@@ -367,7 +418,8 @@ class Engram(Continuity, Interop):
         if subject is not None:
             subject = self.checks(stores[0]).text(subject, field="commit subject",
                                                   limit="limits.title_chars", one_line=True)
-        return [self._commit_store(store, subject=subject) for store in stores]
+        return [self._commit_store(store, subject=subject, lifecycle_alone=True)
+                for store in stores]
 
     def remember(
         self,
@@ -1320,12 +1372,14 @@ def describe(event: ev.Event) -> str:
 def commit_message(events: Sequence[ev.Event], *, subject: str | None = None) -> str:
     """A message a reviewer can read: what happened, one line per event."""
     if subject is None:
-        if len(events) == 1:
-            subject = f"engram: {describe(events[0])}"
+        # Named after what happened; a session's start and end that ride along are listed only.
+        main = [e for e in events if ev.substantive(e.kind)] or list(events)
+        if len(main) == 1:
+            subject = f"engram: {describe(main[0])}"
         else:
-            verbs = Counter(describe(e).split(" ", 1)[0] for e in events)
+            verbs = Counter(describe(e).split(" ", 1)[0] for e in main)
             summary = ", ".join(f"{verb} {count}" for verb, count in verbs.most_common())
-            subject = f"engram: {len(events)} events ({summary})"
+            subject = f"engram: {len(main)} events ({summary})"
     lines = [subject]
     if len(events) > 1 or (events and subject != f"engram: {describe(events[0])}"):
         lines.append("")

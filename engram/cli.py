@@ -77,6 +77,9 @@ def _engram(ctx: click.Context, project: bool = False, personal: bool = False,
     engram = Engram(cwd=ctx.obj["cwd"], use=use)
     ctx.meta["engram"] = engram
     ctx.call_on_close(engram.close)
+    # Before closing (callbacks run last first): a batch that fell due while this command ran
+    # is committed now rather than whenever the next write comes.
+    ctx.call_on_close(engram.commit_due)
     if at is not None:
         engram, where = engram.at(at)
         ctx.meta["engram"] = engram
@@ -815,7 +818,8 @@ def handoff(ctx: click.Context, task_id: str, summary: str | None, completed: tu
     if as_json:
         _print_json(saved)
     else:
-        echo(f"handoff {saved['seq']} for task {saved['task'][:8]} recorded and committed "
+        done = "recorded and committed" if saved["commit"] else "recorded, not committed"
+        echo(f"handoff {saved['seq']} for task {saved['task'][:8]} {done} "
              f"(confidence {saved['confidence']:.2f})")
 
 
@@ -914,7 +918,7 @@ def session_report(ctx: click.Context, reason: str, note: str | None, session_id
 @click.pass_context
 def session_end(ctx: click.Context, outcome: str | None, session_id: str | None,
                 project: bool, personal: bool) -> None:
-    """Close the session and commit."""
+    """Close the session and commit what waits (session events alone are not committed)."""
     closed = _engram(ctx, project, personal).session_end(outcome=outcome, session_id=session_id)
     echo(f"session {closed.id[:8]} ended ({closed.outcome or 'no outcome'})")
 

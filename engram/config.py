@@ -48,12 +48,15 @@ SETTINGS: dict[str, Setting] = {
     for s in [
         Setting("actor", None, str, "Who writes events and authors commits, as 'Name <email>'. "
                 "Unset: ENGRAM_ACTOR, then the store repository's git user, then user@host."),
-        Setting("commit.auto", True, bool, "Commit pending events automatically (batched)."),
-        Setting("commit.every_events", 20, int, "Commit once this many events are pending.",
+        Setting("commit.auto", True, bool,
+                "Commit pending events automatically (batched). A session's start and end alone "
+                "never make a commit: they go with the next one."),
+        Setting("commit.every_events", 20, int,
+                "Commit once this many events are pending. Session start and end do not count.",
                 minimum=1),
         Setting("commit.every_seconds", 300, int,
-                "Commit when the oldest pending event is this old (checked on the next write).",
-                minimum=0),
+                "Commit when the oldest pending event is this old: checked on each write, by the "
+                "MCP server's timer, and when a command exits.", minimum=0),
         Setting("limits.content_bytes", 32768, int, "Largest memory content, in UTF-8 bytes.",
                 minimum=1),
         Setting("limits.text_bytes", 8000, int,
@@ -130,7 +133,8 @@ SETTINGS: dict[str, Setting] = {
                 minimum=0, maximum=1),
         Setting("checkpoint.auto", True, bool,
                 "Save checkpoints automatically when the picture changes (failure, plan change, "
-                "working-set shift, quiet period)."),
+                "working-set shift, quiet period). They stay in the events; only handoffs are "
+                "rendered to Markdown under handoffs/."),
         Setting("checkpoint.plan_change", 0.5, float,
                 "Share of next steps and work in progress that must change to count as a new "
                 "plan (Jaccard distance).", minimum=0, maximum=1),

@@ -696,7 +696,8 @@ def _check_git(engram: Engram, store: Store) -> list[Finding]:
             f"`engram doctor --fix {_flag(store)}` (or `{_git_c(store)} reset -q -- {shown}`); "
             "it changes only those index entries, never the files", auto=True,
         ))
-    count = len(pending.events)
+    # A session's start and end alone wait for the next commit on purpose: not a finding.
+    count = sum(1 for event in pending.events if ev.substantive(event.kind))
     if count:
         settings = engram.settings(store)
         state = WriterState.load(store)

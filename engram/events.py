@@ -37,6 +37,17 @@ KINDS: dict[str, str] = {
                          "keeps the text that was submitted.",
 }
 
+# A session's comings and goings: kept in the events (they tell when and how work stopped) but
+# never a reason to commit by themselves. They ride with the next commit of substantive events.
+LIFECYCLE = frozenset({"session.started", "session.reported", "session.ended",
+                       "session.interrupted"})
+
+
+def substantive(kind: str) -> bool:
+    """Whether an event of this kind is worth a commit (not only a session's start or end)."""
+    return kind not in LIFECYCLE
+
+
 # Ordered upgrades: UPGRADES[n] turns a schema-n event dict into a schema-(n+1) one.
 UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 

@@ -248,6 +248,12 @@ class StoreRepo:
         reason = self.busy()
         if reason:
             raise GitError(f"{reason}; finish it, then run `engram commit`")
+        if self.repo.head_is_detached:
+            # A commit here would belong to no branch: the next checkout would leave it behind.
+            raise GitError(f"HEAD of {self.store.work_tree} is detached, so nothing was "
+                           "committed (the events are saved); switch to a branch with "
+                           "`git switch <branch>` (or `git switch -c <name>` for a new one), "
+                           "then run `engram commit`")
         events = pending.events
         authors = Counter(e.actor for e in events) or Counter([author])
         main_actor = authors.most_common(1)[0][0]

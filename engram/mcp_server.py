@@ -62,6 +62,7 @@ ITEM_CHARS = 2_000  # a memory's content in lists and search results
 FULL_CHARS = 100_000  # a memory's content on its own (memory_get)
 LIST_ITEMS = 100  # items of each list of a checkpoint (the latest; the first of `next`)
 HEARTBEAT_SECONDS = 30.0
+COMMIT_CHECK_SECONDS = 30.0  # the commit timer looks at least this often whether a batch waits
 TOKEN_MIN_CHARS = 32  # a static bearer token: secrets.token_urlsafe(32) gives 43
 MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 NAME_CHARS = 64  # the display name of an OIDC actor, and its subject before it is hashed
@@ -605,7 +606,8 @@ class Runtime:
 
     def __init__(self, *, cwd: Path | str | None = None, agent: str | None = None,
                  actor: str | None = None, scopes: Sequence[str] | None = None,
-                 heartbeat_seconds: float = HEARTBEAT_SECONDS) -> None:
+                 heartbeat_seconds: float = HEARTBEAT_SECONDS,
+                 clock: Callable[[], float] = time.time) -> None:
         self.cwd = Path(cwd) if cwd is not None else Path.cwd()
         if agent is not None and agent not in AGENTS:
             raise UsageError(f"unknown agent {quote(agent)}; use one of {', '.join(AGENTS)}")
@@ -618,6 +620,7 @@ class Runtime:
         self.scopes = frozenset(SCOPES if scopes is None else scopes)
         self.writes = writes(self.scopes)
         self.heartbeat_seconds = heartbeat_seconds
+        self.clock = clock  # what the commit policy reads as "now"
         self.lock = threading.RLock()
         self.client_name: str | None = None
         self.session_id: str | None = None
@@ -631,6 +634,7 @@ class Runtime:
         self._client_seen = threading.Event()
         self._opened = threading.Event()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a tool call wrote: the commit timer looks again
         self._threads: list[threading.Thread] = []
         self._closed = False
 
@@ -639,10 +643,14 @@ class Runtime:
     def start(self) -> None:
         """Open the session in the background: the server answers at once."""
         self._stop.clear()
+        self._wake.clear()
         self._opened.clear()
         self._closed = False
         self.started = time.time()
-        for target, name in ((self._open, "engram-session"), (self._beat, "engram-heartbeat")):
+        threads = [(self._open, "engram-session"), (self._beat, "engram-heartbeat")]
+        if self.writes:  # a read-only server commits nothing, not even others' events
+            threads.append((self._commit_timer, "engram-commit"))
+        for target, name in threads:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -708,9 +716,33 @@ class Runtime:
         except EngramError:
             pass
 
+    def _commit_timer(self) -> None:
+        """Commit a batch of pending events when it falls due (`commit.every_seconds`), even if
+        no further write comes. Under the runtime's lock, so never during a tool call; the
+        store's write lock keeps other processes' writes out."""
+        wait = 0.0
+        while True:
+            self._wake.wait(wait)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            due_in = self.commit_due()
+            # A batch that stays due (its commit failed: a detached HEAD, a merge under way)
+            # is tried again at the usual pace, not in a loop.
+            wait = COMMIT_CHECK_SECONDS if due_in is None or due_in <= 0 else \
+                min(COMMIT_CHECK_SECONDS, due_in + 0.05)
+
+    def commit_due(self) -> float | None:
+        """One look of the commit timer: commit what is due; seconds until the next batch is."""
+        with self.lock:
+            if self._closed:
+                return None
+            return self._engram(None).commit_due()
+
     def stop(self, how: str | None = None) -> None:
         """Close the session (with the outcome the agent reported) and the stores."""
         self._stop.set()
+        self._wake.set()
         for thread in self._threads:
             thread.join(timeout=5)
         self._threads.clear()
@@ -738,6 +770,7 @@ class Runtime:
         engram = self._engrams.get(actor)
         if engram is None:
             engram = Engram(cwd=self.cwd, actor=actor or self.actor, session=self.session_id)
+            engram.clock = self.clock
             self._engrams[actor] = engram
         return engram
 
@@ -771,6 +804,7 @@ class Runtime:
                 raise ToolError(agent_message(exc)) from None
             finally:
                 self._heartbeat()
+                self._wake.set()
             warnings = list(dict.fromkeys(engram.warnings))
             engram.warnings.clear()
         if warnings and isinstance(result, Result):
@@ -1309,7 +1343,8 @@ def _add_session_tools(server: MCPServer) -> None:
         omitted).
 
         Side effects: a `checkpoint.saved` event and a Markdown rendering under handoffs/,
-        committed to git at once (so it shows in the pull request)."""
+        committed to git at once (so it shows in the pull request); on a detached HEAD it is
+        saved but not committed, and warnings say how to fix that."""
         def call(engram: Engram) -> HandoffResult:
             saved = engram.handoff(
                 task, summary=summary, completed=completed, in_progress=in_progress,
@@ -1318,8 +1353,10 @@ def _add_session_tools(server: MCPServer) -> None:
                 artifacts=artifacts, open_questions=open_questions, goal=goal)
             view = _checkpoint(saved)
             assert view is not None
+            done = "recorded and committed" if saved["commit"] else \
+                "recorded, not committed (see warnings)"
             return HandoffResult(task=saved["task"], checkpoint=view,
-                                 note=f"handoff {saved['seq']} recorded and committed "
+                                 note=f"handoff {saved['seq']} {done} "
                                       f"(continuation confidence {saved['confidence']:.2f})")
         return _runtime(ctx).run("session_handoff", SESSION, call)
 

@@ -278,10 +278,12 @@ class Store:
     def lock(self, timeout: float = LOCK_TIMEOUT_SECONDS) -> _StoreLock:
         return _StoreLock(self, timeout)
 
-    def append(self, events: Iterable[ev.Event]) -> None:
+    def append(self, events: Iterable[ev.Event], *, now: float | None = None) -> None:
         """Append events durably: returns once their lines are written and fsynced.
 
         Callers hold `self.lock()`; they build events with `next_clock()` under the same lock.
+        Substantive events (`events.substantive`) count towards the next batched commit, from
+        `now` (default: the time now) when none were pending.
         """
         batch = list(events)
         if not batch:
@@ -331,9 +333,11 @@ class Store:
         state.tail = hashlib.sha1(last).hexdigest()
         state.tail_len = len(last)
         state.clock = max(state.clock, max(e.clock for e in batch))
-        if state.pending == 0:
-            state.pending_since = time.time()
-        state.pending += len(batch)
+        counted = sum(1 for event in batch if ev.substantive(event.kind))
+        if counted:
+            if state.pending == 0:
+                state.pending_since = time.time() if now is None else now
+            state.pending += counted
         try:
             state.save(self)
         except OSError:
@@ -563,8 +567,8 @@ class WriterState:
     tail: str = ""
     tail_len: int = 0
     clock: int = 0
-    pending: int = 0
-    pending_since: float = 0.0
+    pending: int = 0  # substantive events written since the last commit
+    pending_since: float = 0.0  # when the first of them was written
     index_stamp: str = ""  # git's index (mtime:size) when last looked at for the live file
 
     @classmethod

@@ -4,10 +4,10 @@ A checkpoint is one `checkpoint.saved` event whose payload is the whole package 
 handoff is a checkpoint someone asked for; the others are saved by triggers (a failure, a plan
 change, a working-set shift, a quiet period) with a debounce per reason.
 
-Each checkpoint is also rendered to Markdown at `handoffs/<task>/<seq>-<checkpoint>.md` in the
-store, committed with it: a new file every time, so two machines never edit the same file, and
-each file says field by field what changed since the previous checkpoint. That is what a
-reviewer reads in a pull request.
+Each handoff (not the automatic checkpoints) is also rendered to Markdown at
+`handoffs/<task>/<seq>-<checkpoint>.md` in the store, committed with it: a new file every time,
+so two machines never edit the same file, and each file says field by field what changed since
+the previous handoff. That is what a reviewer reads in a pull request.
 """
 
 from __future__ import annotations
@@ -29,6 +29,15 @@ LIST_FIELDS = ("completed", "in_progress", "blocked", "next", "must_not_redo", "
 TEXT_FIELDS = ("goal", "summary")
 REASONS = ("handoff", "failure", "plan_change", "working_set", "quiet", "overflow",
            "session_end", "manual")
+# Checkpoints someone asked for. Only these are rendered to Markdown for review; the automatic
+# ones (failure, plan_change, working_set, quiet, and overflow, saved before a context is
+# compacted) stay in the events, for `engram checkpoints` and `engram resume`.
+EXPLICIT = ("handoff", "manual")
+
+
+def rendered(reason: object) -> bool:
+    """Whether a checkpoint saved for this reason gets a Markdown file under handoffs/."""
+    return reason in EXPLICIT
 TITLES = {
     "goal": "Goal",
     "summary": "Summary",

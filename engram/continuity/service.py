@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .. import events as ev
-from ..errors import AmbiguousIdError, EngramError, NotFoundError, UsageError, quote
+from ..errors import AmbiguousIdError, EngramError, GitError, NotFoundError, UsageError, quote
 from ..memories import Memory
 from ..store import check_relative
 from ..validation import Checks, name_form, name_key, reference
@@ -206,6 +206,10 @@ class Continuity:
         `package` (e.g. from a YAML or JSON file) and the keyword fields (completed,
         in_progress, blocked, next, must_not_redo, must_preserve, files, commands, artifacts,
         open_questions, goal) are merged; list fields from both are concatenated.
+
+        A checkpoint saved for an automatic reason (`overflow`, before a context is compacted,
+        ...) is neither rendered nor committed at once: it joins the next batched commit. The
+        result's `commit` is the commit made, or None (then `warnings` says why).
         """
         if reason not in cp.REASONS:
             raise UsageError(f"unknown checkpoint reason {quote(reason)}; use one of "
@@ -240,9 +244,15 @@ class Continuity:
             if not built["working_set"][key]:
                 built["working_set"][key] = current["working_set"].get(key, [])
         built["goal"] = built["goal"] or current["goal"] or task.goal
-        saved = self._save_checkpoint(store, task, built, reason=reason)
-        subject = f"handoff: {task.name} — {ev.one_line(built['summary'])}"
-        self._commit_store(store, subject=subject)
+        explicit = cp.rendered(reason)
+        saved = self._save_checkpoint(store, task, built, reason=reason, render=explicit)
+        saved["commit"] = None
+        if explicit:
+            subject = f"handoff: {task.name} — {ev.one_line(built['summary'])}"
+            try:
+                saved["commit"] = self._commit_store(store, subject=subject).commit
+            except GitError as exc:  # saved all the same; a later commit takes it
+                self._warn(f"handoff {saved['seq']} is saved but not committed: {exc}")
         return saved
 
     def read_package(self, handle: BinaryIO, *, name: str = "-") -> dict[str, Any]:
@@ -295,7 +305,8 @@ class Continuity:
             return None
 
     def _save_checkpoint(self, store: Store, task: tasks.Task, package: dict[str, Any], *,
-                         reason: str) -> dict[str, Any]:
+                         reason: str, render: bool = False) -> dict[str, Any]:
+        """Save a checkpoint; with `render`, also its Markdown for review (handoffs only)."""
         head = self._head(store)
         for item in package["working_set"]["files"]:
             if not item.get("commit"):
@@ -316,15 +327,27 @@ class Continuity:
         saved = {k: v for k, v in data.items() if k != "task"}
         saved.update(time=event.time, actor=event.actor, session=event.session,
                      machine=event.machine, clock=event.clock)
-        self._render_checkpoint(store, task, saved)
-        self._maybe_commit(store)
+        if render:
+            self._render_checkpoint(store, task, saved)
+        else:
+            with store.lock():
+                self._maybe_commit(store)
         return {"task": task.id, **saved}
 
     def _render_checkpoint(self, store: Store, task: tasks.Task,
                            checkpoint: Mapping[str, Any]) -> Path:
-        # The review names the task; its progress (maybe thousands of items) is not needed.
-        text = cp.render({"id": task.id, "name": task.name}, checkpoint,
-                         task.latest_checkpoint)
+        # The review names the task; its progress (maybe thousands of items) is not needed. It
+        # says what changed since the previous rendered handoff, not since an automatic
+        # checkpoint the reviewer never saw.
+        previous = None
+        saved = self._checkpoint_events(store, task.id)
+        for seq in range(len(saved), 0, -1):
+            event = saved[seq - 1]
+            if event.data.get("checkpoint") != checkpoint["checkpoint"] and \
+                    cp.rendered(event.data.get("reason")):
+                previous = self._checkpoint_from(event, seq)
+                break
+        text = cp.render({"id": task.id, "name": task.name}, checkpoint, previous)
         path = store.root / cp.render_path(task.id, checkpoint)
         link = store.symlink_in(path)
         if link is not None:  # the checkpoint is saved as an event; only its rendering waits
@@ -704,7 +727,7 @@ class Continuity:
             decisions = [m for m in task_memories if m.kind == "decision"]
             gotchas = [m for m in task_memories if m.kind in ("gotcha", "failure")]
             raw = proj.events(task=chosen.id, since_clock=since_clock, limit=events_wanted)
-            events = [(e, describe(e)) for e in raw]
+            events = [(e, describe(e)) for e in raw if ev.substantive(e.kind)]
             worked_in = proj.entity_sessions(chosen.id)
             for info in proj.sessions(states=["interrupted"], ids=sorted(worked_in)):
                 interruptions.append({"id": info.id, "agent": info.agent,
@@ -723,13 +746,24 @@ class Continuity:
                     others += reader.recent_memories(wanted - len(others), now=now,
                                                      exclude=seen, notable=restore == "selective")
         if chosen is None:
-            raw = [e for _, e in self.log(limit=events_wanted, since=since)]
-            events = [(e, describe(e)) for e in raw]
+            events = [(e, describe(e)) for e in self._recent_events(events_wanted, since)]
         return rehydrate.render(
             task=chosen, checkpoint=checkpoint, confidence=confidence, earlier=earlier,
             failures=failures, decisions=decisions, gotchas=gotchas, memories=others,
             events=events, interruptions=interruptions, limit=limit, max_tokens=max_tokens,
         )
+
+    def _recent_events(self, wanted: int, since: str | datetime | None) -> list[ev.Event]:
+        """The newest substantive events, newest first: sessions starting and ending (every
+        server start is one) do not crowd out what was done. Reads a bounded number of
+        events."""
+        fetch = wanted
+        while True:
+            raw = [e for _, e in self.log(limit=fetch, since=since)]
+            kept = [e for e in raw if ev.substantive(e.kind)]
+            if len(kept) >= wanted or len(raw) < fetch or fetch >= wanted * 64:
+                return kept[:wanted]
+            fetch *= 4
 
     # -- metrics ---------------------------------------------------------------------------
 

@@ -159,7 +159,8 @@ class Interop:
             store.repairs.clear()
 
     def _render_imported_checkpoints(self, store: Store, imported: set[str]) -> None:
-        """Imported checkpoints get their review Markdown, like every checkpoint."""
+        """Imported handoffs get their review Markdown, like every handoff (automatic
+        checkpoints have none)."""
         from ..continuity import checkpoints as cp
 
         proj = self.projection(store)
@@ -174,6 +175,8 @@ class Interop:
             saved = [e for e in proj.entity_events(task_id) if e.kind == "checkpoint.saved"]
             for seq, event in enumerate(saved, start=1):
                 checkpoint = self._checkpoint_from(event, seq)
+                if not cp.rendered(checkpoint.get("reason")):
+                    continue
                 if event.id in imported and isinstance(checkpoint.get("seq"), int) and \
                         isinstance(checkpoint.get("confidence"), (int, float)):
                     target = store.root / cp.render_path(task_id, checkpoint)
