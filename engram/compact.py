@@ -7,6 +7,11 @@ and removes them, in a single commit that adds the merged file and deletes the o
 
 - Lines are kept byte for byte, ordered by (clock, id); exact duplicate lines are dropped
   (readers dedupe events by id anyway). Nothing else changes.
+- A file whose lines would be half or more of the merged file (a large merged file from an
+  earlier compaction, say) is left as it is: git would take its removal for a rename into the
+  merged file, and two clones folding it into different files for a rename/rename conflict. So
+  merged files of similar size are folded together later, and a month keeps a few files of
+  growing size rather than one that is rewritten every time.
 - A month with a line readers cannot read (invalid JSON, a conflict marker, a torn tail) is not
   compacted: its lines would have to be dropped or carried unread. `engram doctor` explains and
   sets them aside; the other months are compacted meanwhile.
@@ -46,6 +51,10 @@ TRAILER = "Engram-Compaction"
 # A compacted file at least this big is settled: later compactions leave it as it is, so that
 # a month of many megabytes is not rewritten whole each time.
 SETTLED_BYTES = MAX_FILE_BYTES // 2
+# A file is folded only if its lines are less than this share of the file they go to: git's
+# rename detection pairs a removed and an added file from 50% similarity (leave a margin for its
+# approximate, chunk-hashed measure).
+RENAME_SHARE = 0.4
 _NAME_RE = re.compile(r"^compacted-[0-9a-f]{16}\.jsonl$")
 
 
@@ -60,6 +69,7 @@ class MonthPlan:
     outputs: list[tuple[str, bytes]]  # store-relative merged files and their bytes
     events: int = 0
     duplicates: int = 0  # exact duplicate lines dropped
+    heavy: list[str] = field(default_factory=list)  # sources git could take for renamed
 
 
 @dataclass
@@ -126,13 +136,17 @@ def plan(store: Store, repo: StoreRepo, *, months: set[str] | None = None
                     or pygit2.hash(path.read_bytes()) != blob.id)):
                 continue  # not as committed: still open
             sources.append(rel)
-        if len(sources) < 2 and not any(not (store.root / rel).exists() for rel in sources):
-            continue  # nothing to gain (a file removed by an interrupted run still counts)
-        found = _fold(store, repo, month, sources, committed)
-        if isinstance(found, str):
-            skipped.append(found)
-        else:
-            plans.append(found)
+        while sources:
+            if len(sources) < 2 and all((store.root / rel).exists() for rel in sources):
+                break  # nothing to gain (a file removed by an interrupted run still counts)
+            found = _fold(store, repo, month, sources, committed)
+            if isinstance(found, str):
+                skipped.append(found)
+                break
+            if not found.heavy:
+                plans.append(found)
+                break
+            sources = [rel for rel in sources if rel not in found.heavy]
     return plans, skipped
 
 
@@ -154,6 +168,7 @@ def _fold(store: Store, repo: StoreRepo, month: str, sources: list[str],
             keyed.setdefault(raw, (found.event.clock, found.event.id))
     ordered = sorted(keyed, key=lambda raw: (keyed[raw], raw))
     outputs: list[tuple[str, bytes]] = []
+    part_of: dict[bytes, int] = {}
     part: list[bytes] = []
     size = 0
     for raw in ordered:
@@ -161,11 +176,25 @@ def _fold(store: Store, repo: StoreRepo, month: str, sources: list[str],
             outputs.append(_named(month, part))
             part, size = [], 0
         part.append(raw)
+        part_of[raw] = len(outputs)
         size += len(raw) + 1
     if part:
         outputs.append(_named(month, part))
+    # git takes a removed file for renamed into an added one that holds half its bytes or more
+    # (`git merge` detects renames): two clones folding one file into different files would
+    # then meet a rename/rename conflict, and a clone that appended to it an edit of the merged
+    # file. So no file is folded into one where its bytes are that large a share.
+    heavy = []
+    for rel in sources:
+        data = repo.repo[committed[rel]].data
+        shared = [0] * len(outputs)
+        for raw in set(data.split(b"\n")[:-1]):
+            shared[part_of[raw]] += len(raw) + 1
+        if any(n >= RENAME_SHARE * max(len(data), len(outputs[i][1]))
+               for i, n in enumerate(shared)):
+            heavy.append(rel)
     return MonthPlan(month, sources, outputs, events=len({k[1] for k in keyed.values()}),
-                     duplicates=total - len(keyed))
+                     duplicates=total - len(keyed), heavy=heavy)
 
 
 def _named(month: str, part: list[bytes]) -> tuple[str, bytes]:

@@ -5,8 +5,9 @@
   wait for them. They never slow git down and never fail it.
 - `pre-commit`: refuse a commit whose staged event files fail verification: a line that is not a
   valid event, a git conflict marker, a torn last line, or what looks like a secret; and a commit
-  that removes or rewrites a committed event file so that one of its event lines is lost (a
-  compaction, which keeps every line in the file it adds, passes). `git commit --no-verify`
+  that changes a committed event file: adds lines to it, or removes or rewrites it so that one of
+  its event lines is lost (a compaction, which keeps every line in the file it adds, and a
+  `doctor --fix` repair, which takes out only damaged lines, pass). `git commit --no-verify`
   overrides it.
 
 Each hook is a short block between marker lines, placed right after the shebang of the hook
@@ -241,10 +242,11 @@ def _readable(data: bytes) -> list[bytes]:
 
 
 def lost_lines(store: Store, repo: Any, head: Any) -> list[str]:
-    """Committed event files the staged commit removes or rewrites so that an event line they
-    hold is in no staged event file any more. Files are added once and never changed; the one
-    kind of commit that removes them is a compaction (`engram compact`), which keeps every line
-    in the file it adds, and `engram doctor --fix` only takes damaged lines out: both pass."""
+    """Committed event files the staged commit changes: removed or rewritten so that an event
+    line they hold is in no staged event file any more, or extended with new lines. Files are
+    added once and never changed; the one kind of commit that removes them is a compaction
+    (`engram compact`), which keeps every line in the file it adds, and the one rewrite is
+    `engram doctor --fix` taking damaged lines out (or CR LF endings back to LF): these pass."""
     import pygit2
 
     if head is None:
@@ -279,11 +281,20 @@ def lost_lines(store: Store, repo: Any, head: Any) -> list[str]:
                           if raw not in present)
                 for path in lost}
     verb = {True: "removes", False: "rewrites"}
-    return [f"{path}: this commit {verb[path not in staged]} a committed event file and "
-            f"{count} of its event line(s) would be in no event file any more; event files are "
-            "never changed after their commit (`engram compact` folds them without loss); "
-            "`git commit --no-verify` commits it anyway"
-            for path, count in sorted(lost.items()) if count]
+    problems = [f"{path}: this commit {verb[path not in staged]} a committed event file and "
+                f"{count} of its event line(s) would be in no event file any more; event files "
+                "are never changed after their commit (`engram compact` folds them without "
+                "loss); `git commit --no-verify` commits it anyway"
+                for path, count in sorted(lost.items()) if count]
+    for path in touched:
+        if path in staged and path not in lost:
+            before = set(_readable(repo[committed[path]].data))
+            if any(raw not in before for raw in _readable(repo[staged[path]].data)):
+                problems.append(
+                    f"{path}: this commit adds lines to a committed event file; event files are "
+                    "never changed after their commit (Engram writes new events to a new file), "
+                    "so that merges never conflict; `git commit --no-verify` commits it anyway")
+    return sorted(problems)
 
 
 def _strings(value: object) -> list[str]:

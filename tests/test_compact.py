@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from conftest import git, make_repo, run_engram
 from engram import compact as comp
 from engram.api import Engram
+from engram.projection import Projection
 from engram.store import Store
 
 
@@ -124,9 +125,10 @@ def test_two_thousand_events_fold_into_one_file_and_verify_passes(
     fresh.commit()
     assert all((store.root / rel).read_bytes() == data for rel, data in compacted.items())
     assert len(event_files(store)) == len(after) + 1
-    # A second compaction with one file per month has nothing to do.
+    # The merged file is not folded again with one small file (git would take that for a
+    # rename of it, and two clones doing so for a conflict): nothing to do.
     again = run_engram("compact")
-    assert again.returncode == 0 and "folded 2 event files into 1" in again.stdout
+    assert again.returncode == 0 and "nothing to compact" in again.stdout
 
 
 def test_the_commit_says_what_it_is_and_the_hook_refuses_other_removals(
@@ -166,6 +168,16 @@ def test_the_commit_says_what_it_is_and_the_hook_refuses_other_removals(
                              capture_output=True, text=True)
     assert refused.returncode != 0
     assert "rewrites a committed event file and 1 of its event line(s)" in refused.stderr
+    git(project, "reset", "-q", "--hard")
+    # Extending one (what makes a modify/delete conflict with a compaction elsewhere) too.
+    first_line = path.read_bytes().splitlines(keepends=True)[0]
+    with open(path, "ab") as handle:
+        handle.write(first_line.replace(b'"machine":"', b'"machine":"elsewhere-'))
+    git(project, "add", "-A")
+    refused = subprocess.run(["git", "commit", "-m", "extend events"], cwd=project,
+                             capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert "adds lines to a committed event file" in refused.stderr
     git(project, "reset", "-q", "--hard")
     assert len(memory_ids(project)) == 12
 
@@ -227,6 +239,23 @@ def test_the_threshold_compacts_by_itself_at_commit_time(project: Path) -> None:
     assert git(project, "status", "--porcelain") == ""
 
 
+def test_the_threshold_compacts_what_a_sync_brought_in(tmp_path: Path) -> None:
+    clones = project_clones(tmp_path, ("a", "b"))
+    a, b = clones["a"], clones["b"]
+    written = set(write(Engram(cwd=a), 6, "pulled", commit_every=1))
+    push(a)
+    Engram(cwd=b, use="project").config_set("compact.files", "5")
+    done = run_engram("sync", cwd=b)
+    assert done.returncode == 0, done.stderr
+    assert "engram compact: fold" in git(b, "log", "-1", "--format=%s")
+    assert len(event_files(project_store(b))) == 1
+    assert git(b, "status", "--porcelain") == ""
+    # The compaction went out with the sync; the other clone takes it without a conflict.
+    assert "CONFLICT" not in pull(a)
+    assert len(event_files(project_store(a))) == 1
+    assert memory_ids(a) == memory_ids(b) == written
+
+
 # -- clones and branches made before the compaction ----------------------------------------------
 
 
@@ -263,6 +292,26 @@ def test_clones_and_branches_made_before_a_compaction_merge_cleanly_and_lose_not
         assert git(repo, "status", "--porcelain") == ""
 
 
+def test_a_compaction_pulled_from_another_clone_moves_no_event_and_embeds_nothing(
+        tmp_path: Path) -> None:
+    clones = project_clones(tmp_path, ("a", "b"))
+    a, b = clones["a"], clones["b"]
+    written = set(write(Engram(cwd=a), 12, "indexed", commit_every=2))
+    push(a)
+    pull(b)
+    first = Engram(cwd=b, use="project").refresh_indexes()
+    assert first["embedded"] == 12
+    assert run_engram("compact", cwd=a).returncode == 0
+    push(a)
+    assert "CONFLICT" not in pull(b)
+    assert len(event_files(project_store(b))) == 1
+    report = Projection(project_store(b)).refresh()
+    assert (report.events_added, report.events_removed, report.entities) == (0, 0, set())
+    again = Engram(cwd=b, use="project").refresh_indexes()
+    assert (again["events_added"], again["events_removed"], again["embedded"]) == (0, 0, 0)
+    assert memory_ids(b) == written
+
+
 def test_two_clones_compacting_the_same_month_merge_without_conflict(tmp_path: Path) -> None:
     clones = project_clones(tmp_path, ("a", "b"))
     a, b = clones["a"], clones["b"]
@@ -281,6 +330,23 @@ def test_two_clones_compacting_the_same_month_merge_without_conflict(tmp_path: P
     for repo in (a, b):
         assert memory_ids(repo) == written
         assert Engram(cwd=repo, use="project").verify()["ok"]
+    # Both fold their new files while the merged file they share stays: folded into two
+    # different files, git would take it for renamed twice (a rename/rename conflict).
+    shared = set(event_files(project_store(a)))
+    assert all(comp.is_compacted(rel) for rel in shared)
+    written |= set(write(Engram(cwd=a), 3, "a-next", commit_every=1))
+    written |= set(write(Engram(cwd=b), 3, "b-next", commit_every=1))
+    for repo in (a, b):
+        done = run_engram("compact", cwd=repo)
+        assert "folded 3 event files into 1" in done.stdout, done.stdout + done.stderr
+        assert shared <= set(event_files(project_store(repo)))
+    push(a)
+    out = pull(b)
+    assert "CONFLICT" not in out, out
+    push(b)
+    pull(a)
+    for repo in (a, b):
+        assert memory_ids(repo) == written
     # Identical compactions make the identical file: an add/add git merges without a word.
     c = tmp_path / "c"
     git(tmp_path, "clone", "-q", str(tmp_path / "origin.git"), str(c))
@@ -410,10 +476,12 @@ def run_scenario(clone_count: int, steps: list[tuple[str, int, int]]) -> None:
             assert memory_ids(repo) == written
             assert Engram(cwd=repo, use="project").verify()["ok"]
             assert git(repo, "status", "--porcelain") == ""
-        Engram(cwd=repos[0]).compact()
         store = project_store(repos[0])
-        assert len(event_files(store)) <= len({r.rsplit("/", 1)[0] for r in event_files(store)})
+        before = len(event_files(store))
+        Engram(cwd=repos[0]).compact()
+        assert len(event_files(store)) <= before
         assert memory_ids(repos[0]) == written
+        assert git(repos[0], "status", "--porcelain") == ""
 
 
 @pytest.mark.slow
