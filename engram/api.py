@@ -33,6 +33,7 @@ from .validation import Checks, event_kind, reference, well_formed
 
 if TYPE_CHECKING:
     from . import git
+    from .compact import CompactResult
     from .index.embed import Embedder
     from .retrieval import Hit, StoreSearch
 
@@ -398,6 +399,8 @@ class Engram(Continuity, Interop):
                 raise GitError(f"could not commit ({ev.one_line(exc, 200)}); the events are "
                                "safe on disk: fix that, then run `engram commit`") from None
         self._reset_batch(store)
+        if oid is not None:
+            self._compact_if_due(store, repo)
         return CommitResult(store.kind, oid, len(pending.events), pending.refused)
 
     @staticmethod
@@ -411,6 +414,33 @@ class Engram(Continuity, Interop):
             state.save(store)
         except OSError:
             pass  # only the batching count; the commit is made
+
+    def _compact_if_due(self, store: Store, repo: git.StoreRepo) -> None:
+        """Fold the months with `compact.files` committed event files or more (under the lock)."""
+        from . import compact
+
+        months = compact.due_months(store, repo, self.settings(store)["compact.files"])
+        if not months:
+            return
+        try:
+            compact.compact(store, repo, author=self.actor(store), months=months)
+        except (GitError, OSError) as exc:
+            self.warnings.append(f"event files not compacted: {ev.one_line(exc, 200)}")
+
+    def compact(self, *, dry_run: bool = False) -> list[CompactResult]:
+        """Commit pending events, then fold each month's closed event files into one file, in
+        one commit per store (see `engram.compact`)."""
+        from . import compact, git
+
+        out = []
+        for store in self.stores():
+            with store.lock():
+                repo = git.StoreRepo(store)
+                if not dry_run:
+                    self._commit_store(store, locked=True, repo=repo)
+                out.append(compact.compact(store, repo, author=self.actor(store),
+                                           dry_run=dry_run))
+        return out
 
     def commit(self, *, subject: str | None = None) -> list[CommitResult]:
         """Commit every pending event of the selected stores now."""

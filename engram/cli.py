@@ -590,6 +590,40 @@ def commit(ctx: click.Context, message: str | None, project: bool, personal: boo
                  "run `engram verify`", err=True)
 
 
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Say what would be folded; change nothing.")
+@store_options
+@json_option
+@click.pass_context
+def compact(ctx: click.Context, dry_run: bool, project: bool, personal: bool,
+            as_json: bool) -> None:
+    """Fold each month's closed event files into one file, in one commit.
+
+    Every line is kept byte for byte (exact duplicates once), ordered by (clock, id). Runs by
+    itself at commit and sync time once a month has `compact.files` files (default 64). A month
+    with a damaged line is left alone until `engram doctor` has set the line aside.
+    """
+    engram = _engram(ctx, project, personal)
+    results = engram.compact(dry_run=dry_run)
+    if as_json:
+        _print_json([r.to_dict() for r in results])
+        return
+    for result in results:
+        verb = "would fold" if dry_run else "folded"
+        if result.months:
+            folded = sum(m["files"] for m in result.months)
+            made = sum(len(m["into"]) for m in result.months)
+            click.echo(f"{result.store} store: {verb} {folded} event files into {made} "
+                       f"({result.events:,} events; {result.files_before} files before, "
+                       f"{result.files_after} after)"
+                       + (f" in commit {result.commit[:8]}" if result.commit else ""))
+        else:
+            click.echo(f"{result.store} store: nothing to compact "
+                       f"({result.files_before} event files)")
+        for why in result.skipped:
+            click.echo(f"  {why}", err=True)
+
+
 # -- continuity ---------------------------------------------------------------------------------
 
 

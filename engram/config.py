@@ -57,6 +57,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("commit.every_seconds", 300, int,
                 "Commit when the oldest pending event is this old: checked on each write, by the "
                 "MCP server's timer, and when a command exits.", minimum=0),
+        Setting("compact.files", 64, int,
+                "Fold a month's closed event files into one file (`engram compact`) once it has "
+                "this many, checked at each commit and sync; 0 never compacts automatically.",
+                minimum=0),
         Setting("limits.content_bytes", 32768, int, "Largest memory content, in UTF-8 bytes.",
                 minimum=1),
         Setting("limits.text_bytes", 8000, int,

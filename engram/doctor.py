@@ -657,6 +657,7 @@ def _check_git(engram: Engram, store: Store) -> list[Finding]:
             f"finish it with git (`{_git_c(store)} status` says how)"
         out.append(Finding("git-busy", "warning", f"{busy}; Engram's commits wait until it is "
                                                   "finished (writes go on)", fix))
+        out.extend(_removed_while_changed(store))
     pending = repo.pending()
     repaired = _quarantined(store)
     for rel in pending.refused:
@@ -713,6 +714,26 @@ def _check_git(engram: Engram, store: Store) -> list[Finding]:
             f"`engram commit {_flag(store)}`",
         ))
     return out
+
+
+def _removed_while_changed(store: Store) -> list[Finding]:
+    """A merge stopped on event files one side changed and the other removed: a compaction
+    (`engram compact`) folded them into one file while another clone still appended to them."""
+    from .sync import changed_and_removed, run_git
+
+    unmerged = run_git(store.work_tree, "diff", "--name-only", "--diff-filter=U").stdout.split()
+    paths = changed_and_removed(store, unmerged)
+    if not paths:
+        return []
+    shown = " ".join(shlex.quote(p) for p in paths[:20]) + (" ..." if len(paths) > 20 else "")
+    return [Finding(
+        "merge-removed-changed", "error",
+        f"the merge stopped on {len(paths)} event file(s) that one side changed and the other "
+        "removed: a compaction folded them into one file while another clone appended to them; "
+        "no line is lost by keeping them (readers drop the duplicate lines)",
+        f"keep the changed files: `{_git_c(store)} add -- {shown}`, then "
+        f"`{_git_c(store)} commit --no-edit` (when `engram sync` merges, it does this itself)",
+    )]
 
 
 def _index_behind(store: Store, repo: Any) -> list[str]:

@@ -4,7 +4,11 @@
   rebase, bring the store's caches up to date in the background, so that the next recall does not
   wait for them. They never slow git down and never fail it.
 - `pre-commit`: refuse a commit whose staged event files fail verification: a line that is not a
-  valid event, a git conflict marker, a torn last line, or what looks like a secret.
+  valid event, a git conflict marker, a torn last line, or what looks like a secret; and a commit
+  that changes a committed event file: adds lines to it, or removes or rewrites it so that one of
+  its event lines is lost (a compaction, which keeps every line in the file it adds, and a
+  `doctor --fix` repair, which takes out only damaged lines, pass). `git commit --no-verify`
+  overrides it.
 
 Each hook is a short block between marker lines, placed right after the shebang of the hook
 script (so that an existing script's own `exit` cannot skip it); a script that is not a shell
@@ -21,6 +25,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from .errors import UsageError
 from .store import EVENTS_DIR, Store
@@ -175,7 +180,7 @@ def staged_problems(store: Store) -> list[str]:
     repo = open_repository(store.work_tree)
     prefix = store.repo_path(EVENTS_DIR) + "/"
     head = None if repo.head_is_unborn else repo.head.peel().tree
-    problems = []
+    problems = lost_lines(store, repo, head)
     for entry in repo.index:
         if entry.mode == 0o120000 and (not store.prefix or
                                        entry.path.startswith(store.prefix + "/")):
@@ -209,6 +214,87 @@ def staged_problems(store: Store) -> list[str]:
                                     "remove the line before committing")
                     break
     return problems
+
+
+def _event_blobs(repo: Any, node: Any, path: str) -> dict[str, Any]:
+    """Every `.jsonl` file under the tree `node` (at `path`) and its blob id."""
+    import pygit2
+
+    found = {}
+    for entry in node:
+        where = f"{path}/{entry.name}"
+        if entry.type_str == "tree":
+            found.update(_event_blobs(repo, repo[entry.id], where))
+        elif entry.name.endswith(".jsonl") and entry.filemode != pygit2.enums.FileMode.LINK:
+            found[where] = entry.id
+    return found
+
+
+def _readable(data: bytes) -> list[bytes]:
+    """The lines of an event file that readers read, as compared across files (no CR)."""
+    from . import lines
+
+    out = []
+    for number, raw in enumerate(data.split(b"\n")[:-1], 1):
+        if lines.classify(raw, number).problem is None:
+            out.append(raw.removesuffix(b"\r"))
+    return out
+
+
+def lost_lines(store: Store, repo: Any, head: Any) -> list[str]:
+    """Committed event files the staged commit changes: removed or rewritten so that an event
+    line they hold is in no staged event file any more, or extended with new lines. Files are
+    added once and never changed; the one kind of commit that removes them is a compaction
+    (`engram compact`), which keeps every line in the file it adds, and the one rewrite is
+    `engram doctor --fix` taking damaged lines out (or CR LF endings back to LF): these pass."""
+    import pygit2
+
+    if head is None:
+        return []
+    top = store.repo_path(EVENTS_DIR)
+    try:
+        node = head[top]
+    except KeyError:
+        return []
+    if not isinstance(node, pygit2.Tree):
+        return []
+    committed = _event_blobs(repo, node, top)
+    staged = {e.path: e.id for e in repo.index
+              if e.path.startswith(top + "/") and e.path.endswith(".jsonl")}
+    touched = [p for p, oid in committed.items() if staged.get(p) != oid]
+    if not touched:
+        return []
+    present: set[bytes] = set()
+    for path, oid in staged.items():
+        if committed.get(path) != oid:
+            present.update(_readable(repo[oid].data))
+    lost: dict[str, int] = {}
+    for path in touched:
+        missing = [raw for raw in _readable(repo[committed[path]].data) if raw not in present]
+        if missing:
+            lost[path] = len(missing)
+    if lost:  # a line may also be in a file this commit leaves as it was
+        for path, oid in staged.items():
+            if committed.get(path) == oid:
+                present.update(_readable(repo[oid].data))
+        lost = {path: sum(1 for raw in _readable(repo[committed[path]].data)
+                          if raw not in present)
+                for path in lost}
+    verb = {True: "removes", False: "rewrites"}
+    problems = [f"{path}: this commit {verb[path not in staged]} a committed event file and "
+                f"{count} of its event line(s) would be in no event file any more; event files "
+                "are never changed after their commit (`engram compact` folds them without "
+                "loss); `git commit --no-verify` commits it anyway"
+                for path, count in sorted(lost.items()) if count]
+    for path in touched:
+        if path in staged and path not in lost:
+            before = set(_readable(repo[committed[path]].data))
+            if any(raw not in before for raw in _readable(repo[staged[path]].data)):
+                problems.append(
+                    f"{path}: this commit adds lines to a committed event file; event files are "
+                    "never changed after their commit (Engram writes new events to a new file), "
+                    "so that merges never conflict; `git commit --no-verify` commits it anyway")
+    return sorted(problems)
 
 
 def _strings(value: object) -> list[str]:

@@ -269,8 +269,8 @@ class Projection:
             self._save_scan(db, scanned)
             # Re-read inside the write transaction: another process may have just done it.
             known = {row[0]: row for row in db.execute("SELECT * FROM files")}
-            for rel in set(known) - set(disk):
-                self._drop_file(db, rel, report)
+            # Files that appeared are read before those that went are dropped: an event that
+            # only moved (a compaction folds files into one) is never removed and added again.
             for rel, name in disk.items():
                 st = stats.get(rel)
                 row = known.get(rel)
@@ -307,6 +307,10 @@ class Projection:
                         st.st_size, st.st_mtime_ns, st.st_ino,
                     ),
                 )
+            gone = set(known) - set(disk)
+            read: dict[str, list[bytes]] = {}
+            for rel in sorted(gone):
+                self._drop_file(db, rel, report, gone, read)
             self._refold(db, report.entities, report.changed_from)
         # Clocks far ahead of this machine's are not followed (see events.CLOCK_AHEAD_US).
         top = self.db.execute(
@@ -411,16 +415,18 @@ class Projection:
             handle.seek(consumed - tail_len)
             return hashlib.sha1(handle.read(tail_len)).hexdigest() == tail
 
-    def _drop_file(self, db: sqlite3.Connection, rel: str, report: RefreshReport) -> None:
+    def _drop_file(self, db: sqlite3.Connection, rel: str, report: RefreshReport,
+                   gone: Collection[str] = (), read: dict[str, list[bytes]] | None = None
+                   ) -> None:
         ids = [r[0] for r in db.execute("SELECT id FROM sources WHERE file=?", (rel,))]
         db.execute("DELETE FROM sources WHERE file=?", (rel,))
         db.execute("DELETE FROM files WHERE path=?", (rel,))
         db.execute("DELETE FROM problems WHERE path=?", (rel,))
         for event_id in ids:
-            others = db.execute("SELECT file, line FROM sources WHERE id=?",
-                                (event_id,)).fetchall()
-            if others:  # still present in another file (a duplicate line)
-                self._settle(db, event_id, others, report)
+            others = [o for o in db.execute("SELECT file, line FROM sources WHERE id=?",
+                                            (event_id,)).fetchall() if o[0] not in gone]
+            if others:  # still present in another file (a duplicate line, or moved there)
+                self._settle(db, event_id, others, report, read)
                 continue
             row = db.execute("SELECT entity FROM events WHERE id=?", (event_id,)).fetchone()
             db.execute("DELETE FROM events WHERE id=?", (event_id,))
@@ -429,14 +435,21 @@ class Projection:
                 report.removed(row[0])
 
     def _settle(self, db: sqlite3.Connection, event_id: str, sources: list[tuple[str, int]],
-                report: RefreshReport) -> None:
+                report: RefreshReport, read: dict[str, list[bytes]] | None = None) -> None:
         """A file holding a copy of an event is gone or rewritten: the copies left decide its
-        body again (the one whose bytes sort first), as a fresh read would."""
+        body again (the one whose bytes sort first), as a fresh read would. `read` keeps the
+        files' lines for the next call (many events moved to one file at once)."""
         bodies = []
         for rel, number in sources:
             try:
-                with open(self.store.root / rel, "rb") as handle:
-                    raw = handle.read().split(b"\n")[number - 1]
+                if read is not None and rel in read:
+                    raw = read[rel][number - 1]
+                else:
+                    with open(self.store.root / rel, "rb") as handle:
+                        split = handle.read().split(b"\n")
+                    if read is not None:
+                        read[rel] = split
+                    raw = split[number - 1]
             except (OSError, IndexError):
                 continue
             found = lines.classify(raw, number)

@@ -5,7 +5,10 @@ go, the same way: ssh keys and agents, credential helpers, `insteadOf` rewrites,
 Local work stays with pygit2 (`engram.git`).
 
 Merges are plain git merges. They never conflict on Engram's own files because no commit ever
-extends an event file an earlier commit created (see `engram.store`): each side only adds files.
+extends an event file an earlier commit created (see `engram.store`): each side only adds files,
+except a compaction (`engram.compact`), which removes the files it folded. A clone that still
+appended to one of those (an older version, or a commit by hand) meets a modify/delete conflict:
+sync keeps the changed file, whose lines are a superset, and commits the merge.
 A conflict elsewhere (a project's own code, or both sides changing `config.yaml`) aborts the
 merge and leaves everything as it was.
 
@@ -239,6 +242,9 @@ def sync(engram: Engram, *, pull: bool = True, push: bool = True, remote: str | 
         if pull:
             _fetch(store, target)
             result.merge, received = _merge(engram, store, repo, target)
+            if result.merge in ("merged", "fast-forward"):
+                with store.lock():
+                    engram._compact_if_due(store, store_repo)
         if push:
             for attempt in range(PUSH_ATTEMPTS):
                 try:
@@ -313,6 +319,9 @@ def _merge(engram: Engram, store: Store, repo: pygit2.Repository,
         received = max(0, _events(engram, store) - before)
         return ("fast-forward" if ahead == 0 else "merged"), received
     conflicted = run_git(store.work_tree, "diff", "--name-only", "--diff-filter=U").stdout.split()
+    if conflicted and _keep_changed_event_files(store, conflicted, identity):
+        received = max(0, _events(engram, store) - before)
+        return "merged", received
     if conflicted:
         run_git(store.work_tree, "merge", "--abort")
         shown = ", ".join(conflicted[:5]) + (", ..." if len(conflicted) > 5 else "")
@@ -323,6 +332,46 @@ def _merge(engram: Engram, store: Store, repo: pygit2.Repository,
         )
     raise SyncError(f"could not merge {target.remote}/{target.remote_branch} ({_why(done)}); "
                     "nothing was changed")
+
+
+def changed_and_removed(store: Store, conflicted: list[str]) -> list[str] | None:
+    """If every conflict is an event file one side changed and the other removed (a compaction
+    folded it into another file while a clone appended to it), those files; else None."""
+    if not conflicted:
+        return None
+    prefix = store.repo_path("events") + "/"
+    done = run_git(store.work_tree, "ls-files", "-u", "-z", "--", *conflicted)
+    stages: dict[str, set[str]] = {}
+    for record in done.stdout.split("\0"):
+        if "\t" in record:
+            info, path = record.split("\t", 1)
+            stages.setdefault(path, set()).add(info.split()[2])
+    if set(stages) != set(conflicted):
+        return None
+    for path, found in stages.items():
+        if not (path.startswith(prefix) and path.endswith(".jsonl")) or "1" not in found \
+                or len(found) != 2:
+            return None
+    return sorted(stages)
+
+
+def _keep_changed_event_files(store: Store, conflicted: list[str], identity: str | None) -> bool:
+    """Resolve modify/delete conflicts on event files by keeping the changed file: its lines
+    are a superset of what the removed one held, and the side that removed it (a compaction)
+    kept those lines elsewhere; readers drop the duplicates. Commits the merge; False (nothing
+    done) when other conflicts are left."""
+    paths = changed_and_removed(store, conflicted)
+    if paths is None:
+        return False
+    for path in paths:
+        if not (store.work_tree / path).is_file():
+            return False
+    if run_git(store.work_tree, "add", "--", *paths).returncode != 0:
+        return False
+    # --no-verify: the merge adds no line either side had not committed already.
+    done = run_git(store.work_tree, "commit", "--no-edit", "--quiet", "--no-verify",
+                   identity=identity)
+    return done.returncode == 0
 
 
 class _Rejected(Exception):

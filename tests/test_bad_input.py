@@ -193,6 +193,9 @@ CLI_CASES: dict[str, list[Case]] = {
     "verify": [extra_argument("verify"), unknown_option("verify")],
     "doctor": [extra_argument("doctor"), unknown_option("doctor"),
                case("doctor", "--project", "--personal", expect="cannot be used together")],
+    "compact": [extra_argument("compact"), unknown_option("compact"),
+                case("compact", "--project", "--personal", expect="cannot be used together"),
+                case("compact", cwd="plain", expect="no Engram store yet")],
     "commit": [
         case("commit", "-m", "", expect=EMPTY),
         case("commit", "-m", HUGE, expect="limits.title_chars"),
