@@ -866,11 +866,11 @@ def task_choice(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _task_of(task_argument: str | None, task_option: str | None, command: str) -> str:
-    if task_argument and task_option and task_argument != task_option:
+    if task_argument is not None and task_option is not None and task_argument != task_option:
         raise click.UsageError(f"two tasks given ({task_argument!r} and {task_option!r}); "
                                "give one, as TASK or --task TASK")
-    task = task_argument or task_option
-    if not task:
+    task = task_argument if task_argument is not None else task_option
+    if task is None:
         raise click.UsageError(f"which task? `engram {command} TASK` (an id or name; "
                                "`engram task list` lists them)")
     return task
