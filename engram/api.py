@@ -6,6 +6,7 @@ The CLI and the MCP server are thin front ends over `Engram`; neither calls the 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import time
 from collections import Counter
@@ -28,7 +29,7 @@ from .continuity.service import Continuity
 from .interop.service import Interop
 from .neardup import Difference, differences
 from .projection import Projection
-from .store import Store, WriterState, require
+from .store import Store, WriterState, git_c, require
 from .validation import Checks, event_kind, reference, well_formed
 
 if TYPE_CHECKING:
@@ -183,7 +184,7 @@ class Engram(Continuity, Interop):
         for link in sorted({*store.symlinks, *store.top_links()}):
             self._warn(f"{store.root / link} is a symbolic link inside the store; it is not "
                        f"followed, and what it points to is not read; remove it "
-                       f"(`git rm {store.repo_path(link)}`)")
+                       f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)")
         for problem in proj.problems():
             text = f"{store.root / problem.path}:{problem.line}: {problem.message}"
             if problem.severity == "error":
@@ -1160,6 +1161,8 @@ class Engram(Continuity, Interop):
                 "uncommitted_files": [c.rel for c in pending.changes],
                 "refused": pending.refused,
                 "missing": pending.missing,
+                "restore": git.restore_command(store, pending.missing) if pending.missing
+                else None,
                 "busy": repo.busy(),
                 "remotes": repo.remotes(),
                 "upstream": repo.upstream_state(),

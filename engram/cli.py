@@ -506,8 +506,9 @@ def status(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> 
         for rel in entry["refused"]:
             click.echo(f"  damaged: {rel} changed in its committed part; run `engram verify`")
         for rel in entry["missing"]:
-            click.echo(f"  missing: {rel} is committed but gone from the work tree; "
-                       f"restore it with `git checkout -- {rel}`")
+            click.echo(f"  missing: {rel} is committed but gone from the work tree")
+        if entry["missing"]:
+            click.echo(f"    restore: `{entry['restore']}`")
 
 
 @main.command()

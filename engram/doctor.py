@@ -161,7 +161,15 @@ def _flag(store: Store) -> str:
 
 
 def _git_c(store: Store) -> str:
-    return f"git -C {shlex.quote(str(store.work_tree))}"
+    from .git import git_c
+
+    return git_c(store)
+
+
+def restore_command(store: Store, rels: list[str]) -> str:
+    from .git import restore_command as command
+
+    return command(store, rels)
 
 
 def _describe(pid: int) -> str:
@@ -584,8 +592,8 @@ def _check_events(engram: Engram, store: Store) -> list[Finding]:
             "event-file", "error" if problem["message"].startswith("id ") else "warning",
             f"{problem['message']} (the line is read as it is)",
             f"if the file was edited by hand, `{_git_c(store)} diff -- "
-            f"{shlex.quote(store.repo_path(problem['path']))}` shows how and `{_git_c(store)} "
-            f"checkout -- {shlex.quote(store.repo_path(problem['path']))}` restores it",
+            f"{shlex.quote(store.repo_path(problem['path']))}` shows how and "
+            f"`{restore_command(store, [problem['path']])}` restores it",
             path=problem["path"], line=problem["line"] or None,
         ))
     return out
@@ -675,14 +683,13 @@ def _check_git(engram: Engram, store: Store) -> list[Finding]:
         out.append(Finding(
             "committed-changed", "error",
             "changed in its committed part (not by Engram, which only appends); its new "
-            "events cannot be committed", f"`{_git_c(store)} diff -- {spec}` shows the change; "
-            f"`{_git_c(store)} checkout -- {spec}` restores the committed lines", path=rel,
+            "events cannot be committed", f"`{_git_c(store)} diff HEAD -- {spec}` shows the "
+            f"change; `{restore_command(store, [rel])}` restores the committed lines", path=rel,
         ))
     for rel in pending.missing:
         out.append(Finding(
             "missing-file", "error", "committed but gone from the work tree; its events are "
-            "not read", f"`{_git_c(store)} checkout -- {shlex.quote(store.repo_path(rel))}`",
-            path=rel,
+            "not read", f"`{restore_command(store, [rel])}`", path=rel,
         ))
     behind = _index_behind(store, repo)
     if behind:

@@ -28,6 +28,7 @@ import errno
 import hashlib
 import os
 import re
+import shlex
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -109,6 +110,11 @@ def _git_dir(work_tree: Path) -> Path:
             target = Path(text.split(":", 1)[1].strip())
             return target if target.is_absolute() else (work_tree / target).resolve()
     return dot_git
+
+
+def git_c(store: Store) -> str:
+    """`git -C <work tree>`: a printed git command that works wherever the user stands."""
+    return f"git -C {shlex.quote(str(store.work_tree))}"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -291,7 +297,8 @@ class Store:
         if link is not None:
             raise EngramError(f"{self.root / link} is a symbolic link inside the store, and "
                               f"events are never written through one; remove it "
-                              f"(`git rm {self.repo_path(link)}`, then commit) and try again")
+                              f"(`{git_c(self)} rm -- {shlex.quote(self.repo_path(link))}`, "
+                              "then commit) and try again")
         data = b"".join(event.to_line() for event in batch)
         new_file = not path.exists()
         if new_file:
