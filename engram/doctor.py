@@ -6,18 +6,21 @@ It looks at everything a crash, a bad merge, a full disk or a hand edit can leav
   cut short in the middle), files changed in their committed part or gone from the work tree;
 - crash leftovers: a lock held by a process that hangs, temporary files of processes that died,
   git's `index.lock` left by a killed commit;
-- git: events not committed yet, a merge or rebase in progress;
+- git: events not committed yet, a merge or rebase in progress, events that git took away (a
+  clean, a dropped stash, a reset, a revert, a rebase, a removed worktree: see `engram.lost`);
 - derived state in `<git-dir>/engram/`: damaged or missing caches, damaged bookkeeping files;
 - the disk: a read-only or full file system;
 - the store's own files: config.yaml, README.md, .gitattributes.
 
-Diagnosis repairs nothing (its only write is a probe file, removed at once, to learn whether the
-disk takes writes). `--fix` applies only the repairs that lose nothing: damaged lines and torn
+Diagnosis repairs nothing (it writes a probe file, removed at once, to learn whether the disk
+takes writes, and brings the read model and the ledger of lost events up to date, as any read
+does). `--fix` applies only the repairs that lose nothing: damaged lines and torn
 tails move to `<git-dir>/engram/quarantine/<time>/` (with a copy of the file as it was) and the
 file is rewritten without them; empty event files, dead processes' temporary files and a stale
 `index.lock` are removed, and git's index entries for Engram's files are brought up to HEAD;
 damaged bookkeeping files are removed and damaged caches rebuilt; missing store files are
-recreated and committed. Everything else is reported with the command a person should run.
+recreated and committed; lost events are written back and committed (`engram recover`).
+Everything else is reported with the command a person should run.
 """
 
 from __future__ import annotations
@@ -139,7 +142,7 @@ def diagnose(engram: Engram, store: Store) -> list[Finding]:
     out: list[Finding] = []
     checks = (_check_layout, _check_links, _check_disk, _check_locks, _check_temp_files,
               _check_events,
-              _check_git, _check_caches, _check_local_state)
+              _check_git, _check_caches, _check_local_state, _check_lost)
     for check in checks:
         try:
             out.extend(check(engram, store))
@@ -721,6 +724,30 @@ def _check_git(engram: Engram, store: Store) -> list[Finding]:
     return out
 
 
+def _check_lost(engram: Engram, store: Store) -> list[Finding]:
+    """Events seen in this store that git took away (see `engram.lost`)."""
+    from . import lost
+
+    try:
+        proj = engram.projection(store)
+        lost.settle(store, proj)
+        gone = lost.find(store, proj)
+    except sqlite3.OperationalError:
+        return []  # a read-only store: its read model cannot be brought up to date (reported)
+    if not gone.count:
+        return []
+    where = ", ".join(f"{rel} ({count})" for rel, count in gone.files.items())
+    return [Finding(
+        "lost-events", "error",
+        f"{gone.count} event(s) seen in this store are gone from it and from every branch "
+        f"(a git clean, stash, reset, revert, rebase or worktree removal took them): {where}",
+        f"`engram recover {_flag(store)}` (or `engram doctor --fix {_flag(store)}`) writes "
+        "them back from git's reflogs, stashes and unreachable objects, or from Engram's "
+        "ledger, and commits them; history is not rewritten",
+        auto=True,
+    )]
+
+
 def _index_behind(store: Store, repo: Any) -> list[str]:
     """Engram's committed files whose entry in git's index differs from HEAD while the file in
     the work tree is exactly HEAD's: an interrupted commit, not the user's staging."""
@@ -956,6 +983,8 @@ def repair(engram: Engram, store: Store, findings: list[Finding]) -> list[str]:
             return done
     if "layout" in wanted:
         done += _restore_layout(engram, store)
+    if "lost-events" in wanted:
+        done += _recover(engram, store)
     if "cache" in wanted:
         done += _rebuild_caches(engram, store)
     return done
@@ -1108,6 +1137,20 @@ def _rebuild_caches(engram: Engram, store: Store) -> list[str]:
             return [f"removed the damaged {', '.join(removed)}; could not rebuild now ({exc}); "
                     "the next read rebuilds it"]
     return [f"rebuilt the damaged {', '.join(removed)} (`engram reindex {_flag(store)}`)"]
+
+
+def _recover(engram: Engram, store: Store) -> list[str]:
+    """`engram recover` for one store."""
+    from .api import Engram as Api
+
+    try:
+        with Api(cwd=engram.cwd, use=store.kind) as fresh:
+            [result] = fresh.recover()
+    except EngramError as exc:
+        return [f"could not recover the lost events: {exc}"]
+    done = [f"recovered {result.events} lost event(s) into {', '.join(result.files)}" +
+            (f", committed as {result.commit[:8]}" if result.commit else "")]
+    return done + list(result.notes)
 
 
 def _restore_layout(engram: Engram, store: Store) -> list[str]:
