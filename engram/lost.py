@@ -137,13 +137,28 @@ def _parse(worktree: str, data: bytes) -> list[Noted]:
     out = []
     for entry in data.split(b"\n"):
         rel, tab, raw = entry.partition(b"\t")
-        if not tab:
+        name = _event_file(rel) if tab else None
+        if name is None:
             continue
         found = lines.classify(raw)
         if found.problem is not None or found.event is None:
             continue  # untrusted like any event line: skipped, never fatal
-        out.append(Noted(rel.decode("utf-8", "replace"), _plain(raw), found.event, worktree))
+        out.append(Noted(name, _plain(raw), found.event, worktree))
     return out
+
+
+def _event_file(rel: bytes) -> str | None:
+    """`rel` as a store-relative event file (`events/.../*.jsonl`), or None if it is not one
+    or could point out of the store."""
+    try:
+        text = rel.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    parts = text.split("/")
+    if parts[0] != "events" or len(parts) < 2 or not text.endswith(".jsonl") or \
+            any(p in ("", ".", "..") or "\0" in p or "\\" in p for p in parts):
+        return None
+    return text
 
 
 def _plain(raw: bytes) -> bytes:
@@ -173,13 +188,27 @@ def settle(store: Store, proj: Projection) -> None:
 
 
 def settle_if_large(store: Store, proj: Projection) -> None:
-    """Settle the ledger when it has grown (writes with no `status` in between)."""
+    """Settle the ledger when it has grown (writes with no `status` in between): past
+    `SETTLE_BYTES`, and twice what the last settling left (events only on other branches stay
+    in it, and are not read again on every refresh)."""
+    path = ledger_path(store)
     try:
-        if ledger_path(store).stat().st_size < SETTLE_BYTES:
-            return
+        size = path.stat().st_size
     except OSError:
         return
+    if size < SETTLE_BYTES:
+        return
+    try:
+        left = int(path.with_name(path.name + ".settled").read_text() or 0)
+    except (OSError, ValueError):
+        left = 0
+    if size < 2 * left:
+        return
     settle(store, proj)
+    try:
+        path.with_name(path.name + ".settled").write_text(str(path.stat().st_size))
+    except OSError:
+        pass
 
 
 def _unique(noted: Iterable[Noted]) -> list[Noted]:
@@ -247,7 +276,7 @@ class _Trees:
             return False
         try:
             blob = tree[self.store.repo_path(rel)]
-        except KeyError:
+        except (KeyError, ValueError):
             return False
         if not isinstance(blob, pygit2.Blob):
             return False

@@ -12,8 +12,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import cli, git, make_repo
-from engram import lines
+from engram import events as ev
+from engram import lines, lost
 from engram.api import Engram
 from engram.store import Store
 
@@ -294,6 +297,43 @@ def test_a_deleted_uncommitted_file_is_reported_even_without_the_ledger(tmp_path
     git(repo, "clean", "-fdq")
     # The writer's bookkeeping says 3 events were pending in a file that is gone.
     _assert_lost(repo, 3)
+
+
+def test_the_ledger_is_settled_by_reads_once_it_grows(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = _project(tmp_path / "project")
+    written = _write(repo, 3)
+    [ledger] = (_store(repo).common_dir / "engram" / "ledger").iterdir()
+    noted = {json.loads(entry.split(b"\t", 1)[1])["id"]
+             for entry in ledger.read_bytes().splitlines()}
+    assert written <= noted  # written, not read yet
+    monkeypatch.setattr(lost, "SETTLE_BYTES", 1)
+    with Engram(cwd=repo, use="project") as engram:
+        assert len(engram.memories()) == 3  # a read: the read model holds them now
+    assert ledger.read_bytes() == b""
+    git(repo, "clean", "-fdq")
+    _assert_lost(repo, 3)  # noted again as the read model dropped them
+
+
+def test_a_damaged_ledger_is_read_as_untrusted_input(tmp_path: Path) -> None:
+    repo = _project(tmp_path / "project")
+    _write(repo, 1, commit=True)
+    _write(repo, 2)
+    expected = _ids(repo)
+    store = _store(repo)
+    [ledger] = (store.common_dir / "engram" / "ledger").iterdir()
+    rel, line = ledger.read_bytes().splitlines()[-1].split(b"\t", 1)
+    other = {**json.loads(line), "id": ev.new_event_id()}
+    ahead = {**other, "id": ev.new_event_id(), "clock": 2**62}
+    with open(ledger, "ab") as handle:
+        handle.write(b"<<<<<<< HEAD\n" + b"\xff\xfe\tnot utf-8\n" + b"no tab at all\n")
+        handle.write(b"../../outside.jsonl\t" + ev.canonical_json(other) + b"\n")
+        handle.write(b"events/a\0b.jsonl\t" + ev.canonical_json(other) + b"\n")
+        handle.write(rel + b"\t" + ev.canonical_json(ahead) + b"\n")
+        handle.write(rel + b"\t{\"id\": \n")
+    git(repo, "clean", "-fdq")
+    _assert_lost(repo, 2)
+    _assert_recovered(repo, expected, 2)
 
 
 # -- printed git commands work from wherever the user stands --------------------------------------
