@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -440,9 +440,13 @@ def _commit_trees(repo: pygit2.Repository, oid: Any) -> Iterator[pygit2.Tree]:
                 yield other.tree
 
 
-def search_reflogs(store: Store, repo: pygit2.Repository, found: Found) -> None:
-    """Event files in every commit the reflogs of HEAD and of every ref name (stashes too)."""
+def search_reflogs(store: Store, repo: pygit2.Repository, found: Found, *,
+                   rels: Collection[str] | None = None) -> None:
+    """Event files in every commit the reflogs of HEAD and of every ref name (stashes too):
+    only the files `rels` (store-relative) when given, else all of them."""
     import pygit2
+
+    paths = None if rels is None else sorted({store.repo_path(rel) for rel in rels})
 
     names = ["HEAD", *repo.references]
     seen: set[str] = {"0" * 40}
@@ -457,6 +461,15 @@ def search_reflogs(store: Store, repo: pygit2.Repository, found: Found) -> None:
                     continue
                 seen.add(str(oid))
                 for tree in _commit_trees(repo, oid):
+                    if paths is not None:
+                        for path in paths:
+                            try:
+                                obj = tree[path]
+                            except (KeyError, ValueError):
+                                continue
+                            if isinstance(obj, pygit2.Blob):
+                                found.add_blob(obj)
+                        continue
                     events = _events_tree(store, tree)
                     if events is not None:
                         _walk(repo, events, found)
@@ -471,7 +484,8 @@ def search_unreachable(store: Store, repo: pygit2.Repository, found: Found) -> s
     from .sync import _why, run_git
 
     try:
-        done = run_git(store.work_tree, "fsck", "--unreachable", "--no-reflogs", "--no-progress")
+        done = run_git(store.work_tree, "fsck", "--connectivity-only", "--unreachable",
+                       "--no-reflogs", "--no-progress")
     except (EngramError, OSError) as exc:
         return str(exc)
     if done.returncode not in (0, 1) and not done.stdout:
@@ -523,7 +537,9 @@ def gather(store: Store, proj: Projection, *, everything: bool = False
     repo = _open(store)
     found = Found()
     if repo is not None and (wanted or report.unrecorded or everything):
-        search_reflogs(store, repo, found)
+        # Where the lost events were is known: only those files are looked up in each commit.
+        search_reflogs(store, repo, found, rels=None if everything or report.unrecorded
+                       else {item.rel for item in report.events})
         if everything or report.unrecorded or any(i not in found.lines for i in wanted):
             why = search_unreachable(store, repo, found)
             if why:

@@ -269,6 +269,44 @@ def test_pull_rebase_after_a_force_push_loses_events_and_recover_brings_them_bac
     _assert_recovered(second, expected, 3, from_git=3)
 
 
+def test_commits_made_on_a_detached_head_are_lost_when_left_and_recover_brings_them_back(
+        tmp_path: Path) -> None:
+    repo = _project(tmp_path / "project")
+    _write(repo, 1, commit=True)
+    git(repo, "checkout", "-q", "--detach")
+    _write(repo, 2, commit=True, label="detached")
+    expected = _ids(repo)
+    git(repo, "switch", "-q", "main")
+    _assert_lost(repo, 2)
+    _assert_recovered(repo, expected, 2, from_git=2)
+
+
+def test_recover_all_brings_back_events_this_clone_never_read(tmp_path: Path) -> None:
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    first = _project(tmp_path / "first")
+    git(first, "remote", "add", "origin", str(origin))
+    _write(first, 3, commit=True, label="pushed, then force-pushed away")
+    git(first, "push", "-q", "-u", "origin", "main")
+    expected = _ids(first)
+    second = tmp_path / "second"
+    git(tmp_path, "clone", "-q", str(origin), str(second))  # no Engram command reads them
+    git(first, "reset", "-q", "--hard", "HEAD~1")
+    git(first, "push", "-q", "--force")
+    git(second, "fetch", "-q")
+    git(second, "reset", "-q", "--hard", "origin/main")
+    assert len(_ids(second)) == len(expected) - 3
+    # Never seen here, so not counted as lost; `--all` finds them in the reflog all the same.
+    assert _status(second)["lost"]["events"] == 0
+    assert _recover(second)["events"] == 0
+    done = _recover(second, "--all")
+    assert done["events"] == 3 and done["from_git"] == 3
+    assert _ids(second) == expected
+    assert max(_copies(second).values()) == 1
+    assert cli("verify", "--project", cwd=second).exit_code == 0
+    assert _recover(second, "--all")["events"] == 0
+
+
 # -- what is not lost ---------------------------------------------------------------------------
 
 
