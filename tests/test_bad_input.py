@@ -188,6 +188,8 @@ CLI_CASES: dict[str, list[Case]] = {
     "verify": [extra_argument("verify"), unknown_option("verify")],
     "doctor": [extra_argument("doctor"), unknown_option("doctor"),
                case("doctor", "--project", "--personal", expect="cannot be used together")],
+    "recover": [extra_argument("recover"), unknown_option("recover"),
+                case("recover", "--project", "--personal", expect="cannot be used together")],
     "commit": [
         case("commit", "-m", "", expect=EMPTY),
         case("commit", "-m", HUGE, expect="limits.title_chars"),
