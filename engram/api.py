@@ -6,6 +6,7 @@ The CLI and the MCP server are thin front ends over `Engram`; neither calls the 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import time
 from collections import Counter
@@ -28,12 +29,13 @@ from .continuity.service import Continuity
 from .interop.service import Interop
 from .neardup import Difference, differences
 from .projection import Projection
-from .store import Store, WriterState, require
+from .store import Store, WriterState, git_c, require
 from .validation import Checks, event_kind, reference, well_formed
 
 if TYPE_CHECKING:
     from . import git
     from .compact import CompactResult
+    from .lost import Recovered
     from .index.embed import Embedder
     from .retrieval import Hit, StoreSearch
 
@@ -212,7 +214,7 @@ class Engram(Continuity, Interop):
         for link in sorted({*store.symlinks, *store.top_links()}):
             self._warn(f"{store.root / link} is a symbolic link inside the store; it is not "
                        f"followed, and what it points to is not read; remove it "
-                       f"(`git rm {store.repo_path(link)}`)")
+                       f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)")
         for problem in proj.problems():
             text = f"{store.root / problem.path}:{problem.line}: {problem.message}"
             if problem.severity == "error":
@@ -1007,6 +1009,10 @@ class Engram(Continuity, Interop):
             if search is not None:
                 search.close()
             proj = self._projections.get(store.root) or Projection(store)
+            try:
+                proj.refresh()  # first, so that events whose files vanished are noted as such
+            except (OSError, EngramError):
+                pass
             with store.lock():
                 proj.reset()
                 for name in ("text",):
@@ -1278,13 +1284,15 @@ class Engram(Continuity, Interop):
         return new_id
 
     def status(self) -> list[dict[str, Any]]:
-        from . import git
+        from . import git, lost
 
         out = []
         for store in self.stores():
             proj = self.projection(store)
             repo = git.StoreRepo(store)
             pending = repo.pending()
+            lost.settle(store, proj)
+            gone = lost.find(store, proj)
             out.append({
                 "store": store.kind,
                 "path": str(store.root),
@@ -1295,12 +1303,51 @@ class Engram(Continuity, Interop):
                 "uncommitted_files": [c.rel for c in pending.changes],
                 "refused": pending.refused,
                 "missing": pending.missing,
+                "restore": git.restore_command(store, pending.missing) if pending.missing
+                else None,
+                "lost": gone.to_dict(),
                 "busy": repo.busy(),
                 "remotes": repo.remotes(),
                 "upstream": repo.upstream_state(),
                 "warnings": [str(p) for p in proj.problems()],
             })
         return out
+
+    def recover(self, *, everything: bool = False) -> list[Recovered]:
+        """Write back the events that git took away from the selected stores (see
+        `engram.lost`): found in the reflogs, stashes and unreachable objects, else in the
+        ledger, appended unchanged (same ids, clocks and bytes) to new event files and
+        committed. With `everything`, also every event git still holds that is in neither the
+        store nor any branch. Running it again writes nothing."""
+        return [self._recover_store(store, everything=everything) for store in self.stores()]
+
+    def _recover_store(self, store: Store, *, everything: bool) -> Recovered:
+        from . import lost
+
+        proj = self.projection(store)
+        commit = None
+        with store.lock():
+            proj.refresh()
+            found, from_git, missing, notes = lost.gather(store, proj, everything=everything)
+            files = []
+            for run in lost.runs(found):
+                store.append([event for event, _ in run], fresh=True,
+                             raw=[line + b"\n" for _, line in run])
+                files.append(WriterState.load(store).segment or "")
+            if found:
+                try:
+                    commit = self._commit_store(
+                        store, locked=True,
+                        subject=f"engram: recover {len(found)} lost event(s)").commit
+                except GitError as exc:
+                    notes.append(f"written back but not committed yet: {exc}")
+        proj.refresh()
+        lost.settle(store, proj)
+        if missing:
+            notes.append(f"{missing} uncommitted event(s) were lost with no copy left "
+                         "anywhere (not in git's objects, not in the ledger)")
+        return lost.Recovered(store.kind, len(found), tuple(files), from_git, missing, commit,
+                              tuple(notes))
 
     def verify(self) -> dict[str, Any]:
         """Re-read every event file of the selected stores from disk; report all damage."""

@@ -518,8 +518,14 @@ def status(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> 
         for rel in entry["refused"]:
             echo(f"  damaged: {rel} changed in its committed part; run `engram verify`")
         for rel in entry["missing"]:
-            echo(f"  missing: {rel} is committed but gone from the work tree; "
-                 f"restore it with `git checkout -- {rel}`")
+            echo(f"  missing: {rel} is committed but gone from the work tree")
+        if entry["missing"]:
+            echo(f"    restore: `{entry['restore']}`")
+        gone = entry["lost"]
+        if gone["events"]:
+            where = ", ".join(f"{rel} ({count})" for rel, count in gone["files"].items())
+            echo(f"  lost: {gone['events']} events git took away, from {where}; "
+                 f"`engram recover --{entry['store']}` brings them back")
 
 
 @main.command()
@@ -570,6 +576,39 @@ def doctor(ctx: click.Context, fix: bool, project: bool, personal: bool, as_json
                 echo(f"    fix: {finding['fix']}")
     if not report["ok"]:
         ctx.exit(1)
+
+
+@main.command()
+@click.option("--all", "everything", is_flag=True,
+              help="Also every event git still holds that is in no branch, not only those "
+                   "seen here.")
+@store_options
+@json_option
+@click.pass_context
+def recover(ctx: click.Context, everything: bool, project: bool, personal: bool,
+            as_json: bool) -> None:
+    """Bring back the events git deleted (clean, stash drop, reset, revert, rebase).
+
+    They are read from the reflogs, `git stash list`, unreachable objects and Engram's own
+    ledger, written back unchanged to new event files and committed. History is never
+    rewritten; an event already in the store is never written twice.
+    """
+    engram = _engram(ctx, project, personal)
+    results = engram.recover(everything=everything)
+    if as_json:
+        _print_json([r.to_dict() for r in results])
+        return
+    for result in results:
+        if not result.events:
+            click.echo(f"{result.store} store: nothing to recover")
+        else:
+            where = ", ".join(result.files)
+            click.echo(f"{result.store} store: recovered {result.events} events "
+                       f"({result.from_git} from git, {result.events - result.from_git} from "
+                       f"the ledger) into {where}" +
+                       (f"; committed as {result.commit[:8]}" if result.commit else ""))
+        for note in result.notes:
+            click.echo(f"  note: {note}")
 
 
 @main.command()

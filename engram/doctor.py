@@ -6,18 +6,21 @@ It looks at everything a crash, a bad merge, a full disk or a hand edit can leav
   cut short in the middle), files changed in their committed part or gone from the work tree;
 - crash leftovers: a lock held by a process that hangs, temporary files of processes that died,
   git's `index.lock` left by a killed commit;
-- git: events not committed yet, a merge or rebase in progress;
+- git: events not committed yet, a merge or rebase in progress, events that git took away (a
+  clean, a dropped stash, a reset, a revert, a rebase, a removed worktree: see `engram.lost`);
 - derived state in `<git-dir>/engram/`: damaged or missing caches, damaged bookkeeping files;
 - the disk: a read-only or full file system;
 - the store's own files: config.yaml, README.md, .gitattributes.
 
-Diagnosis repairs nothing (its only write is a probe file, removed at once, to learn whether the
-disk takes writes). `--fix` applies only the repairs that lose nothing: damaged lines and torn
+Diagnosis repairs nothing (it writes a probe file, removed at once, to learn whether the disk
+takes writes, and brings the read model and the ledger of lost events up to date, as any read
+does). `--fix` applies only the repairs that lose nothing: damaged lines and torn
 tails move to `<git-dir>/engram/quarantine/<time>/` (with a copy of the file as it was) and the
 file is rewritten without them; empty event files, dead processes' temporary files and a stale
 `index.lock` are removed, and git's index entries for Engram's files are brought up to HEAD;
 damaged bookkeeping files are removed and damaged caches rebuilt; missing store files are
-recreated and committed. Everything else is reported with the command a person should run.
+recreated and committed; lost events are written back and committed (`engram recover`).
+Everything else is reported with the command a person should run.
 """
 
 from __future__ import annotations
@@ -139,7 +142,7 @@ def diagnose(engram: Engram, store: Store) -> list[Finding]:
     out: list[Finding] = []
     checks = (_check_layout, _check_links, _check_disk, _check_locks, _check_temp_files,
               _check_events,
-              _check_git, _check_caches, _check_local_state)
+              _check_git, _check_caches, _check_local_state, _check_lost)
     for check in checks:
         try:
             out.extend(check(engram, store))
@@ -161,7 +164,15 @@ def _flag(store: Store) -> str:
 
 
 def _git_c(store: Store) -> str:
-    return f"git -C {shlex.quote(str(store.work_tree))}"
+    from .git import git_c
+
+    return git_c(store)
+
+
+def restore_command(store: Store, rels: list[str]) -> str:
+    from .git import restore_command as command
+
+    return command(store, rels)
 
 
 def _describe(pid: int) -> str:
@@ -584,8 +595,8 @@ def _check_events(engram: Engram, store: Store) -> list[Finding]:
             "event-file", "error" if problem["message"].startswith("id ") else "warning",
             f"{problem['message']} (the line is read as it is)",
             f"if the file was edited by hand, `{_git_c(store)} diff -- "
-            f"{shlex.quote(store.repo_path(problem['path']))}` shows how and `{_git_c(store)} "
-            f"checkout -- {shlex.quote(store.repo_path(problem['path']))}` restores it",
+            f"{shlex.quote(store.repo_path(problem['path']))}` shows how and "
+            f"`{restore_command(store, [problem['path']])}` restores it",
             path=problem["path"], line=problem["line"] or None,
         ))
     return out
@@ -676,14 +687,13 @@ def _check_git(engram: Engram, store: Store) -> list[Finding]:
         out.append(Finding(
             "committed-changed", "error",
             "changed in its committed part (not by Engram, which only appends); its new "
-            "events cannot be committed", f"`{_git_c(store)} diff -- {spec}` shows the change; "
-            f"`{_git_c(store)} checkout -- {spec}` restores the committed lines", path=rel,
+            "events cannot be committed", f"`{_git_c(store)} diff HEAD -- {spec}` shows the "
+            f"change; `{restore_command(store, [rel])}` restores the committed lines", path=rel,
         ))
     for rel in pending.missing:
         out.append(Finding(
             "missing-file", "error", "committed but gone from the work tree; its events are "
-            "not read", f"`{_git_c(store)} checkout -- {shlex.quote(store.repo_path(rel))}`",
-            path=rel,
+            "not read", f"`{restore_command(store, [rel])}`", path=rel,
         ))
     behind = _index_behind(store, repo)
     if behind:
@@ -733,6 +743,30 @@ def _removed_while_changed(store: Store) -> list[Finding]:
         "no line is lost by keeping them (readers drop the duplicate lines)",
         f"keep the changed files: `{_git_c(store)} add -- {shown}`, then "
         f"`{_git_c(store)} commit --no-edit` (when `engram sync` merges, it does this itself)",
+    )]
+
+
+def _check_lost(engram: Engram, store: Store) -> list[Finding]:
+    """Events seen in this store that git took away (see `engram.lost`)."""
+    from . import lost
+
+    try:
+        proj = engram.projection(store)
+        lost.settle(store, proj)
+        gone = lost.find(store, proj)
+    except sqlite3.OperationalError:
+        return []  # a read-only store: its read model cannot be brought up to date (reported)
+    if not gone.count:
+        return []
+    where = ", ".join(f"{rel} ({count})" for rel, count in gone.files.items())
+    return [Finding(
+        "lost-events", "error",
+        f"{gone.count} event(s) seen in this store are gone from it and from every branch "
+        f"(a git clean, stash, reset, revert, rebase or worktree removal took them): {where}",
+        f"`engram recover {_flag(store)}` (or `engram doctor --fix {_flag(store)}`) writes "
+        "them back from git's reflogs, stashes and unreachable objects, or from Engram's "
+        "ledger, and commits them; history is not rewritten",
+        auto=True,
     )]
 
 
@@ -971,6 +1005,8 @@ def repair(engram: Engram, store: Store, findings: list[Finding]) -> list[str]:
             return done
     if "layout" in wanted:
         done += _restore_layout(engram, store)
+    if "lost-events" in wanted:
+        done += _recover(engram, store)
     if "cache" in wanted:
         done += _rebuild_caches(engram, store)
     return done
@@ -1123,6 +1159,20 @@ def _rebuild_caches(engram: Engram, store: Store) -> list[str]:
             return [f"removed the damaged {', '.join(removed)}; could not rebuild now ({exc}); "
                     "the next read rebuilds it"]
     return [f"rebuilt the damaged {', '.join(removed)} (`engram reindex {_flag(store)}`)"]
+
+
+def _recover(engram: Engram, store: Store) -> list[str]:
+    """`engram recover` for one store."""
+    from .api import Engram as Api
+
+    try:
+        with Api(cwd=engram.cwd, use=store.kind) as fresh:
+            [result] = fresh.recover()
+    except EngramError as exc:
+        return [f"could not recover the lost events: {exc}"]
+    done = [f"recovered {result.events} lost event(s) into {', '.join(result.files)}" +
+            (f", committed as {result.commit[:8]}" if result.commit else "")]
+    return done + list(result.notes)
 
 
 def _restore_layout(engram: Engram, store: Store) -> list[str]:

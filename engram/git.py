@@ -14,6 +14,7 @@ from __future__ import annotations
 import getpass
 import os
 import re
+import shlex
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,9 +26,16 @@ from pygit2.enums import FileMode, RepositoryState
 
 from . import events as ev
 from .errors import GitError
-from .store import EVENTS_DIR, TRACKED, Store
+from .store import EVENTS_DIR, TRACKED, Store, git_c
 
 _ACTOR_RE = re.compile(r"^\s*(?P<name>[^<>]*?)\s*<(?P<email>[^<>]*)>\s*$")
+
+
+def restore_command(store: Store, rels: list[str]) -> str:
+    """The git command that restores committed files (store-relative) as HEAD has them. Not
+    `git checkout -- file`, which takes the index's copy and fails when the index lacks it."""
+    paths = " ".join(shlex.quote(store.repo_path(rel)) for rel in rels)
+    return f"{git_c(store)} checkout HEAD -- {paths}"
 
 
 def init_repository(path: Path) -> None:

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import orjson
 
 from . import events as ev
-from . import lines
+from . import lines, lost
 from . import memories as mem
 from .store import Problem, Store, WriterState
 
@@ -241,15 +241,27 @@ class Projection:
     def refresh(self) -> RefreshReport:
         self._refreshing = True
         try:
-            return self._refresh()
+            report = self._refresh()
         except sqlite3.DatabaseError:
             # A damaged cache is rebuilt, never fatal.
             self.reset()
             report = self._refresh()
             report.rebuilt = True
-            return report
         finally:
             self._refreshing = False
+        if not self.in_memory:
+            lost.settle_if_large(self.store, self)
+        return report
+
+    def present(self, ids: Collection[str]) -> set[str]:
+        """Which of these event ids the store holds."""
+        wanted = list(ids)
+        found: set[str] = set()
+        for start in range(0, len(wanted), 500):
+            part = wanted[start:start + 500]
+            found.update(r[0] for r in self.db.execute(
+                f"SELECT id FROM events WHERE id IN ({','.join('?' * len(part))})", part))
+        return found
 
     def _rebuild(self) -> None:
         """Start the cache again from the event files (it was found damaged)."""
@@ -418,21 +430,29 @@ class Projection:
     def _drop_file(self, db: sqlite3.Connection, rel: str, report: RefreshReport,
                    gone: Collection[str] = (), read: dict[str, list[bytes]] | None = None
                    ) -> None:
+        """Forget a file that vanished or changed; the events only it held are noted in the
+        ledger of events that may be lost (`engram.lost`), so that a file git deleted is
+        noticed however the cache is rebuilt afterwards."""
         ids = [r[0] for r in db.execute("SELECT id FROM sources WHERE file=?", (rel,))]
         db.execute("DELETE FROM sources WHERE file=?", (rel,))
         db.execute("DELETE FROM files WHERE path=?", (rel,))
         db.execute("DELETE FROM problems WHERE path=?", (rel,))
+        vanished = []
         for event_id in ids:
             others = [o for o in db.execute("SELECT file, line FROM sources WHERE id=?",
                                             (event_id,)).fetchall() if o[0] not in gone]
             if others:  # still present in another file (a duplicate line, or moved there)
                 self._settle(db, event_id, others, report, read)
                 continue
-            row = db.execute("SELECT entity FROM events WHERE id=?", (event_id,)).fetchone()
+            row = db.execute("SELECT entity, body FROM events WHERE id=?",
+                             (event_id,)).fetchone()
             db.execute("DELETE FROM events WHERE id=?", (event_id,))
             report.events_removed += 1
             if row and row[0]:
                 report.removed(row[0])
+            if row:
+                vanished.append(bytes(row[1]) + b"\n")
+        lost.note(self.store, rel, b"".join(vanished))
 
     def _settle(self, db: sqlite3.Connection, event_id: str, sources: list[tuple[str, int]],
                 report: RefreshReport, read: dict[str, list[bytes]] | None = None) -> None:

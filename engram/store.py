@@ -28,8 +28,9 @@ import errno
 import hashlib
 import os
 import re
+import shlex
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -38,7 +39,7 @@ from typing import Any, Literal
 import orjson
 
 from . import events as ev
-from . import lines
+from . import lines, lost
 from .config import (
     CONFIG_FILE, PROJECT_DIR, ConfigFile, Layer, default_config_text, personal_only,
 )
@@ -111,6 +112,11 @@ def _git_dir(work_tree: Path) -> Path:
     return dot_git
 
 
+def git_c(store: Store) -> str:
+    """`git -C <work tree>`: a printed git command that works wherever the user stands."""
+    return f"git -C {shlex.quote(str(store.work_tree))}"
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -134,6 +140,7 @@ class Store:
         self.prefix = "" if kind == "personal" else PROJECT_DIR
         self.events_dir = self.root / EVENTS_DIR
         self._git_dir: Path | None = None
+        self._common_dir: Path | None = None
         self._config_cache: tuple[tuple[int, ...] | None, Layer] | None = None
         self.repairs: list[str] = []  # what the last append had to repair, for the caller to tell
         self.symlinks: list[str] = []  # links found under events/ by the last listing
@@ -155,6 +162,25 @@ class Store:
     def local_dir(self) -> Path:
         """Per-clone state, inside the git directory so that it is never committed."""
         return self.git_dir / "engram"
+
+    @property
+    def common_dir(self) -> Path:
+        """The git directory shared by every work tree of the repository (the git directory
+        itself, except in a linked worktree). `git worktree remove` leaves it in place."""
+        if self._common_dir is None:
+            try:
+                pointer = (self.git_dir / "commondir").read_text(encoding="utf-8").strip()
+                self._common_dir = (self.git_dir / pointer).resolve()
+            except (OSError, UnicodeDecodeError):
+                self._common_dir = self.git_dir
+        return self._common_dir
+
+    @property
+    def worktree_name(self) -> str:
+        """The linked worktree's name (its folder in `<common-git-dir>/worktrees/`), or ".main"
+        for the main work tree (git never starts a worktree's name with a dot)."""
+        linked = (self.git_dir / "commondir").is_file()
+        return self.git_dir.name if linked else lost.MAIN_WORKTREE
 
     @property
     def config_file(self) -> ConfigFile:
@@ -278,25 +304,37 @@ class Store:
     def lock(self, timeout: float = LOCK_TIMEOUT_SECONDS) -> _StoreLock:
         return _StoreLock(self, timeout)
 
-    def append(self, events: Iterable[ev.Event], *, now: float | None = None) -> None:
+    def append(self, events: Iterable[ev.Event], *, now: float | None = None,
+               fresh: bool = False, raw: Sequence[bytes] | None = None) -> None:
         """Append events durably: returns once their lines are written and fsynced.
 
         Callers hold `self.lock()`; they build events with `next_clock()` under the same lock.
         Substantive events (`events.substantive`) count towards the next batched commit, from
-        `now` (default: the time now) when none were pending.
+        `now` (default: the time now) when none were pending. `fresh` starts a new writer file
+        for them; `raw` gives their lines as they were found (events brought back by
+        `engram recover` keep their exact bytes).
+
+        Every line is also noted in the store's ledger in the shared git directory (see
+        `engram.lost`), which no git command deletes: until the read model has seen an event,
+        that note is how a file git deleted is noticed and brought back.
         """
         batch = list(events)
         if not batch:
             return
         state = WriterState.load(self)
         head = self.head_id()
+        if fresh:
+            state.writer = self._new_writer_name()
+            state.segment = None
         path = self._writable_path(state, batch[0], head)
         link = self.symlink_in(path)
         if link is not None:
             raise EngramError(f"{self.root / link} is a symbolic link inside the store, and "
                               f"events are never written through one; remove it "
-                              f"(`git rm {self.repo_path(link)}`, then commit) and try again")
-        data = b"".join(event.to_line() for event in batch)
+                              f"(`{git_c(self)} rm -- {shlex.quote(self.repo_path(link))}`, "
+                              "then commit) and try again")
+        data = b"".join(raw) if raw is not None else \
+            b"".join(event.to_line() for event in batch)
         new_file = not path.exists()
         if new_file:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -326,7 +364,8 @@ class Store:
         if new_file:
             _fsync_dir(path.parent)
             _fsync_dir(path.parent.parent)
-        last = batch[-1].to_line()
+        last = raw[-1] if raw is not None else batch[-1].to_line()
+        lost.note(self, self.rel(path), data)
         state.segment = self.rel(path)
         state.head = head
         state.size = path.stat().st_size

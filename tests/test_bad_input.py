@@ -196,6 +196,8 @@ CLI_CASES: dict[str, list[Case]] = {
     "compact": [extra_argument("compact"), unknown_option("compact"),
                 case("compact", "--project", "--personal", expect="cannot be used together"),
                 case("compact", cwd="plain", expect="no Engram store yet")],
+    "recover": [extra_argument("recover"), unknown_option("recover"),
+                case("recover", "--project", "--personal", expect="cannot be used together")],
     "commit": [
         case("commit", "-m", "", expect=EMPTY),
         case("commit", "-m", HUGE, expect="limits.title_chars"),

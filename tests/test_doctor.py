@@ -378,7 +378,7 @@ def test_a_committed_part_changed_by_hand_is_reported_with_diff_and_checkout(
     [changed] = [f for f in problems(report) if f["check"] == "committed-changed"]
     assert code == 1 and changed["path"] == engram.project.rel(path)
     diff, checkout = commands(changed["fix"])
-    assert " diff -- " in diff and " checkout -- " in checkout
+    assert " diff HEAD -- " in diff and " checkout HEAD -- " in checkout
     subprocess.run(checkout, shell=True, check=True, capture_output=True)
     assert doctor(cwd=project)[0] == 0
 

@@ -8,6 +8,7 @@ a thin layer of validation and folding over the store.
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from .. import events as ev
 from ..errors import AmbiguousIdError, EngramError, GitError, NotFoundError, UsageError, quote
 from ..memories import Memory
-from ..store import check_relative
+from ..store import check_relative, git_c
 from ..validation import Checks, name_form, name_key, reference
 from ..validation import session_id as check_session_id
 from . import checkpoints as cp
@@ -353,7 +354,7 @@ class Continuity:
         if link is not None:  # the checkpoint is saved as an event; only its rendering waits
             self.warnings.append(f"{store.root / link} is a symbolic link inside the store: "
                                  f"the handoff's Markdown was not written through it; remove it "
-                                 f"(`git rm {store.repo_path(link)}`)")
+                                 f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)")
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
