@@ -19,7 +19,7 @@ from . import events as ev
 from . import memories as mem
 from .config import (
     CONFIG_FILE, PROJECT_DIR, SETTINGS, Layer, Settings, check_value, engram_home,
-    find_project_store, find_work_tree, personal_only,
+    find_foreign_store, find_project_store, find_work_tree, foreign_store, personal_only,
 )
 from .errors import (
     AmbiguousIdError, EngramError, GitError, NoStoreError, NotFoundError, UsageError,
@@ -102,6 +102,21 @@ class Engram(Continuity, Interop):
         self._refreshed: set[Path] = set()
         self._settings: tuple[tuple[Any, ...], Settings] | None = None
         self.warnings: list[str] = []
+        # Another tool's `.engram/` where a project store would be: named, never read as ours.
+        self.foreign = find_foreign_store(self.cwd) if project_root is None else None
+        if self.foreign is not None and use == "both":
+            self.warnings.append(f"{self._foreign_note()}; this uses the personal store only")
+
+    def _foreign_note(self) -> str:
+        path, what = self.foreign or (Path(), "")
+        return (f"{path} is {what}, not an Engram project store (`engram import {path}` "
+                "brings its memories into Engram)")
+
+    def _project_store(self) -> Store:
+        if self.foreign is not None and self.project is None:
+            raise NoStoreError(f"{self._foreign_note()}; there is no Engram project store here: "
+                               "use the personal store (without --project)")
+        return require(self.project, "project")
 
     # -- stores ------------------------------------------------------------------------------
 
@@ -110,7 +125,7 @@ class Engram(Continuity, Interop):
         if self.use == "personal":
             return [require(self.personal, "personal")]
         if self.use == "project":
-            return [require(self.project, "project")]
+            return [self._project_store()]
         found = [s for s in (self.project, self.personal) if s is not None and s.exists()]
         if not found:
             raise NoStoreError("no Engram store yet; run `engram init` (personal) or "
@@ -123,7 +138,7 @@ class Engram(Continuity, Interop):
         if self.project is not None and self.project.exists():
             return self.project
         if self.use == "project":
-            return require(self.project, "project")
+            return self._project_store()
         return require(self.personal, "personal")
 
     def settings(self, store: Store | None = None) -> Settings:
@@ -229,9 +244,23 @@ class Engram(Continuity, Interop):
             if top.resolve() == self.personal.root.resolve():
                 raise UsageError("this is the personal store's repository; "
                                  "run `engram init --project` inside a project")
+            what = foreign_store(top / PROJECT_DIR)
+            if what is not None:
+                raise UsageError(
+                    f"{top / PROJECT_DIR} is {what}, and Engram's project store would need "
+                    "the same folder: nothing was changed; use Engram's personal store here "
+                    "(its memories written in this repository follow the project, see "
+                    "docs/project-identity.md) and `engram import .engram` to bring that "
+                    "tool's memories in")
             store = Store(top / PROJECT_DIR, "project")
         else:
             store = self.personal
+            what = foreign_store(store.root)
+            if what is not None and not (store.root / ".git").exists():
+                raise UsageError(
+                    f"{store.root} is {what}, not an Engram store: nothing was changed; set "
+                    "ENGRAM_HOME to another directory (e.g. `export ENGRAM_HOME=~/.engram-mem`) "
+                    "and run `engram init` again")
             if store.root.exists() and any(store.root.iterdir()) and \
                     not (store.root / ".git").exists():
                 raise UsageError(
@@ -1216,7 +1245,7 @@ class Engram(Continuity, Interop):
 
     def config_target(self) -> Store:
         if self.use == "project":
-            return require(self.project, "project")
+            return self._project_store()
         return require(self.personal, "personal")
 
     def config_set(self, key: str, text: str) -> Any:

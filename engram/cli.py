@@ -1150,7 +1150,8 @@ register_sync(main)
 
 @main.command(name="import")
 @click.argument("path")
-@click.option("--format", "fmt", type=click.Choice(["mcp-engram", "mcp-memory", "engram"]),
+@click.option("--format", "fmt",
+              type=click.Choice(["mcp-engram", "mcp-memory", "engram", "engram-go"]),
               default=None, help="What PATH holds (default: told from its layout and content).")
 @click.option("--dry-run", is_flag=True, help="Show what would be added; write nothing.")
 @click.option("--redact", is_flag=True,
@@ -1160,8 +1161,8 @@ register_sync(main)
 @click.pass_context
 def import_(ctx: click.Context, path: str, fmt: str | None, dry_run: bool, redact: bool,
             project: bool, personal: bool, as_json: bool) -> None:
-    """Bring in an mcp-engram data directory, an MCP memory server's memory.jsonl, or a file
-    written by `engram export`. Every record is checked like a write; one that fails is skipped
+    """Bring in an mcp-engram data directory, an MCP memory server's memory.jsonl, a file
+    written by `engram export`, or the Go engram's export or .engram/ sync folder. Every record is checked like a write; one that fails is skipped
     and reported. Importing the same source again adds nothing."""
     engram = _engram(ctx, project, personal)
     report = engram.import_from(path, format=fmt, dry_run=dry_run, redact=redact)

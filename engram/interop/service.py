@@ -125,6 +125,10 @@ class Interop:
             from . import mcp_engram
 
             return mcp_engram.read(source, check, reader)
+        if fmt == "engram-go":
+            from . import engram_go
+
+            return engram_go.read(source, check, reader)
         if fmt == "mcp-memory":
             from . import mcp_memory
 
