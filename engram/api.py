@@ -107,6 +107,23 @@ class Engram(Continuity, Interop):
         if self.foreign is not None and use == "both":
             self.warnings.append(f"{self._foreign_note()}; this uses the personal store only")
 
+    def here(self) -> Any:
+        """The project of the repository this works in (`engram.identity.Project`), or None."""
+        if not hasattr(self, "_here"):
+            from .identity import project_of
+
+            cache = self.personal.local_dir / "cache" if self.personal.exists() else None
+            self._here = project_of(self.cwd, cache)
+        return self._here
+
+    def belongs_here(self, store: Store, memory: Any) -> bool:
+        """A personal memory of another project is left out inside a repository."""
+        if store.kind != "personal" or (memory.project is None and
+                                         memory.project_remote is None):
+            return True
+        here = self.here()
+        return here is None or here.owns(memory.project, memory.project_remote)
+
     def _foreign_note(self) -> str:
         path, what = self.foreign or (Path(), "")
         return (f"{path} is {what}, not an Engram project store (`engram import {path}` "
@@ -388,6 +405,7 @@ class Engram(Continuity, Interop):
         supersedes: Sequence[str] = (),
         redact: bool = False,
         check_duplicates: bool | None = None,
+        everywhere: bool = False,
     ) -> Remembered:
         """Store a memory durably (fsynced before this returns).
 
@@ -397,6 +415,10 @@ class Engram(Continuity, Interop):
         possible contradictions to supersede explicitly. However similar, a memory that says a
         different number, version, identifier, path, URL, date, quoted text or the opposite is
         not a duplicate: the new text is added and `differs_from(id)` says what differs.
+
+        Written to the personal store inside a git repository, the memory belongs to that
+        project (its root commit, `engram.identity`) and is recalled only there, unless
+        `everywhere`.
         """
         store = self.write_store()
         settings = self.settings(store)
@@ -414,6 +436,12 @@ class Engram(Continuity, Interop):
             "valid_until": _moment(valid_until, "--valid-until"),
         }
         mem.check_window(data["valid_from"], data["valid_until"])
+        here = self.here() if store.kind == "personal" and not everywhere else None
+        if here is not None and here.root is not None:
+            data["project"] = here.root
+        if here is not None and here.remote is not None:
+            data["project_remote"] = checks.text(here.remote, field="remote URL",
+                                                 limit="limits.item_bytes")
         if at is not None:
             data["at"] = _moment(at, "--at", future=False)
         if task is not None:
@@ -678,6 +706,8 @@ class Engram(Continuity, Interop):
             ):
                 if not include_expired and not memory.valid_at(now):
                     continue
+                if not self.belongs_here(store, memory):
+                    continue
                 out.append(memory)
                 count += 1
                 if limit is not None and count >= limit:
@@ -746,6 +776,9 @@ class Engram(Continuity, Interop):
                 background = ranking.Background.of(sims)
             weight = settings["recall.weight_vector"] if embedder is not None else 0.0
             ids = list(dict.fromkeys([*bm25, *cosines]))
+            if store.kind == "personal" and self.here() is not None:
+                found = proj.memories_by_id(ids)
+                ids = [i for i in ids if i in found and self.belongs_here(store, found[i])]
             heads = proj.heads(ids, tags=bool(wanted_tags))
             contents: dict[str, mem.Memory] = {}
             if intent.identifiers and bm25:

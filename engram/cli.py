@@ -180,13 +180,17 @@ def _memory_text(memory: Any, *, many_stores: bool) -> str:
 @click.option("--task", default=None, help="The task id it belongs to.")
 @click.option("--supersedes", multiple=True, metavar="ID",
               help="A memory this one replaces (it leaves recall; its history stays).")
+@click.option("--global", "everywhere", is_flag=True,
+              help="For every project: a personal memory written inside a git repository "
+                   "otherwise belongs to that project (its root commit) and is recalled only "
+                   "there.")
 @store_options
 @json_option
 @click.pass_context
 def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, ...],
              scope: str | None, source: str | None, importance: float | None,
              valid_from: str | None, valid_until: str | None, redact: bool, at: str | None,
-             task: str | None, supersedes: tuple[str, ...], project: bool,
+             task: str | None, supersedes: tuple[str, ...], everywhere: bool, project: bool,
              personal: bool, as_json: bool) -> None:
     """Store a memory (TEXT, or - to read it from stdin). Durable when this returns."""
     from .kinds import DEFAULT_IMPORTANCE, DEFAULT_KIND, DEFAULT_SOURCE
@@ -197,7 +201,7 @@ def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, .
         source=source or DEFAULT_SOURCE,
         importance=DEFAULT_IMPORTANCE if importance is None else importance,
         valid_from=valid_from, valid_until=valid_until, at=at, task=task,
-        supersedes=supersedes, redact=redact,
+        supersedes=supersedes, redact=redact, everywhere=everywhere,
     )
     if as_json:
         _print_json(result.to_dict())
@@ -209,7 +213,9 @@ def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, .
              f"(similarity {similarity:.2f}): {memory.summary(60)}")
         echo(f"  your text is kept in its history: engram get --history {memory.id[:8]}")
         return
-    echo(f"remembered {memory.id[:8]} ({memory.kind}, {memory.store} store)")
+    belongs = f", project {memory.project[:8]}" if memory.project else \
+        ", this project" if memory.project_remote else ""
+    echo(f"remembered {memory.id[:8]} ({memory.kind}, {memory.store} store{belongs})")
     for other, similarity in result.related:
         short = other.id[:8]
         echo(f"  possible contradiction: {short} (similarity {similarity:.2f}) "
@@ -1251,6 +1257,7 @@ def timeline(ctx: click.Context, task_id: str, html_out: str | None, project: bo
         _print_json(found.to_dict())
         return
     echo(render_text(found), nl=False)
+
 
 if __name__ == "__main__":  # pragma: no cover
     main()
