@@ -1259,5 +1259,29 @@ def timeline(ctx: click.Context, task_id: str, html_out: str | None, project: bo
     echo(render_text(found), nl=False)
 
 
+@main.command()
+@click.option("--html", "html_out", required=True, metavar="OUT",
+              help="The HTML page to write (one self-contained file).")
+@store_options
+@click.pass_context
+def browse(ctx: click.Context, html_out: str, project: bool, personal: bool) -> None:
+    """Write one HTML page to search, filter and read the memories (with their history), tasks
+    and handoffs of the stores; it loads nothing and needs no server."""
+    from .browse import render_html
+
+    engram = _engram(ctx, project, personal)
+    page = engram.browse()
+    target = Path(html_out)
+    if not target.is_absolute():
+        target = ctx.obj["cwd"] / target
+    if target.is_dir():
+        raise click.UsageError(f"{target} is a directory; give the file to write")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(render_html(page), encoding="utf-8")
+    counts = page.to_dict()
+    echo(f"wrote {target} ({counts['memories']} memories, {counts['tasks']} tasks, "
+         f"{counts['handoffs']} handoffs)")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

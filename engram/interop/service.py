@@ -235,6 +235,39 @@ class Interop:
                 "tasks": sum(len(s.tasks) for s in stores),
                 "memories": sum(len(s.memories) for s in stores)}
 
+    # -- browse ----------------------------------------------------------------------------
+
+    def browse(self) -> Any:
+        """What `engram browse` shows (`engram.browse.Browse`): every memory of the selected
+        stores (forgotten and superseded ones too) with its history, and every task with its
+        checkpoints. Inside a repository, personal memories of other projects are left out,
+        as `memories` and `recall` leave them out."""
+        from dataclasses import replace
+
+        from .. import browse as br
+        from ..api import describe
+
+        memories: list[br.MemoryCard] = []
+        tasks: list[br.TaskCard] = []
+        stores = []
+        for store in self.stores():
+            proj = self.projection(store)
+            stores.append((store.kind, str(store.root)))
+            for memory in proj.memories(statuses=()):
+                if not self.belongs_here(store, memory):  # type: ignore[attr-defined]
+                    continue
+                history = [(e.time, e.actor, e.kind, _one(describe, e))
+                           for e in proj.entity_events(memory.id)]
+                memories.append(br.MemoryCard(replace(memory, store=store.kind), history))
+            for task in proj.tasks():
+                saved = [e for e in proj.entity_events(task.id) if e.kind == "checkpoint.saved"]
+                tasks.append(br.TaskCard(
+                    {**task.to_dict(), "store": store.kind},
+                    [self._checkpoint_from(e, seq) for seq, e in enumerate(saved, start=1)]))
+        memories.sort(key=lambda c: (c.memory.updated_at, c.memory.id), reverse=True)
+        tasks.sort(key=lambda c: (c.task["updated_at"], c.task["id"]), reverse=True)
+        return br.Browse(stores, memories, tasks, ev.format_time(ev.utc_now()))
+
     # -- timeline --------------------------------------------------------------------------
 
     def timeline(self, ident: str) -> Timeline:
@@ -251,6 +284,13 @@ class Interop:
             events.extend(proj.entity_events(session_id))
         unique = {e.id: e for e in events}
         return tl.build(task, sorted(unique.values(), key=lambda e: e.sort_key))
+
+
+def _one(describe: Any, event: ev.Event) -> str:
+    try:
+        return str(describe(event))
+    except (KeyError, TypeError, ValueError, EngramError):
+        return event.kind
 
 
 def _describe(kind: str, data: dict[str, Any]) -> str:
