@@ -107,6 +107,11 @@ class Engram(Continuity, Interop):
         if self.foreign is not None and use == "both":
             self.warnings.append(f"{self._foreign_note()}; this uses the personal store only")
 
+    def _drop_foreign_warning(self) -> None:
+        """An error that names the foreign folder says it all."""
+        note = self._foreign_note()
+        self.warnings = [w for w in self.warnings if not w.startswith(note)]
+
     def here(self) -> Any:
         """The project of the repository this works in (`engram.identity.Project`), or None."""
         if not hasattr(self, "_here"):
@@ -131,6 +136,7 @@ class Engram(Continuity, Interop):
 
     def _project_store(self) -> Store:
         if self.foreign is not None and self.project is None:
+            self._drop_foreign_warning()
             raise NoStoreError(f"{self._foreign_note()}; there is no Engram project store here: "
                                "use the personal store (without --project)")
         return require(self.project, "project")
@@ -263,6 +269,7 @@ class Engram(Continuity, Interop):
                                  "run `engram init --project` inside a project")
             what = foreign_store(top / PROJECT_DIR)
             if what is not None:
+                self._drop_foreign_warning()
                 raise UsageError(
                     f"{top / PROJECT_DIR} is {what}, and Engram's project store would need "
                     "the same folder: nothing was changed; use Engram's personal store here "

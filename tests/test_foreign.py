@@ -141,6 +141,7 @@ def test_commands_in_its_repository_say_what_the_folder_is(home_store: Engram,
     refused = cli("init", "--project", cwd=repo)
     assert refused.exit_code != 0
     assert note in refused.stderr and "nothing was changed" in refused.stderr
+    assert refused.stderr.count("\n") == 1  # one line: the error, not a warning besides
     assert "engram import .engram" in refused.stderr
 
     remembered = cli("remember", "charges are retried by the queue", cwd=repo)
@@ -151,6 +152,14 @@ def test_commands_in_its_repository_say_what_the_folder_is(home_store: Engram,
     assert imported.exit_code == 0 and "imported 5 events from engram-go" in imported.output
     assert tree(repo / ".engram") == before
     assert git(repo, "status", "--porcelain") == ""
+    # The folder holds this project's memories: they belong to it, as if written here.
+    root = git(repo, "rev-list", "--max-parents=0", "HEAD").strip()
+    assert {m.project for m in Engram().memories(limit=None)
+            if "payments-api" in " ".join(m.tags)} == {root}
+    assert "Money as integer cents" in cli("list", cwd=repo).output
+    other = make_repo(tmp_path / "blog", {"post.md": "hello\n"})
+    assert "Money as integer cents" not in cli("list", cwd=other).output
+    assert "retried by the queue" not in cli("list", cwd=other).output
 
 
 def test_its_data_folder_as_engram_home_is_not_taken_over(tmp_path: Path,

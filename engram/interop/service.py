@@ -82,6 +82,9 @@ class Interop:
         reader = Input(Plan(fmt, source), line_bytes=line_bytes,
                        total_bytes=settings["limits.import_bytes"])
         plan = self._read_source(store, source, reader, redact=redact)
+        if fmt == "engram-go" and store.kind == "personal" and \
+                (source.is_dir() or source.name.endswith((".jsonl.gz", "manifest.json"))):
+            _belong_to_project(plan, source, self.personal)
         proj = self.projection(store)
         fresh = []
         known_memories = proj.memories_by_id([r.key for r in plan.records if r.key])
@@ -284,6 +287,24 @@ class Interop:
             events.extend(proj.entity_events(session_id))
         unique = {e.id: e for e in events}
         return tl.build(task, sorted(unique.values(), key=lambda e: e.sort_key))
+
+
+def _belong_to_project(plan: Plan, source: Path, personal: Store) -> None:
+    """The Go engram's sync folder holds the memories of the project it is in (`engram sync`
+    writes those of the current directory's project): in the personal store they belong to
+    that repository's project, as memories written there do (engram.identity)."""
+    from ..identity import project_of
+
+    cache = personal.local_dir / "cache" if personal.exists() else None
+    here = project_of(source if source.is_dir() else source.parent, cache)
+    if here is None or (here.root is None and here.remote is None):
+        return
+    for record in plan.records:
+        if record.kind == "memory.created" and record.event is None:
+            if here.root is not None:
+                record.data["project"] = here.root
+            if here.remote is not None:
+                record.data["project_remote"] = here.remote
 
 
 def _one(describe: Any, event: ev.Event) -> str:
