@@ -105,7 +105,7 @@ class Engram(Continuity, Interop):
         # Another tool's `.engram/` where a project store would be: named, never read as ours.
         self.foreign = find_foreign_store(self.cwd) if project_root is None else None
         if self.foreign is not None and use == "both":
-            self.warnings.append(f"{self._foreign_note()}; this uses the personal store only")
+            self.warnings.append(f"{self._foreign_note()}; Engram uses the personal store here")
 
     def _drop_foreign_warning(self) -> None:
         """An error that names the foreign folder says it all."""
@@ -131,8 +131,8 @@ class Engram(Continuity, Interop):
 
     def _foreign_note(self) -> str:
         path, what = self.foreign or (Path(), "")
-        return (f"{path} is {what}, not an Engram project store (`engram import {path}` "
-                "brings its memories into Engram)")
+        return (f"{path} is {what}, not an Engram store (`engram import {path}` brings its "
+                "memories in)")
 
     def _project_store(self) -> Store:
         if self.foreign is not None and self.project is None:

@@ -132,7 +132,7 @@ def test_commands_in_its_repository_say_what_the_folder_is(home_store: Engram,
 
     listed = cli("list", cwd=repo)
     assert listed.exit_code == 0 and note in listed.stderr
-    assert "this uses the personal store only" in listed.stderr
+    assert "Engram uses the personal store here" in listed.stderr
 
     only_project = cli("list", "--project", cwd=repo)
     assert only_project.exit_code != 0
