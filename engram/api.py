@@ -118,7 +118,9 @@ class Engram(Continuity, Interop):
             from .identity import project_of
 
             cache = self.personal.local_dir / "cache" if self.personal.exists() else None
-            self._here = project_of(self.cwd, cache)
+            top = find_work_tree(self.cwd)
+            mine = top is not None and top.resolve() == self.personal.root.resolve()
+            self._here = None if mine else project_of(self.cwd, cache)  # not a project
         return self._here
 
     def belongs_here(self, store: Store, memory: Any) -> bool:

@@ -114,6 +114,30 @@ def test_the_oldest_root_names_a_repository_with_merged_histories(
     assert next(m for m in Engram().memories() if "merged" in m.content).project == old_root
 
 
+def test_the_personal_stores_own_repository_is_no_project(home_store: Engram) -> None:
+    assert cli("remember", "written from inside the store", cwd=home_store.personal.root
+               ).exit_code == 0
+    assert Engram().memories()[0].project is None
+
+
+def test_an_export_keeps_the_project_of_its_memories(home_store: Engram, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    app = make_repo(tmp_path / "app")
+    git(app, "remote", "add", "origin", "git@example.com:team/app.git")
+    assert cli("remember", "the app's cache is warmed at boot", cwd=app).exit_code == 0
+    out = tmp_path / "export.jsonl"
+    assert cli("export", str(out)).exit_code == 0
+    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "second-home"))
+    Engram().init()
+    report = Engram().import_from(out)
+    assert report.skipped_count == 0 and len(report.added) == 1
+    [memory] = Engram().memories()
+    assert memory.project == git(app, "rev-parse", "HEAD").strip()
+    assert memory.project_remote == "example.com/team/app"
+    assert "cache is warmed" in recalled("cache warmed boot", app)
+    assert "cache is warmed" not in listed(make_repo(tmp_path / "other", {"o": "o\n"}))
+
+
 def test_remote_urls_are_compared_without_scheme_credentials_or_dot_git() -> None:
     assert normal_remote("git@github.com:Acme/app.git") == "github.com/Acme/app"
     assert normal_remote("https://user:pw@GitHub.com/Acme/app.git/") == "github.com/Acme/app"
