@@ -174,3 +174,19 @@ def test_its_data_folder_as_engram_home_is_not_taken_over(tmp_path: Path,
     assert "is the data folder of the Go engram" in result.stderr
     assert "set ENGRAM_HOME to another directory" in result.stderr
     assert tree(home) == {"engram.db": b"SQLite format 3\x00"}
+
+
+def test_a_hostile_export_imports_what_passes_and_reports_the_rest(home_store: Engram) -> None:
+    hostile = Path(__file__).parent / "corpus" / "import" / "engram-go-hostile"
+    report = home_store.import_from(hostile)
+    assert report.format == "engram-go"
+    assert len(report.added) == 4  # the three of the fixture, and the one with odd text
+    why = {where.rsplit(":", 1)[1]: reason for where, reason in report.skipped}
+    assert why["sessions"] == "not a list (nothing of it is imported anyway)"
+    assert why["observations[6]"] == "created_at '2026-13-45 99:99:99' is not a time"
+    assert why["observations[9]"].startswith("content is 40030 bytes, over the limit")
+    assert why["observations[12]"] == "observation without 'project' (text)"
+    assert why["observations[15]"] == "not a JSON object"
+    assert report.skipped_count == 11
+    odd = next(m for m in home_store.memories() if "<script>" in m.content)
+    assert odd.content == "\u202eevil\u202c\n\n<script>alert(1)</script>"

@@ -121,14 +121,17 @@ def read(path: Path, check: Checker, source: Input) -> Plan:
         except orjson.JSONDecodeError as exc:
             plan.skip(file, 1, f"invalid JSON ({exc.msg})")
             continue
-        if not isinstance(document, dict) or not \
-                all(isinstance(document.get(k), (list, type(None)))
-                    for k in ("sessions", "observations", "prompts")):
+        if not isinstance(document, dict) or \
+                not isinstance(document.get("observations"), (list, type(None))):
             plan.skip(file, 1, "not an export or a sync chunk of the Go engram (an object "
-                               "with lists of sessions, observations and prompts)")
+                               "with a list of observations)")
             continue
         for what in ("sessions", "prompts"):
-            for _ in document.get(what) or ():
+            found = document.get(what)
+            if not isinstance(found, (list, type(None))):
+                plan.skip(file, what, "not a list (nothing of it is imported anyway)")
+                continue
+            for _ in found or ():
                 plan.read += 1
                 plan.ignore(what if what == "sessions" else "user prompts")
         for number, item in enumerate(document.get("observations") or (), start=1):
