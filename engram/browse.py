@@ -3,8 +3,9 @@ self-contained HTML page to search, filter and read.
 
 Like the timeline's page (engram.timeline), it needs nothing but itself: CSS and a little
 JavaScript are inline, and it loads nothing from anywhere, so it can be opened from disk or
-mailed. Every piece of store text is HTML-escaped where it is written into the page: it arrives
-from other people's pushes and is shown as data, never markup. The script only shows and hides
+mailed. Every piece of store text is HTML-escaped where it is written into the page, its control
+and bidi characters shown as escapes: it arrives from other people's pushes and is shown as data,
+never markup, and cannot reorder what is around it. The script only shows and hides
 what is there (it reads no store text as HTML).
 
 Each memory is a card with its kind, status, store, scope, tags, project, who wrote it and when,
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .continuity import checkpoints as cp
+from .display import visible
 from .timeline import _CSS as TIMELINE_CSS
 
 FILTERS = ("kind", "tag", "scope", "store", "status")
@@ -54,7 +56,9 @@ class Browse:
 
 
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    """Store text as data: HTML-escaped, and with the controls and bidi overrides that would
+    hide or reorder it shown as escapes (`\\u202e`), as on a terminal (engram.display)."""
+    return html.escape(visible(str(value)), quote=True)
 
 
 def _utc(stamp: str | None) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import cli
+from conftest import cli, foreign_events
 from engram.api import Engram
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -68,12 +68,22 @@ def test_the_page_holds_every_memory_task_and_handoff_and_loads_nothing(
 def test_store_text_is_escaped(home_store: Engram, tmp_path: Path) -> None:
     home_store.remember("<script>alert(1)</script> & <img src=x onerror=alert(2)>")
     home_store.task_create('"><b>bold</b>')
+    home_store.remember("total \u202e0001$ due")
+    foreign_events(home_store.personal.root, {  # another clone's push: not checked as a write
+        "kind": "memory.created", "actor": "Eve <eve@example.com>",
+        "data": {"memory": "eeee00000001", "content": "paid\x1b[31m in full", "kind": "fact",
+                 "tags": [], "scope": None, "source": "agent-inferred", "importance": 0.5,
+                 "valid_from": None, "valid_until": None}})
     out = tmp_path / "b.html"
     assert cli("browse", "--html", str(out)).exit_code == 0
     page = out.read_text()
     assert "<script>alert(1)" not in page and "<img" not in page and "<b>bold" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;img src=x" in page
     assert page.count("<script>") == 1
+    # Bidi overrides and terminal escapes cannot reorder or hide text: shown as escapes.
+    assert "\u202e" not in page and "\x1b" not in page
+    assert "total \\u202e0001$ due" in page and "paid\\x1b[31m in full" in page
+    assert "Eve &lt;eve@example.com&gt;" in page
 
 
 def test_imported_memories_of_another_tool_can_be_browsed(home_store: Engram,
