@@ -9,7 +9,7 @@ import os
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -480,7 +480,7 @@ class Engram(Continuity, Interop):
         if check and not old:
             # `content` passed the secret checks above: the reinforcement below keeps it.
             duplicate, related = self._near(store, settings, content, kind=data["kind"],
-                                            tags=data["tags"])
+                                            tags=data["tags"], project=data)
             if duplicate is not None:
                 existing, similarity = duplicate
                 self._emit(store, "memory.reinforced",
@@ -498,7 +498,7 @@ class Engram(Continuity, Interop):
                           differences=tuple((m.id, found) for m, _, found in related if found))
 
     def _near(self, store: Store, settings: Settings, content: str, *, kind: str,
-              tags: Sequence[str]) -> tuple[tuple[mem.Memory, float] | None,
+              tags: Sequence[str], project: Mapping[str, Any] | None = None) -> tuple[tuple[mem.Memory, float] | None,
                          list[tuple[mem.Memory, float, tuple[Difference, ...]]]]:
         """The near-duplicate of `content` among active memories, and the related ones with
         what they say otherwise (`neardup.differences`).
@@ -507,6 +507,11 @@ class Engram(Continuity, Interop):
         (or the same text but for case, punctuation and spacing) and says the same facts: a
         correction ("100 requests per second" -> "1000") is as similar as a rewording to the
         model, and folding it would keep the wrong value and drop the right one.
+
+        In the personal store, a memory for every project reinforces only one for every project,
+        and one of a project (`project`, its payload's `project` and `project_remote`) only one
+        of the same project or for every project: the reinforced memory stays where the new text
+        would have been seen.
         """
         embedder = self._embedder(store)
         if embedder is None:
@@ -538,7 +543,9 @@ class Engram(Continuity, Interop):
                 continue
             found_differences = differences(memory.content, content)
             if close and not found_differences:
-                return (memory, similarity), []
+                if _same_reach(store, memory, project or {}):
+                    return (memory, similarity), []
+                continue  # the same, for another project: neither a duplicate nor different
             related.append((memory, similarity, found_differences))
         return None, related
 
@@ -1334,6 +1341,16 @@ def _moment(value: str | datetime | None, what: str, *, future: bool = True) -> 
 
         moment = moment.replace(tzinfo=UTC)
     return ev.format_time(moment)
+
+
+def _same_reach(store: Store, memory: mem.Memory, new: Mapping[str, Any]) -> bool:
+    """Whether a new memory (its payload `new`) may reinforce `memory` instead of being added:
+    in the personal store, only where `memory` is seen wherever the new one would be."""
+    if store.kind != "personal" or (memory.project is None and memory.project_remote is None):
+        return True
+    return (memory.project, memory.project_remote) == \
+        (new.get("project"), new.get("project_remote")) or \
+        (new.get("project") is not None and memory.project == new.get("project"))
 
 
 def _normalised(text: str) -> str:

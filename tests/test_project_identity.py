@@ -138,6 +138,23 @@ def test_an_export_keeps_the_project_of_its_memories(home_store: Engram, tmp_pat
     assert "cache is warmed" not in listed(make_repo(tmp_path / "other", {"o": "o\n"}))
 
 
+def test_a_near_duplicate_of_another_projects_memory_is_added_here(
+        home_store: Engram, tmp_path: Path) -> None:
+    api = make_repo(tmp_path / "api", {"a.py": "a\n"})
+    web = make_repo(tmp_path / "web", {"w.js": "w\n"})
+    first = cli("remember", "Run tests with pytest -x", cwd=api).output.split()[1]
+    again = cli("remember", "run the tests with `pytest -x`", cwd=web)
+    assert again.output.startswith("remembered ") and "possible contradiction" not in again.output
+    assert "pytest -x" in listed(web)
+    # In the memory's own project it is a near-duplicate, as before.
+    there = cli("remember", "run the tests with `pytest -x`", cwd=api)
+    assert there.output.startswith(f"reinforced {first} instead of adding a near-duplicate")
+    # A memory for every project is not folded into one that only a project sees.
+    both = cli("remember", "--global", "run the tests with `pytest -x`", cwd=api)
+    assert both.output.startswith("remembered ")
+    assert "pytest -x" in listed(make_repo(tmp_path / "third", {"t": "t\n"}))
+
+
 def test_remote_urls_are_compared_without_scheme_credentials_or_dot_git() -> None:
     assert normal_remote("git@github.com:Acme/app.git") == "github.com/Acme/app"
     assert normal_remote("https://user:pw@GitHub.com/Acme/app.git/") == "github.com/Acme/app"
