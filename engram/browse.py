@@ -97,8 +97,8 @@ def render_html(page: Browse) -> str:
         + " · ".join(f"{_e(kind)} store <code>{_e(path)}</code>" for kind, path in page.stores)
         + f" · written {_e(_utc(page.generated))}</p>",
         '<div class="controls">',
-        '<input id="q" type="search" placeholder="Search memories, tasks and handoffs" '
-        'autocomplete="off" aria-label="Search">',
+        ('<input id="q" type="search" placeholder="Search memories, tasks and handoffs" '
+         'autocomplete="off" aria-label="Search">'),
     ]
     for name in FILTERS:
         parts.append(f'<label>{name} <select data-filter="{name}">'

@@ -61,8 +61,7 @@ def normal_remote(url: str) -> str | None:
             return None
         host, path = found.group(1), found.group(2) or ""
     path = path.strip("/")
-    if path.endswith(".git"):
-        path = path[:-4]
+    path = path.removesuffix(".git")
     return f"{host.lower()}/{path}" if path else None
 
 

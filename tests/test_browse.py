@@ -54,7 +54,7 @@ def test_the_page_holds_every_memory_task_and_handoff_and_loads_nothing(
     assert "Use PKCE for the OAuth flow" in page
     # A forgotten memory is there, marked, with its history: created, then forgotten.
     forgotten = re.search(r'<li class="item memory card fact"[^>]*data-status="forgotten".*?'
-                          r"</li>", page, re.S)
+                          r"</li>", page, re.DOTALL)
     assert forgotten is not None and "history (2 events)" in forgotten.group(0)
     assert "moved to an httpOnly cookie" in forgotten.group(0)
     assert "Callback returns 500 — cause: state cookie missing" in page
@@ -62,7 +62,7 @@ def test_the_page_holds_every_memory_task_and_handoff_and_loads_nothing(
     for name, value in (("kind", "procedure"), ("tag", "auth"), ("scope", "deploy"),
                         ("store", "personal"), ("status", "forgotten")):
         assert re.search(rf'<select data-filter="{name}">.*?<option value="{value}">', page,
-                         re.S), name
+                         re.DOTALL), name
 
 
 def test_store_text_is_escaped(home_store: Engram, tmp_path: Path) -> None:

@@ -157,7 +157,7 @@ def _moment(value: Any, what: str) -> str:
     if not isinstance(value, str) or len(value) > 64:
         raise UsageError(f"observation without {what} (a time)")
     try:
-        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(value.strip())
     except ValueError:
         raise UsageError(f"{what} {quote(value, 40)} is not a time") from None
     if moment.tzinfo is None:
