@@ -138,6 +138,9 @@ def test_commands_in_its_repository_say_what_the_folder_is(home_store: Engram,
     assert only_project.exit_code != 0
     assert note in only_project.stderr and "without --project" in only_project.stderr
 
+    checked = cli("doctor", "--project", cwd=repo)
+    assert checked.exit_code != 0 and note in checked.stderr
+
     refused = cli("init", "--project", cwd=repo)
     assert refused.exit_code != 0
     assert note in refused.stderr and "nothing was changed" in refused.stderr
