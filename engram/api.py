@@ -33,6 +33,7 @@ from .validation import Checks, event_kind, reference, well_formed
 
 if TYPE_CHECKING:
     from . import git
+    from .identity import Project
     from .index.embed import Embedder
     from .retrieval import Hit, StoreSearch
 
@@ -112,7 +113,7 @@ class Engram(Continuity, Interop):
         note = self._foreign_note()
         self.warnings = [w for w in self.warnings if not w.startswith(note)]
 
-    def here(self) -> Any:
+    def here(self) -> Project | None:
         """The project of the repository this works in (`engram.identity.Project`), or None."""
         if not hasattr(self, "_here"):
             from .identity import project_of
@@ -449,8 +450,11 @@ class Engram(Continuity, Interop):
         if here is not None and here.root is not None:
             data["project"] = here.root
         if here is not None and here.remote is not None:
-            data["project_remote"] = checks.text(here.remote, field="remote URL",
-                                                 limit="limits.item_bytes")
+            try:
+                data["project_remote"] = checks.text(here.remote, field="remote URL",
+                                                     limit="limits.item_bytes")
+            except UsageError:
+                pass  # a hint only: a remote URL that fails the checks is not kept
         if at is not None:
             data["at"] = _moment(at, "--at", future=False)
         if task is not None:
