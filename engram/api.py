@@ -10,7 +10,7 @@ import shlex
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +20,7 @@ from . import events as ev
 from . import memories as mem
 from .config import (
     CONFIG_FILE, PROJECT_DIR, SETTINGS, Layer, Settings, check_value, engram_home,
-    find_project_store, find_work_tree, personal_only,
+    find_foreign_store, find_project_store, find_work_tree, foreign_store, personal_only,
 )
 from .errors import (
     AmbiguousIdError, EngramError, GitError, NoStoreError, NotFoundError, UsageError, quote,
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from . import git
     from .compact import CompactResult
     from .lost import Recovered
+    from .identity import Project
     from .index.embed import Embedder
     from .retrieval import Hit, StoreSearch
 
@@ -108,6 +109,10 @@ class Engram(Continuity, Interop):
         self.read_only: str | None = None  # the revision, for the stores as they were (at())
         # What the commit policy reads as "now" (`commit.every_seconds`); a test may set it.
         self.clock: Callable[[], float] = time.time
+        # Another tool's `.engram/` where a project store would be: named, never read as ours.
+        self.foreign = find_foreign_store(self.cwd) if project_root is None else None
+        if self.foreign is not None and use == "both":
+            self.warnings.append(f"{self._foreign_note()}; Engram uses the personal store here")
 
     def at(self, rev: str) -> tuple[Engram, list[str]]:
         """The stores as they were at `rev` (a commit, tag, branch or date), read-only, from git
@@ -131,6 +136,42 @@ class Engram(Continuity, Interop):
         return past, [f"{kind} store at {asof.describe(commit)}"
                       for kind, (_, commit) in found.items()]
 
+    def _drop_foreign_warning(self) -> None:
+        """An error that names the foreign folder says it all."""
+        note = self._foreign_note()
+        self.warnings = [w for w in self.warnings if not w.startswith(note)]
+
+    def here(self) -> Project | None:
+        """The project of the repository this works in (`engram.identity.Project`), or None."""
+        if not hasattr(self, "_here"):
+            from .identity import project_of
+
+            cache = self.personal.local_dir / "cache" if self.personal.exists() else None
+            top = find_work_tree(self.cwd)
+            mine = top is not None and top.resolve() == self.personal.root.resolve()
+            self._here = None if mine else project_of(self.cwd, cache)  # not a project
+        return self._here
+
+    def belongs_here(self, store: Store, memory: Any) -> bool:
+        """A personal memory of another project is left out inside a repository."""
+        if store.kind != "personal" or (memory.project is None and
+                                         memory.project_remote is None):
+            return True
+        here = self.here()
+        return here is None or here.owns(memory.project, memory.project_remote)
+
+    def _foreign_note(self) -> str:
+        path, what = self.foreign or (Path(), "")
+        return (f"{path} is {what}, not an Engram store (`engram import {path}` brings its "
+                "memories in)")
+
+    def _project_store(self) -> Store:
+        if self.foreign is not None and self.project is None:
+            self._drop_foreign_warning()
+            raise NoStoreError(f"{self._foreign_note()}; there is no Engram project store here: "
+                               "use the personal store (without --project)")
+        return require(self.project, "project")
+
     # -- stores ------------------------------------------------------------------------------
 
     def stores(self) -> list[Store]:
@@ -138,7 +179,7 @@ class Engram(Continuity, Interop):
         if self.use == "personal":
             return [require(self.personal, "personal")]
         if self.use == "project":
-            return [require(self.project, "project")]
+            return [self._project_store()]
         found = [s for s in (self.project, self.personal) if s is not None and s.exists()]
         if not found:
             raise NoStoreError("no Engram store yet; run `engram init` (personal) or "
@@ -154,7 +195,7 @@ class Engram(Continuity, Interop):
         if self.project is not None and self.project.exists():
             return self.project
         if self.use == "project":
-            return require(self.project, "project")
+            return self._project_store()
         return require(self.personal, "personal")
 
     def settings(self, store: Store | None = None) -> Settings:
@@ -260,9 +301,24 @@ class Engram(Continuity, Interop):
             if top.resolve() == self.personal.root.resolve():
                 raise UsageError("this is the personal store's repository; "
                                  "run `engram init --project` inside a project")
+            what = foreign_store(top / PROJECT_DIR)
+            if what is not None:
+                self._drop_foreign_warning()
+                raise UsageError(
+                    f"{top / PROJECT_DIR} is {what}, and Engram's project store would need "
+                    "the same folder: nothing was changed; use Engram's personal store here "
+                    "(its memories written in this repository follow the project, see "
+                    "docs/project-identity.md) and `engram import .engram` to bring that "
+                    "tool's memories in")
             store = Store(top / PROJECT_DIR, "project")
         else:
             store = self.personal
+            what = foreign_store(store.root)
+            if what is not None and not (store.root / ".git").exists():
+                raise UsageError(
+                    f"{store.root} is {what}, not an Engram store: nothing was changed; set "
+                    "ENGRAM_HOME to another directory (e.g. `export ENGRAM_HOME=~/.engram-mem`) "
+                    "and run `engram init` again")
             if store.root.exists() and any(store.root.iterdir()) and \
                     not (store.root / ".git").exists():
                 raise UsageError(
@@ -469,6 +525,7 @@ class Engram(Continuity, Interop):
         supersedes: Sequence[str] = (),
         redact: bool = False,
         check_duplicates: bool | None = None,
+        everywhere: bool = False,
     ) -> Remembered:
         """Store a memory durably (fsynced before this returns).
 
@@ -478,6 +535,10 @@ class Engram(Continuity, Interop):
         possible contradictions to supersede explicitly. However similar, a memory that says a
         different number, version, identifier, path, URL, date, quoted text or the opposite is
         not a duplicate: the new text is added and `differs_from(id)` says what differs.
+
+        Written to the personal store inside a git repository, the memory belongs to that
+        project (its root commit, `engram.identity`) and is recalled only there, unless
+        `everywhere`.
         """
         store = self.write_store()
         settings = self.settings(store)
@@ -495,6 +556,15 @@ class Engram(Continuity, Interop):
             "valid_until": _moment(valid_until, "--valid-until"),
         }
         mem.check_window(data["valid_from"], data["valid_until"])
+        here = self.here() if store.kind == "personal" and not everywhere else None
+        if here is not None and here.root is not None:
+            data["project"] = here.root
+        if here is not None and here.remote is not None:
+            try:
+                data["project_remote"] = checks.text(here.remote, field="remote URL",
+                                                     limit="limits.item_bytes")
+            except UsageError:
+                pass  # a hint only: a remote URL that fails the checks is not kept
         if at is not None:
             data["at"] = _moment(at, "--at", future=False)
         if task is not None:
@@ -524,7 +594,7 @@ class Engram(Continuity, Interop):
         if check and not old:
             # `content` passed the secret checks above: the reinforcement below keeps it.
             duplicate, related = self._near(store, settings, content, kind=data["kind"],
-                                            tags=data["tags"])
+                                            tags=data["tags"], project=data)
             if duplicate is not None:
                 existing, similarity = duplicate
                 self._emit(store, "memory.reinforced",
@@ -542,7 +612,7 @@ class Engram(Continuity, Interop):
                           differences=tuple((m.id, found) for m, _, found in related if found))
 
     def _near(self, store: Store, settings: Settings, content: str, *, kind: str,
-              tags: Sequence[str]) -> tuple[tuple[mem.Memory, float] | None,
+              tags: Sequence[str], project: Mapping[str, Any] | None = None) -> tuple[tuple[mem.Memory, float] | None,
                          list[tuple[mem.Memory, float, tuple[Difference, ...]]]]:
         """The near-duplicate of `content` among active memories, and the related ones with
         what they say otherwise (`neardup.differences`).
@@ -551,6 +621,11 @@ class Engram(Continuity, Interop):
         (or the same text but for case, punctuation and spacing) and says the same facts: a
         correction ("100 requests per second" -> "1000") is as similar as a rewording to the
         model, and folding it would keep the wrong value and drop the right one.
+
+        In the personal store, a memory for every project reinforces only one for every project,
+        and one of a project (`project`, its payload's `project` and `project_remote`) only one
+        of the same project or for every project: the reinforced memory stays where the new text
+        would have been seen.
         """
         embedder = self._embedder(store)
         if embedder is None:
@@ -582,7 +657,9 @@ class Engram(Continuity, Interop):
                 continue
             found_differences = differences(memory.content, content)
             if close and not found_differences:
-                return (memory, similarity), []
+                if _same_reach(store, memory, project or {}):
+                    return (memory, similarity), []
+                continue  # the same, for another project: neither a duplicate nor different
             related.append((memory, similarity, found_differences))
         return None, related
 
@@ -759,6 +836,8 @@ class Engram(Continuity, Interop):
             ):
                 if not include_expired and not memory.valid_at(now):
                     continue
+                if not self.belongs_here(store, memory):
+                    continue
                 out.append(memory)
                 count += 1
                 if limit is not None and count >= limit:
@@ -827,6 +906,9 @@ class Engram(Continuity, Interop):
                 background = ranking.Background.of(sims)
             weight = settings["recall.weight_vector"] if embedder is not None else 0.0
             ids = list(dict.fromkeys([*bm25, *cosines]))
+            if store.kind == "personal" and self.here() is not None:
+                found = proj.memories_by_id(ids)
+                ids = [i for i in ids if i in found and self.belongs_here(store, found[i])]
             heads = proj.heads(ids, tags=bool(wanted_tags))
             contents: dict[str, mem.Memory] = {}
             if intent.identifiers and bm25:
@@ -1371,7 +1453,7 @@ class Engram(Continuity, Interop):
 
     def config_target(self) -> Store:
         if self.use == "project":
-            return require(self.project, "project")
+            return self._project_store()
         return require(self.personal, "personal")
 
     def config_set(self, key: str, text: str) -> Any:
@@ -1418,6 +1500,16 @@ def _moment(value: str | datetime | None, what: str, *, future: bool = True) -> 
 
         moment = moment.replace(tzinfo=UTC)
     return ev.format_time(moment)
+
+
+def _same_reach(store: Store, memory: mem.Memory, new: Mapping[str, Any]) -> bool:
+    """Whether a new memory (its payload `new`) may reinforce `memory` instead of being added:
+    in the personal store, only where `memory` is seen wherever the new one would be."""
+    if store.kind != "personal" or (memory.project is None and memory.project_remote is None):
+        return True
+    return (memory.project, memory.project_remote) == \
+        (new.get("project"), new.get("project_remote")) or \
+        (new.get("project") is not None and memory.project == new.get("project"))
 
 
 def _normalised(text: str) -> str:

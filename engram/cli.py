@@ -197,13 +197,17 @@ def _memory_text(memory: Any, *, many_stores: bool) -> str:
 @click.option("--task", default=None, help="The task id it belongs to.")
 @click.option("--supersedes", multiple=True, metavar="ID",
               help="A memory this one replaces (it leaves recall; its history stays).")
+@click.option("--global", "everywhere", is_flag=True,
+              help="For every project: a personal memory written inside a git repository "
+                   "otherwise belongs to that project (its root commit) and is recalled only "
+                   "there.")
 @store_options
 @json_option
 @click.pass_context
 def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, ...],
              scope: str | None, source: str | None, importance: float | None,
              valid_from: str | None, valid_until: str | None, redact: bool, at: str | None,
-             task: str | None, supersedes: tuple[str, ...], project: bool,
+             task: str | None, supersedes: tuple[str, ...], everywhere: bool, project: bool,
              personal: bool, as_json: bool) -> None:
     """Store a memory (TEXT, or - to read it from stdin). Durable when this returns."""
     from .kinds import DEFAULT_IMPORTANCE, DEFAULT_KIND, DEFAULT_SOURCE
@@ -214,7 +218,7 @@ def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, .
         source=source or DEFAULT_SOURCE,
         importance=DEFAULT_IMPORTANCE if importance is None else importance,
         valid_from=valid_from, valid_until=valid_until, at=at, task=task,
-        supersedes=supersedes, redact=redact,
+        supersedes=supersedes, redact=redact, everywhere=everywhere,
     )
     if as_json:
         _print_json(result.to_dict())
@@ -226,7 +230,9 @@ def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, .
              f"(similarity {similarity:.2f}): {memory.summary(60)}")
         echo(f"  your text is kept in its history: engram get --history {memory.id[:8]}")
         return
-    echo(f"remembered {memory.id[:8]} ({memory.kind}, {memory.store} store)")
+    belongs = f", project {memory.project[:8]}" if memory.project else \
+        ", this project" if memory.project_remote else ""
+    echo(f"remembered {memory.id[:8]} ({memory.kind}, {memory.store} store{belongs})")
     for other, similarity in result.related:
         short = other.id[:8]
         echo(f"  possible contradiction: {short} (similarity {similarity:.2f}) "
@@ -1271,7 +1277,8 @@ register_sync(main)
 
 @main.command(name="import")
 @click.argument("path")
-@click.option("--format", "fmt", type=click.Choice(["mcp-engram", "mcp-memory", "engram"]),
+@click.option("--format", "fmt",
+              type=click.Choice(["mcp-engram", "mcp-memory", "engram", "engram-go"]),
               default=None, help="What PATH holds (default: told from its layout and content).")
 @click.option("--dry-run", is_flag=True, help="Show what would be added; write nothing.")
 @click.option("--redact", is_flag=True,
@@ -1281,8 +1288,8 @@ register_sync(main)
 @click.pass_context
 def import_(ctx: click.Context, path: str, fmt: str | None, dry_run: bool, redact: bool,
             project: bool, personal: bool, as_json: bool) -> None:
-    """Bring in an mcp-engram data directory, an MCP memory server's memory.jsonl, or a file
-    written by `engram export`. Every record is checked like a write; one that fails is skipped
+    """Bring in an mcp-engram data directory, an MCP memory server's memory.jsonl, a file
+    written by `engram export`, or the Go engram's export or .engram/ sync folder. Every record is checked like a write; one that fails is skipped
     and reported. Importing the same source again adds nothing."""
     engram = _engram(ctx, project, personal)
     report = engram.import_from(path, format=fmt, dry_run=dry_run, redact=redact)
@@ -1372,6 +1379,31 @@ def timeline(ctx: click.Context, task_argument: str | None, task_option: str | N
         _print_json(found.to_dict())
         return
     echo(render_text(found), nl=False)
+
+
+@main.command()
+@click.option("--html", "html_out", required=True, metavar="OUT",
+              help="The HTML page to write (one self-contained file).")
+@store_options
+@click.pass_context
+def browse(ctx: click.Context, html_out: str, project: bool, personal: bool) -> None:
+    """Write one HTML page to search, filter and read the memories (with their history), tasks
+    and handoffs of the stores; it loads nothing and needs no server."""
+    from .browse import render_html
+
+    engram = _engram(ctx, project, personal)
+    page = engram.browse()
+    target = Path(html_out)
+    if not target.is_absolute():
+        target = ctx.obj["cwd"] / target
+    if target.is_dir():
+        raise click.UsageError(f"{target} is a directory; give the file to write")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(render_html(page), encoding="utf-8")
+    counts = page.to_dict()
+    echo(f"wrote {target} ({counts['memories']} memories, {counts['tasks']} tasks, "
+         f"{counts['handoffs']} handoffs)")
+
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -270,6 +270,9 @@ def _maybe(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
 _MEMORY = {"content": _is_text, "kind": _is_text, "tags": _is_texts, "scope": _maybe(_is_text),
            "source": _is_text, "importance": _is_number, "valid_from": _maybe(is_moment),
            "valid_until": _maybe(is_moment), "at": _maybe(is_moment), "task": _maybe(_is_id)}
+_PROJECT = {"project": _maybe(lambda v: isinstance(v, str) and
+                              re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", v) is not None),
+            "project_remote": _maybe(_is_text)}
 _TASK = {"name": _is_text, "goal": _is_text, "status": _is_text, "parent": _maybe(_is_id),
          "tags": _is_texts}
 _LISTS = ("completed", "in_progress", "blocked", "next", "must_not_redo", "must_preserve",
@@ -278,7 +281,8 @@ _LISTS = ("completed", "in_progress", "blocked", "next", "must_not_redo", "must_
 # each with its check. Other fields are kept (a newer Engram may add some) but not read.
 PAYLOADS: dict[str, tuple[dict[str, Callable[[Any], bool]], dict[str, Callable[[Any], bool]]]] = {
     "store.created": ({}, {"store": _is_text}),
-    "memory.created": ({"memory": _is_memory_id}, {**_MEMORY, "supersedes": _is_memory_ids}),
+    "memory.created": ({"memory": _is_memory_id}, {**_MEMORY, **_PROJECT,
+                                                    "supersedes": _is_memory_ids}),
     "memory.updated": ({"memory": _is_memory_id}, _MEMORY),
     "memory.forgotten": ({"memory": _is_memory_id}, {"reason": _maybe(_is_text)}),
     "memory.superseded": ({"memory": _is_memory_id}, {"by": _maybe(_is_memory_id)}),

@@ -58,6 +58,10 @@ class Memory:
     reinforced: int = 0  # times a near-duplicate confirmed it
     reinforced_at: str | None = None
     store: str | None = None  # which store it was read from, set by the reader
+    # The project a personal memory was written in: its repository's root commit, and remote
+    # URL as a hint (engram.identity). Neither: it belongs everywhere.
+    project: str | None = None
+    project_remote: str | None = None
     events: tuple[str, ...] = field(default=(), repr=False)  # ids of the events folded
 
     def to_dict(self) -> dict[str, Any]:
@@ -209,6 +213,8 @@ def fold(events: Sequence[ev.Event]) -> Memory | None:
                 at=data.get("at"),
                 task=data.get("task"),
                 supersedes=tuple(data.get("supersedes") or ()),
+                project=data.get("project"),
+                project_remote=data.get("project_remote"),
             )
         elif memory is None:
             continue  # an update whose creation has not arrived (yet): nothing to apply it to

@@ -184,12 +184,15 @@ def client_config(data: bytes, name: str = "config.toml") -> None:
 def import_file(data: bytes, name: str = "") -> None:
     """A file given to `engram import`, read as each format: every record comes out checked
     (an event readers accept) or skipped with a one-line reason; only the size limit stops."""
-    from engram.interop import Checker, Input, Plan, engram_jsonl, mcp_engram, mcp_memory
+    from engram.interop import (
+        Checker, Input, Plan, engram_go, engram_jsonl, mcp_engram, mcp_memory,
+    )
 
     readers: dict[str, Callable[..., Plan]] = {
         "engram": lambda path, check, source: engram_jsonl.read(
             path, check, source, "Fuzz <fuzz@example.com>"),
-        "mcp-engram": mcp_engram.read, "mcp-memory": mcp_memory.read}
+        "mcp-engram": mcp_engram.read, "mcp-memory": mcp_memory.read,
+        "engram-go": engram_go.read}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "events-20260101.jsonl"
         path.write_bytes(data)
@@ -432,6 +435,28 @@ mcp_memory_lines = st.fixed_dictionaries(
     {"type": st.sampled_from(["entity", "relation", "x"])},
     optional={"name": plausible, "entityType": plausible, "observations": plausible,
               "from": plausible, "to": plausible, "relationType": plausible}).map(orjson.dumps)
+
+
+GO_FIELDS = ["id", "session_id", "type", "title", "content", "project", "scope", "topic_key",
+             "created_at", "updated_at", "deleted_at", "tool_name", "revision_count"]
+go_observations = st.dictionaries(
+    st.sampled_from(GO_FIELDS),
+    plausible | st.sampled_from(["2026-02-20 09:30:12", "2026-02-20T09:30:12Z", "decision",
+                                 "../x", "0000-00-00 00:00:00", "9999-12-31 23:59:59"]),
+    max_size=len(GO_FIELDS)) | plausible
+go_documents = st.fixed_dictionaries(
+    {}, optional={"version": plausible, "exported_at": plausible,
+                  "sessions": st.none() | st.lists(plausible, max_size=2) | plausible,
+                  "observations": st.none() | st.lists(go_observations, max_size=6) | plausible,
+                  "prompts": st.none() | st.lists(plausible, max_size=2)})
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(go_documents, st.booleans())
+def test_fuzz_the_go_engrams_documents(document: dict[str, Any], indent: bool) -> None:
+    import_file(orjson.dumps(document, option=orjson.OPT_INDENT_2 if indent else 0))
 
 
 @pytest.mark.slow

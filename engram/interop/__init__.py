@@ -14,6 +14,9 @@ Formats:
   older days gzipped): tasks, checkpoints, handoffs, progress, failures, memories, sessions.
 - `mcp-memory`: the knowledge graph file (`memory.jsonl`) of the official MCP memory server:
   entities with observations, and relations.
+- `engram-go`: the data of the Go `engram` (github.com/Gentleman-Programming/engram): its JSON
+  export (`engram export`), or the `.engram/` folder its `engram sync` writes in a project
+  (`manifest.json`, `chunks/*.jsonl.gz`): observations become memories.
 - `engram`: Engram's own JSON Lines export (`engram export`): an event written by the importing
   actor and passing the checks unchanged is kept exactly as it is; any other is written anew by
   the importing actor, its author kept in `data.origin`.
@@ -50,6 +53,7 @@ FORMATS: dict[str, str] = {
     "mcp-engram": "an mcp-engram data directory (events/events-YYYYMMDD.jsonl[.gz])",
     "mcp-memory": "the MCP memory server's knowledge graph (memory.jsonl)",
     "engram": "Engram's own JSON Lines export (engram export)",
+    "engram-go": "the Go engram's export (engram-export.json) or sync folder (.engram/)",
 }
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -91,7 +95,7 @@ class Plan:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file:line, why), the first
     skipped_count: int = 0
 
-    def skip(self, path: Path | str, line: int, problem: str) -> None:
+    def skip(self, path: Path | str, line: int | str, problem: str) -> None:
         """A record left out because it is damaged or fails the checks."""
         self.skipped_count += 1
         if len(self.skipped) < SKIPPED_SHOWN:
@@ -129,6 +133,40 @@ class Input:
         except OSError as exc:  # opening it: what goes wrong in reading is reported below
             raise UsageError(f"cannot read {path}: {exc.strerror or exc}; nothing was "
                              "imported") from None
+
+    def document(self, path: Path, limit: int) -> bytes | None:
+        """All of `path` (decompressed if it ends in .gz), for a format whose records are one
+        JSON document; None, with the file reported, when it is over `limit` bytes or cannot
+        be read. What is read counts towards `total_bytes` like lines do."""
+        import gzip
+
+        opener: Any = gzip.open if path.name.endswith(".gz") else open
+        parts: list[bytes] = []
+        size = 0
+        try:
+            with opener(path, "rb") as handle:
+                while True:
+                    chunk = handle.read(_SKIP_CHUNK)
+                    if not chunk:
+                        break
+                    self._count(path, len(chunk))
+                    size += len(chunk)
+                    if size <= limit:
+                        parts.append(chunk)
+                    elif parts:
+                        parts.clear()
+        except OSError as exc:
+            self.plan.skip(path, 1, f"cannot be read ({ev.one_line(exc, 120)})")
+            return None
+        except (EOFError, zlib.error) as exc:
+            self.plan.skip(path, 1, f"cannot be read ({ev.one_line(exc, 120)})")
+            return None
+        if size > limit:
+            self.plan.skip(path, 1, f"longer than {limit} bytes (setting "
+                                    f"limits.import_{'line_' if limit == self.line_bytes else ''}"
+                                    "bytes)")
+            return None
+        return b"".join(parts)
 
     def _lines(self, path: Path, handle: Any) -> Iterator[tuple[int, bytes]]:
         number = 0
@@ -228,18 +266,27 @@ def check_format(name: str) -> str:
 
 def detect(path: Path, *, line_bytes: int = LINE_BYTES) -> str:
     """Which format a path holds, from its layout and its first line."""
+    from . import engram_go
+
     if path.is_dir():
+        if engram_go.is_sync_folder(path):
+            return "engram-go"
         if _mcp_engram_files(path / "events") or _mcp_engram_files(path):
             return "mcp-engram"
         if (path / "memory.jsonl").is_file():
             return "mcp-memory"
         raise UsageError(
-            f"{path} is a directory without events/events-YYYYMMDD.jsonl (mcp-engram) or "
-            "memory.jsonl (MCP memory server); give the data directory or the file itself, "
+            f"{path} is a directory without events/events-YYYYMMDD.jsonl (mcp-engram), "
+            "memory.jsonl (MCP memory server) or manifest.json and chunks/ (the Go engram's "
+            "sync folder); give the data directory or the file itself, "
             "or say which with --format"
         )
     if path.name.startswith("events-") and path.name.endswith((".jsonl", ".jsonl.gz")):
         return "mcp-engram"
+    if path.name == engram_go.MANIFEST and engram_go.is_sync_folder(path.parent):
+        return "engram-go"
+    if engram_go.sniff(_head(path)):
+        return "engram-go"
     first = _first_object(path, line_bytes)
     if first is not None:
         if first.get("type") in ("entity", "relation"):
@@ -250,6 +297,18 @@ def detect(path: Path, *, line_bytes: int = LINE_BYTES) -> str:
             return "mcp-engram"
     raise UsageError(f"cannot tell the format of {path}; say which with --format "
                      f"({', '.join(FORMATS)})")
+
+
+def _head(path: Path, size: int = 4096) -> bytes:
+    """The first bytes of a file (decompressed if it ends in .gz), or none."""
+    import gzip
+
+    opener: Any = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rb") as handle:
+            return bytes(handle.read(size))
+    except (OSError, EOFError, zlib.error):
+        return b""
 
 
 def _first_object(path: Path, line_bytes: int) -> dict[str, Any] | None:

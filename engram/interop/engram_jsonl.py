@@ -233,7 +233,8 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
     }
     session: dict[str, Check] = {"session_id": ident, "origin": origin}
     return {
-        "memory.created": {**memory, "supersedes": ids},
+        "memory.created": {**memory, "supersedes": ids, "project": same,
+                           "project_remote": text("limits.item_bytes")},
         "memory.updated": memory,
         "memory.forgotten": {"memory": ident, "reason": text("limits.item_bytes", blank=True),
                              "origin": origin},

@@ -82,6 +82,9 @@ class Interop:
         reader = Input(Plan(fmt, source), line_bytes=line_bytes,
                        total_bytes=settings["limits.import_bytes"])
         plan = self._read_source(store, source, reader, redact=redact)
+        if fmt == "engram-go" and store.kind == "personal" and \
+                (source.is_dir() or source.name.endswith((".jsonl.gz", "manifest.json"))):
+            _belong_to_project(plan, source, self.personal)
         proj = self.projection(store)
         fresh = []
         known_memories = proj.memories_by_id([r.key for r in plan.records if r.key])
@@ -125,6 +128,10 @@ class Interop:
             from . import mcp_engram
 
             return mcp_engram.read(source, check, reader)
+        if fmt == "engram-go":
+            from . import engram_go
+
+            return engram_go.read(source, check, reader)
         if fmt == "mcp-memory":
             from . import mcp_memory
 
@@ -234,6 +241,39 @@ class Interop:
                 "tasks": sum(len(s.tasks) for s in stores),
                 "memories": sum(len(s.memories) for s in stores)}
 
+    # -- browse ----------------------------------------------------------------------------
+
+    def browse(self) -> Any:
+        """What `engram browse` shows (`engram.browse.Browse`): every memory of the selected
+        stores (forgotten and superseded ones too) with its history, and every task with its
+        checkpoints. Inside a repository, personal memories of other projects are left out,
+        as `memories` and `recall` leave them out."""
+        from dataclasses import replace
+
+        from .. import browse as br
+        from ..api import describe
+
+        memories: list[br.MemoryCard] = []
+        tasks: list[br.TaskCard] = []
+        stores = []
+        for store in self.stores():
+            proj = self.projection(store)
+            stores.append((store.kind, str(store.root)))
+            for memory in proj.memories(statuses=()):
+                if not self.belongs_here(store, memory):  # type: ignore[attr-defined]
+                    continue
+                history = [(e.time, e.actor, e.kind, _one(describe, e))
+                           for e in proj.entity_events(memory.id)]
+                memories.append(br.MemoryCard(replace(memory, store=store.kind), history))
+            for task in proj.tasks():
+                saved = [e for e in proj.entity_events(task.id) if e.kind == "checkpoint.saved"]
+                tasks.append(br.TaskCard(
+                    {**task.to_dict(), "store": store.kind},
+                    [self._checkpoint_from(e, seq) for seq, e in enumerate(saved, start=1)]))
+        memories.sort(key=lambda c: (c.memory.updated_at, c.memory.id), reverse=True)
+        tasks.sort(key=lambda c: (c.task["updated_at"], c.task["id"]), reverse=True)
+        return br.Browse(stores, memories, tasks, ev.format_time(ev.utc_now()))
+
     # -- timeline --------------------------------------------------------------------------
 
     def timeline(self, ident: str) -> Timeline:
@@ -250,6 +290,31 @@ class Interop:
             events.extend(proj.entity_events(session_id))
         unique = {e.id: e for e in events}
         return tl.build(task, sorted(unique.values(), key=lambda e: e.sort_key))
+
+
+def _belong_to_project(plan: Plan, source: Path, personal: Store) -> None:
+    """The Go engram's sync folder holds the memories of the project it is in (`engram sync`
+    writes those of the current directory's project): in the personal store they belong to
+    that repository's project, as memories written there do (engram.identity)."""
+    from ..identity import project_of
+
+    cache = personal.local_dir / "cache" if personal.exists() else None
+    here = project_of(source if source.is_dir() else source.parent, cache)
+    if here is None or (here.root is None and here.remote is None):
+        return
+    for record in plan.records:
+        if record.kind == "memory.created" and record.event is None:
+            if here.root is not None:
+                record.data["project"] = here.root
+            if here.remote is not None:
+                record.data["project_remote"] = here.remote
+
+
+def _one(describe: Any, event: ev.Event) -> str:
+    try:
+        return str(describe(event))
+    except (KeyError, TypeError, ValueError, EngramError):
+        return event.kind
 
 
 def _describe(kind: str, data: dict[str, Any]) -> str:
