@@ -196,6 +196,12 @@ CLI_CASES: dict[str, list[Case]] = {
     "compact": [extra_argument("compact"), unknown_option("compact"),
                 case("compact", "--project", "--personal", expect="cannot be used together"),
                 case("compact", cwd="plain", expect="no Engram store yet")],
+    "browse": [case("browse", "--html", "page.html", "surplus",
+                    expect="unexpected extra argument"), unknown_option("browse"),
+               case("browse", expect="Missing option '--html'"),
+               case("browse", "--html", "", expect="is a directory; give the file to write"),
+               case("browse", "--html", "page.html", "--project", "--personal",
+                    expect="cannot be used together")],
     "recover": [extra_argument("recover"), unknown_option("recover"),
                 case("recover", "--project", "--personal", expect="cannot be used together")],
     "commit": [

@@ -274,7 +274,9 @@ def test_commits_made_on_a_detached_head_are_lost_when_left_and_recover_brings_t
     repo = _project(tmp_path / "project")
     _write(repo, 1, commit=True)
     git(repo, "checkout", "-q", "--detach")
-    _write(repo, 2, commit=True, label="detached")
+    _write(repo, 2, label="detached")  # Engram does not commit on a detached HEAD; the user does
+    git(repo, "add", ".engram")
+    git(repo, "commit", "-q", "-m", "work on a detached HEAD")
     expected = _ids(repo)
     git(repo, "switch", "-q", "main")
     _assert_lost(repo, 2)
