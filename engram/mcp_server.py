@@ -7,8 +7,10 @@ closes the session when the server stops (`exit`, or `sigterm` on SIGTERM).
 
 Every tool call runs in a worker thread under one lock: Engram is one store writer per process,
 and the event loop stays free to answer (and to heartbeat) while a call loads the embedding model.
-Library errors (`EngramError`, whose messages name the fix) become `ToolError`s; anything else is
-a bug. Results are bounded (`OUTPUT_CHARS`) and say when they were cut.
+Library errors (`EngramError`, whose messages name the fix) become `ToolError`s worded for agents
+(tools and parameters, not commands and options), and arguments that fail a tool's schema are
+reported one line per call in plain words (`EngramServer`); anything else is a bug. Results are
+bounded (`OUTPUT_CHARS`) and say when they were cut.
 
 Over HTTP, a bearer token (static, or an OIDC/JWT verified against the issuer's JWKS) names the
 actor of every event the caller writes, and its scopes (`memory:read`, `memory:write`,
@@ -42,16 +44,15 @@ import anyio
 import anyio.to_thread
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from . import __version__, discovery
 from .api import Engram
 from .config import check_value
 from .continuity.sessions import AGENTS
-from .continuity.service import AmbiguousResumeError
-from .errors import EngramError, NotFoundError, UsageError, quote
+from .errors import EngramError, UsageError, quote
 from .neardup import describe as describe_differences
 
 SERVER_NAME = "engram"
@@ -578,26 +579,98 @@ def agent_for(client: str | None) -> str:
 T = TypeVar("T")
 
 _CLI_WORDS = (
-    ("with --task ID", "with task=<id>"), ("choose one with --task ID", "pass task=<id>"),
-    ("pass --redact", "pass redact=true"), ("say why with --reason", "say why with reason"),
+    ("with --task ID", "with task=<id>"), ("pass --redact", "pass redact=true"),
+    ("say why with --reason", "say why with reason"),
 )
 
 
 def agent_message(exc: EngramError) -> str:
-    """The library's one-line message, with command-line options named as tool parameters."""
-    if isinstance(exc, AmbiguousResumeError):
-        listing = "; ".join(f"{t.id[:8]} {t.name!r} ({t.status})" for t in exc.candidates[:10])
-        return (f"{len(exc.candidates)} active tasks could be resumed: {listing}; call "
-                "session_resume again with task=<id> (or the exact name)")
-    if isinstance(exc, NotFoundError):
-        where = {"memory": "memory_list or memory_recall", "task": "task_list",
-                 "session": "session_list", "checkpoint": "task_get with checkpoints=true"}
-        return (f"no {exc.what} with id {exc.ident!r}; find ids with "
-                f"{where.get(exc.what, 'memory_list')}")
+    """The library's one-line message in an agent's words: the fix it carries, worded for MCP
+    (tools and parameters); for an error that carries none, command-line options it names are
+    replaced by their tool parameters."""
+    if exc.fix is not None or exc.mcp_problem is not None:
+        return exc.message("mcp")
     text = str(exc)
     for cli, tool in _CLI_WORDS:
         text = text.replace(cli, tool)
     return text
+
+
+def _where(loc: Sequence[int | str]) -> str:
+    """A parameter's place in the arguments: `citations[0].start_line`."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+    return out or "arguments"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return quote(value)
+    return type(value).__name__ if not isinstance(value, list | dict) else \
+        ("a list" if isinstance(value, list) else "an object")
+
+
+_TYPES = {"int": "a whole number", "float": "a number", "bool": "true or false",
+          "string": "text", "list": "a list", "dict": "an object", "model": "an object"}
+
+
+def _wrong(error: Any) -> str:
+    """What pydantic found wrong with one argument, in plain words."""
+    kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
+    if kind == "missing":
+        return "required"
+    if kind == "literal_error":
+        allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        return f"{_shown(value)} is not one of {', '.join(allowed)}"
+    bounds = {"less_than_equal": ("over the maximum", "le"),
+              "less_than": ("not under", "lt"),
+              "greater_than_equal": ("under the minimum", "ge"),
+              "greater_than": ("not over", "gt")}
+    if kind in bounds:
+        words, key = bounds[kind]
+        bound = ctx.get(key)
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
+        return f"{_shown(value)} is {words} {bound}"
+    if kind == "too_short":
+        return f"needs at least {ctx.get('min_length')} item(s)"
+    if kind == "too_long":
+        return f"holds {ctx.get('actual_length')} items; at most {ctx.get('max_length')}"
+    if kind == "extra_forbidden":
+        return "not a parameter of this tool"
+    base = kind.split("_", 1)[0]
+    if base in _TYPES and kind.endswith(("_type", "_parsing", "_from_float", "_attributes_type")):
+        return f"{_shown(value)} is not {_TYPES[base]}"
+    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
+
+
+def invalid_arguments(error: ValidationError) -> str:
+    """Arguments that failed the input schema, as one line that names each parameter, what
+    was wrong and what is allowed: `kind: 'nonsense' is not one of fact, decision, ...`."""
+    found = [f"{_where(e['loc'])}: {_wrong(e)}" for e in error.errors(include_url=False)]
+    return "; ".join(dict.fromkeys(found))
+
+
+class EngramServer(MCPServer):
+    """The SDK's server, with arguments that fail a tool's input schema reported in plain
+    words (the SDK passes on pydantic's own report, with links and every input)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            raise ToolError(f"Error executing tool {name}: {invalid_arguments(cause)}"
+                            ) from cause
+
 
 
 class Runtime:
@@ -823,7 +896,7 @@ def describe(doc: str | None) -> str:
 def _tool(server: MCPServer, title: str, *, read_only: bool = False, destructive: bool = False,
           idempotent: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        server.add_tool(fn, description=describe(fn.__doc__),
+        server.add_tool(fn, title=title, description=describe(fn.__doc__),
                         annotations=_annotations(title, read_only=read_only,
                                                  destructive=destructive, idempotent=idempotent))
         return fn
@@ -1506,7 +1579,12 @@ def _add_discovery_tools(server: MCPServer) -> None:
 
 
 def _add_prompts(server: MCPServer) -> None:
-    async def resume(ctx: Context, task: str | None = None) -> str:
+    async def resume(
+        ctx: Context,
+        task: Annotated[str | None, Field(description="The task to resume: its id (or a "
+                                                      "unique prefix) or exact name; default: "
+                                                      "the only active task.")] = None,
+    ) -> str:
         """Load what the next agent needs (goal, where work stopped, next steps, what must not
         be redone, failures to avoid) and continue the task. Optional argument: the task id or
         name (default: the only active task)."""
@@ -1567,7 +1645,7 @@ def _build(*, cwd: Path | str | None = None, agent: str | None = None,
                 runtime.saw_client(name)
         return await call_next(ctx)
 
-    server: MCPServer = MCPServer(
+    server: MCPServer = EngramServer(
         SERVER_NAME, title="Engram", version=__version__, instructions=INSTRUCTIONS,
         description="Durable memory and task continuity for coding agents, kept in git.",
         lifespan=lifespan, middleware=[learn_client], log_level="WARNING",

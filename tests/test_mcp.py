@@ -143,6 +143,7 @@ def test_the_tool_surface_is_pinned() -> None:
         assert sorted(schema["properties"]) == sorted([*required, *optional]), name
         notes = tool.annotations
         assert notes is not None and notes.title, name
+        assert tool.title == notes.title, f"{name} has no title of its own"
         assert notes.read_only_hint is read_only, name
         assert notes.open_world_hint is False, name
         if not read_only:
@@ -157,6 +158,7 @@ def test_the_tool_surface_is_pinned() -> None:
     prompts = run(server.list_prompts)
     assert [p.name for p in prompts] == ["resume"]
     assert [(a.name, a.required) for a in prompts[0].arguments or []] == [("task", False)]
+    assert all(a.description for a in prompts[0].arguments or []), "describe every argument"
     assert server.instructions and len(server.instructions.encode()) < 2048
 
 
@@ -402,22 +404,25 @@ def test_every_tool_reports_errors_the_agent_can_act_on(repo: Path) -> None:
             cases: dict[str, tuple[dict[str, Any], str]] = {
                 "memory_remember": ({"content": "   "}, "content is empty"),
                 "memory_recall": ({"query": " "}, "the query is empty"),
-                "memory_list": ({"limit": 500}, "less than or equal to 100"),
+                "memory_list": ({"limit": 500}, "limit: 500 is over the maximum 100"),
                 "memory_get": ({"id": "zzzzzzzz"}, "find ids with memory_list"),
                 "memory_update": ({"id": plain.id, "kind": "gotcha"}, "nothing to change"),
                 "memory_forget": ({"id": plain.id}, "say why in reason"),
-                "memory_consolidate": ({"similarity": 2}, "less than or equal to 1"),
+                "memory_consolidate": ({"similarity": 2}, "similarity: 2 is over the maximum 1"),
                 "task_create": ({"name": ""}, "name is empty"),
                 "task_get": ({"task": "no-such-task"}, "find ids with task_list"),
                 "task_update": ({"task": lonely.id, "name": "Write docs"}, "nothing to change"),
-                "task_list": ({"statuses": ["finished"]}, "statuses"),
+                "task_list": ({"statuses": ["finished"]}, (
+                    "statuses[0]: 'finished' is not one of open, in_progress, blocked, done, "
+                    "abandoned")),
                 "task_progress": ({"task": lonely.id, "feature": "x", "files": ["/etc/passwd"]},
                                   "must be a path inside the repository"),
                 "task_failure": ({"task": lonely.id, "error": " "}, "error is empty"),
                 "task_continuity": ({"task": lonely.id}, "record a handoff first"),
                 "session_handoff": ({"task": lonely.id, "summary": " "}, "needs a summary"),
                 "session_resume": ({}, "call session_resume again with task=<id>"),
-                "session_list": ({"state": "gone"}, "state"),
+                "session_list": ({"state": "gone"},
+                                 "state: 'gone' is not one of open, ended, interrupted"),
                 "session_report": ({}, "give an outcome, an interruption reason, or both"),
                 "discovery_record": ({"content": "x", "citations": [
                     {"path": "../secrets.txt", "start_line": 1}]}, "contain '..'"),
@@ -445,6 +450,64 @@ def test_every_tool_reports_errors_the_agent_can_act_on(repo: Path) -> None:
     run(scenario)
     with Engram(cwd=repo) as engram:
         assert engram.memories(tags=["discovery"]) == []
+
+
+def test_bad_arguments_and_library_errors_read_as_tools_and_parameters(repo: Path) -> None:
+    """An agent is told in one line which parameter was wrong, how, and what is allowed, and
+    what to do next in its own terms (tools and parameters, not command-line options)."""
+    with Engram(cwd=repo) as engram:
+        engram.task_create("Write docs")
+        engram.task_create("Fix the flaky test")
+
+    async def scenario() -> None:
+        async with connect(repo) as client:
+            schema: list[tuple[str, dict[str, Any], str]] = [
+                ("memory_remember", {"kind": "nonsense"},
+                 ("content: required; kind: 'nonsense' is not one of fact, decision, "
+                  "preference, convention, gotcha, failure, lesson, procedure, note")),
+                ("memory_recall", {"query": "queue", "k": 1000}, "k: 1000 is over the maximum 50"),
+                ("memory_remember", {"content": "x", "importance": "high"},
+                 "importance: 'high' is not a number"),
+                ("discovery_record", {"content": "x", "citations": [
+                    {"path": "src/app.py", "start_line": 0}]},
+                 "citations[0].start_line: 0 is under the minimum 1"),
+                ("discovery_record", {"content": "x", "citations": []},
+                 "citations: needs at least 1 item(s)"),
+            ]
+            for tool, arguments, expected in schema:
+                message = await fail(client, tool, **arguments)
+                assert message == f"Error executing tool {tool}: {expected}", message
+            library: list[tuple[str, dict[str, Any], str, str]] = [
+                ("task_get", {"task": "no-such-task"},
+                 "no task with id 'no-such-task'; find ids with task_list", "engram task"),
+                ("task_progress", {"task": " ", "feature": "x"},
+                 "task is empty; give a task id (or its exact name); find ids with task_list",
+                 "engram task"),
+                ("memory_recall", {"query": "queue", "since": "yesterday-ish"},
+                 "since 'yesterday-ish' is not a date; use an ISO date like 2026-12-01",
+                 "--since"),
+                ("memory_remember", {"content": "x", "valid_until": "someday"},
+                 "valid_until 'someday' is not a date", "--valid-until"),
+                ("session_resume", {},
+                 "call session_resume again with task=<id> (or the exact name)", "--task"),
+                ("memory_remember", {"content": "db password=Zq7vR2mXk9Lp4Wd8"},
+                 "remove it, or pass redact=true to store it as [REDACTED:", "--redact"),
+                ("memory_get", {"id": "zzzz"},
+                 "no memory with id 'zzzz'; find ids with memory_list or memory_recall",
+                 "engram list"),
+            ]
+            for tool, arguments, expected, cli_words in library:
+                message = await fail(client, tool, **arguments)
+                assert expected in message and cli_words not in message, message
+                assert "\n" not in message, message
+
+    run(scenario)
+    # The command line keeps its own words for the same errors.
+    missing = cli("task", "show", "no-such-task", cwd=repo)
+    assert missing.exit_code == 2
+    assert "no task with id 'no-such-task'; list them with `engram task list`" in missing.stderr
+    since = cli("recall", "queue", "--since", "yesterday-ish", cwd=repo)
+    assert "--since 'yesterday-ish' is not a date" in since.stderr
 
 
 def test_scopes_limit_what_a_connection_may_do(repo: Path) -> None:
