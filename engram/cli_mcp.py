@@ -81,7 +81,8 @@ def serve(ctx: click.Context, use_http: bool, host: str, port: int, http_path: s
           agent: str | None, actor: str | None, scopes: str | None, token_file: Path | None,
           oidc_issuer: str | None, oidc_audience: str | None, jwks_url: str | None) -> None:
     """Run the MCP server for agents (stdio by default; see docs/mcp.md)."""
-    cwd = (ctx.obj or {}).get("cwd") or Path.cwd()
+    # `-C DIR` if given; else the server finds the client's project (docs/mcp.md)
+    cwd = ctx.find_root().params.get("cwd")
     allowed = _scopes(scopes)
     if not use_http:
         if token_file or oidc_issuer:

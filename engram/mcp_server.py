@@ -12,6 +12,9 @@ Library errors (`EngramError`, whose messages name the fix) become `ToolError`s 
 reported one line per call in plain words (`EngramServer`); anything else is a bug. Results are
 bounded (`OUTPUT_CHARS`) and say when they were cut.
 
+Over stdio, the stores are those of the client's project: its roots when it offers them, else
+WORKSPACE_FOLDER_PATHS, else the working directory (`Runtime.locate`).
+
 Over HTTP, a bearer token (static, or an OIDC/JWT verified against the issuer's JWKS) names the
 actor of every event the caller writes, and its scopes (`memory:read`, `memory:write`,
 `session:write`) limit which tools it may use.
@@ -656,12 +659,55 @@ def invalid_arguments(error: ValidationError) -> str:
     return "; ".join(dict.fromkeys(found))
 
 
+# -- where the project is ----------------------------------------------------------------------
+
+ROOTS_WAIT_SECONDS = 10.0  # how long a roots/list request may take
+
+
+def workspace_folders(value: str | None = None) -> list[Path]:
+    """The folders in WORKSPACE_FOLDER_PATHS (set by Cursor, which may start a server in `/`):
+    one path, or several separated by commas or the path separator; those that exist."""
+    text = (os.environ.get("WORKSPACE_FOLDER_PATHS", "") if value is None else value).strip()
+    if not text:
+        return []
+    if Path(text).is_dir():
+        return [Path(text)]
+    parts = [p.strip() for chunk in text.split(",") for p in chunk.split(os.pathsep)]
+    return [Path(p) for p in parts if p and Path(p).is_dir()]
+
+
+def root_folders(uris: Sequence[str]) -> list[Path]:
+    """The local folders among an MCP client's roots (`file://` URIs)."""
+    found = []
+    for uri in uris:
+        parts = urllib.parse.urlsplit(uri)
+        if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+            continue
+        path = Path(urllib.request.url2pathname(parts.path))
+        if path.is_dir():
+            found.append(path)
+    return found
+
+
+def project_folder(candidates: Sequence[Path]) -> Path | None:
+    """The folder to work in among `candidates`: the first whose git work tree holds a
+    project store, else the first inside a git work tree, else the first."""
+    from .config import find_project_store, find_work_tree
+
+    for test in (find_project_store, find_work_tree):
+        for folder in candidates:
+            if test(folder) is not None:
+                return folder
+    return candidates[0] if candidates else None
+
+
 class EngramServer(MCPServer):
     """The SDK's server, with arguments that fail a tool's input schema reported in plain
     words (the SDK passes on pydantic's own report, with links and every input)."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Any = None) -> Any:
+        await _locate(context)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -671,6 +717,39 @@ class EngramServer(MCPServer):
             raise ToolError(f"Error executing tool {name}: {invalid_arguments(cause)}"
                             ) from cause
 
+    async def get_prompt(self, name: str, arguments: Any = None, context: Any = None) -> Any:
+        await _locate(context)
+        return await super().get_prompt(name, arguments, context)
+
+
+async def _locate(context: Any) -> None:
+    """Before the first call that needs a store: ask a client that offers roots for them, so
+    the server works in the client's project whatever directory it was started in."""
+    try:
+        runtime = context.request_context.lifespan_context
+    except (AttributeError, LookupError, ValueError):
+        return
+    if not isinstance(runtime, Runtime) or runtime.located.is_set():
+        return
+    if not runtime.roots_offered:
+        await anyio.to_thread.run_sync(runtime.locate, [])
+        return
+    import warnings
+
+    from mcp.shared.exceptions import NoBackChannelError
+
+    uris: list[str] = []
+    try:
+        with warnings.catch_warnings(), anyio.fail_after(ROOTS_WAIT_SECONDS):
+            warnings.simplefilter("ignore")  # roots are deprecated from protocol 2026-07-28
+            result = await context.session.list_roots()
+        uris = [str(root.uri) for root in result.roots]
+    except NoBackChannelError:  # protocol 2026-07-28 over stdio: no requests to the client
+        pass
+    except Exception as exc:  # noqa: BLE001 (whatever the client did, keep the first guess)
+        runtime.problems.append(f"the client's roots/list failed ({type(exc).__name__}); "
+                                f"working in {runtime.cwd}")
+    await anyio.to_thread.run_sync(runtime.locate, root_folders(uris))
 
 
 class Runtime:
@@ -678,8 +757,16 @@ class Runtime:
 
     def __init__(self, *, cwd: Path | str | None = None, agent: str | None = None,
                  actor: str | None = None, scopes: Sequence[str] | None = None,
-                 heartbeat_seconds: float = HEARTBEAT_SECONDS) -> None:
-        self.cwd = Path(cwd) if cwd is not None else Path.cwd()
+                 heartbeat_seconds: float = HEARTBEAT_SECONDS, roots: bool = False) -> None:
+        # Where the stores are found: `cwd` if given; else the client's roots (asked for at
+        # the first call, when `roots` and the client offers them), WORKSPACE_FOLDER_PATHS,
+        # the working directory.
+        self.cwd = Path(cwd) if cwd is not None else (project_folder(workspace_folders())
+                                                      or Path.cwd())
+        self.located = threading.Event()  # the folder to work in is settled
+        self.roots_offered = False
+        if cwd is not None or not roots:
+            self.located.set()
         if agent is not None and agent not in AGENTS:
             raise UsageError(f"unknown agent {quote(agent)}; use one of {', '.join(AGENTS)}")
         self.agent = agent
@@ -720,17 +807,44 @@ class Runtime:
             thread.start()
             self._threads.append(thread)
 
-    def saw_client(self, name: str) -> None:
-        if self.client_name is None:
+    def saw_client(self, name: str | None, *, roots: bool = False) -> None:
+        """The client introduced itself (`initialize`): its name, and whether it offers its
+        roots (folders) to ask for."""
+        if self.client_name is None and name:
             self.client_name = name
+        if not self._client_seen.is_set() and not self.located.is_set():
+            self.roots_offered = roots
+            if not roots:
+                self.located.set()
         self._client_seen.set()
+
+    @property
+    def client_seen(self) -> bool:
+        return self._client_seen.is_set()
+
+    def locate(self, folders: Sequence[Path]) -> None:
+        """Settle the folder to work in: the project among the client's root `folders`, or
+        the first guess (WORKSPACE_FOLDER_PATHS or the working directory) if none is local."""
+        with self.lock:
+            if self.located.is_set():
+                return
+            found = project_folder(folders)
+            if found is not None and found != self.cwd:
+                self.cwd = found
+                for engram in self._engrams.values():
+                    engram.close()
+                self._engrams.clear()
+            self.located.set()
 
     def _open(self) -> None:
         try:
             if not self.writes:
                 return
-            if self.agent is None:
+            if self.agent is None or not self.located.is_set():
                 self._client_seen.wait(CLIENT_WAIT_SECONDS)
+            while self.roots_offered and not self.located.wait(0.5):  # the first call asks
+                if self._stop.is_set():
+                    return
             with self.lock:
                 self._ensure_session()
                 if self.session_id is None:
@@ -1624,10 +1738,20 @@ def _client_name(params: Any) -> str | None:
     return None
 
 
+def _offers_roots(params: Any) -> bool:
+    """Whether the client declares the roots capability: in `initialize`, or (from protocol
+    2026-07-28 on) in each request's `_meta`."""
+    if not isinstance(params, dict):
+        return False
+    capabilities = params.get("capabilities") or (params.get("_meta") or {}).get(
+        "io.modelcontextprotocol/clientCapabilities")
+    return isinstance(capabilities, dict) and capabilities.get("roots") is not None
+
+
 def _build(*, cwd: Path | str | None = None, agent: str | None = None,
            actor: str | None = None, scopes: Sequence[str] | None = None,
-           auth: HttpAuth | None = None) -> tuple[MCPServer, Runtime]:
-    runtime = Runtime(cwd=cwd, agent=agent, actor=actor, scopes=scopes)
+           auth: HttpAuth | None = None, roots: bool = False) -> tuple[MCPServer, Runtime]:
+    runtime = Runtime(cwd=cwd, agent=agent, actor=actor, scopes=scopes, roots=roots)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Runtime]:
@@ -1639,10 +1763,8 @@ def _build(*, cwd: Path | str | None = None, agent: str | None = None,
                 await anyio.to_thread.run_sync(runtime.stop)
 
     async def learn_client(ctx: Any, call_next: Any) -> Any:
-        if runtime.client_name is None:
-            name = _client_name(ctx.params)
-            if name:
-                runtime.saw_client(name)
+        if runtime.client_name is None or not runtime.client_seen:
+            runtime.saw_client(_client_name(ctx.params), roots=_offers_roots(ctx.params))
         return await call_next(ctx)
 
     server: MCPServer = EngramServer(
@@ -1674,8 +1796,9 @@ def build_server(*, cwd: Path | str | None = None, agent: str | None = None,
 def serve_stdio(*, cwd: Path | str | None = None, agent: str | None = None,
                 actor: str | None = None, scopes: Sequence[str] | None = None) -> int:
     """Serve over stdin/stdout until the client closes them (or SIGTERM). Returns the exit
-    status."""
-    server, runtime = _build(cwd=cwd, agent=agent, actor=actor, scopes=scopes)
+    status. Without `cwd`, the stores are those of the client's project: its roots if it
+    offers them, else WORKSPACE_FOLDER_PATHS, else the working directory."""
+    server, runtime = _build(cwd=cwd, agent=agent, actor=actor, scopes=scopes, roots=True)
     terminated = False
 
     async def main() -> None:

@@ -20,7 +20,7 @@ import click
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_types import Implementation
+from mcp_types import Implementation, ListRootsResult, Root
 
 from conftest import ACTOR, cli, git, make_repo
 from engram.api import Engram
@@ -46,12 +46,21 @@ def serve_args(*args: str) -> list[str]:
 
 @asynccontextmanager
 async def connect(cwd: Path, *args: str, client: str = "claude-code",
-                  env: dict[str, str] | None = None) -> AsyncIterator[Client]:
-    """The real server in a child process, through the SDK's real stdio client."""
+                  env: dict[str, str] | None = None,
+                  roots: list[Path] | None = None) -> AsyncIterator[Client]:
+    """The real server in a child process, through the SDK's real stdio client; with `roots`,
+    a client that offers these folders as its roots and speaks the handshake-era protocol (as
+    Cursor and Claude Code do: from 2026-07-28 a stdio server cannot ask the client)."""
     params = StdioServerParameters(command=sys.executable, args=serve_args(*args),
                                    env={**os.environ, **(env or {})}, cwd=cwd)
+
+    async def list_roots(context: Any) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri=p.as_uri(), name=p.name) for p in roots or ()])
+
     async with Client(params, client_info=Implementation(name=client, version="1.0"),
-                      read_timeout_seconds=120) as session:
+                      read_timeout_seconds=120,
+                      list_roots_callback=list_roots if roots is not None else None,
+                      mode="legacy" if roots is not None else "auto") as session:
         yield session
 
 
@@ -657,6 +666,51 @@ def test_without_a_store_the_server_says_how_to_start_and_recovers(tmp_path: Pat
             Engram().init()  # what the agent does next, from its shell
             await call(client, "memory_remember", content="The store exists now")
             assert (await call(client, "memory_stats"))["runtime"]["session"]
+
+    run(scenario)
+
+
+def test_a_server_started_outside_the_project_works_in_the_clients_roots(repo: Path,
+                                                                         tmp_path: Path) -> None:
+    """Cursor may start a stdio server in `/`: the project comes from the client's roots."""
+    elsewhere = tmp_path / "not-a-project"
+    elsewhere.mkdir()
+
+    async def scenario() -> None:
+        async with connect(Path("/"), client="cursor-vscode",
+                           roots=[elsewhere, repo / "src"]) as client:
+            stored = await call(client, "memory_remember",
+                                content="Retries are capped in the HTTP client")
+            assert stored["memory"]["store"] == "project"
+            stats = await call(client, "memory_stats")
+            assert stats["runtime"]["cwd"] == str(repo / "src")
+            assert stats["stores"][0]["store"] == "project"
+            assert stats["runtime"]["session"]
+            task = await call(client, "task_create", name="Cap retries")
+            listed = await call(client, "task_list")
+            assert [t["id"] for t in listed["tasks"]] == [task["task"]["id"]]
+
+    run(scenario)
+    with Engram(cwd=repo) as engram:
+        assert [m.content for m in engram.memories()] == ["Retries are capped in the HTTP client"]
+        assert [t.name for t in engram.tasks()] == ["Cap retries"]
+        assert [s.agent for s in engram.sessions()] == ["cursor"]
+    assert not (elsewhere / ".engram").exists()
+
+
+def test_without_roots_the_server_uses_workspace_folder_paths(repo: Path,
+                                                               tmp_path: Path) -> None:
+    with Engram(cwd=repo) as engram:
+        engram.remember("Migrations run in CI, never by hand", kind="convention")
+    elsewhere = tmp_path / "not-a-project"
+    elsewhere.mkdir()
+
+    async def scenario() -> None:
+        async with connect(elsewhere, env={"WORKSPACE_FOLDER_PATHS": str(repo)}) as client:
+            listed = await call(client, "memory_list")
+            assert [m["content"] for m in listed["memories"]] == [
+                "Migrations run in CI, never by hand"]
+            assert (await call(client, "memory_stats"))["runtime"]["cwd"] == str(repo)
 
     run(scenario)
 
