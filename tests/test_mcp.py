@@ -804,6 +804,75 @@ def test_install_cursor_and_codex(repo: Path, with_mcp_commands: Any) -> None:
     assert cli("mcp", "install", "codex", "--hooks").exit_code == 2
 
 
+def test_install_claude_project_says_it_awaits_approval_and_approves_for_this_user(
+        repo: Path, with_mcp_commands: Any) -> None:
+    local = repo / ".claude" / "settings.local.json"
+    result = cli("mcp", "install", "claude", "--project", cwd=repo)
+    assert result.exit_code == 0, result.output
+    assert "shows 'engram' as \"Pending approval\" until you approve it" in result.output
+    assert "--approve" in result.output and not local.exists()
+
+    local.parent.mkdir()
+    local.write_text(json.dumps({"permissions": {"allow": ["Bash(ls)"]},
+                                 "enabledMcpjsonServers": ["other"],
+                                 "disabledMcpjsonServers": ["engram", "old"]}))
+    (repo / ".gitignore").write_text(".claude/settings.local.json\n")
+    result = cli("mcp", "install", "claude", "--project", "--approve", cwd=repo / "src")
+    assert result.exit_code == 0, result.output
+    assert f"updated {local}: project MCP server 'engram' approved for you" in result.output
+    assert json.loads(local.read_text()) == {"permissions": {"allow": ["Bash(ls)"]},
+                                             "enabledMcpjsonServers": ["other", "engram"],
+                                             "disabledMcpjsonServers": ["old"]}
+    assert "Pending approval" not in result.output and "not ignored" not in result.output
+    before = local.read_text()
+    again = cli("mcp", "install", "claude", "--project", "--approve", cwd=repo)
+    assert "already approved for you" in again.output and local.read_text() == before
+
+    (repo / ".gitignore").unlink()
+    unignored = cli("mcp", "install", "claude", "--project", cwd=repo)
+    assert f"{local} is not ignored by git" in unignored.output
+    assert "add `.claude/settings.local.json` to .gitignore" in unignored.output
+
+    local.write_text("{not json")
+    refused = cli("mcp", "install", "claude", "--project", "--approve", cwd=repo)
+    assert refused.exit_code == 2 and "is not valid JSON" in refused.stderr
+    assert local.read_text() == "{not json"
+    wrong = cli("mcp", "install", "cursor", "--project", "--approve", cwd=repo)
+    assert wrong.exit_code == 2 and "--approve is for Claude Code's project servers" in \
+        wrong.stderr
+
+
+def test_install_claude_in_two_scopes_says_which_to_keep(repo: Path,
+                                                        with_mcp_commands: Any) -> None:
+    home = Path(os.environ["HOME"])
+    alone = cli("mcp", "install", "claude", "--hooks", cwd=repo)
+    assert alone.exit_code == 0 and "warning" not in alone.output
+    both = cli("mcp", "install", "claude", "--project", "--hooks", cwd=repo)
+    assert both.exit_code == 0, both.output
+    warning = [line for line in both.stderr.splitlines() if line.startswith("warning:")]
+    user_hooks = home / ".claude" / "settings.json"
+    assert warning == [
+        (f"warning: 'engram' is configured for Claude Code in user ({home / '.claude.json'}) "
+         f"and project ({repo / '.mcp.json'}): Claude Code warns about the conflict. Keep the "
+         "project entry (it is this repository's) and remove the other: `claude mcp remove "
+         "--scope user engram`"),
+        (f"warning: Engram's hooks are in both {user_hooks} and "
+         f"{repo / '.claude' / 'settings.json'}, so they run twice in this project; keep the "
+         f"project's and remove them from {user_hooks}")]
+    # The same from the other side, and for Claude Code's local scope (this project, this user).
+    data = json.loads((home / ".claude.json").read_text())
+    del data["mcpServers"]["engram"]
+    data["projects"] = {str(repo): {"mcpServers": {"engram": {"command": "engram"}}}}
+    (home / ".claude.json").write_text(json.dumps(data))
+    local = cli("mcp", "install", "claude", "--project", cwd=repo)
+    assert "in local (" in local.stderr and "`claude mcp remove --scope local engram`" in \
+        local.stderr
+    assert "hooks are in both" in local.stderr
+    (home / ".claude" / "settings.json").unlink()
+    assert "hooks are in both" not in cli("mcp", "install", "claude", "--project",
+                                          cwd=repo).stderr
+
+
 def test_mcp_instructions_prints_a_block_for_agents_md(with_mcp_commands: Any) -> None:
     result = cli("mcp", "instructions")
     assert result.exit_code == 0
