@@ -1448,6 +1448,15 @@ def _add_task_tools(server: MCPServer) -> None:
             **e.continuity(task, before=before, after=after)))
 
 
+def _for_agents(resumed: Any) -> str:
+    """A resume's Markdown, its note on being cut naming tool parameters, not options."""
+    from .continuity.rehydrate import CUT
+
+    if not resumed.truncated:
+        return resumed.markdown
+    return resumed.markdown.replace(CUT.cli, CUT.mcp)
+
+
 def _task_memories(engram: Engram, task_id: str) -> list[Any]:
     return [m for m in engram.memories(limit=None) if m.task == task_id]
 
@@ -1545,7 +1554,7 @@ def _add_session_tools(server: MCPServer) -> None:
             result = engram.resume(task=task, session=session, depth=depth, since=since,
                                    restore=restore, max_chars=max_chars, record=record)
             return ResumeResult(task=result.task, confidence=result.confidence,
-                                truncated=result.truncated, markdown=result.markdown)
+                                truncated=result.truncated, markdown=_for_agents(result))
         return _runtime(ctx).run("session_resume", READ, call)
 
     @_tool(server, "List sessions", read_only=True)
@@ -1706,8 +1715,8 @@ def _add_prompts(server: MCPServer) -> None:
         record = writes(runtime.identity()[1])
 
         def call(engram: Engram) -> str:
-            return engram.resume(task=task or None, depth="standard", max_chars=20_000,
-                                 record=record).markdown
+            return _for_agents(engram.resume(task=task or None, depth="standard",
+                                             max_chars=20_000, record=record))
 
         try:
             markdown = await anyio.to_thread.run_sync(

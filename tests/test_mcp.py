@@ -607,6 +607,9 @@ def test_results_are_bounded_and_say_so(repo: Path) -> None:
             resumed = await call(client, "session_resume", task=task.id, depth="full",
                                  max_chars=2000)
             assert resumed["truncated"] is True and len(resumed["markdown"]) <= 2100
+            assert resumed["markdown"].endswith(
+                "cut at 2000 characters; ask for less with depth=brief or since, or raise the "
+                "limit with max_chars\n")
             view = await call(client, "task_get", task=task.id)
             assert len(view["task"]["progress"]) == 50  # the latest 50
             assert view["truncated"] is True and "early progress" in view["note"]
