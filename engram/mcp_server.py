@@ -608,14 +608,16 @@ def _where(loc: Sequence[int | str]) -> str:
 
 
 def _shown(value: Any) -> str:
+    """An argument's value as a message shows it: short, quoted if text, never a secret."""
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
     if isinstance(value, int | float):
         return repr(value)
     if isinstance(value, str):
         return quote(value)
-    return type(value).__name__ if not isinstance(value, list | dict) else \
-        ("a list" if isinstance(value, list) else "an object")
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, dict) else type(value).__name__
 
 
 _TYPES = {"int": "a whole number", "float": "a number", "bool": "true or false",
