@@ -81,7 +81,8 @@ def serve(ctx: click.Context, use_http: bool, host: str, port: int, http_path: s
           agent: str | None, actor: str | None, scopes: str | None, token_file: Path | None,
           oidc_issuer: str | None, oidc_audience: str | None, jwks_url: str | None) -> None:
     """Run the MCP server for agents (stdio by default; see docs/mcp.md)."""
-    cwd = (ctx.obj or {}).get("cwd") or Path.cwd()
+    # `-C DIR` if given; else the server finds the client's project (docs/mcp.md)
+    cwd = ctx.find_root().params.get("cwd")
     allowed = _scopes(scopes)
     if not use_http:
         if token_file or oidc_issuer:
@@ -114,20 +115,32 @@ def mcp_group() -> None:
                    "hooks.")
 @click.option("--name", default="engram", show_default=True, help="The server's name in the "
                                                                  "client.")
+@click.option("--approve", is_flag=True,
+              help="Claude Code with --project: approve the project's server for you now (adds "
+                   "it to enabledMcpjsonServers in .claude/settings.local.json); on a terminal, "
+                   "you are asked.")
 @click.option("--dry-run", is_flag=True, help="Print what would be written; change nothing.")
 @click.pass_context
 def mcp_install(ctx: click.Context, client: str, project: bool, hooks: bool, name: str,
-                dry_run: bool) -> None:
+                approve: bool, dry_run: bool) -> None:
     """Add Engram to CLIENT's MCP configuration, keeping everything else in it."""
     from .errors import EngramError
-    from .mcp_install import install
+    from .mcp_install import approved, claude_notes, find_work_tree, install
 
     if hooks and client != "claude":
         raise click.UsageError("--hooks is for Claude Code (claude) only")
-    cwd = (ctx.obj or {}).get("cwd") or Path.cwd()
+    cwd = Path((ctx.obj or {}).get("cwd") or Path.cwd())
+    if client == "claude" and project and not approve and not dry_run \
+            and sys.stdin.isatty() and sys.stdout.isatty():
+        root = find_work_tree(cwd)
+        if root is not None and not approved(root, name):
+            approve = click.confirm(f"Approve the project server {name!r} for you now (Claude "
+                                    "Code asks otherwise)?", default=True)
     try:
-        changes = install(client, project=project, hooks=hooks, name=name, cwd=Path(cwd),
-                          dry_run=dry_run)
+        changes = install(client, project=project, hooks=hooks, name=name, cwd=cwd,
+                          dry_run=dry_run, approve=approve)
+        notes = claude_notes(project=project, name=name, cwd=cwd) \
+            if client == "claude" and not dry_run else []
     except EngramError as exc:
         echo(f"error: {exc}", err=True)
         ctx.exit(exc.exit_code)
@@ -136,6 +149,8 @@ def mcp_install(ctx: click.Context, client: str, project: bool, hooks: bool, nam
         echo(f"{verb} {change.path}: {change.what}")
         if dry_run:
             echo(change.text)
+    for note in notes:
+        echo(note, err=note.startswith("warning:"))
     if not dry_run:
         echo(_next_steps(client, project))
 

@@ -3,12 +3,23 @@
 Every error a user can cause or fix is an `EngramError`; its message is one line that names the
 fix. The CLI prints it and exits with `exit_code`; the MCP server raises it as a `ToolError`.
 Anything else that escapes is a bug.
+
+The fix is worded for whoever reads it: an error made with a `Fix` says it with commands and
+options to the CLI (`str(error)`: "list them with `engram task list`", "pass --redact") and with
+tools and parameters to an agent (`error.message("mcp")`: "find ids with task_list", "pass
+redact=true"). An error that names an option in its problem too (`--since 'x' is not a date`)
+gives the MCP wording of that part in `mcp_problem`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+Front = Literal["cli", "mcp"]
 
 
 def quote(value: object, width: int = 40) -> str:
@@ -22,10 +33,58 @@ def quote(value: object, width: int = 40) -> str:
     return repr(text)
 
 
+def parameter(option: str) -> str:
+    """A command-line option as the tool parameter of the same meaning: `--valid-until` is
+    `valid_until`. Anything that is not an option comes back as it is."""
+    if re.fullmatch(r"--[a-z][a-z0-9-]*", option):
+        return option[2:].replace("-", "_")
+    return option
+
+
+@dataclass(frozen=True)
+class Fix:
+    """What to do about an error, in each front end's words: `cli` names commands and
+    options, `mcp` names tools and their parameters."""
+
+    cli: str
+    mcp: str
+
+    def words(self, front: Front) -> str:
+        return self.mcp if front == "mcp" else self.cli
+
+
+FIND_IDS = {
+    "memory": Fix("list them with `engram list` or `engram log`",
+                  "find ids with memory_list or memory_recall"),
+    "task": Fix("list them with `engram task list`", "find ids with task_list"),
+    "session": Fix("list them with `engram sessions`", "find ids with session_list"),
+    "checkpoint": Fix("see a task's checkpoints with `engram timeline TASK`",
+                      "see them with task_get and checkpoints=true"),
+    "record": Fix("list them with `engram list` or `engram log`",
+                  "find ids with memory_list, task_list or session_list"),
+}
+
+
 class EngramError(Exception):
-    """Base class. `str(error)` is a single line that says what to do."""
+    """Base class. `str(error)` is a single line that says what to do (in the CLI's words;
+    `message("mcp")` says it in an agent's)."""
 
     exit_code = 1
+
+    def __init__(self, problem: str = "", fix: Fix | None = None, *,
+                 mcp_problem: str | None = None) -> None:
+        self.problem = problem
+        self.fix = fix
+        self.mcp_problem = mcp_problem
+        super().__init__(f"{problem}; {fix.cli}" if fix else problem)
+
+    def message(self, front: Front = "cli") -> str:
+        """The one-line message for a front end: `cli` (commands and options) or `mcp` (tools
+        and parameters)."""
+        if front == "cli" or (self.fix is None and self.mcp_problem is None):
+            return str(self)
+        problem = self.mcp_problem or self.problem
+        return f"{problem}; {self.fix.words(front)}" if self.fix else problem
 
 
 class UsageError(EngramError):
@@ -38,9 +97,8 @@ class NotFoundError(UsageError):
     def __init__(self, what: str, ident: str) -> None:
         self.what = what
         self.ident = ident
-        super().__init__(
-            f"no {what} with id {quote(ident, 60)}; list them with `engram list` or `engram log`"
-        )
+        super().__init__(f"no {what} with id {quote(ident, 60)}", FIND_IDS.get(what,
+                                                                                FIND_IDS["record"]))
 
 
 class AmbiguousIdError(UsageError):
@@ -49,9 +107,8 @@ class AmbiguousIdError(UsageError):
         self.candidates = list(candidates)
         shown = ", ".join(self.candidates[:5]) + (", ..." if len(self.candidates) > 5 else "")
         super().__init__(
-            f"id prefix {quote(prefix, 60)} matches {len(self.candidates)} records ({shown}); "
-            "give more characters"
-        )
+            f"id prefix {quote(prefix, 60)} matches {len(self.candidates)} records ({shown})",
+            Fix("give more characters of the id", "give more characters of the id"))
 
 
 class NoStoreError(EngramError):
@@ -67,12 +124,12 @@ class SecretError(UsageError):
         self.line = line
         self.column = column
         self.field = field
-        fix = (f"remove it, or pass --redact to store it as [REDACTED:{secret_type}]"
-               if redactable else "remove it")
+        fix = (Fix(f"remove it, or pass --redact to store it as [REDACTED:{secret_type}]",
+                   f"remove it, or pass redact=true to store it as [REDACTED:{secret_type}]")
+               if redactable else Fix("remove it", "remove it"))
         super().__init__(
             f"{field} contains what looks like a secret ({secret_type}) at line {line}, "
-            f"column {column}; {fix}"
-        )
+            f"column {column}", fix)
 
 
 class DamagedFileError(EngramError):
@@ -81,10 +138,10 @@ class DamagedFileError(EngramError):
     def __init__(self, path: Path | str, line: int, problem: str) -> None:
         self.path = Path(path)
         self.line = line
-        self.problem = problem
         super().__init__(
             f"{path}:{line}: {problem}; run `engram verify` to list every damaged line"
         )
+        self.problem = problem  # what is wrong with the line; the message says where
 
 
 class GitError(EngramError):

@@ -13,6 +13,12 @@ it already has); everything else in the file stays as it was. A file that cannot
 format is refused, never overwritten. Claude Code's hooks (`--hooks`) go to its settings file,
 `~/.claude/settings.json` or `.claude/settings.json`, merged the same way.
 
+Claude Code asks each person to approve a project's servers (`.mcp.json`) before it starts them;
+`--approve` records that approval for the person installing, as Claude Code does, in
+`enabledMcpjsonServers` of `.claude/settings.local.json` (per person, not committed). The
+installer also says when Engram is configured for Claude Code in more than one scope (user,
+local, project), which makes Claude Code warn and run the hooks twice (`claude_notes`).
+
 TOML is written without a TOML writer (none is a dependency): Engram's table is removed from the
 text and appended again, and the result must parse to exactly the old document with only that
 table changed, or nothing is written.
@@ -24,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -64,15 +71,19 @@ class Change:
 
 
 def install(client: str, *, project: bool = False, hooks: bool = False, name: str = "engram",
-            cwd: Path | None = None, home: Path | None = None,
-            dry_run: bool = False) -> list[Change]:
-    """Write (or, with dry_run, only compute) the client's configuration for Engram."""
+            cwd: Path | None = None, home: Path | None = None, dry_run: bool = False,
+            approve: bool = False) -> list[Change]:
+    """Write (or, with dry_run, only compute) the client's configuration for Engram; with
+    `approve` (Claude Code, project scope), also approve the project's server for this user."""
     if client not in AGENTS:
         raise UsageError(f"unknown client {client!r}; use one of {', '.join(AGENTS)}")
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
         raise UsageError("a server name is 1-64 letters, digits, '_' or '-'")
     if hooks and client != "claude":
         raise UsageError("hooks are installed for Claude Code (claude) only")
+    if approve and not (client == "claude" and project):
+        raise UsageError("--approve is for Claude Code's project servers: use it with "
+                         "`engram mcp install claude --project`")
     home = home or Path.home()
     root = _project_root(cwd or Path.cwd()) if project else None
     command, args = server_command(project=project, agent=AGENTS[client])
@@ -90,10 +101,140 @@ def install(client: str, *, project: bool = False, hooks: bool = False, name: st
     if hooks:
         settings = (root or home) / ".claude" / "settings.json"
         changes.append(_claude_hooks(settings, project=project))
+    if approve and root is not None:
+        changes.append(_approval(root / LOCAL_SETTINGS, name))
     if not dry_run:
         for change in changes:
             _write(change.path, change.text)
     return changes
+
+
+# -- Claude Code: approval and scopes -----------------------------------------------------------
+
+LOCAL_SETTINGS = Path(".claude") / "settings.local.json"
+
+
+def _approval(path: Path, name: str) -> Change:
+    """This user's approval of the project server `name`: listed in `enabledMcpjsonServers`
+    (and no longer in `disabledMcpjsonServers`) of `.claude/settings.local.json`."""
+    data, existed = _read_json(path)
+    for key in ("enabledMcpjsonServers", "disabledMcpjsonServers"):
+        if not isinstance(data.get(key, []), list):
+            raise UsageError(f"{path}: {key} is not a list; fix it by hand")
+    enabled = data.setdefault("enabledMcpjsonServers", [])
+    already = name in enabled
+    if not already:
+        enabled.append(name)
+    if name in data.get("disabledMcpjsonServers", []):
+        data["disabledMcpjsonServers"] = [n for n in data["disabledMcpjsonServers"]
+                                          if n != name]
+        already = False
+    what = (f"project MCP server {name!r} " +
+            ("already approved for you" if already else "approved for you"))
+    return Change(path, what, existed, _dump_json(data))
+
+
+def approved(root: Path, name: str) -> bool:
+    """Whether this user has approved the project server `name` for Claude Code."""
+    try:
+        data, _ = _read_json(root / LOCAL_SETTINGS)
+    except UsageError:
+        return False
+    enabled = data.get("enabledMcpjsonServers")
+    return (data.get("enableAllProjectMcpServers") is True
+            or (isinstance(enabled, list) and name in enabled))
+
+
+def git_ignored(root: Path, path: Path) -> bool | None:
+    """Whether git ignores `path` in the work tree `root` (None if git cannot tell)."""
+    try:
+        done = subprocess.run(["git", "-C", str(root), "check-ignore", "-q", "--",
+                               str(path.relative_to(root))], check=False, capture_output=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    return {0: True, 1: False}.get(done.returncode)
+
+
+def claude_scopes(name: str, *, home: Path, root: Path | None) -> dict[str, Path]:
+    """Where Engram's server `name` is configured for Claude Code: `user` (~/.claude.json),
+    `local` (~/.claude.json, this project's entry) and `project` (.mcp.json)."""
+    found: dict[str, Path] = {}
+    user_file = home / ".claude.json"
+    try:
+        user, _ = _read_json(user_file)
+    except UsageError:
+        user = {}
+    if isinstance(user.get("mcpServers"), dict) and name in user["mcpServers"]:
+        found["user"] = user_file
+    projects = user.get("projects")
+    if root is not None and isinstance(projects, dict):
+        entry = projects.get(str(root)) or projects.get(str(root.resolve()))
+        if isinstance(entry, dict) and isinstance(entry.get("mcpServers"), dict) \
+                and name in entry["mcpServers"]:
+            found["local"] = user_file
+    if root is not None:
+        try:
+            shared, _ = _read_json(root / ".mcp.json")
+        except UsageError:
+            shared = {}
+        if isinstance(shared.get("mcpServers"), dict) and name in shared["mcpServers"]:
+            found["project"] = root / ".mcp.json"
+    return found
+
+
+def _has_hooks(path: Path) -> bool:
+    """Whether the Claude Code settings file at `path` holds Engram's hooks."""
+    try:
+        data, _ = _read_json(path)
+    except UsageError:
+        return False
+    hooks = data.get("hooks")
+    if not isinstance(hooks, dict):
+        return False
+    for event, name in HOOKS.items():
+        groups = hooks.get(event)
+        for group in groups if isinstance(groups, list) else []:
+            if isinstance(group, dict) and any(
+                    isinstance(h, dict) and _is_ours(h.get("command"), name)
+                    for h in group.get("hooks") or []):
+                return True
+    return False
+
+
+def claude_notes(*, project: bool, name: str = "engram", cwd: Path | None = None,
+                 home: Path | None = None) -> list[str]:
+    """What the person installing for Claude Code should know: a project server waits for
+    their approval; Engram configured in two scopes at once."""
+    home = home or Path.home()
+    root = find_work_tree(cwd or Path.cwd())
+    notes = []
+    if project and root is not None:
+        local = root / LOCAL_SETTINGS
+        if approved(root, name):
+            if git_ignored(root, local) is False:
+                notes.append(f"note: {local} is not ignored by git; it holds your own "
+                             "approvals and settings: add `.claude/settings.local.json` to "
+                             ".gitignore rather than commit it")
+        else:
+            notes.append(f"Claude Code shows {name!r} as \"Pending approval\" until you approve "
+                         "it: answer its prompt, or run this again with --approve")
+    scopes = claude_scopes(name, home=home, root=root)
+    if len(scopes) > 1:
+        listed = " and ".join(f"{scope} ({path})" for scope, path in scopes.items())
+        keep = "project" if "project" in scopes else "local"
+        how = " and ".join(f"`claude mcp remove --scope {s} {name}`" for s in scopes
+                           if s != keep)
+        notes.append(f"warning: {name!r} is configured for Claude Code in {listed}: Claude Code "
+                     f"warns about the conflict. Keep the {keep} entry (it is this "
+                     f"repository's) and remove the other: {how}")
+    user_hooks = home / ".claude" / "settings.json"
+    if root is not None and _has_hooks(user_hooks) and _has_hooks(root / ".claude" /
+                                                                  "settings.json"):
+        notes.append(f"warning: Engram's hooks are in both {user_hooks} and "
+                     f"{root / '.claude' / 'settings.json'}, so they run twice in this project; "
+                     f"keep the project's and remove them from {user_hooks}")
+    return notes
 
 
 def _project_root(cwd: Path) -> Path:

@@ -7,8 +7,13 @@ closes the session when the server stops (`exit`, or `sigterm` on SIGTERM).
 
 Every tool call runs in a worker thread under one lock: Engram is one store writer per process,
 and the event loop stays free to answer (and to heartbeat) while a call loads the embedding model.
-Library errors (`EngramError`, whose messages name the fix) become `ToolError`s; anything else is
-a bug. Results are bounded (`OUTPUT_CHARS`) and say when they were cut.
+Library errors (`EngramError`, whose messages name the fix) become `ToolError`s worded for agents
+(tools and parameters, not commands and options), and arguments that fail a tool's schema are
+reported one line per call in plain words (`EngramServer`); anything else is a bug. Results are
+bounded (`OUTPUT_CHARS`) and say when they were cut.
+
+Over stdio, the stores are those of the client's project: its roots when it offers them, else
+WORKSPACE_FOLDER_PATHS, else the working directory (`Runtime.locate`).
 
 Over HTTP, a bearer token (static, or an OIDC/JWT verified against the issuer's JWKS) names the
 actor of every event the caller writes, and its scopes (`memory:read`, `memory:write`,
@@ -42,16 +47,15 @@ import anyio
 import anyio.to_thread
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from . import __version__, discovery
 from .api import Engram
 from .config import check_value
 from .continuity.sessions import AGENTS
-from .continuity.service import AmbiguousResumeError
-from .errors import EngramError, NotFoundError, UsageError, quote
+from .errors import EngramError, UsageError, quote
 from .neardup import describe as describe_differences
 
 SERVER_NAME = "engram"
@@ -579,26 +583,176 @@ def agent_for(client: str | None) -> str:
 T = TypeVar("T")
 
 _CLI_WORDS = (
-    ("with --task ID", "with task=<id>"), ("choose one with --task ID", "pass task=<id>"),
-    ("pass --redact", "pass redact=true"), ("say why with --reason", "say why with reason"),
+    ("with --task ID", "with task=<id>"), ("pass --redact", "pass redact=true"),
+    ("say why with --reason", "say why with reason"),
 )
 
 
 def agent_message(exc: EngramError) -> str:
-    """The library's one-line message, with command-line options named as tool parameters."""
-    if isinstance(exc, AmbiguousResumeError):
-        listing = "; ".join(f"{t.id[:8]} {t.name!r} ({t.status})" for t in exc.candidates[:10])
-        return (f"{len(exc.candidates)} active tasks could be resumed: {listing}; call "
-                "session_resume again with task=<id> (or the exact name)")
-    if isinstance(exc, NotFoundError):
-        where = {"memory": "memory_list or memory_recall", "task": "task_list",
-                 "session": "session_list", "checkpoint": "task_get with checkpoints=true"}
-        return (f"no {exc.what} with id {exc.ident!r}; find ids with "
-                f"{where.get(exc.what, 'memory_list')}")
+    """The library's one-line message in an agent's words: the fix it carries, worded for MCP
+    (tools and parameters); for an error that carries none, command-line options it names are
+    replaced by their tool parameters."""
+    if exc.fix is not None or exc.mcp_problem is not None:
+        return exc.message("mcp")
     text = str(exc)
     for cli, tool in _CLI_WORDS:
         text = text.replace(cli, tool)
     return text
+
+
+def _where(loc: Sequence[int | str]) -> str:
+    """A parameter's place in the arguments: `citations[0].start_line`."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+    return out or "arguments"
+
+
+def _shown(value: Any) -> str:
+    """An argument's value as a message shows it: short, quoted if text, never a secret."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return quote(value)
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, dict) else type(value).__name__
+
+
+_TYPES = {"int": "a whole number", "float": "a number", "bool": "true or false",
+          "string": "text", "list": "a list", "dict": "an object", "model": "an object"}
+
+
+def _wrong(error: Any) -> str:
+    """What pydantic found wrong with one argument, in plain words."""
+    kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
+    if kind == "missing":
+        return "required"
+    if kind == "literal_error":
+        allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        return f"{_shown(value)} is not one of {', '.join(allowed)}"
+    bounds = {"less_than_equal": ("over the maximum", "le"),
+              "less_than": ("not under", "lt"),
+              "greater_than_equal": ("under the minimum", "ge"),
+              "greater_than": ("not over", "gt")}
+    if kind in bounds:
+        words, key = bounds[kind]
+        bound = ctx.get(key)
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
+        return f"{_shown(value)} is {words} {bound}"
+    if kind == "too_short":
+        return f"needs at least {ctx.get('min_length')} item(s)"
+    if kind == "too_long":
+        return f"holds {ctx.get('actual_length')} items; at most {ctx.get('max_length')}"
+    if kind == "extra_forbidden":
+        return "not a parameter of this tool"
+    base = kind.split("_", 1)[0]
+    if base in _TYPES and kind.endswith(("_type", "_parsing", "_from_float", "_attributes_type")):
+        return f"{_shown(value)} is not {_TYPES[base]}"
+    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
+
+
+def invalid_arguments(error: ValidationError) -> str:
+    """Arguments that failed the input schema, as one line that names each parameter, what
+    was wrong and what is allowed: `kind: 'nonsense' is not one of fact, decision, ...`."""
+    found = [f"{_where(e['loc'])}: {_wrong(e)}" for e in error.errors(include_url=False)]
+    return "; ".join(dict.fromkeys(found))
+
+
+# -- where the project is ----------------------------------------------------------------------
+
+ROOTS_WAIT_SECONDS = 10.0  # how long a roots/list request may take
+
+
+def workspace_folders(value: str | None = None) -> list[Path]:
+    """The folders in WORKSPACE_FOLDER_PATHS (set by Cursor, which may start a server in `/`):
+    one path, or several separated by commas or the path separator; those that exist."""
+    text = (os.environ.get("WORKSPACE_FOLDER_PATHS", "") if value is None else value).strip()
+    if not text:
+        return []
+    if Path(text).is_dir():
+        return [Path(text)]
+    parts = [p.strip() for chunk in text.split(",") for p in chunk.split(os.pathsep)]
+    return [Path(p) for p in parts if p and Path(p).is_dir()]
+
+
+def root_folders(uris: Sequence[str]) -> list[Path]:
+    """The local folders among an MCP client's roots (`file://` URIs)."""
+    found = []
+    for uri in uris:
+        parts = urllib.parse.urlsplit(uri)
+        if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+            continue
+        path = Path(urllib.request.url2pathname(parts.path))
+        if path.is_dir():
+            found.append(path)
+    return found
+
+
+def project_folder(candidates: Sequence[Path]) -> Path | None:
+    """The folder to work in among `candidates`: the first whose git work tree holds a
+    project store, else the first inside a git work tree, else the first."""
+    from .config import find_project_store, find_work_tree
+
+    for test in (find_project_store, find_work_tree):
+        for folder in candidates:
+            if test(folder) is not None:
+                return folder
+    return candidates[0] if candidates else None
+
+
+class EngramServer(MCPServer):
+    """The SDK's server, with arguments that fail a tool's input schema reported in plain
+    words (the SDK passes on pydantic's own report, with links and every input)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:
+        await _locate(context)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            raise ToolError(f"Error executing tool {name}: {invalid_arguments(cause)}"
+                            ) from cause
+
+    async def get_prompt(self, name: str, arguments: Any = None, context: Any = None) -> Any:
+        await _locate(context)
+        return await super().get_prompt(name, arguments, context)
+
+
+async def _locate(context: Any) -> None:
+    """Before the first call that needs a store: ask a client that offers roots for them, so
+    the server works in the client's project whatever directory it was started in."""
+    try:
+        runtime = context.request_context.lifespan_context
+    except (AttributeError, LookupError, ValueError):
+        return
+    if not isinstance(runtime, Runtime) or runtime.located.is_set():
+        return
+    if not runtime.roots_offered:
+        await anyio.to_thread.run_sync(runtime.locate, [])
+        return
+    import warnings
+
+    from mcp.shared.exceptions import NoBackChannelError
+
+    uris: list[str] = []
+    try:
+        with warnings.catch_warnings(), anyio.fail_after(ROOTS_WAIT_SECONDS):
+            warnings.simplefilter("ignore")  # roots are deprecated from protocol 2026-07-28
+            result = await context.session.list_roots()
+        uris = [str(root.uri) for root in result.roots]
+    except NoBackChannelError:  # protocol 2026-07-28 over stdio: no requests to the client
+        pass
+    except Exception as exc:  # noqa: BLE001 (whatever the client did, keep the first guess)
+        runtime.problems.append(f"the client's roots/list failed ({type(exc).__name__}); "
+                                f"working in {runtime.cwd}")
+    await anyio.to_thread.run_sync(runtime.locate, root_folders(uris))
 
 
 class Runtime:
@@ -606,9 +760,17 @@ class Runtime:
 
     def __init__(self, *, cwd: Path | str | None = None, agent: str | None = None,
                  actor: str | None = None, scopes: Sequence[str] | None = None,
-                 heartbeat_seconds: float = HEARTBEAT_SECONDS,
+                 heartbeat_seconds: float = HEARTBEAT_SECONDS, roots: bool = False,
                  clock: Callable[[], float] = time.time) -> None:
-        self.cwd = Path(cwd) if cwd is not None else Path.cwd()
+        # Where the stores are found: `cwd` if given; else the client's roots (asked for at
+        # the first call, when `roots` and the client offers them), WORKSPACE_FOLDER_PATHS,
+        # the working directory.
+        self.cwd = Path(cwd) if cwd is not None else (project_folder(workspace_folders())
+                                                      or Path.cwd())
+        self.located = threading.Event()  # the folder to work in is settled
+        self.roots_offered = False
+        if cwd is not None or not roots:
+            self.located.set()
         if agent is not None and agent not in AGENTS:
             raise UsageError(f"unknown agent {quote(agent)}; use one of {', '.join(AGENTS)}")
         self.agent = agent
@@ -655,17 +817,44 @@ class Runtime:
             thread.start()
             self._threads.append(thread)
 
-    def saw_client(self, name: str) -> None:
-        if self.client_name is None:
+    def saw_client(self, name: str | None, *, roots: bool = False) -> None:
+        """The client introduced itself (`initialize`): its name, and whether it offers its
+        roots (folders) to ask for."""
+        if self.client_name is None and name:
             self.client_name = name
+        if not self._client_seen.is_set() and not self.located.is_set():
+            self.roots_offered = roots
+            if not roots:
+                self.located.set()
         self._client_seen.set()
+
+    @property
+    def client_seen(self) -> bool:
+        return self._client_seen.is_set()
+
+    def locate(self, folders: Sequence[Path]) -> None:
+        """Settle the folder to work in: the project among the client's root `folders`, or
+        the first guess (WORKSPACE_FOLDER_PATHS or the working directory) if none is local."""
+        with self.lock:
+            if self.located.is_set():
+                return
+            found = project_folder(folders)
+            if found is not None and found != self.cwd:
+                self.cwd = found
+                for engram in self._engrams.values():
+                    engram.close()
+                self._engrams.clear()
+            self.located.set()
 
     def _open(self) -> None:
         try:
             if not self.writes:
                 return
-            if self.agent is None:
+            if self.agent is None or not self.located.is_set():
                 self._client_seen.wait(CLIENT_WAIT_SECONDS)
+            while self.roots_offered and not self.located.wait(0.5):  # the first call asks
+                if self._stop.is_set():
+                    return
             with self.lock:
                 self._ensure_session()
                 if self.session_id is None:
@@ -857,7 +1046,7 @@ def describe(doc: str | None) -> str:
 def _tool(server: MCPServer, title: str, *, read_only: bool = False, destructive: bool = False,
           idempotent: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        server.add_tool(fn, description=describe(fn.__doc__),
+        server.add_tool(fn, title=title, description=describe(fn.__doc__),
                         annotations=_annotations(title, read_only=read_only,
                                                  destructive=destructive, idempotent=idempotent))
         return fn
@@ -1295,6 +1484,15 @@ def _add_task_tools(server: MCPServer) -> None:
             **e.continuity(task, before=before, after=after)))
 
 
+def _for_agents(resumed: Any) -> str:
+    """A resume's Markdown, its note on being cut naming tool parameters, not options."""
+    from .continuity.rehydrate import CUT
+
+    if not resumed.truncated:
+        return resumed.markdown
+    return resumed.markdown.replace(CUT.cli, CUT.mcp)
+
+
 def _task_memories(engram: Engram, task_id: str) -> list[Any]:
     return [m for m in engram.memories(limit=None) if m.task == task_id]
 
@@ -1395,7 +1593,7 @@ def _add_session_tools(server: MCPServer) -> None:
             result = engram.resume(task=task, session=session, depth=depth, since=since,
                                    restore=restore, max_chars=max_chars, record=record)
             return ResumeResult(task=result.task, confidence=result.confidence,
-                                truncated=result.truncated, markdown=result.markdown)
+                                truncated=result.truncated, markdown=_for_agents(result))
         return _runtime(ctx).run("session_resume", READ, call)
 
     @_tool(server, "List sessions", read_only=True)
@@ -1543,7 +1741,12 @@ def _add_discovery_tools(server: MCPServer) -> None:
 
 
 def _add_prompts(server: MCPServer) -> None:
-    async def resume(ctx: Context, task: str | None = None) -> str:
+    async def resume(
+        ctx: Context,
+        task: Annotated[str | None, Field(description="The task to resume: its id (or a "
+                                                      "unique prefix) or exact name; default: "
+                                                      "the only active task.")] = None,
+    ) -> str:
         """Load what the next agent needs (goal, where work stopped, next steps, what must not
         be redone, failures to avoid) and continue the task. Optional argument: the task id or
         name (default: the only active task)."""
@@ -1551,8 +1754,8 @@ def _add_prompts(server: MCPServer) -> None:
         record = writes(runtime.identity()[1])
 
         def call(engram: Engram) -> str:
-            return engram.resume(task=task or None, depth="standard", max_chars=20_000,
-                                 record=record).markdown
+            return _for_agents(engram.resume(task=task or None, depth="standard",
+                                             max_chars=20_000, record=record))
 
         try:
             markdown = await anyio.to_thread.run_sync(
@@ -1583,10 +1786,20 @@ def _client_name(params: Any) -> str | None:
     return None
 
 
+def _offers_roots(params: Any) -> bool:
+    """Whether the client declares the roots capability: in `initialize`, or (from protocol
+    2026-07-28 on) in each request's `_meta`."""
+    if not isinstance(params, dict):
+        return False
+    capabilities = params.get("capabilities") or (params.get("_meta") or {}).get(
+        "io.modelcontextprotocol/clientCapabilities")
+    return isinstance(capabilities, dict) and capabilities.get("roots") is not None
+
+
 def _build(*, cwd: Path | str | None = None, agent: str | None = None,
            actor: str | None = None, scopes: Sequence[str] | None = None,
-           auth: HttpAuth | None = None) -> tuple[MCPServer, Runtime]:
-    runtime = Runtime(cwd=cwd, agent=agent, actor=actor, scopes=scopes)
+           auth: HttpAuth | None = None, roots: bool = False) -> tuple[MCPServer, Runtime]:
+    runtime = Runtime(cwd=cwd, agent=agent, actor=actor, scopes=scopes, roots=roots)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Runtime]:
@@ -1598,13 +1811,11 @@ def _build(*, cwd: Path | str | None = None, agent: str | None = None,
                 await anyio.to_thread.run_sync(runtime.stop)
 
     async def learn_client(ctx: Any, call_next: Any) -> Any:
-        if runtime.client_name is None:
-            name = _client_name(ctx.params)
-            if name:
-                runtime.saw_client(name)
+        if runtime.client_name is None or not runtime.client_seen:
+            runtime.saw_client(_client_name(ctx.params), roots=_offers_roots(ctx.params))
         return await call_next(ctx)
 
-    server: MCPServer = MCPServer(
+    server: MCPServer = EngramServer(
         SERVER_NAME, title="Engram", version=__version__, instructions=INSTRUCTIONS,
         description="Durable memory and task continuity for coding agents, kept in git.",
         lifespan=lifespan, middleware=[learn_client], log_level="WARNING",
@@ -1633,8 +1844,9 @@ def build_server(*, cwd: Path | str | None = None, agent: str | None = None,
 def serve_stdio(*, cwd: Path | str | None = None, agent: str | None = None,
                 actor: str | None = None, scopes: Sequence[str] | None = None) -> int:
     """Serve over stdin/stdout until the client closes them (or SIGTERM). Returns the exit
-    status."""
-    server, runtime = _build(cwd=cwd, agent=agent, actor=actor, scopes=scopes)
+    status. Without `cwd`, the stores are those of the client's project: its roots if it
+    offers them, else WORKSPACE_FOLDER_PATHS, else the working directory."""
+    server, runtime = _build(cwd=cwd, agent=agent, actor=actor, scopes=scopes, roots=True)
     terminated = False
 
     async def main() -> None:

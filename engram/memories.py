@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from . import events as ev
-from .errors import UsageError, quote
+from .errors import Fix, UsageError, parameter, quote
 from .kinds import (  # noqa: F401  (re-exported: the names belong to memories)
     DEFAULT_IMPORTANCE,
     DEFAULT_KIND,
@@ -166,19 +166,21 @@ def parse_moment(text: str, *, what: str, now: datetime | None = None,
             moment = moment.replace(tzinfo=UTC)
         moment.astimezone(UTC)  # every moment is stored in UTC: it must have one
     except ValueError:
-        raise UsageError(
-            f"{what} {quote(text)} is not a date; use an ISO date like 2026-12-01, "
-            "a date-time like 2026-12-01T09:30, or an age like 3d or 12h"
-        ) from None
+        how = ("use an ISO date like 2026-12-01, a date-time like 2026-12-01T09:30, or an age "
+               "like 3d or 12h")
+        raise UsageError(f"{what} {quote(text)} is not a date", Fix(how, how),
+                         mcp_problem=f"{parameter(what)} {quote(text)} is not a date") from None
     except OverflowError:
-        raise UsageError(f"{what} {quote(text)} is out of range; give a date between the "
-                         "years 1 and 9999") from None
+        how = "give a date between the years 1 and 9999"
+        raise UsageError(f"{what} {quote(text)} is out of range", Fix(how, how),
+                         mcp_problem=f"{parameter(what)} {quote(text)} is out of range") from None
     return moment
 
 
 def check_window(valid_from: str | None, valid_until: str | None) -> None:
     if valid_from and valid_until and ev.parse_time(valid_until) <= ev.parse_time(valid_from):
-        raise UsageError("--valid-until must be later than --valid-from")
+        raise UsageError("--valid-until must be later than --valid-from",
+                         mcp_problem="valid_until must be later than valid_from")
 
 
 # -- folding ------------------------------------------------------------------------------------

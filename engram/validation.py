@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import secrets
-from .errors import UsageError, quote
+from .errors import Fix, UsageError, quote
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -82,10 +82,11 @@ def name_key(value: str) -> str:
 
 
 def reference(value: Any, what: str, *,
-              hint: str = "give an id (or a unique prefix of it)") -> str:
-    """An id, an id prefix or a name to look something up by (in NFC)."""
+              hint: str | Fix = "give an id (or a unique prefix of it)") -> str:
+    """An id, an id prefix or a name to look something up by (in NFC). `hint` says how to
+    find one, in each front end's words if it is a `Fix`."""
     if value is None or (isinstance(value, str) and not value.strip()):
-        raise UsageError(f"{what} is empty; {hint}")
+        raise UsageError(f"{what} is empty", hint if isinstance(hint, Fix) else Fix(hint, hint))
     value = unicodedata.normalize("NFC", well_formed(value, what).strip())
     if "\n" in value or "\t" in value:
         raise UsageError(f"{what} {quote(value)} must be one line")

@@ -1,17 +1,25 @@
-"""Generate docs/cli.md from the `engram` command's own `--help`.
+"""Generate docs/cli.md from the `engram` command's own `--help`, and the configuration
+snippets in docs/clients/ from what `engram mcp install` writes.
 
-    .venv/bin/python scripts/gen_cli_docs.py           # rewrite docs/cli.md
-    .venv/bin/python scripts/gen_cli_docs.py --check   # exit 1 if it is stale (tests run this)
+    .venv/bin/python scripts/gen_cli_docs.py           # rewrite docs/cli.md and the snippets
+    .venv/bin/python scripts/gen_cli_docs.py --check   # exit 1 if any is stale (tests run this)
 
 Every command and subcommand's help text is what `engram ... --help` prints at a fixed width, so
-the page cannot drift from the code.
+the page cannot drift from the code. A snippet sits between `<!-- install: ARGS -->` and
+`<!-- /install -->` in a client's page: the text `engram mcp install ARGS --dry-run` computes in
+a scratch home and repository, with this installation's Python shown as
+`/home/you/.local/engram/bin/python` (what the documented install gives).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from unittest import mock
 
 import click
 from click.testing import CliRunner
@@ -72,20 +80,58 @@ def render() -> str:
     return "".join(parts)
 
 
+CLIENT_PAGES = ROOT / "docs" / "clients"
+SNIPPET = re.compile(r"(<!-- install: (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /install -->)",
+                     re.DOTALL)
+SHOWN_PYTHON = "/home/you/.local/engram/bin/python"
+
+
+def install_snippet(args: str) -> str:
+    """What `engram mcp install ARGS` writes to a client's empty configuration, as a fenced
+    block. The user-level entry names this installation's Python (no `engram` on the PATH)."""
+    from engram.mcp_install import install
+
+    words = args.split()
+    client = words[0]
+    with tempfile.TemporaryDirectory() as scratch, \
+            mock.patch("engram.mcp_install.shutil.which", return_value=None):
+        repo = Path(scratch) / "repo"
+        repo.mkdir()
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        changes = install(client, project="--project" in words, cwd=repo,
+                          home=Path(scratch) / "home", dry_run=True)
+    text = changes[0].text.replace(sys.executable, SHOWN_PYTHON)
+    language = "toml" if changes[0].path.suffix == ".toml" else "json"
+    return f"```{language}\n{text.rstrip()}\n```\n"
+
+
+def client_pages() -> dict[Path, str]:
+    """Each client page with its install snippets as the installer writes them now."""
+    pages = {}
+    for page in sorted(CLIENT_PAGES.glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        pages[page] = SNIPPET.sub(lambda m: m.group(1) + install_snippet(m.group("args"))
+                                  + m.group(4), text)
+    return pages
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/cli.md is stale")
     args = parser.parse_args()
     text = render()
+    pages = {TARGET: text, **client_pages()}
     if args.check:
-        current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
-        if current != text:
-            print(f"{TARGET.relative_to(ROOT)} is stale; run `python scripts/gen_cli_docs.py`",
+        stale = [path for path, new in pages.items()
+                 if (path.read_text(encoding="utf-8") if path.exists() else "") != new]
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is stale; run `python scripts/gen_cli_docs.py`",
                   file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text, encoding="utf-8")
-    print(f"wrote {TARGET.relative_to(ROOT)} ({len(text.splitlines())} lines)")
+        return 1 if stale else 0
+    for path, new in pages.items():
+        if not path.exists() or path.read_text(encoding="utf-8") != new:
+            path.write_text(new, encoding="utf-8")
+            print(f"wrote {path.relative_to(ROOT)} ({len(new.splitlines())} lines)")
     return 0
 
 

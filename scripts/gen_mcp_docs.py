@@ -124,7 +124,8 @@ def render() -> str:
         out += [f"Returns: {fields}.", ""]
     out += ["## Prompts", ""]
     for prompt in prompts:
-        arguments = ", ".join(f"`{a.name}`{'' if a.required else ' (optional)'}"
+        arguments = "; ".join(f"`{a.name}`{'' if a.required else ' (optional)'}"
+                              f"{': ' + a.description.rstrip('.') if a.description else ''}"
                               for a in prompt.arguments or [])
         out += [f"### {prompt.name}", "", f"*{prompt.title}*. Arguments: {arguments or 'none'}.",
                 "", prompt.description or "", ""]

@@ -691,14 +691,14 @@ MCP_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"query": "queue", "tags": ["two words"]}, "may hold only letters"),
         ({"query": "queue", "scope": "../x"}, OUTSIDE),
         ({"query": "queue", "since": "someday"}, "is not a date"),
-        ({"query": "queue", "k": 500}, "less than or equal to 50"),
+        ({"query": "queue", "k": 500}, "over the maximum 50"),
     ],
     "memory_list": [
         ({"tags": [CTRL]}, CONTROL),
         ({"tags": [LONE]}, UTF8),
         ({"scope": "/abs"}, OUTSIDE),
         ({"tags": [f"t{n}" for n in range(100)]}, "limit"),
-        ({"limit": 500}, "less than or equal to 100"),
+        ({"limit": 500}, "over the maximum 100"),
     ],
     "memory_get": [
         ({"id": MISSING}, "no memory"),
@@ -729,8 +729,8 @@ MCP_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"id": MEMORY, "replace_with": LONE}, UTF8),
     ],
     "memory_consolidate": [
-        ({"similarity": 2}, "less than or equal to 1"),
-        ({"similarity": "very"}, "valid number"),
+        ({"similarity": 2}, "over the maximum 1"),
+        ({"similarity": "very"}, "similarity: 'very' is not a number"),
     ],
     "memory_stats": [],  # takes nothing: nothing to get wrong
     "task_create": [
@@ -762,7 +762,7 @@ MCP_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     ],
     "task_list": [
         ({"statuses": ["finished"]}, "statuses"),
-        ({"limit": 0}, "greater than or equal to 1"),
+        ({"limit": 0}, "under the minimum 1"),
     ],
     "task_progress": [
         ({"task": MISSING, "feature": "x"}, "no task"),
@@ -814,11 +814,11 @@ MCP_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"session": "../x"}, "is not a session id"),
         ({"session": "no-such-session"}, "no session"),
         ({"since": "someday"}, "is not a date"),
-        ({"max_chars": 5}, "greater than or equal to 1000"),
+        ({"max_chars": 5}, "under the minimum 1000"),
     ],
     "session_list": [
         ({"state": "asleep"}, "state"),
-        ({"limit": 0}, "greater than or equal to 1"),
+        ({"limit": 0}, "under the minimum 1"),
     ],
     "session_report": [
         ({}, "give an outcome"),
@@ -842,7 +842,7 @@ MCP_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"content": "x", "citations": [{"path": CTRL, "start_line": 1}]}, CONTROL),
         ({"content": "x", "citations": [{"path": LONE, "start_line": 1}]}, UTF8),
         ({"content": "x", "citations": [{"path": "src/app.py", "start_line": 0}]},
-         "greater than or equal to 1"),
+         "under the minimum 1"),
         ({"content": "x", "citations": [{"path": "src/app.py", "start_line": 1,
                                          "end_line": 500}]}, "limits.citation_lines"),
         ({"content": "x", "citations": [{"path": "src/app.py", "start_line": 1}],
@@ -854,7 +854,7 @@ MCP_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"id": MISSING}, "no memory"),
         ({"id": "abcd"}, AMBIGUOUS),
         ({"id": CTRL}, CONTROL),
-        ({"limit": 0}, "greater than or equal to 1"),
+        ({"limit": 0}, "under the minimum 1"),
     ],
 }
 

@@ -20,7 +20,7 @@ import click
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_types import Implementation
+from mcp_types import Implementation, ListRootsResult, Root
 
 from conftest import ACTOR, cli, git, make_repo
 from engram.api import Engram
@@ -46,12 +46,21 @@ def serve_args(*args: str) -> list[str]:
 
 @asynccontextmanager
 async def connect(cwd: Path, *args: str, client: str = "claude-code",
-                  env: dict[str, str] | None = None) -> AsyncIterator[Client]:
-    """The real server in a child process, through the SDK's real stdio client."""
+                  env: dict[str, str] | None = None,
+                  roots: list[Path] | None = None) -> AsyncIterator[Client]:
+    """The real server in a child process, through the SDK's real stdio client; with `roots`,
+    a client that offers these folders as its roots and speaks the handshake-era protocol (as
+    Cursor and Claude Code do: from 2026-07-28 a stdio server cannot ask the client)."""
     params = StdioServerParameters(command=sys.executable, args=serve_args(*args),
                                    env={**os.environ, **(env or {})}, cwd=cwd)
+
+    async def list_roots(context: Any) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri=p.as_uri(), name=p.name) for p in roots or ()])
+
     async with Client(params, client_info=Implementation(name=client, version="1.0"),
-                      read_timeout_seconds=120) as session:
+                      read_timeout_seconds=120,
+                      list_roots_callback=list_roots if roots is not None else None,
+                      mode="legacy" if roots is not None else "auto") as session:
         yield session
 
 
@@ -143,6 +152,7 @@ def test_the_tool_surface_is_pinned() -> None:
         assert sorted(schema["properties"]) == sorted([*required, *optional]), name
         notes = tool.annotations
         assert notes is not None and notes.title, name
+        assert tool.title == notes.title, f"{name} has no title of its own"
         assert notes.read_only_hint is read_only, name
         assert notes.open_world_hint is False, name
         if not read_only:
@@ -157,6 +167,7 @@ def test_the_tool_surface_is_pinned() -> None:
     prompts = run(server.list_prompts)
     assert [p.name for p in prompts] == ["resume"]
     assert [(a.name, a.required) for a in prompts[0].arguments or []] == [("task", False)]
+    assert all(a.description for a in prompts[0].arguments or []), "describe every argument"
     assert server.instructions and len(server.instructions.encode()) < 2048
 
 
@@ -403,22 +414,25 @@ def test_every_tool_reports_errors_the_agent_can_act_on(repo: Path) -> None:
             cases: dict[str, tuple[dict[str, Any], str]] = {
                 "memory_remember": ({"content": "   "}, "content is empty"),
                 "memory_recall": ({"query": " "}, "the query is empty"),
-                "memory_list": ({"limit": 500}, "less than or equal to 100"),
+                "memory_list": ({"limit": 500}, "limit: 500 is over the maximum 100"),
                 "memory_get": ({"id": "zzzzzzzz"}, "find ids with memory_list"),
                 "memory_update": ({"id": plain.id, "kind": "gotcha"}, "nothing to change"),
                 "memory_forget": ({"id": plain.id}, "say why in reason"),
-                "memory_consolidate": ({"similarity": 2}, "less than or equal to 1"),
+                "memory_consolidate": ({"similarity": 2}, "similarity: 2 is over the maximum 1"),
                 "task_create": ({"name": ""}, "name is empty"),
                 "task_get": ({"task": "no-such-task"}, "find ids with task_list"),
                 "task_update": ({"task": lonely.id, "name": "Write docs"}, "nothing to change"),
-                "task_list": ({"statuses": ["finished"]}, "statuses"),
+                "task_list": ({"statuses": ["finished"]}, (
+                    "statuses[0]: 'finished' is not one of open, in_progress, blocked, done, "
+                    "abandoned")),
                 "task_progress": ({"task": lonely.id, "feature": "x", "files": ["/etc/passwd"]},
                                   "must be a path inside the repository"),
                 "task_failure": ({"task": lonely.id, "error": " "}, "error is empty"),
                 "task_continuity": ({"task": lonely.id}, "record a handoff first"),
                 "session_handoff": ({"task": lonely.id, "summary": " "}, "needs a summary"),
                 "session_resume": ({}, "call session_resume again with task=<id>"),
-                "session_list": ({"state": "gone"}, "state"),
+                "session_list": ({"state": "gone"},
+                                 "state: 'gone' is not one of open, ended, interrupted"),
                 "session_report": ({}, "give an outcome, an interruption reason, or both"),
                 "discovery_record": ({"content": "x", "citations": [
                     {"path": "../secrets.txt", "start_line": 1}]}, "contain '..'"),
@@ -446,6 +460,64 @@ def test_every_tool_reports_errors_the_agent_can_act_on(repo: Path) -> None:
     run(scenario)
     with Engram(cwd=repo) as engram:
         assert engram.memories(tags=["discovery"]) == []
+
+
+def test_bad_arguments_and_library_errors_read_as_tools_and_parameters(repo: Path) -> None:
+    """An agent is told in one line which parameter was wrong, how, and what is allowed, and
+    what to do next in its own terms (tools and parameters, not command-line options)."""
+    with Engram(cwd=repo) as engram:
+        engram.task_create("Write docs")
+        engram.task_create("Fix the flaky test")
+
+    async def scenario() -> None:
+        async with connect(repo) as client:
+            schema: list[tuple[str, dict[str, Any], str]] = [
+                ("memory_remember", {"kind": "nonsense"},
+                 ("content: required; kind: 'nonsense' is not one of fact, decision, "
+                  "preference, convention, gotcha, failure, lesson, procedure, note")),
+                ("memory_recall", {"query": "queue", "k": 1000}, "k: 1000 is over the maximum 50"),
+                ("memory_remember", {"content": "x", "importance": "high"},
+                 "importance: 'high' is not a number"),
+                ("discovery_record", {"content": "x", "citations": [
+                    {"path": "src/app.py", "start_line": 0}]},
+                 "citations[0].start_line: 0 is under the minimum 1"),
+                ("discovery_record", {"content": "x", "citations": []},
+                 "citations: needs at least 1 item(s)"),
+            ]
+            for tool, arguments, expected in schema:
+                message = await fail(client, tool, **arguments)
+                assert message == f"Error executing tool {tool}: {expected}", message
+            library: list[tuple[str, dict[str, Any], str, str]] = [
+                ("task_get", {"task": "no-such-task"},
+                 "no task with id 'no-such-task'; find ids with task_list", "engram task"),
+                ("task_progress", {"task": " ", "feature": "x"},
+                 "task is empty; give a task id (or its exact name); find ids with task_list",
+                 "engram task"),
+                ("memory_recall", {"query": "queue", "since": "yesterday-ish"},
+                 "since 'yesterday-ish' is not a date; use an ISO date like 2026-12-01",
+                 "--since"),
+                ("memory_remember", {"content": "x", "valid_until": "someday"},
+                 "valid_until 'someday' is not a date", "--valid-until"),
+                ("session_resume", {},
+                 "call session_resume again with task=<id> (or the exact name)", "--task"),
+                ("memory_remember", {"content": "db password=Zq7vR2mXk9Lp4Wd8"},
+                 "remove it, or pass redact=true to store it as [REDACTED:", "--redact"),
+                ("memory_get", {"id": "zzzz"},
+                 "no memory with id 'zzzz'; find ids with memory_list or memory_recall",
+                 "engram list"),
+            ]
+            for tool, arguments, expected, cli_words in library:
+                message = await fail(client, tool, **arguments)
+                assert expected in message and cli_words not in message, message
+                assert "\n" not in message, message
+
+    run(scenario)
+    # The command line keeps its own words for the same errors.
+    missing = cli("task", "show", "no-such-task", cwd=repo)
+    assert missing.exit_code == 2
+    assert "no task with id 'no-such-task'; list them with `engram task list`" in missing.stderr
+    since = cli("recall", "queue", "--since", "yesterday-ish", cwd=repo)
+    assert "--since 'yesterday-ish' is not a date" in since.stderr
 
 
 def test_scopes_limit_what_a_connection_may_do(repo: Path) -> None:
@@ -536,6 +608,9 @@ def test_results_are_bounded_and_say_so(repo: Path) -> None:
             resumed = await call(client, "session_resume", task=task.id, depth="full",
                                  max_chars=2000)
             assert resumed["truncated"] is True and len(resumed["markdown"]) <= 2100
+            assert resumed["markdown"].endswith(
+                "cut at 2000 characters; ask for less with depth=brief or since, or raise the "
+                "limit with max_chars\n")
             view = await call(client, "task_get", task=task.id)
             assert len(view["task"]["progress"]) == 50  # the latest 50
             assert view["truncated"] is True and "early progress" in view["note"]
@@ -595,6 +670,51 @@ def test_without_a_store_the_server_says_how_to_start_and_recovers(tmp_path: Pat
             Engram().init()  # what the agent does next, from its shell
             await call(client, "memory_remember", content="The store exists now")
             assert (await call(client, "memory_stats"))["runtime"]["session"]
+
+    run(scenario)
+
+
+def test_a_server_started_outside_the_project_works_in_the_clients_roots(repo: Path,
+                                                                         tmp_path: Path) -> None:
+    """Cursor may start a stdio server in `/`: the project comes from the client's roots."""
+    elsewhere = tmp_path / "not-a-project"
+    elsewhere.mkdir()
+
+    async def scenario() -> None:
+        async with connect(Path("/"), client="cursor-vscode",
+                           roots=[elsewhere, repo / "src"]) as client:
+            stored = await call(client, "memory_remember",
+                                content="Retries are capped in the HTTP client")
+            assert stored["memory"]["store"] == "project"
+            stats = await call(client, "memory_stats")
+            assert stats["runtime"]["cwd"] == str(repo / "src")
+            assert stats["stores"][0]["store"] == "project"
+            assert stats["runtime"]["session"]
+            task = await call(client, "task_create", name="Cap retries")
+            listed = await call(client, "task_list")
+            assert [t["id"] for t in listed["tasks"]] == [task["task"]["id"]]
+
+    run(scenario)
+    with Engram(cwd=repo) as engram:
+        assert [m.content for m in engram.memories()] == ["Retries are capped in the HTTP client"]
+        assert [t.name for t in engram.tasks()] == ["Cap retries"]
+        assert [s.agent for s in engram.sessions()] == ["cursor"]
+    assert not (elsewhere / ".engram").exists()
+
+
+def test_without_roots_the_server_uses_workspace_folder_paths(repo: Path,
+                                                               tmp_path: Path) -> None:
+    with Engram(cwd=repo) as engram:
+        engram.remember("Migrations run in CI, never by hand", kind="convention")
+    elsewhere = tmp_path / "not-a-project"
+    elsewhere.mkdir()
+
+    async def scenario() -> None:
+        async with connect(elsewhere, env={"WORKSPACE_FOLDER_PATHS": str(repo)}) as client:
+            listed = await call(client, "memory_list")
+            assert [m["content"] for m in listed["memories"]] == [
+                "Migrations run in CI, never by hand"]
+            assert (await call(client, "memory_stats"))["runtime"]["cwd"] == str(repo)
 
     run(scenario)
 
@@ -686,6 +806,75 @@ def test_install_cursor_and_codex(repo: Path, with_mcp_commands: Any) -> None:
     refused = cli("mcp", "install", "cursor", "--project", cwd=repo)
     assert refused.exit_code == 2 and "is not valid JSON" in refused.stderr
     assert cli("mcp", "install", "codex", "--hooks").exit_code == 2
+
+
+def test_install_claude_project_says_it_awaits_approval_and_approves_for_this_user(
+        repo: Path, with_mcp_commands: Any) -> None:
+    local = repo / ".claude" / "settings.local.json"
+    result = cli("mcp", "install", "claude", "--project", cwd=repo)
+    assert result.exit_code == 0, result.output
+    assert "shows 'engram' as \"Pending approval\" until you approve it" in result.output
+    assert "--approve" in result.output and not local.exists()
+
+    local.parent.mkdir()
+    local.write_text(json.dumps({"permissions": {"allow": ["Bash(ls)"]},
+                                 "enabledMcpjsonServers": ["other"],
+                                 "disabledMcpjsonServers": ["engram", "old"]}))
+    (repo / ".gitignore").write_text(".claude/settings.local.json\n")
+    result = cli("mcp", "install", "claude", "--project", "--approve", cwd=repo / "src")
+    assert result.exit_code == 0, result.output
+    assert f"updated {local}: project MCP server 'engram' approved for you" in result.output
+    assert json.loads(local.read_text()) == {"permissions": {"allow": ["Bash(ls)"]},
+                                             "enabledMcpjsonServers": ["other", "engram"],
+                                             "disabledMcpjsonServers": ["old"]}
+    assert "Pending approval" not in result.output and "not ignored" not in result.output
+    before = local.read_text()
+    again = cli("mcp", "install", "claude", "--project", "--approve", cwd=repo)
+    assert "already approved for you" in again.output and local.read_text() == before
+
+    (repo / ".gitignore").unlink()
+    unignored = cli("mcp", "install", "claude", "--project", cwd=repo)
+    assert f"{local} is not ignored by git" in unignored.output
+    assert "add `.claude/settings.local.json` to .gitignore" in unignored.output
+
+    local.write_text("{not json")
+    refused = cli("mcp", "install", "claude", "--project", "--approve", cwd=repo)
+    assert refused.exit_code == 2 and "is not valid JSON" in refused.stderr
+    assert local.read_text() == "{not json"
+    wrong = cli("mcp", "install", "cursor", "--project", "--approve", cwd=repo)
+    assert wrong.exit_code == 2 and "--approve is for Claude Code's project servers" in \
+        wrong.stderr
+
+
+def test_install_claude_in_two_scopes_says_which_to_keep(repo: Path,
+                                                        with_mcp_commands: Any) -> None:
+    home = Path(os.environ["HOME"])
+    alone = cli("mcp", "install", "claude", "--hooks", cwd=repo)
+    assert alone.exit_code == 0 and "warning" not in alone.output
+    both = cli("mcp", "install", "claude", "--project", "--hooks", cwd=repo)
+    assert both.exit_code == 0, both.output
+    warning = [line for line in both.stderr.splitlines() if line.startswith("warning:")]
+    user_hooks = home / ".claude" / "settings.json"
+    assert warning == [
+        (f"warning: 'engram' is configured for Claude Code in user ({home / '.claude.json'}) "
+         f"and project ({repo / '.mcp.json'}): Claude Code warns about the conflict. Keep the "
+         "project entry (it is this repository's) and remove the other: `claude mcp remove "
+         "--scope user engram`"),
+        (f"warning: Engram's hooks are in both {user_hooks} and "
+         f"{repo / '.claude' / 'settings.json'}, so they run twice in this project; keep the "
+         f"project's and remove them from {user_hooks}")]
+    # The same from the other side, and for Claude Code's local scope (this project, this user).
+    data = json.loads((home / ".claude.json").read_text())
+    del data["mcpServers"]["engram"]
+    data["projects"] = {str(repo): {"mcpServers": {"engram": {"command": "engram"}}}}
+    (home / ".claude.json").write_text(json.dumps(data))
+    local = cli("mcp", "install", "claude", "--project", cwd=repo)
+    assert "in local (" in local.stderr and "`claude mcp remove --scope local engram`" in \
+        local.stderr
+    assert "hooks are in both" in local.stderr
+    (home / ".claude" / "settings.json").unlink()
+    assert "hooks are in both" not in cli("mcp", "install", "claude", "--project",
+                                          cwd=repo).stderr
 
 
 def test_mcp_instructions_prints_a_block_for_agents_md(with_mcp_commands: Any) -> None:

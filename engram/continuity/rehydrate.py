@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import events as ev
 from ..display import md, md_code, md_lines
+from ..errors import Fix
 from ..memories import Memory
 from .tasks import Failure, Task
 
@@ -138,6 +139,10 @@ def render(
     elif len(text) > limit:
         note = (f"\n\n… cut at {limit} characters; ask for less with --depth brief or "
                 "--since, or raise the limit with --max-chars\n")
+
+
+    if len(text) > limit:
+        note = f"\n\n… cut at {limit} characters; {CUT.cli}\n"
         text = text[: max(0, limit - len(note))].rsplit("\n", 1)[0] + note
         truncated = True
     return Resume(text, task.id if task else None, truncated, confidence)
@@ -175,6 +180,11 @@ def _fit(sections: Mapping[str, list[str]], budget: int,
         else:
             left_out.append(f"{title} ({len(items)})")
     return kept, left_out
+
+
+CUT = Fix("ask for less with --depth brief or --since, or raise the limit with --max-chars",
+          "ask for less with depth=brief or since, or raise the limit with max_chars")
+"""What the end of a resume cut at its limit says, in each front end's words."""
 
 
 def _list(title: str, items: Sequence[str] | None, *, numbered: bool = False,

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .. import events as ev
-from ..errors import AmbiguousIdError, EngramError, GitError, NotFoundError, UsageError, quote
+from ..errors import (
+    AmbiguousIdError, EngramError, Fix, GitError, NotFoundError, UsageError, quote,
+)
 from ..memories import Memory
 from ..store import check_relative, git_c
 from ..validation import Checks, name_form, name_key, reference
@@ -37,8 +39,9 @@ class AmbiguousResumeError(EngramError):
     def __init__(self, candidates: Sequence[tasks.Task]) -> None:
         self.candidates = list(candidates)
         listing = "; ".join(f"{t.id[:8]} {t.name!r} ({t.status})" for t in self.candidates[:10])
-        super().__init__(f"{len(self.candidates)} active tasks could be resumed: {listing}; "
-                         "choose one with --task ID")
+        super().__init__(f"{len(self.candidates)} active tasks could be resumed: {listing}",
+                         Fix("choose one with --task ID", "call session_resume again with "
+                                                          "task=<id> (or the exact name)"))
 
 
 class Continuity:
@@ -71,8 +74,9 @@ class Continuity:
         in another form by another writer is found too). Without `items` its progress and
         failures are left empty: a lookup that costs the same however long the task's history
         is."""
-        ident = reference(ident, "task", hint="give a task id (or its exact name); list them "
-                                              "with `engram task list`")
+        ident = reference(ident, "task", hint=Fix(
+            "give a task id (or its exact name); list them with `engram task list`",
+            "give a task id (or its exact name); find ids with task_list"))
         found: list[tuple[Store, Projection, tasks.Task]] = []
         if len(ident) >= 4:
             for store, full, _ in self._resolve(ident, what="task"):
