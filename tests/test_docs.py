@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
 
@@ -42,6 +44,14 @@ def test_the_readme_demo_command_works(tmp_path: Path) -> None:
 def test_the_command_reference_is_what_the_commands_print() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_cli_docs.py"), "--check"],
                           capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow
+def test_the_guides_show_what_the_commands_print() -> None:
+    """Rerun the guides' console examples (two machines, a remote, project repositories)."""
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_guides.py"), "--check"],
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
 
 
