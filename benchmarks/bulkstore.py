@@ -440,7 +440,7 @@ def check_shapes() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="engram-bench-shapes-"))
     try:
         speed.setup_env(scratch)
-        e = Engram()
+        e = Engram(cwd=scratch)  # outside any repository: no project of its own
         e.init()
         rng = random.Random(1)
         task = e.task_create("shape check", goal="a goal")
