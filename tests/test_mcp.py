@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -967,3 +968,32 @@ def test_cold_start_stays_close_to_a_bare_server(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     bare = report["median_seconds"]["bare"]
     assert report["difference_seconds"] <= max(0.5, bare), report
+
+
+def test_the_approved_project_server_is_the_one_that_serves(repo: Path,
+                                                            with_mcp_commands: Any) -> None:
+    """The server `install claude --project --approve` writes and approves is started exactly as
+    Claude Code starts it (its `.mcp.json` entry, through the SDK's real stdio client): it
+    serves this project's store."""
+    assert cli("mcp", "install", "claude", "--project", "--approve", cwd=repo).exit_code == 0
+    servers = json.loads((repo / ".mcp.json").read_text())["mcpServers"]
+    approved = json.loads((repo / ".claude" / "settings.local.json").read_text())
+    assert list(servers) == approved["enabledMcpjsonServers"] == ["engram"]
+    entry = servers["engram"]
+    # `engram` on PATH, as the install guide leaves it (here: this environment's scripts).
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    command = shutil.which(entry["command"], path=path)
+    assert command is not None, entry
+    params = StdioServerParameters(command=command, args=entry.get("args", []),
+                                   env={**os.environ, "PATH": path, **entry.get("env", {})},
+                                   cwd=repo)
+
+    async def scenario() -> None:
+        async with Client(params, client_info=Implementation(name="claude-code", version="2.1"),
+                          read_timeout_seconds=120) as client:
+            assert "memory_remember" in {t.name for t in (await client.list_tools()).tools}
+            await call(client, "memory_remember",
+                       content="The approved server writes to the project store")
+
+    run(scenario)
+    assert "The approved server writes" in cli("list", "--project", cwd=repo).stdout
