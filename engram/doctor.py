@@ -420,9 +420,11 @@ def _temp_files(store: Store) -> Iterator[tuple[Path, int | None]]:
             parts = path.name.split(".")
             if len(parts) >= 3 and parts[-1] == "tmp" and parts[-2].isdigit() and path.is_file():
                 yield path, int(parts[-2])
-    if store.events_dir.is_dir():
-        for path in store.events_dir.rglob(".*.doctor.*.tmp"):
-            yield path, int(path.name.split(".")[-2])
+    if store.events_dir.is_dir():  # doctor's rewrites and compaction's merged files
+        for path in store.events_dir.rglob(".*.tmp"):
+            parts = path.name.split(".")
+            if len(parts) >= 4 and parts[-2].isdigit() and path.is_file():
+                yield path, int(parts[-2])
     config_tmp = store.root / f"{CONFIG_FILE}.tmp"
     if config_tmp.is_file():
         yield config_tmp, None

@@ -204,6 +204,23 @@ def test_temporary_files_of_a_killed_process_are_found_and_removed(home_store: E
     assert not leftover.exists()
 
 
+def test_a_merged_file_left_by_a_compaction_killed_mid_write_is_removed(
+        home_store: Engram) -> None:
+    home_store.remember("Use Postgres for the job queue", check_duplicates=False)
+    month = home_store.personal.event_files()[0].parent
+    crashed = child("import os, sys\nfrom pathlib import Path\n"
+                    "(Path(sys.argv[1]) / f'.compacted-0123456789abcdef.jsonl.{os.getpid()}.tmp')"
+                    ".write_bytes(b'{\"actor\"')\nos.kill(os.getpid(), 9)\n", str(month))
+    crashed.wait()
+    leftover = month / f".compacted-0123456789abcdef.jsonl.{crashed.pid}.tmp"
+    assert leftover.exists()
+    code, report = doctor()
+    [temp] = problems(report)
+    assert code == 1 and temp["check"] == "temp-file" and temp["path"] == str(leftover)
+    assert doctor("--fix")[0] == 0
+    assert not leftover.exists()
+
+
 def test_a_stale_git_index_lock_blocks_commits_until_fix_removes_it(project: Path) -> None:
     engram = Engram(cwd=project)
     engram.remember("waiting to be committed", check_duplicates=False)
