@@ -71,6 +71,7 @@ VOLATILE = [
     (re.compile(r"\b\d{4}/\d\d/"), "<month>/"),
     (re.compile(r"\bin \d+(?:\.\d+)?s\b"), "in <seconds>"),
     (re.compile(r"\b[0-9a-f]{7}\b|\b[0-9a-f]{40}\b"), "<hash>"),
+    (re.compile(r"\bcompacted-[0-9a-f]{16}\b"), "compacted-<hash>"),  # named by its content
     (ID, "<id>"),
 ]
 BLOCK = re.compile(
