@@ -258,6 +258,22 @@ class Checker:
         self.checks.scan(value, field=field, redactable=False)
 
 
+def readable(event: ev.Event) -> ev.Event:
+    """`event`, if readers will read it: checked now rather than found damaged later."""
+    try:
+        ev.parse_line(event.to_line()[:-1])
+    except ev.EventFormatError as exc:
+        raise UsageError(f"would become an unreadable event: {exc}") from None
+    return event
+
+
+def readable_memory(data: dict[str, Any]) -> None:
+    """Refuse a `memory.created` payload readers would set aside."""
+    readable(ev.Event(id=ev.new_event_id(), kind="memory.created", clock=0,
+                      time=ev.format_time(ev.utc_now()), actor="-", session=None,
+                      machine=None, data=data))
+
+
 def check_format(name: str) -> str:
     if name not in FORMATS:
         raise UsageError(f"unknown import format {name!r}; use one of {', '.join(FORMATS)}")

@@ -39,7 +39,7 @@ import orjson
 from .. import events as ev
 from ..config import foreign_store
 from ..errors import UsageError, quote
-from . import Checker, Input, Plan, Record, derived_id, slug_name
+from . import Checker, Input, Plan, Record, derived_id, readable_memory, slug_name
 
 FORMAT = "engram-go"
 MANIFEST = "manifest.json"
@@ -215,11 +215,5 @@ def _memory(item: Any, check: Checker) -> tuple[str, dict[str, Any]]:
         "valid_from": None, "valid_until": None, "at": created,
         "origin": origin,
     }
-    probe = ev.Event(id=ev.new_event_id(), kind="memory.created", clock=0,
-                     time=ev.format_time(ev.utc_now()), actor="-", session=None,
-                     machine=None, data=data)
-    try:  # what readers will accept, checked now rather than found damaged later
-        ev.parse_line(probe.to_line()[:-1])
-    except ev.EventFormatError as exc:
-        raise UsageError(f"would become an unreadable event: {exc}") from None
+    readable_memory(data)
     return memory_id, data

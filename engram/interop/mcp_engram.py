@@ -46,7 +46,7 @@ from ..store import check_relative
 from ..validation import EVENT_KIND, well_formed
 from . import (
     Checker, Input, Plan, Record, _mcp_engram_files, derived_event_id, derived_id,
-    from_micros, micros, slug_name,
+    from_micros, micros, readable, slug_name,
 )
 
 FORMAT = "mcp-engram"
@@ -217,11 +217,7 @@ class Reader:
             kind=kind, clock=clock, time=ev.format_time(from_micros(clock)),
             actor=self.actor, session=session, machine=None, data=data,
         )
-        try:  # what readers will accept, checked now rather than found damaged later
-            ev.parse_line(event.to_line()[:-1])
-        except ev.EventFormatError as exc:
-            raise self._fail(f"would become an unreadable event: {exc}") from None
-        self.plan.records.append(Record(kind, data, self.where, event=event))
+        self.plan.records.append(Record(kind, data, self.where, event=readable(event)))
 
     def _text(self, value: Any, name: str, limit: str = "limits.text_bytes", *,
               required: bool = False) -> str:

@@ -22,9 +22,8 @@ from typing import Any
 
 import orjson
 
-from .. import events as ev
 from ..errors import UsageError, quote
-from . import Checker, Input, Plan, Record, derived_id, slug_name
+from . import Checker, Input, Plan, Record, derived_id, readable_memory, slug_name
 
 FORMAT = "mcp-memory"
 
@@ -94,13 +93,7 @@ def _memories(item: dict[str, Any], check: Checker) -> list[tuple[str, dict[str,
             "origin": {"format": FORMAT, "id": check.text(origin, "origin id",
                                                           "limits.item_bytes")},
         }
-        probe = ev.Event(id=ev.new_event_id(), kind="memory.created", clock=0,
-                         time=ev.format_time(ev.utc_now()), actor="-", session=None,
-                         machine=None, data=data)
-        try:  # what readers will accept, checked now rather than found damaged later
-            ev.parse_line(probe.to_line()[:-1])
-        except ev.EventFormatError as exc:
-            raise UsageError(f"would become an unreadable event: {exc}") from None
+        readable_memory(data)
         if all(memory_id != known for known, _ in found):
             found.append((memory_id, data))
 
