@@ -606,15 +606,15 @@ def recover(ctx: click.Context, everything: bool, project: bool, personal: bool,
         return
     for result in results:
         if not result.events:
-            click.echo(f"{result.store} store: nothing to recover")
+            echo(f"{result.store} store: nothing to recover")
         else:
             where = ", ".join(result.files)
-            click.echo(f"{result.store} store: recovered {result.events} events "
-                       f"({result.from_git} from git, {result.events - result.from_git} from "
-                       f"the ledger) into {where}" +
-                       (f"; committed as {result.commit[:8]}" if result.commit else ""))
+            echo(f"{result.store} store: recovered {result.events} events "
+                 f"({result.from_git} from git, {result.events - result.from_git} from "
+                 f"the ledger) into {where}" +
+                 (f"; committed as {result.commit[:8]}" if result.commit else ""))
         for note in result.notes:
-            click.echo(f"  note: {note}")
+            echo(f"  note: {note}")
 
 
 @main.command()
@@ -658,15 +658,15 @@ def compact(ctx: click.Context, dry_run: bool, project: bool, personal: bool,
         if result.months:
             folded = sum(m["files"] for m in result.months)
             made = sum(len(m["into"]) for m in result.months)
-            click.echo(f"{result.store} store: {verb} {folded} event files into {made} "
-                       f"({result.events:,} events; {result.files_before} files before, "
-                       f"{result.files_after} after)"
-                       + (f" in commit {result.commit[:8]}" if result.commit else ""))
+            echo(f"{result.store} store: {verb} {folded} event files into {made} "
+                 f"({result.events:,} events; {result.files_before} files before, "
+                 f"{result.files_after} after)"
+                 + (f" in commit {result.commit[:8]}" if result.commit else ""))
         else:
-            click.echo(f"{result.store} store: nothing to compact "
-                       f"({result.files_before} event files)")
+            echo(f"{result.store} store: nothing to compact "
+                 f"({result.files_before} event files)")
         for why in result.skipped:
-            click.echo(f"  {why}", err=True)
+            echo(f"  {why}", err=True)
 
 
 # -- continuity ---------------------------------------------------------------------------------
