@@ -467,3 +467,21 @@ def test_resume_fills_a_token_budget_by_priority_and_names_what_it_left_out(
     bigger = cli("resume", "--task", task.id, "--max-tokens", "600").stdout
     assert small.count("step ") < bigger.count("step ") or "step 8" in small
     assert "decisions" in small.rsplit("Left out", 1)[1]
+
+
+def test_continuity_takes_a_number_as_a_seq_before_an_id_prefix(home_store: Engram) -> None:
+    """A checkpoint's id is random and may start with a digit: `--after 3` means the third
+    checkpoint even when the first one's id starts with "3"."""
+    task = "movequeue001"
+    foreign_events(home_store.write_store().root,
+                   {"kind": "task.created", "data": {"task": task, "name": "Move the queue",
+                                                     "goal": "", "status": "open",
+                                                     "tags": []}},
+                   *[{"kind": "checkpoint.saved",
+                      "data": {"task": task, "checkpoint": checkpoint, "seq": 1,
+                               "reason": "handoff", "summary": f"step {n}",
+                               "next": [f"step {n + 1}"], "confidence": 0.5}}
+                     for n, checkpoint in enumerate(("3aaaaaaaaaaa", "1bbbbbbbbbbb",
+                                                     "2ccccccccccc"), start=1)])
+    scored = Engram().continuity(task, before="2", after="3")
+    assert (scored["before"], scored["after"]) == (2, 3)

@@ -785,9 +785,12 @@ class Continuity:
             if ref is None:
                 return default
             ref = reference(ref, "checkpoint", hint="give its seq number or id")
-            for item in saved:
-                if item["checkpoint"].startswith(ref) or str(item["seq"]) == ref:
-                    return item
+            # A number is a seq first: a checkpoint's random id may start with the same digit.
+            for match in (lambda c: str(c["seq"]) == ref,
+                          lambda c: c["checkpoint"].startswith(ref)):
+                for item in saved:
+                    if match(item):
+                        return item
             raise NotFoundError("checkpoint", ref)
 
         late = pick(after, saved[-1])
