@@ -4,14 +4,14 @@ Writing a million memories through `Engram.remember` would take hours (and embed
 days), so a store is built the way a long-lived store would look on disk, quickly:
 
 1. `Engram.init()` creates the store (its repository, config, first event and commit);
-2. valid event lines (canonical JSON through `engram.events.Event.to_line`, the memories'
+2. valid event lines (canonical JSON through `engram.storage.events.Event.to_line`, the memories'
    text from benchmarks/speed.py's generator) are written in bulk to writer files laid out as
-   `engram.store.Store` lays them out (`events/YYYY/MM/<writer>.jsonl`, a new file per month,
+   `engram.storage.store.Store` lays them out (`events/YYYY/MM/<writer>.jsonl`, a new file per month,
    past `MAX_FILE_BYTES`, and after every commit), with clocks and times spread over the last
    half year;
 3. they are committed by `Engram.commit()` (once, or once per chunk when many commits are
    asked for);
-4. optionally, the embedding cache (`engram.index.embed.EmbeddingCache`, keyed by model
+4. optionally, the embedding cache (`engram.search.embed.EmbeddingCache`, keyed by model
    identity and content hash) is filled with random unit vectors, one per text, so that the
    first `Engram.reindex()` embeds nothing; otherwise the reindex embeds every text for real;
 5. `Engram.reindex()` builds the read model and both indexes.
@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import speed  # noqa: E402  (benchmarks/speed.py: the synthetic memory generator and helpers)
-from engram.retrieval import embedding_text  # noqa: E402
+from engram.search.retrieval import embedding_text  # noqa: E402
 
 BUILDER_VERSION = 4  # bump when what a build writes changes: kept stores are rebuilt
 ACTOR = "bench <bench@example.com>"
@@ -251,9 +251,9 @@ def _task_event(rng: random.Random, task_id: str, step: int, done: list[str],
 # --------------------------------------------------------------------------------------------
 
 def build(base: Path, spec: StoreSpec) -> Built:
-    from engram import events as ev
+    from engram.storage import events as ev
     from engram.api import Engram
-    from engram.store import MAX_FILE_BYTES
+    from engram.storage.store import MAX_FILE_BYTES
 
     check_shapes()
     if base.exists():
@@ -370,7 +370,7 @@ def finish(base: Path, spec: StoreSpec, info: dict[str, Any], e: Any, t_start: f
 
 def prefill_embeddings(store: Any, texts: list[str], *, seed: int) -> None:
     """One random unit vector per distinct text, under the built-in model's identity."""
-    from engram.index.embed import EmbeddingCache, content_hash, load_embedder
+    from engram.search.embed import EmbeddingCache, content_hash, load_embedder
 
     embedder = load_embedder("builtin")
     cache = EmbeddingCache(store.local_dir / "cache" / "embeddings.sqlite3")
@@ -395,7 +395,7 @@ def append_bulk(store: Any, events: list[tuple[str, dict[str, Any]]], *,
 
     Clocks follow the store's observed clock, so they sort after everything already seen.
     """
-    from engram import events as ev
+    from engram.storage import events as ev
 
     moment = datetime.now(UTC)
     clock = max(int(moment.timestamp() * 1e6), store.observed_clock() + 1)

@@ -212,7 +212,7 @@ def isolated_environment(root: Path) -> Iterator[None]:
 
 def parse_assignments(text: str) -> dict[str, str]:
     """'a.b=1,c.d=2' -> {'a.b': '1', 'c.d': '2'}, checked against Engram's settings."""
-    from engram.config import SETTINGS
+    from engram.base.config import SETTINGS
 
     out: dict[str, str] = {}
     for part in text.split(","):
@@ -248,8 +248,8 @@ class ConversationRun:
 
 def run_conversation(conv: Conversation, base: dict[str, str], variants: Sequence[Variant],
                      captions: bool, log: Any) -> ConversationRun:
-    from engram.config import SETTINGS
-    from engram.errors import EngramError
+    from engram.base.config import SETTINGS
+    from engram.base.errors import EngramError
 
     touched = sorted({key for v in variants for key in v.settings})
     with tempfile.TemporaryDirectory(prefix="engram-locomo-") as tmp, \

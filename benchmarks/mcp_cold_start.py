@@ -49,11 +49,11 @@ server.run()
 
 
 def engram_command() -> list[str]:
-    from engram.cli import main
+    from engram.cli.main import main
 
     if "serve" in main.commands:
         return [sys.executable, "-m", "engram", "serve"]
-    return [sys.executable, "-m", "engram.cli_mcp", "serve"]
+    return [sys.executable, "-m", "engram.cli.mcp", "serve"]
 
 
 async def first_list(command: list[str], env: dict[str, str], cwd: Path) -> float:

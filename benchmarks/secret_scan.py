@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engram.secrets import find_secrets  # noqa: E402
+from engram.base.secrets import find_secrets  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
 

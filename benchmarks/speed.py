@@ -397,9 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     import tantivy
 
     from engram.api import Engram
-    from engram.index import usearch_index
-    from engram.index.embed import load_embedder
-    from engram.index.text import query_words
+    from engram.search import usearch_index
+    from engram.search.embed import load_embedder
+    from engram.search.text import query_words
 
     results: dict[str, Any] = {
         "memories": args.memories, "queries": args.queries, "rounds": args.rounds,

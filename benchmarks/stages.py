@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import onnxruntime  # noqa: E402,F401  (before usearch, see engram.index.usearch_index)
+import onnxruntime  # noqa: E402,F401  (before usearch, see engram.search.usearch_index)
 
 import bulkstore  # noqa: E402
 import speed  # noqa: E402
@@ -96,7 +96,7 @@ def new_texts(count: int, tag: str, seed: int) -> list[tuple[str, str, list[str]
 
 def stage_write(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     from engram.api import Engram
-    from engram.index.embed import load_embedder
+    from engram.search.embed import load_embedder
 
     built = bulkstore.ensure_store(work, StoreSpec(f"write-{p['write_store']}",
                                                    memories=p["write_store"]))
@@ -180,8 +180,8 @@ class Floor:
     def __init__(self, cache: Path, limit: int) -> None:
         import tantivy
 
-        from engram.index import usearch_index
-        from engram.index.embed import load_embedder
+        from engram.search import usearch_index
+        from engram.search.embed import load_embedder
 
         self.emb = load_embedder("builtin")
         self.tindex = tantivy.Index.open(str(cache / "text"))
@@ -197,7 +197,7 @@ class Floor:
     def once(self, q: str) -> tuple[int, int, int]:
         import numpy as np
 
-        from engram.index.text import query_words
+        from engram.search.text import query_words
 
         t0 = time.perf_counter_ns()
         vec = self.emb.embed([q])[0]
@@ -223,7 +223,7 @@ def stage_recall(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     e = Engram()
     store = e.write_store()
     queries = speed.make_queries(random.Random(p.get("seed", 1)), p["queries"])
-    from engram.index.embed import load_embedder
+    from engram.search.embed import load_embedder
 
     load_embedder("builtin")  # the model's load is start-up's business, not the first query's
     t0 = time.perf_counter()
@@ -350,9 +350,9 @@ class Split:
     process only): reading the event files into the read model, BM25, embedding, vectors."""
 
     def __init__(self) -> None:
-        from engram.index.embed import Embedder
-        from engram.projection import Projection
-        from engram.retrieval import StoreSearch
+        from engram.search.embed import Embedder
+        from engram.readmodel.projection import Projection
+        from engram.search.retrieval import StoreSearch
 
         self.totals: dict[str, float] = {}
         self.counts: dict[str, int] = {}
@@ -401,7 +401,7 @@ class Split:
 
 def stage_reindex(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     from engram.api import Engram
-    from engram.index.embed import load_embedder
+    from engram.search.embed import load_embedder
 
     n = p["reindex_events"]
     spec = StoreSpec(f"reindex-{n}", memories=n, prefill_vectors=False)
@@ -483,7 +483,7 @@ def reset_to(base: str, *clones: Path, remotes: tuple[Path, ...] = ()) -> None:
 def push_from_other(other: Path, count: int, tag: str, *,
                     remotes: tuple[Path, ...]) -> list[str]:
     """`count` new memories written on another clone, committed and pushed with plain git."""
-    from engram.store import Store
+    from engram.storage.store import Store
 
     git = bulkstore.git
     rng = random.Random(tag)
@@ -502,7 +502,7 @@ def push_from_other(other: Path, count: int, tag: str, *,
 
 def incremental(built: bulkstore.Built, p: dict[str, Any], split: Split) -> dict[str, Any]:
     from engram.api import Engram
-    from engram.index.embed import load_embedder
+    from engram.search.embed import load_embedder
 
     remote, other, base = ensure_remote(built)
     store_dir = built.store_dir
@@ -557,8 +557,8 @@ ids = [searcher.doc(a)["id"][0] for _, a in hits]
 
 BARE_HYBRID = BARE_BM25 + """\
 import numpy as np
-from engram.index import usearch_index
-from engram.index.embed import load_embedder
+from engram.search import usearch_index
+from engram.search.embed import load_embedder
 emb = load_embedder("builtin")
 vec = emb.embed([sys.argv[4]])[0]
 u = usearch_index().Index(ndim=emb.dim, metric="cos", dtype="f32")
@@ -576,7 +576,7 @@ def stage_startup(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     cache = built.store_dir / ".git" / "engram" / "cache"
     queries = speed.make_queries(random.Random(5), 8)
     # The bare queries search the words Engram searches for (stop words left out).
-    from engram.index.text import query_words
+    from engram.search.text import query_words
 
     words = [" ".join(query_words(q)) for q in queries]
     exe = engram_exe()
@@ -662,9 +662,9 @@ def stage_sync(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     from engram.api import Engram
     import numpy as np
 
-    from engram.index.embed import EmbeddingCache, content_hash, load_embedder
-    from engram.retrieval import embedding_text
-    from engram.sync import sync
+    from engram.search.embed import EmbeddingCache, content_hash, load_embedder
+    from engram.search.retrieval import embedding_text
+    from engram.git.sync import sync
 
     git = bulkstore.git
     spec = StoreSpec(f"sync-{p['sync_events']}-c{p['sync_commits']}",

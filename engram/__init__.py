@@ -29,12 +29,17 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .api import Engram
-    from .errors import (
-        AmbiguousIdError, DamagedFileError, EngramError, NoStoreError, NotFoundError,
-        SecretError, UsageError,
+    from .base.errors import (
+        AmbiguousIdError,
+        DamagedFileError,
+        EngramError,
+        NoStoreError,
+        NotFoundError,
+        SecretError,
+        UsageError,
     )
-    from .events import Event
-    from .memories import Memory
+    from .storage.events import Event
+    from .domain.memories import Memory
 
 
 def __getattr__(name: str) -> Any:
@@ -45,15 +50,15 @@ def __getattr__(name: str) -> Any:
 
         return Engram
     if name == "Event":
-        from .events import Event
+        from .storage.events import Event
 
         return Event
     if name == "Memory":
-        from .memories import Memory
+        from .domain.memories import Memory
 
         return Memory
     if name in __all__:
-        from . import errors
+        from .base import errors
 
         return getattr(errors, name)
     raise AttributeError(f"module 'engram' has no attribute {name!r}")

@@ -16,29 +16,45 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import events as ev
-from . import memories as mem
-from .config import (
-    CONFIG_FILE, PROJECT_DIR, SETTINGS, Layer, Settings, check_value, engram_home,
-    find_foreign_store, find_project_store, find_work_tree, foreign_store, personal_only,
+from .storage import events as ev
+from .domain import memories as mem
+from .base.config import (
+    CONFIG_FILE,
+    PROJECT_DIR,
+    SETTINGS,
+    Layer,
+    Settings,
+    check_value,
+    engram_home,
+    find_foreign_store,
+    find_project_store,
+    find_work_tree,
+    foreign_store,
+    personal_only,
 )
-from .errors import (
-    AmbiguousIdError, EngramError, GitError, NoStoreError, NotFoundError, UsageError, quote,
+from .base.errors import (
+    AmbiguousIdError,
+    EngramError,
+    GitError,
+    NoStoreError,
+    NotFoundError,
+    UsageError,
+    quote,
 )
-from .continuity.service import Continuity
-from .interop.service import Interop
-from .neardup import Difference, differences
-from .projection import Projection
-from .store import Store, WriterState, git_c, require
-from .validation import Checks, event_kind, reference, well_formed
+from .domain.continuity.service import Continuity
+from .domain.interop.service import Interop
+from .search.neardup import Difference, differences
+from .readmodel.projection import Projection
+from .storage.store import Store, WriterState, git_c, require
+from .base.validation import Checks, event_kind, reference, well_formed
 
 if TYPE_CHECKING:
-    from . import git
-    from .compact import CompactResult
-    from .lost import Recovered
-    from .identity import Project
-    from .index.embed import Embedder
-    from .retrieval import Hit, StoreSearch
+    from .git import repo as git
+    from .git.compact import CompactResult
+    from .git.lost import Recovered
+    from .domain.identity import Project
+    from .search.embed import Embedder
+    from .search.retrieval import Hit, StoreSearch
 
 Use = Literal["both", "personal", "project"]
 MIN_PREFIX = 4
@@ -117,7 +133,7 @@ class Engram(Continuity, Interop):
     def at(self, rev: str) -> tuple[Engram, list[str]]:
         """The stores as they were at `rev` (a commit, tag, branch or date), read-only, from git
         history alone; and, for each store, the commit it was read at."""
-        from . import asof
+        from .domain import asof
 
         rev = well_formed(rev, "--at")
         past = Engram(cwd=self.cwd, use=self.use, session=None, actor=self._actor)
@@ -144,7 +160,7 @@ class Engram(Continuity, Interop):
     def here(self) -> Project | None:
         """The project of the repository this works in (`engram.identity.Project`), or None."""
         if not hasattr(self, "_here"):
-            from .identity import project_of
+            from .domain.identity import project_of
 
             cache = self.personal.local_dir / "cache" if self.personal.exists() else None
             top = find_work_tree(self.cwd)
@@ -237,7 +253,7 @@ class Engram(Continuity, Interop):
         configured = self.settings(store)["actor"]
         if configured:
             return configured
-        from . import git
+        from .git import repo as git
 
         return git.git_identity(store.work_tree) or git.fallback_actor()
 
@@ -289,7 +305,7 @@ class Engram(Continuity, Interop):
 
         Returns the store and whether anything was created (init is idempotent).
         """
-        from . import git
+        from .git import repo as git
 
         if project:
             top = find_work_tree(self.cwd)
@@ -418,7 +434,7 @@ class Engram(Continuity, Interop):
                       lifecycle_alone: bool = False) -> CommitResult:
         """Commit the store's pending changes. Pending session lifecycle events alone are left
         for the next commit unless `lifecycle_alone` (an explicit `engram commit`)."""
-        from . import git
+        from .git import repo as git
 
         if not locked:
             with store.lock():
@@ -443,7 +459,7 @@ class Engram(Continuity, Interop):
                 # A commit killed half-way leaves git's lock files (index.lock, a branch's
                 # ref lock) and the index behind HEAD: once no process holds them, the next
                 # commit clears them up.
-                from .doctor import recover_interrupted_commit
+                from .domain.doctor import recover_interrupted_commit
 
                 note = recover_interrupted_commit(store) \
                     if attempt == 1 and ".lock" in str(exc) else None
@@ -475,7 +491,7 @@ class Engram(Continuity, Interop):
 
     def _compact_if_due(self, store: Store, repo: git.StoreRepo) -> None:
         """Fold the months with `compact.files` committed event files or more (under the lock)."""
-        from . import compact
+        from .git import compact
 
         months = compact.due_months(store, repo, self.settings(store)["compact.files"])
         if not months:
@@ -487,8 +503,8 @@ class Engram(Continuity, Interop):
 
     def compact(self, *, dry_run: bool = False) -> list[CompactResult]:
         """Commit pending events, then fold each month's closed event files into one file, in
-        one commit per store (see `engram.compact`)."""
-        from . import compact, git
+        one commit per store (see `engram.git.compact`)."""
+        from .git import compact, repo as git
 
         out = []
         for store in self.stores():
@@ -630,8 +646,8 @@ class Engram(Continuity, Interop):
         embedder = self._embedder(store)
         if embedder is None:
             return None, []
-        from .index.embed import embed_with_cache
-        from .retrieval import embedding_text
+        from .search.embed import embed_with_cache
+        from .search.retrieval import embedding_text
 
         search = self._search(store)
         proj = self.projection(store)
@@ -669,8 +685,8 @@ class Engram(Continuity, Interop):
         embedder = self._embedder(store)
         if embedder is None:
             return None
-        from .index.embed import embed_with_cache
-        from .retrieval import embedding_text
+        from .search.embed import embed_with_cache
+        from .search.retrieval import embedding_text
 
         search = self._search(store)
         search.sync_vectors(embedder, self.settings(store))
@@ -688,7 +704,7 @@ class Engram(Continuity, Interop):
 
     def _embedder(self, store: Store | None = None) -> Embedder | None:
         """The configured embedding model, or None (said once) when it cannot load."""
-        from .index.embed import EmbeddingUnavailable, load_embedder
+        from .search.embed import EmbeddingUnavailable, load_embedder
 
         model = self.settings(store)["search.model"]
         if model == "off":
@@ -702,7 +718,7 @@ class Engram(Continuity, Interop):
             return None
 
     def _search(self, store: Store) -> StoreSearch:
-        from .retrieval import StoreSearch
+        from .search.retrieval import StoreSearch
 
         search = self._searches.get(store.root)
         if search is None:
@@ -866,8 +882,8 @@ class Engram(Continuity, Interop):
         Superseded, forgotten, expired and fully decayed memories are left out unless asked for.
         `now` is the moment strength and validity are judged at (default: now).
         """
-        from . import ranking
-        from .retrieval import Hit, strength
+        from .search import ranking
+        from .search.retrieval import Hit, strength
 
         checks = self.checks()
         query = checks.query(query)
@@ -988,9 +1004,9 @@ class Engram(Continuity, Interop):
                          bodies: dict[Path, dict[str, mem.Memory]], now: datetime) -> None:
         """For "now" questions, an older memory on the subject of a newer one among the results
         steps back (for "originally" questions, the newer one does)."""
-        from . import ranking
-        from .index.embed import embed_with_cache
-        from .retrieval import memory_embedding_text
+        from .search import ranking
+        from .search.embed import embed_with_cache
+        from .search.retrieval import memory_embedding_text
 
         by_identity: dict[str, list[int]] = {}
         for row, (_, _, store, _) in enumerate(ranked):
@@ -1247,7 +1263,7 @@ class Engram(Continuity, Interop):
 
     def stats(self, *, now: datetime | None = None) -> list[dict[str, Any]]:
         """Counts by kind, scope and store, average strength, and index freshness."""
-        from .retrieval import strength
+        from .search.retrieval import strength
 
         moment = now or ev.utc_now()
         freshness = {entry["store"]: entry for entry in self.index_state()}
@@ -1284,7 +1300,7 @@ class Engram(Continuity, Interop):
         """
         import numpy as np
 
-        from .index.embed import embed_with_cache
+        from .search.embed import embed_with_cache
 
         plans = []
         for store in self.stores():
@@ -1366,7 +1382,7 @@ class Engram(Continuity, Interop):
         return new_id
 
     def status(self) -> list[dict[str, Any]]:
-        from . import git, lost
+        from .git import repo as git, lost
 
         out = []
         for store in self.stores():
@@ -1404,7 +1420,7 @@ class Engram(Continuity, Interop):
         return [self._recover_store(store, everything=everything) for store in self.stores()]
 
     def _recover_store(self, store: Store, *, everything: bool) -> Recovered:
-        from . import lost
+        from .git import lost
 
         proj = self.projection(store)
         commit = None
@@ -1433,7 +1449,7 @@ class Engram(Continuity, Interop):
 
     def verify(self) -> dict[str, Any]:
         """Re-read every event file of the selected stores from disk; report all damage."""
-        from .verify import verify_store
+        from .domain.verify import verify_store
 
         reports = [verify_store(store) for store in self.stores()]
         return {
@@ -1445,7 +1461,7 @@ class Engram(Continuity, Interop):
         """Diagnose the selected stores: every problem, where it is, and the command that fixes
         it. With `fix`, apply the repairs that lose nothing (keeping backups), then diagnose
         again."""
-        from .doctor import run
+        from .domain.doctor import run
 
         return run(self, fix=fix)
 
@@ -1457,7 +1473,7 @@ class Engram(Continuity, Interop):
         return require(self.personal, "personal")
 
     def config_set(self, key: str, text: str) -> Any:
-        from .config import parse_value
+        from .base.config import parse_value
 
         store = self.config_target()
         value = parse_value(key, text)
@@ -1522,15 +1538,15 @@ def describe(event: ev.Event) -> str:
     if event.kind.startswith("memory."):
         return mem.describe(event)
     if event.kind.startswith("task."):
-        from .continuity.tasks import describe as describe_task
+        from .domain.continuity.tasks import describe as describe_task
 
         return describe_task(event)
     if event.kind.startswith("checkpoint."):
-        from .continuity.checkpoints import describe as describe_checkpoint
+        from .domain.continuity.checkpoints import describe as describe_checkpoint
 
         return describe_checkpoint(event)
     if event.kind.startswith("session."):
-        from .continuity.sessions import describe as describe_session
+        from .domain.continuity.sessions import describe as describe_session
 
         return describe_session(event)
     if event.kind == "store.created":

@@ -62,7 +62,7 @@ def help_text(main: click.Group, path: tuple[str, ...]) -> str:
 
 
 def render() -> str:
-    from engram.cli import main
+    from engram.cli.main import main
 
     paths = commands(main)
     parts = [HEADER]
@@ -89,12 +89,12 @@ SHOWN_PYTHON = "/home/you/.local/engram/bin/python"
 def install_snippet(args: str) -> str:
     """What `engram mcp install ARGS` writes to a client's empty configuration, as a fenced
     block. The user-level entry names this installation's Python (no `engram` on the PATH)."""
-    from engram.mcp_install import install
+    from engram.mcp.install import install
 
     words = args.split()
     client = words[0]
     with tempfile.TemporaryDirectory() as scratch, \
-            mock.patch("engram.mcp_install.shutil.which", return_value=None):
+            mock.patch("engram.mcp.install.shutil.which", return_value=None):
         repo = Path(scratch) / "repo"
         repo.mkdir()
         subprocess.run(["git", "init", "-q", str(repo)], check=True)

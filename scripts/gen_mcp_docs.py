@@ -4,7 +4,7 @@
     .venv/bin/python scripts/gen_mcp_docs.py --check   # exit 1 if it is stale (tests run this)
 
 Everything on the page (names, descriptions, parameters and their schemas, annotations, result
-fields, the prompt, the server instructions) is read from `engram.mcp_server.build_server()`, the
+fields, the prompt, the server instructions) is read from `engram.mcp.server.build_server()`, the
 same objects a client receives in `tools/list`, so the page cannot drift from the server.
 """
 
@@ -55,7 +55,7 @@ def yes(value: bool | None) -> str:
 
 
 def render() -> str:
-    from engram.mcp_server import OUTPUT_CHARS, build_server
+    from engram.mcp.server import OUTPUT_CHARS, build_server
 
     server = build_server()
     tools = anyio.run(server.list_tools)

@@ -93,7 +93,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def cli(*args: str, input: str | None = None, cwd: Path | None = None) -> Result:
-    from engram.cli import main
+    from engram.cli.main import main
 
     argv = (["-C", str(cwd)] if cwd else []) + list(args)
     return CliRunner().invoke(main, argv, input=input, catch_exceptions=False)
@@ -112,7 +112,7 @@ def foreign_events(root: Path, *events: dict[str, Any]) -> list[str]:
     """Lines another clone wrote, as a pull brings them: appended to a writer file of its own
     in the store at `root`. Each dict has `kind` and `data`, and may set `time`, `actor`,
     `machine` and `session`. Returns the event ids."""
-    from engram import events as ev
+    from engram.storage import events as ev
 
     path = root / "events" / "2026" / "01" / "foreign-writer.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ ROOT = Path(__file__).parent.parent
 _MANY = """
 import json, os, sys
 from click.testing import CliRunner
-from engram.cli import main
+from engram.cli.main import main
 out = []
 for command in json.loads(sys.argv[1]):
     if command[0] == "!rm":

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import cli, git
 from engram.api import Engram
-from engram.store import Store
+from engram.storage.store import Store
 
 
 def _events(repo: Path) -> int:

@@ -27,10 +27,10 @@ from mcp.client import Client
 from pygit2.enums import ConfigLevel
 
 from conftest import ACTOR, GIT_ENV, make_repo
-from engram import events as ev
+from engram.storage import events as ev
 from engram.api import Engram
-from engram.cli import main
-from engram.store import Store
+from engram.cli.main import main
+from engram.storage.store import Store
 
 HUGE = "word " * 10_000  # 50 kB: over every limit
 CTRL = "colour \x1b[31mred"
@@ -471,7 +471,7 @@ CLI_CASES: dict[str, list[Case]] = {
 
 
 def test_the_limits_page_lists_every_limit_setting_with_its_default() -> None:
-    from engram.config import SETTINGS
+    from engram.base.config import SETTINGS
 
     page = (Path(__file__).parent.parent / "docs" / "limits.md").read_text()
     for key, setting in SETTINGS.items():
@@ -480,7 +480,7 @@ def test_the_limits_page_lists_every_limit_setting_with_its_default() -> None:
 
 
 def test_limits_move_with_their_settings(project: Path) -> None:
-    from engram.errors import UsageError
+    from engram.base.errors import UsageError
 
     with Engram(cwd=project, use="project") as engram:
         engram.config_set("limits.tags", "2")
@@ -860,7 +860,7 @@ MCP_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
 
 
 def tool_names(cwd: Path) -> list[str]:
-    from engram.mcp_server import build_server
+    from engram.mcp.server import build_server
 
     return [tool.name for tool in anyio.run(build_server(cwd=cwd).list_tools)]
 
@@ -876,7 +876,7 @@ def test_every_mcp_tool_has_bad_input_cases(tmp_path: Path) -> None:
 @pytest.mark.parametrize("tool", sorted(name for name, cases in MCP_CASES.items() if cases))
 def test_mcp_tool_refuses_bad_input_with_an_error_result_and_writes_nothing(
         world: World, tool: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engram.mcp_server import build_server
+    from engram.mcp.server import build_server
 
     monkeypatch.setenv("HOME", str(world.home))
     monkeypatch.setenv("ENGRAM_HOME", str(world.home / ".engram"))

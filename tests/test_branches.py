@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from engram.api import Engram
-from engram.store import Store
-from engram.sync import sync
+from engram.storage.store import Store
+from engram.git.sync import sync
 from tests.conftest import git, make_repo, run_engram
 
 

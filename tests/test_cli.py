@@ -206,7 +206,7 @@ OBEYED = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e
 def test_text_from_a_store_reaches_the_terminal_as_data(home_store: Engram) -> None:
     """Another clone's lines carry escape sequences and bidi overrides in every field a command
     prints: every command shows them as escapes, and --json keeps the text as it is."""
-    from engram import events as ev
+    from engram.storage import events as ev
 
     task, memory, checkpoint = ev.new_entity_id(), ev.new_entity_id(), ev.new_entity_id()
     # Control characters in an actor or machine make the whole line unreadable (readers skip

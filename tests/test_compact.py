@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import git, make_repo, run_engram
-from engram import compact as comp
+from engram.git import compact as comp
 from engram.api import Engram
-from engram.projection import Projection
-from engram.store import Store
+from engram.readmodel.projection import Projection
+from engram.storage.store import Store
 
 
 def event_files(store: Store) -> list[str]:

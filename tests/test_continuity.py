@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from conftest import cli, foreign_events, git, markdown_sections, run_engram
 from engram.api import Engram
-from engram.continuity.service import AmbiguousResumeError
+from engram.domain.continuity.service import AmbiguousResumeError
 
 AGENT = Path(__file__).with_name("agent.py")
 
@@ -288,7 +288,7 @@ def test_a_hostile_pid_in_a_session_event_is_no_process() -> None:
     in `sessions` and `resume`; 0 and -1 would signal process groups."""
     import os
 
-    from engram.continuity.sessions import process_alive
+    from engram.domain.continuity.sessions import process_alive
 
     for pid in (2**62, 2**31, -1, 0, True, None):
         assert process_alive(pid) is False, pid  # type: ignore[arg-type]
@@ -344,7 +344,7 @@ def test_no_text_changes_the_shape_of_a_handoff(items: list[str], text: str, oth
                                                 ) -> None:
     """Whatever a checkpoint's texts hold, its Markdown has the same sections and, in each,
     one list item per item: no heading, list, quote, fence or HTML comes from the texts."""
-    from engram.continuity import checkpoints as cp
+    from engram.domain.continuity import checkpoints as cp
 
     checkpoint: dict = {name: items for name in cp.LIST_FIELDS}
     checkpoint.update(seq=2, checkpoint="abcdefgh1234", reason=text or "x", actor=other or "x",
@@ -386,7 +386,7 @@ def test_a_name_another_writer_stored_decomposed_is_found(home_store: Engram) ->
     """An older or foreign writer stored the name and the actor in NFD: lookups by the NFC
     form find them. Tasks are keyed by id, not name: the same name made on two clones is two
     tasks, and a lookup by the name in either form lists both."""
-    from engram import events as ev
+    from engram.storage import events as ev
 
     theirs = ev.new_entity_id()
     foreign_events(home_store.write_store().root, {

@@ -33,7 +33,7 @@ import pytest
 
 from conftest import git
 from engram.api import Engram
-from engram.store import WriterState
+from engram.storage.store import WriterState
 
 pytestmark = pytest.mark.slow
 

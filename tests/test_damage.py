@@ -29,9 +29,9 @@ import pytest
 
 import fsjail
 from conftest import git
-from engram import events as ev
+from engram.storage import events as ev
 from engram.api import Engram
-from engram.store import WriterState
+from engram.storage.store import WriterState
 
 ROOT = Path(__file__).parent.parent
 

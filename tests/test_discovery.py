@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import git, make_repo
-from engram import discovery
+from engram.domain import discovery
 from engram.api import Engram
-from engram.errors import SecretError, UsageError
+from engram.base.errors import SecretError, UsageError
 
 API_KEY = "Zq7vR2mXk9Lp4Wd8"  # a value the secret scanner recognises after API_KEY=
 SALT = "pepper-moon-42"  # a value it does not: only the tracking rule keeps it out

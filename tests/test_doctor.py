@@ -19,7 +19,7 @@ import pytest
 import fsjail
 from conftest import cli, git
 from engram.api import Engram
-from engram.store import WriterState
+from engram.storage.store import WriterState
 
 ROOT = Path(__file__).parent.parent
 

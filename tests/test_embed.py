@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from engram.api import Engram
-from engram.errors import UsageError
-from engram.index import embed
-from engram.index.runner import length_batches
+from engram.base.errors import UsageError
+from engram.search import embed
+from engram.search.runner import length_batches
 
 MIXED = ["Use Postgres for the job queue", "", "naïve café, Ünïcödé 日本語 🚀",
          "word " * 700, "x" * 3000, "  leading and trailing spaces  ",
@@ -49,7 +49,7 @@ def copy_of(folder: Path, where: Path, description: dict | None = None) -> Path:
 
 
 def test_usearch_is_always_imported_after_onnxruntime() -> None:
-    code = ("from engram.index import usearch_index; usearch_index(); "
+    code = ("from engram.search import usearch_index; usearch_index(); "
             "import fastembed, onnxruntime; print('ok')")
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
                           text=True)
@@ -134,8 +134,8 @@ def test_fastembed_models_get_texts_by_length_in_bounded_batches() -> None:
 def test_an_embedding_call_stays_under_a_gigabyte_whatever_the_input() -> None:
     code = """
 import resource, sys
-from engram.index.embed import load_embedder
-from engram.index.embed_bench import memory_texts
+from engram.search.embed import load_embedder
+from engram.search.embed_bench import memory_texts
 embedder = load_embedder("builtin")
 embedder.embed(["warm up"])
 texts = memory_texts(50) + ["word " * 700, "x" * 3000] * 4 + [
@@ -152,7 +152,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB on Linux
 
 
 def test_the_builtin_model_loads_without_importing_fastembed() -> None:
-    code = ("import sys; from engram.index.embed import load_embedder; "
+    code = ("import sys; from engram.search.embed import load_embedder; "
             "print(load_embedder('builtin').embed(['a query']).shape, 'fastembed' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
                           text=True)

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from engram import events as ev
+from engram.storage import events as ev
 
 
 def make_event(**overrides: object) -> ev.Event:

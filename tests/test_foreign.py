@@ -13,7 +13,7 @@ import pytest
 
 from conftest import cli, git, make_repo
 from engram.api import Engram
-from engram.interop import detect
+from engram.domain.interop import detect
 
 GO = Path(__file__).parent.parent / "fixtures" / "engram-go"
 EXPORT = GO / "engram-export.json"

@@ -7,7 +7,7 @@ store's config.yaml (`config.parse_config`); a handoff package (`--from FILE`:
 `checkpoints.parse_package`, then `normalise`); dates and ages (`memories.parse_moment`); a
 discovery's citations (`discovery.parse`); an MCP client's configuration file as
 `engram mcp install` edits it; a file given to `engram import`, in each of its formats
-(`engram.interop`); and the input checks themselves (`validation`).
+(`engram.domain.interop`); and the input checks themselves (`validation`).
 
 `tests/corpus/<parser>/<name>` keeps inputs the fuzzing found (and a few it should keep
 finding); `test_the_corpus_replays_cleanly` replays them all in the quick suite. The fuzzing
@@ -28,14 +28,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engram import events as ev
-from engram import validation
-from engram.config import SETTINGS, Settings, parse_config
-from engram.continuity import checkpoints as cp
-from engram.discovery import parse as parse_citations
-from engram.errors import EngramError, UsageError
-from engram.memories import parse_moment
-from engram.store import Store
+from engram.storage import events as ev
+from engram.base import validation
+from engram.base.config import SETTINGS, Settings, parse_config
+from engram.domain.continuity import checkpoints as cp
+from engram.domain.discovery import parse as parse_citations
+from engram.base.errors import EngramError, UsageError
+from engram.domain.memories import parse_moment
+from engram.storage.store import Store
 
 CORPUS = Path(__file__).parent / "corpus"
 # Derandomized: the same inputs on every run, so a failure in CI is one anyone can replay.
@@ -160,7 +160,7 @@ def checked_text(data: bytes, name: str = "") -> None:
 def client_config(data: bytes, name: str = "config.toml") -> None:
     """An MCP client's own configuration file as `engram mcp install` finds it: Codex's TOML,
     or Claude Code's JSON."""
-    from engram.mcp_install import install
+    from engram.mcp.install import install
 
     client, where = ("codex", ".codex/config.toml") if name.endswith(".toml") else \
         ("claude", ".claude.json")
@@ -184,8 +184,14 @@ def client_config(data: bytes, name: str = "config.toml") -> None:
 def import_file(data: bytes, name: str = "") -> None:
     """A file given to `engram import`, read as each format: every record comes out checked
     (an event readers accept) or skipped with a one-line reason; only the size limit stops."""
-    from engram.interop import (
-        Checker, Input, Plan, engram_go, engram_jsonl, mcp_engram, mcp_memory,
+    from engram.domain.interop import (
+        Checker,
+        Input,
+        Plan,
+        engram_go,
+        engram_jsonl,
+        mcp_engram,
+        mcp_memory,
     )
 
     readers: dict[str, Callable[..., Plan]] = {

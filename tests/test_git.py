@@ -6,8 +6,8 @@ import pytest
 
 from conftest import ACTOR, git, make_repo
 from engram.api import Engram
-from engram.errors import GitError
-from engram.store import WriterState
+from engram.base.errors import GitError
+from engram.storage.store import WriterState
 
 
 def porcelain_without_engram(repo: Path) -> list[str]:

@@ -20,8 +20,8 @@ from click.testing import Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engram import events as ev
-from engram.store import Store
+from engram.storage import events as ev
+from engram.storage.store import Store
 from tests.conftest import cli, git
 from tests.test_fuzz import events as fuzz_events
 from tests.test_fuzz import json_values, line_of
@@ -372,7 +372,7 @@ TAILS = st.sampled_from([b"", b'{"actor":"x","clock":1,"da', b"\xff\xfe", b"<<<<
 
 @pytest.mark.slow
 def test_generated_hostile_lines_and_files_break_no_command(clones: Clones) -> None:
-    from engram import lines as classifier
+    from engram.storage import lines as classifier
 
     @settings(max_examples=25, deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ACTOR, cli, git, markdown_sections
-from engram import events as ev
+from engram.storage import events as ev
 from engram.api import Engram
-from engram.interop import detect, from_micros
+from engram.domain.interop import detect, from_micros
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 MCP_ENGRAM = FIXTURES / "mcp-engram"

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from conftest import cli, git, make_repo
-from engram import events as ev
-from engram import lines, lost
+from engram.storage import events as ev
+from engram.storage import lines
+from engram.git import lost
 from engram.api import Engram
-from engram.store import Store
+from engram.storage.store import Store
 
 
 def _project(path: Path) -> Path:

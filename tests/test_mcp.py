@@ -25,12 +25,12 @@ from mcp_types import Implementation, ListRootsResult, Root
 
 from conftest import ACTOR, cli, git, make_repo
 from engram.api import Engram
-from engram.cli import main as engram_main
+from engram.cli.main import main as engram_main
 
 ROOT = Path(__file__).parent.parent
 # `python -m engram serve` once engram/cli.py registers the MCP commands; until then the same
-# commands through engram.cli_mcp. Decided before any test registers them in this process.
-SERVE_MODULE = "engram" if "serve" in engram_main.commands else "engram.cli_mcp"
+# commands through engram.cli.mcp. Decided before any test registers them in this process.
+SERVE_MODULE = "engram" if "serve" in engram_main.commands else "engram.cli.mcp"
 
 APP = '''import os
 
@@ -93,7 +93,7 @@ def repo(tmp_path: Path) -> Path:
 @pytest.fixture
 def with_mcp_commands() -> click.Group:
     """`engram serve` / `engram mcp` on the in-process CLI, as engram/cli.py will have them."""
-    from engram.cli_mcp import register
+    from engram.cli.mcp import register
 
     if "serve" not in engram_main.commands:
         register(engram_main)
@@ -141,7 +141,7 @@ SURFACE: dict[str, tuple[list[str], list[str], bool, bool, bool]] = {
 def test_the_tool_surface_is_pinned() -> None:
     """A change to what agents see (names, parameters, annotations) must be deliberate: update
     SURFACE here and regenerate docs/mcp-tools.md."""
-    from engram.mcp_server import build_server
+    from engram.mcp.server import build_server
 
     server = build_server()
     tools = {tool.name: tool for tool in run(server.list_tools)}
@@ -175,10 +175,10 @@ def test_the_tool_surface_is_pinned() -> None:
 def test_the_kind_and_reason_literals_match_the_library() -> None:
     from typing import get_args
 
-    from engram.continuity import sessions
-    from engram.continuity.tasks import PROGRESS_STATUSES, STATUSES
-    from engram.mcp_server import Interruption, Kind, Outcome, ProgressStatus, TaskStatus
-    from engram.memories import MEMORY_KINDS
+    from engram.domain.continuity import sessions
+    from engram.domain.continuity.tasks import PROGRESS_STATUSES, STATUSES
+    from engram.mcp.server import Interruption, Kind, Outcome, ProgressStatus, TaskStatus
+    from engram.domain.memories import MEMORY_KINDS
 
     assert list(get_args(Kind)) == list(MEMORY_KINDS)
     assert get_args(TaskStatus) == STATUSES
@@ -194,7 +194,7 @@ def test_the_tool_reference_is_generated_from_the_server() -> None:
 
 
 def test_importing_the_cli_commands_does_not_import_the_sdk() -> None:
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import engram.cli_mcp"],
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import engram.cli.mcp"],
                           capture_output=True, text=True)
     loaded = {line.rsplit("|", 1)[1].strip().split(".")[0]
               for line in done.stderr.splitlines() if line.startswith("import time:")}
@@ -570,7 +570,7 @@ def test_a_read_only_server_writes_nothing(repo: Path) -> None:
 
 def test_every_tool_is_refused_without_its_scope(repo: Path) -> None:
     """In-process, for speed: each tool checks its scope before touching the store."""
-    from engram.mcp_server import build_server
+    from engram.mcp.server import build_server
 
     server = build_server(cwd=repo, scopes=[])
 

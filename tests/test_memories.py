@@ -6,7 +6,7 @@ import pytest
 
 from conftest import make_repo
 from engram.api import Engram
-from engram.errors import AmbiguousIdError, NotFoundError, UsageError
+from engram.base.errors import AmbiguousIdError, NotFoundError, UsageError
 
 
 def event_lines(engram: Engram) -> int:
@@ -92,7 +92,7 @@ def test_short_prefixes_resolve_and_ambiguity_is_explained(home_store: Engram) -
     # Two memories sharing a prefix: force it by writing ids by hand.
     engram = Engram()
     store = engram.write_store()
-    from engram import events as ev
+    from engram.storage import events as ev
 
     with store.lock():
         for suffix in ("aaaa", "bbbb"):

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from conftest import cli
-from engram import events as ev
+from engram.storage import events as ev
 from engram.api import Engram, _normalised
-from engram.errors import SecretError
-from engram.neardup import Difference, differences
+from engram.base.errors import SecretError
+from engram.search.neardup import Difference, differences
 
 CORPUS = json.loads((Path(__file__).parent / "corpus" / "near_duplicates.json").read_text())
 PAIRS = CORPUS["pairs"]
@@ -149,7 +149,7 @@ def test_the_corpus_through_remember(home_store: Engram) -> None:
 def test_the_corpus_shows_what_the_model_alone_gets_wrong() -> None:
     """The model's cosine alone, at the default threshold, folds most corrections away and
     misses some rewordings that only punctuation tells apart (they fold as equal text)."""
-    from engram.index.embed import load_embedder
+    from engram.search.embed import load_embedder
 
     model = load_embedder("builtin")
     vectors = model.embed([text for p in PAIRS for text in (p["old"], p["new"])])
@@ -222,7 +222,7 @@ def test_consolidate_does_not_merge_memories_that_differ_in_a_fact(home_store: E
 
 
 def test_the_mcp_note_says_what_differs_and_how_to_replace_it(home_store: Engram) -> None:
-    from engram.mcp_server import _remembered
+    from engram.mcp.server import _remembered
 
     first = home_store.remember("The metrics endpoint is served on port 9100")
     result = Engram().remember("The metrics endpoint is served on port 9200")

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import ACTOR, cli, git
 from engram.api import Engram
-from engram.errors import EngramError, UsageError
+from engram.base.errors import EngramError, UsageError
 
 
 def _hostile_config(project: Path) -> None:

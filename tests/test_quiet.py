@@ -21,11 +21,11 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import Implementation
 
-from engram import events as ev
+from engram.storage import events as ev
 from engram.api import Engram
-from engram.cli import main as engram_main
+from engram.cli.main import main as engram_main
 
-SERVE = "engram" if "serve" in engram_main.commands else "engram.cli_mcp"
+SERVE = "engram" if "serve" in engram_main.commands else "engram.cli.mcp"
 
 
 @asynccontextmanager

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from conftest import cli
-from engram import events as ev
+from engram.storage import events as ev
 from engram.api import Engram
 
 # A small project store: (text, kind, tags, age in days).

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from engram import events as ev
+from engram.storage import events as ev
 from engram.api import Engram
-from engram.memories import MEMORY_KINDS
-from engram.projection import Projection
+from engram.domain.memories import MEMORY_KINDS
+from engram.readmodel.projection import Projection
 
 ACTOR = "Bench Agent <bench@example.com>"
 WORDS = ("upload", "retry", "cache", "schema", "login", "queue", "index", "parser", "billing",

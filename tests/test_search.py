@@ -9,8 +9,8 @@ import pytest
 
 from conftest import cli, git, make_repo
 from engram.api import Engram
-from engram.index import embed
-from engram.retrieval import memory_embedding_text
+from engram.search import embed
+from engram.search.retrieval import memory_embedding_text
 
 MEMORIES = [
     ("Use Postgres for the job queue; Redis lost jobs on restart", "decision"),
@@ -236,7 +236,7 @@ def test_stats_counts_and_freshness(home_store: Engram) -> None:
 
 
 def test_question_words_do_not_drown_the_words_that_matter(home_store: Engram) -> None:
-    from engram.index.text import query_words
+    from engram.search.text import query_words
 
     assert query_words("When did you deploy the API?") == ["deploy", "api"]
     assert query_words("what is it") == []  # words that carry no meaning count for nothing

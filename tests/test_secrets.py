@@ -10,9 +10,9 @@ import pytest
 
 from conftest import cli
 from engram.api import Engram
-from engram.errors import AmbiguousIdError, NotFoundError, SecretError, UsageError, quote
-from engram.secrets import find_secrets, guard, redact
-from engram.validation import name, path
+from engram.base.errors import AmbiguousIdError, NotFoundError, SecretError, UsageError, quote
+from engram.base.secrets import find_secrets, guard, redact
+from engram.base.validation import name, path
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example key
 GITHUB_TOKEN = "ghp_" + "wWPw5k4aXcaT4fNP0UcnZwJUVFk6LO0pINUx"

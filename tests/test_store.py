@@ -8,7 +8,7 @@ import pytest
 
 from conftest import git, make_repo
 from engram.api import Engram
-from engram.store import WriterState
+from engram.storage.store import WriterState
 
 
 def writer_file(engram: Engram) -> Path:
@@ -171,7 +171,7 @@ def test_a_corrupt_cache_is_rebuilt(home_store: Engram) -> None:
 
 def test_a_full_writer_file_is_left_for_a_new_one(home_store: Engram,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from engram import store as store_module
+    from engram.storage import store as store_module
 
     monkeypatch.setattr(store_module, "MAX_FILE_BYTES", 2000)
     ids = {home_store.remember(f"memory number {i} " + "x" * 300, check_duplicates=False).id
@@ -190,7 +190,7 @@ def test_reads_stat_only_what_can_have_changed_and_still_see_every_change(
     files, it never rewrites them in place); what git or the writer changes is seen at once."""
     import os as os_module
 
-    from engram import projection
+    from engram.readmodel import projection
 
     for n in range(3):
         home_store.remember(f"memory {n}", check_duplicates=False)

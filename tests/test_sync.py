@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from engram.store import Store
+from engram.storage.store import Store
 from tests.conftest import git, run_engram
 
 
@@ -379,7 +379,7 @@ def test_events_are_never_written_through_a_symlink(home_store: Any, tmp_path: P
     """The folder the writer appends to is a link (however it got there): the write is refused
     with the fix, and nothing is written where the link points."""
     from engram.api import Engram
-    from engram.errors import EngramError
+    from engram.base.errors import EngramError
 
     home_store.remember("first", check_duplicates=False)
     home_store.commit()  # the next write starts a new file, in the same month folder

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli, foreign_events
-from engram import events as ev
+from engram.storage import events as ev
 from engram.api import Engram
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

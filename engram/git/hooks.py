@@ -1,0 +1,336 @@
+"""Git hooks for a repository that holds a store: `engram hooks install`.
+
+- `post-merge`, `post-checkout`, `post-rewrite`: after a pull, a merge, a branch switch or a
+  rebase, bring the store's caches up to date in the background, so that the next recall does not
+  wait for them. They never slow git down and never fail it.
+- `pre-commit`: refuse a commit whose staged event files fail verification: a line that is not a
+  valid event, a git conflict marker, a torn last line, or what looks like a secret; and a commit
+  that changes a committed event file: adds lines to it, or removes or rewrites it so that one of
+  its event lines is lost (a compaction, which keeps every line in the file it adds, and a
+  `doctor --fix` repair, which takes out only damaged lines, pass). `git commit --no-verify`
+  overrides it.
+
+Each hook is a short block between marker lines, placed right after the shebang of the hook
+script (so that an existing script's own `exit` cannot skip it); a script that is not a shell
+script is left alone, and the user is told what to add. `engram hooks uninstall` removes the
+blocks and nothing else.
+
+    python -m engram.githooks pre-commit|refresh [--background]
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..base.errors import UsageError
+from ..storage.store import EVENTS_DIR, Store
+
+BEGIN = "# >>> engram >>>"
+END = "# <<< engram <<<"
+REFRESH_HOOKS = ("post-merge", "post-checkout", "post-rewrite")
+HOOKS = (*REFRESH_HOOKS, "pre-commit")
+_SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+
+
+def hooks_dir(store: Store) -> Path:
+    """Where git runs hooks from for this repository (honours core.hooksPath)."""
+    from .sync import run_git
+
+    done = run_git(store.work_tree, "rev-parse", "--git-path", "hooks")
+    if done.returncode != 0:
+        raise UsageError(f"{store.work_tree} is not a git repository git can read")
+    path = Path(done.stdout.strip())
+    return path if path.is_absolute() else store.work_tree / path
+
+
+def _block(hook: str) -> str:
+    python = shlex.quote(sys.executable)
+    if hook == "pre-commit":
+        body = f"{python} -m engram.githooks pre-commit || exit 1"
+    elif hook == "post-checkout":
+        # Only branch checkouts ($3 = 1), not `git checkout -- file`.
+        body = (f'[ "$3" = "1" ] && {python} -m engram.githooks refresh --background '
+                ">/dev/null 2>&1")
+    else:
+        body = f"{python} -m engram.githooks refresh --background >/dev/null 2>&1"
+    return (f"{BEGIN} (added by `engram hooks install`; `engram hooks uninstall` removes it)\n"
+            f"{body}\n{END}\n")
+
+
+def _strip(text: str) -> str:
+    out, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line.startswith(BEGIN):
+            skipping = True
+            continue
+        if skipping:
+            if line.startswith(END):
+                skipping = False
+            continue
+        out.append(line)
+    return "".join(out)
+
+
+def _is_shell(text: str) -> bool:
+    first = text.splitlines()[0] if text else ""
+    if not first.startswith("#!"):
+        return False
+    words = first[2:].split()
+    if not words:
+        return False
+    program = Path(words[0]).name
+    if program == "env" and len(words) > 1:
+        program = words[1]
+    return program in _SHELLS
+
+
+def install(store: Store) -> list[str]:
+    """Install or update the hooks; returns a line per hook saying what was done."""
+    directory = hooks_dir(store)
+    directory.mkdir(parents=True, exist_ok=True)
+    report = []
+    for hook in HOOKS:
+        path = directory / hook
+        existing = path.read_text(encoding="utf-8") if path.exists() else ""
+        if existing and not _is_shell(existing):
+            report.append(f"{hook}: left alone ({path} is not a shell script); add "
+                          f"`{_block(hook).splitlines()[1]}` to it yourself")
+            continue
+        if existing:
+            rest = _strip(existing).split("\n", 1)
+            shebang, body = rest[0], rest[1] if len(rest) > 1 else ""
+            text = f"{shebang}\n{_block(hook)}{body}"
+            verb = "updated" if BEGIN in existing else "added to the existing hook"
+        else:
+            text = f"#!/bin/sh\n{_block(hook)}"
+            verb = "installed"
+        tmp = path.with_name(f".{hook}.engram-{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.chmod(0o755)
+        os.replace(tmp, path)
+        report.append(f"{hook}: {verb} ({path})")
+    return report
+
+
+def uninstall(store: Store) -> list[str]:
+    directory = hooks_dir(store)
+    report = []
+    for hook in HOOKS:
+        path = directory / hook
+        if not path.exists():
+            continue
+        existing = path.read_text(encoding="utf-8")
+        if BEGIN not in existing:
+            continue
+        rest = _strip(existing)
+        if rest.strip() in ("", "#!/bin/sh"):
+            path.unlink()
+            report.append(f"{hook}: removed ({path})")
+        else:
+            path.write_text(rest, encoding="utf-8")
+            report.append(f"{hook}: engram's lines removed, the rest kept ({path})")
+    return report
+
+
+# -- what the hooks run --------------------------------------------------------------------------
+
+
+def _store_here() -> Store | None:
+    """The store of the repository git runs this hook in, if it has one."""
+    from ..base.config import CONFIG_FILE, PROJECT_DIR, engram_home
+
+    top = Path(os.environ.get("GIT_WORK_TREE") or Path.cwd())
+    if (top / PROJECT_DIR / CONFIG_FILE).exists():
+        return Store(top / PROJECT_DIR, "project")
+    if (top / CONFIG_FILE).exists() and top.resolve() == engram_home().resolve():
+        return Store(top, "personal")
+    return None
+
+
+def refresh(store: Store) -> dict[str, object]:
+    from ..api import Engram
+
+    with Engram(cwd=store.work_tree, use=store.kind) as engram:
+        return engram.refresh_indexes()
+
+
+def _refresh_in_background(store: Store) -> None:
+    """Detach a refresh from git: the hook returns at once; output goes to a log file."""
+    log_path = store.local_dir / "hooks.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", "engram.githooks", "refresh"],
+            cwd=store.work_tree, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            start_new_session=True,
+        )
+
+
+def staged_problems(store: Store) -> list[str]:
+    """Problems in the event files as staged in git's index (what a commit would take)."""
+    from ..storage import lines
+    from .repo import open_repository
+    from ..base.secrets import find_secrets
+
+    repo = open_repository(store.work_tree)
+    prefix = store.repo_path(EVENTS_DIR) + "/"
+    head = None if repo.head_is_unborn else repo.head.peel().tree
+    problems = lost_lines(store, repo, head)
+    for entry in repo.index:
+        if entry.mode == 0o120000 and (not store.prefix or
+                                       entry.path.startswith(store.prefix + "/")):
+            problems.append(f"{entry.path}: a symbolic link inside the Engram store; Engram "
+                            f"never follows one: `git rm --cached -- {entry.path}`")
+            continue
+        if not (entry.path.startswith(prefix) and entry.path.endswith(".jsonl")):
+            continue
+        if head is not None:
+            try:
+                if head[entry.path].id == entry.id:
+                    continue  # unchanged since the last commit
+            except KeyError:
+                pass
+        data = repo[entry.id].data
+        found, torn = lines.read(data)
+        if torn:
+            problems.append(f"{entry.path}: torn last line (no newline at the end); "
+                            "stage the file again after the next Engram write repairs it")
+        for line in found:
+            where = f"{entry.path}:{line.number}"
+            if line.problem is not None:
+                problems.append(f"{where}: {line.problem}")
+                continue
+            event = line.event
+            assert event is not None
+            for text in _strings(event.data):
+                findings = find_secrets(text)
+                if findings:
+                    problems.append(f"{where}: looks like a secret ({findings[0].type}); "
+                                    "remove the line before committing")
+                    break
+    return problems
+
+
+def _event_blobs(repo: Any, node: Any, path: str) -> dict[str, Any]:
+    """Every `.jsonl` file under the tree `node` (at `path`) and its blob id."""
+    import pygit2
+
+    found = {}
+    for entry in node:
+        where = f"{path}/{entry.name}"
+        if entry.type_str == "tree":
+            found.update(_event_blobs(repo, repo[entry.id], where))
+        elif entry.name.endswith(".jsonl") and entry.filemode != pygit2.enums.FileMode.LINK:
+            found[where] = entry.id
+    return found
+
+
+def _readable(data: bytes) -> list[bytes]:
+    """The lines of an event file that readers read, as compared across files (no CR)."""
+    from ..storage import lines
+
+    out = []
+    for number, raw in enumerate(data.split(b"\n")[:-1], 1):
+        if lines.classify(raw, number).problem is None:
+            out.append(raw.removesuffix(b"\r"))
+    return out
+
+
+def lost_lines(store: Store, repo: Any, head: Any) -> list[str]:
+    """Committed event files the staged commit changes: removed or rewritten so that an event
+    line they hold is in no staged event file any more, or extended with new lines. Files are
+    added once and never changed; the one kind of commit that removes them is a compaction
+    (`engram compact`), which keeps every line in the file it adds, and the one rewrite is
+    `engram doctor --fix` taking damaged lines out (or CR LF endings back to LF): these pass."""
+    import pygit2
+
+    if head is None:
+        return []
+    top = store.repo_path(EVENTS_DIR)
+    try:
+        node = head[top]
+    except KeyError:
+        return []
+    if not isinstance(node, pygit2.Tree):
+        return []
+    committed = _event_blobs(repo, node, top)
+    staged = {e.path: e.id for e in repo.index
+              if e.path.startswith(top + "/") and e.path.endswith(".jsonl")}
+    touched = [p for p, oid in committed.items() if staged.get(p) != oid]
+    if not touched:
+        return []
+    present: set[bytes] = set()
+    for path, oid in staged.items():
+        if committed.get(path) != oid:
+            present.update(_readable(repo[oid].data))
+    lost: dict[str, int] = {}
+    for path in touched:
+        missing = [raw for raw in _readable(repo[committed[path]].data) if raw not in present]
+        if missing:
+            lost[path] = len(missing)
+    if lost:  # a line may also be in a file this commit leaves as it was
+        for path, oid in staged.items():
+            if committed.get(path) == oid:
+                present.update(_readable(repo[oid].data))
+        lost = {path: sum(1 for raw in _readable(repo[committed[path]].data)
+                          if raw not in present)
+                for path in lost}
+    verb = {True: "removes", False: "rewrites"}
+    problems = [f"{path}: this commit {verb[path not in staged]} a committed event file and "
+                f"{count} of its event line(s) would be in no event file any more; event files "
+                "are never changed after their commit (`engram compact` folds them without "
+                "loss); `git commit --no-verify` commits it anyway"
+                for path, count in sorted(lost.items()) if count]
+    for path in touched:
+        if path in staged and path not in lost:
+            before = set(_readable(repo[committed[path]].data))
+            if any(raw not in before for raw in _readable(repo[staged[path]].data)):
+                problems.append(
+                    f"{path}: this commit adds lines to a committed event file; event files are "
+                    "never changed after their commit (Engram writes new events to a new file), "
+                    "so that merges never conflict; `git commit --no-verify` commits it anyway")
+    return sorted(problems)
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("pre-commit", "refresh"):
+        print("usage: python -m engram.githooks pre-commit|refresh [--background]",
+              file=sys.stderr)
+        return 2
+    store = _store_here()
+    if store is None:
+        return 0
+    if argv[0] == "pre-commit":
+        problems = staged_problems(store)
+        for problem in problems[:20]:
+            print(f"engram: {problem}", file=sys.stderr)
+        if problems:
+            print(f"engram: commit refused: {len(problems)} problem(s) in staged event files "
+                  "(`engram verify` shows them all)", file=sys.stderr)
+            return 1
+        return 0
+    if "--background" in argv[1:]:
+        _refresh_in_background(store)
+        return 0
+    report = refresh(store)
+    print(f"engram: caches refreshed: {report}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,591 @@
+"""Events that git took away, noticed and brought back.
+
+Git deletes files Engram wrote: `git clean` and `git stash -u` take uncommitted event files (they
+are untracked until Engram commits them), `git worktree remove --force` takes a whole work tree,
+and `git reset --hard`, `git revert` or a `git pull --rebase` after someone else's force-push drop
+committed ones. Nothing in the event files can say what is missing from them, so Engram keeps a
+ledger of the events that could go missing:
+
+- every line this clone's writer appends is noted there as it is written, and
+- every event the read model drops because its file vanished is noted there as it is dropped.
+
+Entries for events the read model holds again are settled (removed) whenever the ledger is
+examined, so it holds little more than the events written since the last read and those gone.
+An event noted there that is in neither the store nor the tip of any branch, tag or remote branch
+is lost: `status` and `doctor` count it, and `recover` writes it back.
+
+The ledger is `<common-git-dir>/engram/ledger/<worktree>-<store kind>.tsv`, one `<file>\\t<event
+line>` per line. It lives in the git directory that every work tree shares, because `git worktree
+remove` deletes a linked worktree's own git directory along with its files; `engram reindex`
+does not touch it. It is local state, never committed, and read as untrusted input all the same.
+
+Recovery reads the event lines back from git where they are: the reflogs of HEAD and every ref,
+the entries of `git stash list` (their untracked-files commits included), and the objects `git
+fsck --unreachable --no-reflogs` names (dropped stashes, rewritten commits), then from the ledger
+for what git never had. Every line goes through `lines.classify`; events keep their ids, clocks
+and bytes, and are appended to new files of this clone's writer and committed as usual. History
+is never rewritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from ..storage import events as ev
+from ..storage import lines
+
+MAIN_WORKTREE = ".main"  # the main work tree's name (`Store.worktree_name`)
+
+if TYPE_CHECKING:
+    import pygit2
+
+    from ..readmodel.projection import Projection
+    from ..storage.store import Store
+
+LEDGER_DIR = ("engram", "ledger")
+SETTLE_BYTES = 1024 * 1024  # a ledger past this size is settled by the next read
+MAX_BLOB_BYTES = 64 * 1024 * 1024  # an unreachable blob larger than this is not an event file
+
+
+# -- the ledger -----------------------------------------------------------------------------------
+
+
+def ledger_path(store: Store, worktree: str | None = None) -> Path:
+    name = f"{worktree or store.worktree_name}-{store.kind}.tsv"
+    return store.common_dir.joinpath(*LEDGER_DIR, name)
+
+
+def note(store: Store, rel: str, data: bytes) -> None:
+    """Note complete event lines (`data`, each ending in a newline) read from or written to
+    `rel`. Never fails the caller: without the note, only a loss before the next read goes
+    unnoticed."""
+    entries = [line for line in data.split(b"\n") if line.strip()]
+    if not entries:
+        return
+    prefix = rel.encode("utf-8", "surrogateescape") + b"\t"
+    try:
+        path = ledger_path(store)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab") as handle, _locked(handle):
+            handle.write(b"".join(prefix + line + b"\n" for line in entries))
+    except OSError:
+        pass
+
+
+@contextlib.contextmanager
+def _locked(handle: BinaryIO) -> Iterator[None]:
+    """Hold an exclusive lock on an open ledger: notes (from writers and from readers, which
+    do not take the store's write lock) and settling never interleave."""
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks here: a rare lost note, never a failure
+        yield
+        return
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+@dataclass(frozen=True)
+class Noted:
+    """An event the ledger holds, as it holds it."""
+
+    rel: str  # the store-relative file it was in
+    raw: bytes  # its line, without the newline
+    event: ev.Event
+    worktree: str  # whose ledger
+
+
+def _ledgers(store: Store) -> list[tuple[str, Path]]:
+    """(worktree, ledger) for this work tree and for linked worktrees that no longer exist
+    (`git worktree remove`): their events are this repository's to bring back."""
+    folder = store.common_dir.joinpath(*LEDGER_DIR)
+    own = store.worktree_name
+    found = [(own, ledger_path(store))]
+    suffix = f"-{store.kind}.tsv"
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return found
+    for name in names:
+        if not name.endswith(suffix):
+            continue
+        worktree = name[: -len(suffix)]
+        if worktree in (own, MAIN_WORKTREE) or \
+                (store.common_dir / "worktrees" / worktree).is_dir():
+            continue
+        found.append((worktree, folder / name))
+    return found
+
+
+def _read_ledger(worktree: str, path: Path) -> list[Noted]:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return []
+    return _parse(worktree, data)
+
+
+def _parse(worktree: str, data: bytes) -> list[Noted]:
+    out = []
+    for entry in data.split(b"\n"):
+        rel, tab, raw = entry.partition(b"\t")
+        name = _event_file(rel) if tab else None
+        if name is None:
+            continue
+        found = lines.classify(raw)
+        if found.problem is not None or found.event is None:
+            continue  # untrusted like any event line: skipped, never fatal
+        out.append(Noted(name, _plain(raw), found.event, worktree))
+    return out
+
+
+def _event_file(rel: bytes) -> str | None:
+    """`rel` as a store-relative event file (`events/.../*.jsonl`), or None if it is not one
+    or could point out of the store."""
+    try:
+        text = rel.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    parts = text.split("/")
+    if parts[0] != "events" or len(parts) < 2 or not text.endswith(".jsonl") or \
+            any(p in ("", ".", "..") or "\0" in p or "\\" in p for p in parts):
+        return None
+    return text
+
+
+def _plain(raw: bytes) -> bytes:
+    return raw[:-1] if raw.endswith(b"\r") else raw
+
+
+def settle(store: Store, proj: Projection) -> None:
+    """Drop from the ledgers the events the read model holds (a later loss of those is noted
+    when the read model drops them); remove the emptied ledger of a removed worktree."""
+    for worktree, path in _ledgers(store):
+        try:
+            with open(path, "r+b") as handle, _locked(handle):
+                data = handle.read()
+                noted = _parse(worktree, data)
+                present = proj.present({n.event.id for n in noted})
+                kept = _unique(n for n in noted if n.event.id not in present)
+                if len(kept) == len(noted) and noted:
+                    continue
+                handle.seek(0)
+                handle.write(b"".join(n.rel.encode("utf-8", "surrogateescape") + b"\t" +
+                                      n.raw + b"\n" for n in kept))
+                handle.truncate()
+                if not kept and worktree != store.worktree_name:
+                    path.unlink(missing_ok=True)
+        except OSError:
+            continue  # missing, or a read-only store: settled another time
+
+
+def settle_if_large(store: Store, proj: Projection) -> None:
+    """Settle the ledger when it has grown (writes with no `status` in between): past
+    `SETTLE_BYTES`, and twice what the last settling left (events only on other branches stay
+    in it, and are not read again on every refresh)."""
+    path = ledger_path(store)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return
+    if size < SETTLE_BYTES:
+        return
+    try:
+        left = int(path.with_name(path.name + ".settled").read_text() or 0)
+    except (OSError, ValueError):
+        left = 0
+    if size < 2 * left:
+        return
+    settle(store, proj)
+    try:
+        path.with_name(path.name + ".settled").write_text(str(path.stat().st_size))
+    except OSError:
+        pass
+
+
+def _unique(noted: Iterable[Noted]) -> list[Noted]:
+    seen: set[str] = set()
+    out = []
+    for item in noted:
+        if item.event.id not in seen:
+            seen.add(item.event.id)
+            out.append(item)
+    return out
+
+
+# -- what is lost ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LostReport:
+    """Events seen in this store that are gone from it and from every branch."""
+
+    events: tuple[Noted, ...] = ()
+    elsewhere: int = 0  # noted events gone from here but still on another branch or tag
+    unrecorded: int = 0  # uncommitted events whose file is gone, with no copy noted anywhere
+    unrecorded_file: str | None = None
+
+    @property
+    def count(self) -> int:
+        return len(self.events) + self.unrecorded
+
+    @property
+    def files(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for item in self.events:
+            out[item.rel] = out.get(item.rel, 0) + 1
+        if self.unrecorded and self.unrecorded_file:
+            out[self.unrecorded_file] = out.get(self.unrecorded_file, 0) + self.unrecorded
+        return dict(sorted(out.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"events": self.count, "files": self.files, "elsewhere": self.elsewhere}
+
+
+class _Trees:
+    """Which event ids the tips of the repository's refs hold, file by file (read lazily)."""
+
+    def __init__(self, store: Store, repo: pygit2.Repository) -> None:
+        self.store = store
+        self.repo = repo
+        self.head = _tree_of(repo, "HEAD")
+        self.others: list[pygit2.Tree] = []
+        current = None if repo.head_is_unborn or repo.head_is_detached else repo.head.name
+        for name in repo.references:
+            if name == current or name == "refs/stash" or not name.startswith(
+                    ("refs/heads/", "refs/remotes/", "refs/tags/")):
+                continue
+            tree = _tree_of(repo, name)
+            if tree is not None:
+                self.others.append(tree)
+        self._ids: dict[str, set[str]] = {}
+        self._all: set[str] | None = None
+
+    def _holds(self, tree: pygit2.Tree | None, rel: str, event_id: str) -> bool:
+        import pygit2
+
+        if tree is None:
+            return False
+        try:
+            blob = tree[self.store.repo_path(rel)]
+        except (KeyError, ValueError):
+            return False
+        if not isinstance(blob, pygit2.Blob):
+            return False
+        key = str(blob.id)
+        if key not in self._ids:
+            self._ids[key] = {e.id for e in _events_in(blob.data)}
+        return event_id in self._ids[key]
+
+    def all_ids(self, repo: pygit2.Repository) -> set[str]:
+        """Every event id in the tips, whatever its file (read once)."""
+        if self._all is None:
+            found = Found()
+            for tree in (self.head, *self.others):
+                events = _events_tree(self.store, tree) if tree is not None else None
+                if events is not None:
+                    _walk(repo, events, found)
+            self._all = set(found.lines)
+        return self._all
+
+    def in_head(self, rel: str, event_id: str) -> bool:
+        return self._holds(self.head, rel, event_id)
+
+    def elsewhere(self, rel: str, event_id: str) -> bool:
+        return any(self._holds(tree, rel, event_id) for tree in self.others)
+
+
+def _tree_of(repo: pygit2.Repository, name: str) -> pygit2.Tree | None:
+    import pygit2
+
+    try:
+        return repo.revparse_single(name).peel(pygit2.Tree)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+
+
+def _events_in(data: bytes) -> Iterator[ev.Event]:
+    for line in lines.read(data)[0]:
+        if line.problem is None and line.event is not None:
+            yield line.event
+
+
+def find(store: Store, proj: Projection) -> LostReport:
+    """What is lost from `store` now (`proj` is its read model, refreshed)."""
+    from ..storage.store import WriterState
+
+    noted = _unique(n for worktree, path in _ledgers(store)
+                    for n in _read_ledger(worktree, path))
+    present = proj.present({n.event.id for n in noted})
+    candidates = [n for n in noted if n.event.id not in present]
+    lost: list[Noted] = []
+    elsewhere = 0
+    if candidates:
+        repo = _open(store)
+        trees = _Trees(store, repo) if repo is not None else None
+        for item in candidates:
+            if (store.root / item.rel).exists():
+                continue  # changed, not deleted: `verify` and `doctor` report its lines
+            if trees is not None and trees.in_head(item.rel, item.event.id):
+                continue  # committed, gone from the work tree only: a missing file
+            if trees is not None and trees.elsewhere(item.rel, item.event.id):
+                elsewhere += 1
+                continue
+            lost.append(item)
+    unrecorded, unrecorded_file = 0, None
+    state = WriterState.load(store)
+    if state.pending > 0 and state.segment and _file_gone(store, state) and \
+            not any(item.rel == state.segment for item in lost):
+        unrecorded, unrecorded_file = state.pending, state.segment
+    return LostReport(tuple(lost), elsewhere, unrecorded, unrecorded_file)
+
+
+def _file_gone(store: Store, state: Any) -> bool:
+    """The writer's uncommitted file is missing. (Shorter than the writer left it is not git's
+    doing, since git never truncates a file: a line cut out by hand is `doctor`'s finding, and
+    lines `doctor --fix` set aside are in its quarantine.)"""
+    return not (store.root / state.segment).exists()
+
+
+def _open(store: Store) -> pygit2.Repository | None:
+    from . import repo as git
+    from ..base.errors import EngramError
+
+    try:
+        return git.open_repository(store.work_tree)
+    except EngramError:
+        return None
+
+
+# -- bringing them back --------------------------------------------------------------------------
+
+
+@dataclass
+class Found:
+    """Event lines found in git, by id (the first copy found wins)."""
+
+    lines: dict[str, tuple[ev.Event, bytes]] = field(default_factory=dict)
+    blobs: set[str] = field(default_factory=set)
+    trees: set[str] = field(default_factory=set)
+
+    def add_blob(self, blob: Any) -> None:
+        key = str(blob.id)
+        if key in self.blobs:
+            return
+        self.blobs.add(key)
+        if blob.size > MAX_BLOB_BYTES:
+            return
+        data = blob.data
+        if not data.startswith(b"{"):
+            return  # not an event file; unreachable blobs are any file the repository had
+        for line in lines.read(data)[0]:
+            if line.problem is None and line.event is not None:
+                self.lines.setdefault(line.event.id, (line.event, _plain(line.raw)))
+
+
+def _events_tree(store: Store, tree: pygit2.Tree) -> pygit2.Tree | None:
+    import pygit2
+
+    try:
+        top = tree[store.repo_path("events")]
+    except KeyError:
+        return None
+    return top if isinstance(top, pygit2.Tree) else None
+
+
+def _walk(repo: pygit2.Repository, tree: pygit2.Tree, found: Found) -> None:
+    import pygit2
+
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if str(node.id) in found.trees:
+            continue
+        found.trees.add(str(node.id))
+        for entry in node:
+            obj = repo[entry.id]
+            if isinstance(obj, pygit2.Tree):
+                stack.append(obj)
+            elif isinstance(obj, pygit2.Blob) and entry.name.endswith(".jsonl"):
+                found.add_blob(obj)
+
+
+def _commit_trees(repo: pygit2.Repository, oid: Any) -> Iterator[pygit2.Tree]:
+    """The tree of a commit, and for a stash, those of its index and untracked-files parents."""
+    import pygit2
+
+    try:
+        commit = repo[oid]
+    except (KeyError, ValueError):
+        return
+    if not isinstance(commit, pygit2.Commit):
+        return
+    yield commit.tree
+    if len(commit.parent_ids) >= 2:
+        for parent in commit.parent_ids[1:3]:
+            try:
+                other = repo[parent]
+            except (KeyError, ValueError):
+                continue
+            if isinstance(other, pygit2.Commit) and other.message.startswith(
+                    ("index on ", "untracked files on ", "On ")):
+                yield other.tree
+
+
+def search_reflogs(store: Store, repo: pygit2.Repository, found: Found, *,
+                   rels: Collection[str] | None = None) -> None:
+    """Event files in every commit the reflogs of HEAD and of every ref name (stashes too):
+    only the files `rels` (store-relative) when given, else all of them."""
+    import pygit2
+
+    paths = None if rels is None else sorted({store.repo_path(rel) for rel in rels})
+
+    names = ["HEAD", *repo.references]
+    seen: set[str] = {"0" * 40}
+    for name in names:
+        try:
+            entries = list(repo.references[name].log())
+        except (KeyError, ValueError, pygit2.GitError):
+            continue
+        for entry in entries:
+            for oid in (entry.oid_new, entry.oid_old):
+                if str(oid) in seen:
+                    continue
+                seen.add(str(oid))
+                for tree in _commit_trees(repo, oid):
+                    if paths is not None:
+                        for path in paths:
+                            try:
+                                obj = tree[path]
+                            except (KeyError, ValueError):
+                                continue
+                            if isinstance(obj, pygit2.Blob):
+                                found.add_blob(obj)
+                        continue
+                    events = _events_tree(store, tree)
+                    if events is not None:
+                        _walk(repo, events, found)
+
+
+def search_unreachable(store: Store, repo: pygit2.Repository, found: Found) -> str | None:
+    """Event lines in the objects no ref reaches (`git fsck --unreachable --no-reflogs`):
+    dropped stashes, commits a rebase or reset left behind. Returns why it could not run."""
+    import pygit2
+
+    from ..base.errors import EngramError
+    from .sync import _why, run_git
+
+    try:
+        done = run_git(store.work_tree, "fsck", "--connectivity-only", "--unreachable",
+                       "--no-reflogs", "--no-progress")
+    except (EngramError, OSError) as exc:
+        return str(exc)
+    if done.returncode not in (0, 1) and not done.stdout:
+        return _why(done)
+    for row in done.stdout.splitlines():
+        parts = row.split()
+        if len(parts) != 3 or parts[0] not in ("unreachable", "dangling"):
+            continue
+        try:
+            obj = repo[parts[2]]
+        except (KeyError, ValueError):
+            continue
+        if isinstance(obj, pygit2.Commit):
+            for tree in _commit_trees(repo, obj.id):
+                events = _events_tree(store, tree)
+                if events is not None:
+                    _walk(repo, events, found)
+        elif isinstance(obj, pygit2.Blob):
+            found.add_blob(obj)
+    return None
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What `recover` did for one store."""
+
+    store: str
+    events: int  # written back
+    files: tuple[str, ...]  # the new event files holding them
+    from_git: int  # of which git still had (the rest came from the ledger)
+    missing: int  # lost, but no copy found anywhere
+    commit: str | None = None
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"store": self.store, "events": self.events, "files": list(self.files),
+                "from_git": self.from_git, "missing": self.missing, "commit": self.commit,
+                "notes": list(self.notes)}
+
+
+def gather(store: Store, proj: Projection, *, everything: bool = False
+           ) -> tuple[list[tuple[ev.Event, bytes]], int, int, list[str]]:
+    """The lines to write back: (event, line) for each lost event (with `everything`, also each
+    event git still holds that is in neither the store nor a branch), how many came from git,
+    how many could not be found, and notes."""
+    report = find(store, proj)
+    notes: list[str] = []
+    wanted = {item.event.id: item for item in report.events}
+    repo = _open(store)
+    found = Found()
+    if repo is not None and (wanted or report.unrecorded or everything):
+        # Where the lost events were is known: only those files are looked up in each commit.
+        search_reflogs(store, repo, found, rels=None if everything or report.unrecorded
+                       else {item.rel for item in report.events})
+        if everything or report.unrecorded or any(i not in found.lines for i in wanted):
+            why = search_unreachable(store, repo, found)
+            if why:
+                notes.append(f"could not search unreachable objects: {why}")
+    out: dict[str, tuple[ev.Event, bytes]] = {}
+    from_git = 0
+    for event_id, item in wanted.items():
+        if event_id in found.lines:
+            out[event_id] = found.lines[event_id]
+            from_git += 1
+        else:
+            out[event_id] = (item.event, item.raw)
+    if everything or report.unrecorded:
+        extra = [i for i in found.lines if i not in out]
+        present = proj.present(set(extra))
+        trees = _Trees(store, repo) if repo is not None else None
+        for event_id in extra:
+            if event_id in present:
+                continue
+            if trees is not None and _on_a_branch(store, repo, trees, event_id):
+                continue
+            out[event_id] = found.lines[event_id]
+            from_git += 1
+    missing = max(0, report.unrecorded - (len(out) - len(wanted))) if not everything else 0
+    return sorted(out.values(), key=lambda pair: pair[0].sort_key), from_git, missing, notes
+
+
+def _on_a_branch(store: Store, repo: Any, trees: _Trees, event_id: str) -> bool:
+    """Is the event in the tip of HEAD or of any branch, tag or remote branch (any file)?"""
+    return event_id in trees.all_ids(repo)
+
+
+def runs(found: list[tuple[ev.Event, bytes]]) -> list[list[tuple[ev.Event, bytes]]]:
+    """Split events (sorted by clock) into files: one month per file, as the writer does, and
+    clocks strictly increasing within each (`engram verify` requires it of every file)."""
+    out: list[list[tuple[ev.Event, bytes]]] = []
+    open_runs: dict[str, list[list[tuple[ev.Event, bytes]]]] = {}
+    for pair in found:
+        month = f"{ev.parse_time(pair[0].time):%Y-%m}"
+        for run in open_runs.setdefault(month, []):
+            if run[-1][0].clock < pair[0].clock:
+                run.append(pair)
+                break
+        else:
+            run = [pair]
+            open_runs[month].append(run)
+            out.append(run)
+    return out
+

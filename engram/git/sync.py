@@ -1,0 +1,463 @@
+"""Moving a store between machines: remotes, fetch/merge/push, and cloning a personal store.
+
+Network work runs the `git` executable, so it goes exactly where `git fetch` and `git push` would
+go, the same way: ssh keys and agents, credential helpers, `insteadOf` rewrites, proxies, hooks.
+Local work stays with pygit2 (`engram.git.repo`).
+
+Merges are plain git merges. They never conflict on Engram's own files because no commit ever
+extends an event file an earlier commit created (see `engram.storage.store`): each side only adds files,
+except a compaction (`engram.git.compact`), which removes the files it folded. A clone that still
+appended to one of those (an older version, or a commit by hand) meets a modify/delete conflict:
+sync keeps the changed file, whose lines are a superset, and commits the merge.
+A conflict elsewhere (a project's own code, or both sides changing `config.yaml`) aborts the
+merge and leaves everything as it was.
+
+When nothing is at the other end (no network, a server down) these commands fail with a one-line
+error; every other command works offline, and the next sync sends what was committed meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..base.errors import EngramError, UsageError
+from ..storage.store import Store
+
+if TYPE_CHECKING:
+    import pygit2
+
+    from ..api import Engram
+    from .repo import StoreRepo
+
+PUSH_ATTEMPTS = 3
+_REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class SyncError(EngramError):
+    """A fetch, merge or push that could not be done; nothing local was lost or changed."""
+
+    exit_code = 1
+
+
+@dataclass
+class SyncResult:
+    store: str
+    remote: str | None = None
+    branch: str | None = None
+    committed: int = 0  # pending events committed before talking to the remote
+    merge: str = "none"  # none | up-to-date | fast-forward | merged | no-remote-branch
+    received: int = 0  # events that arrived
+    pushed: int = 0  # commits sent
+    skipped: str | None = None  # why this store was not synced
+    indexes: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- running git ---------------------------------------------------------------------------------
+
+
+def _git_env() -> dict[str, str]:
+    env = dict(os.environ)
+    if not sys.stdin.isatty():
+        # An agent or a hook cannot answer a password prompt: fail at once instead of hanging.
+        env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    env["LC_ALL"] = "C"  # parse git's messages in one language
+    return env
+
+
+def run_git(cwd: Path | None, *args: str, progress: bool = False,
+            identity: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run git; stdout captured, stderr captured too unless progress is shown to the user."""
+    if shutil.which("git") is None:
+        raise EngramError("the git executable is not on PATH; install git, then retry")
+    command = ["git"]
+    if identity:
+        name, email = _split_identity(identity)
+        command += ["-c", f"user.name={name}", "-c", f"user.email={email}"]
+    command += list(args)
+    return subprocess.run(
+        command, cwd=cwd, env=_git_env(), text=True, encoding="utf-8", errors="replace",
+        stdout=subprocess.PIPE, stderr=None if progress else subprocess.PIPE, check=False,
+    )
+
+
+def _split_identity(actor: str) -> tuple[str, str]:
+    from .repo import signature
+
+    sig = signature(actor)
+    return sig.name, sig.email
+
+
+def _why(done: subprocess.CompletedProcess[str]) -> str:
+    """The line of git's stderr that says what went wrong."""
+    lines = [line.strip() for line in (done.stderr or "").splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("fatal:", "error:")):
+            return line.split(":", 1)[1].strip()
+    return lines[-1] if lines else f"git exited with status {done.returncode}"
+
+
+# -- remotes -------------------------------------------------------------------------------------
+
+
+def remote_list(store: Store) -> list[dict[str, str]]:
+    from .repo import StoreRepo
+
+    return StoreRepo(store).remotes()
+
+
+def remote_add(store: Store, name: str, url: str) -> None:
+    from .repo import open_repository
+
+    _personal_only(store, f"git remote add {name} {url}")
+    if not _REMOTE_NAME.match(name):
+        raise UsageError(f"remote name {name!r} must be letters, digits, '.', '_' or '-'")
+    url = _url(url)
+    repo = open_repository(store.work_tree)
+    if name in [r.name for r in repo.remotes]:
+        raise UsageError(f"a remote named {name!r} exists already; remove it first with "
+                         f"`engram remote remove {name}`")
+    repo.remotes.create(name, url)
+
+
+def remote_remove(store: Store, name: str) -> None:
+    from .repo import open_repository
+
+    _personal_only(store, f"git remote remove {name}")
+    repo = open_repository(store.work_tree)
+    if name not in [r.name for r in repo.remotes]:
+        raise UsageError(f"no remote named {name!r}; list them with `engram remote list`")
+    repo.remotes.delete(name)
+
+
+def _url(url: str) -> str:
+    """A remote URL or path as git will be given it: one line of valid text."""
+    from ..base.validation import well_formed
+
+    url = well_formed(url, "the URL").strip()
+    if not url:
+        raise UsageError("the URL is empty; give a git URL or path")
+    if any(char in url for char in "\n\t"):
+        raise UsageError("the URL contains a control character (a newline or tab); remove it")
+    if url.startswith("-"):
+        # git would take it for an option (--upload-pack=... runs a command).
+        raise UsageError(f"the URL {url[:40]!r} starts with '-', which git reads as an option; "
+                         "give a git URL or a path (./-name for a folder named so)")
+    return url
+
+
+def _personal_only(store: Store, git_command: str) -> None:
+    if store.kind == "project":
+        raise UsageError("the project store uses the project repository's own remotes; "
+                         f"run `{git_command}` there")
+
+
+# -- sync, pull, push ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Target:
+    remote: str
+    branch: str  # local branch
+    remote_branch: str  # branch name at the remote
+    has_upstream: bool
+
+    @property
+    def tracking(self) -> str:
+        return f"refs/remotes/{self.remote}/{self.remote_branch}"
+
+
+def _target(store: Store, repo: pygit2.Repository, remote: str | None) -> _Target | None:
+    if repo.head_is_detached:
+        raise SyncError(f"HEAD of {store.work_tree} is detached; check out a branch, then sync")
+    branch = str(repo.references["HEAD"].target).removeprefix("refs/heads/") \
+        if repo.head_is_unborn else repo.head.shorthand
+    names = [r.name for r in repo.remotes]
+    config = repo.config
+    upstream_remote = config[f"branch.{branch}.remote"] \
+        if f"branch.{branch}.remote" in config else None
+    upstream_merge = config[f"branch.{branch}.merge"] \
+        if f"branch.{branch}.merge" in config else None
+    if remote is None and upstream_remote in names and upstream_merge:
+        return _Target(upstream_remote, branch, upstream_merge.removeprefix("refs/heads/"), True)
+    if remote is None:
+        if "origin" in names:
+            remote = "origin"
+        elif len(names) == 1:
+            remote = names[0]
+        elif names:
+            raise UsageError(f"{store.kind} store: several remotes ({', '.join(names)}) and "
+                             "no upstream; choose one with --remote NAME")
+        else:
+            return None
+    elif remote not in names:
+        raise UsageError(f"no remote named {remote!r}; list them with `engram remote list`")
+    same = remote == upstream_remote and bool(upstream_merge)
+    remote_branch = upstream_merge.removeprefix("refs/heads/") if same and upstream_merge \
+        else branch
+    return _Target(remote, branch, remote_branch, same)
+
+
+def _no_remote_hint(store: Store) -> str:
+    if store.kind == "project":
+        return ("the project repository has no remote; add one with "
+                "`git remote add origin URL`")
+    return "the personal store has no remote; add one with `engram remote add origin URL`"
+
+
+def sync(engram: Engram, *, pull: bool = True, push: bool = True, remote: str | None = None,
+         explicit: bool = False) -> list[SyncResult]:
+    """Commit pending events, then fetch + merge (pull) and/or push, then catch the indexes up.
+
+    `explicit`: the caller named the store(s); a store without a remote is then an error rather
+    than skipped.
+    """
+    results = []
+    for store in engram.stores():
+        result = SyncResult(store=store.kind)
+        from .repo import StoreRepo
+
+        store_repo = StoreRepo(store)  # one repository object for the whole sync of a store
+        repo = store_repo.repo
+        target = _target(store, repo, remote)
+        if target is None:
+            if explicit or len(engram.stores()) == 1:
+                raise SyncError(_no_remote_hint(store))
+            result.skipped = _no_remote_hint(store)
+            results.append(result)
+            continue
+        result.remote, result.branch = target.remote, target.remote_branch
+        _check_not_busy(store, store_repo)
+        result.committed = engram._commit_store(store, repo=store_repo).events
+        received = 0
+        if pull:
+            _fetch(store, target)
+            result.merge, received = _merge(engram, store, repo, target)
+            if result.merge in ("merged", "fast-forward"):
+                with store.lock():
+                    engram._compact_if_due(store, store_repo)
+        if push:
+            for attempt in range(PUSH_ATTEMPTS):
+                try:
+                    result.pushed = _push(store, repo, target)
+                    break
+                except _Rejected:
+                    if not pull or attempt == PUSH_ATTEMPTS - 1:
+                        raise SyncError(
+                            f"{target.remote} has commits on {target.remote_branch} that this "
+                            "clone lacks; run `engram sync` to merge them first"
+                        ) from None
+                    _fetch(store, target)
+                    result.merge, more = _merge(engram, store, repo, target)
+                    received += more
+        result.received = received
+        if pull:
+            result.indexes = engram.refresh_indexes(stores=[store])
+        results.append(result)
+    if results and all(r.skipped for r in results):
+        raise SyncError(results[0].skipped or "nothing to sync")
+    return results
+
+
+def _check_not_busy(store: Store, store_repo: StoreRepo) -> None:
+    reason = store_repo.busy()
+    if reason:
+        raise SyncError(f"{reason} in {store.work_tree}; finish or abort it, then sync")
+
+
+def _fetch(store: Store, target: _Target) -> None:
+    done = run_git(store.work_tree, "fetch", "--quiet", target.remote)
+    if done.returncode != 0:
+        raise SyncError(
+            f"could not fetch from {target.remote} ({_why(done)}); your events are committed "
+            "here and go out with the next `engram sync`"
+        )
+
+
+def _tracking_id(repo: pygit2.Repository, target: _Target) -> pygit2.Oid | None:
+    """Where the remote-tracking branch points (as the last fetch left it), if it exists."""
+    ref = repo.references.get(target.tracking)
+    return None if ref is None else ref.resolve().target
+
+
+def _events(engram: Engram, store: Store) -> int:
+    return engram.projection(store).counts()["events"]
+
+
+def _merge(engram: Engram, store: Store, repo: pygit2.Repository,
+           target: _Target) -> tuple[str, int]:
+    """Merge what the last fetch brought: how it went, and how many events it brought."""
+    theirs = _tracking_id(repo, target)
+    if theirs is None:
+        return "no-remote-branch", 0
+    ahead, behind = (0, 1) if repo.head_is_unborn else repo.ahead_behind(repo.head.target,
+                                                                          theirs)
+    if behind == 0:
+        return "up-to-date", 0
+    before = _events(engram, store)
+    # git needs an identity for the merge commit: the user's own when git has one.
+    has_identity = run_git(store.work_tree, "var", "GIT_COMMITTER_IDENT").returncode == 0
+    identity = None if has_identity else engram.actor(store)
+    args = ["merge", "--no-edit", "--quiet"]
+    if ahead == 0:
+        args.append("--ff-only")
+    else:
+        args += ["-m", f"engram sync: merge {target.remote}/{target.remote_branch}"]
+        if store.kind == "personal":
+            args.append("--allow-unrelated-histories")  # two machines that each ran init
+    done = run_git(store.work_tree, *args, target.tracking, identity=identity)
+    if done.returncode == 0:
+        received = max(0, _events(engram, store) - before)
+        return ("fast-forward" if ahead == 0 else "merged"), received
+    conflicted = run_git(store.work_tree, "diff", "--name-only", "--diff-filter=U").stdout.split()
+    if conflicted and _keep_changed_event_files(store, conflicted, identity):
+        received = max(0, _events(engram, store) - before)
+        return "merged", received
+    if conflicted:
+        run_git(store.work_tree, "merge", "--abort")
+        shown = ", ".join(conflicted[:5]) + (", ..." if len(conflicted) > 5 else "")
+        raise SyncError(
+            f"merging {target.remote}/{target.remote_branch} conflicts in {shown}; nothing was "
+            f"changed; merge by hand (`git merge {target.remote}/{target.remote_branch}` in "
+            f"{store.work_tree}), then run `engram sync`"
+        )
+    raise SyncError(f"could not merge {target.remote}/{target.remote_branch} ({_why(done)}); "
+                    "nothing was changed")
+
+
+def changed_and_removed(store: Store, conflicted: list[str]) -> list[str] | None:
+    """If every conflict is an event file one side changed and the other removed (a compaction
+    folded it into another file while a clone appended to it), those files; else None."""
+    if not conflicted:
+        return None
+    prefix = store.repo_path("events") + "/"
+    done = run_git(store.work_tree, "ls-files", "-u", "-z", "--", *conflicted)
+    stages: dict[str, set[str]] = {}
+    for record in done.stdout.split("\0"):
+        if "\t" in record:
+            info, path = record.split("\t", 1)
+            stages.setdefault(path, set()).add(info.split()[2])
+    if set(stages) != set(conflicted):
+        return None
+    for path, found in stages.items():
+        if not (path.startswith(prefix) and path.endswith(".jsonl")) or "1" not in found \
+                or len(found) != 2:
+            return None
+    return sorted(stages)
+
+
+def _keep_changed_event_files(store: Store, conflicted: list[str], identity: str | None) -> bool:
+    """Resolve modify/delete conflicts on event files by keeping the changed file: its lines
+    are a superset of what the removed one held, and the side that removed it (a compaction)
+    kept those lines elsewhere; readers drop the duplicates. Commits the merge; False (nothing
+    done) when other conflicts are left."""
+    paths = changed_and_removed(store, conflicted)
+    if paths is None:
+        return False
+    for path in paths:
+        if not (store.work_tree / path).is_file():
+            return False
+    if run_git(store.work_tree, "add", "--", *paths).returncode != 0:
+        return False
+    # --no-verify: the merge adds no line either side had not committed already.
+    done = run_git(store.work_tree, "commit", "--no-edit", "--quiet", "--no-verify",
+                   identity=identity)
+    return done.returncode == 0
+
+
+class _Rejected(Exception):
+    pass
+
+
+def _push(store: Store, repo: pygit2.Repository, target: _Target) -> int:
+    """Push the branch; the number of commits sent."""
+    if repo.head_is_unborn:
+        return 0
+    local = repo.head.target
+    theirs = _tracking_id(repo, target)
+    if theirs is not None:
+        ahead, _ = repo.ahead_behind(local, theirs)
+        if ahead == 0:
+            return 0
+    else:
+        ahead = sum(1 for _ in repo.walk(local))
+    args = ["push", "--quiet", "--porcelain"]
+    if not target.has_upstream:
+        args.append("--set-upstream")
+    args += [target.remote, f"HEAD:refs/heads/{target.remote_branch}"]
+    done = run_git(store.work_tree, *args)
+    if done.returncode != 0:
+        text = (done.stdout or "") + (done.stderr or "")
+        if "[rejected]" in text or "non-fast-forward" in text or "fetch first" in text:
+            raise _Rejected()
+        raise SyncError(
+            f"could not push to {target.remote} ({_why(done)}); your events are committed here "
+            "and go out with the next `engram sync`"
+        )
+    return ahead
+
+
+# -- clone ---------------------------------------------------------------------------------------
+
+
+def clone(url: str, destination: Path, *, progress: bool = False) -> None:
+    """Clone a personal store into `destination`, which must not be a store already.
+
+    The clone is made next to the destination and moved into place only when it is complete and
+    holds a store: an interrupted or refused clone leaves nothing behind.
+    """
+    from ..base.config import CONFIG_FILE
+
+    url = _url(url)
+    if destination.exists() and any(destination.iterdir()):
+        if (destination / CONFIG_FILE).exists():
+            raise UsageError(
+                f"a personal store exists already at {destination}; to bring in {url}'s "
+                f"events run `engram remote add origin {url}` and then `engram sync`"
+            )
+        raise UsageError(f"{destination} exists and is not empty; move it away or set "
+                         "ENGRAM_HOME to another directory")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = destination.parent / f".{destination.name}.clone-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        args = ["clone", "--progress" if progress else "--quiet", url, str(staging)]
+        done = run_git(None, *args, progress=progress)
+        if done.returncode != 0:
+            why = _why(done) if not progress else "see git's message above"
+            raise SyncError(f"could not clone {url} ({why})")
+        if run_git(staging, "rev-parse", "--verify", "--quiet", "HEAD").returncode != 0:
+            _check_out_a_branch(staging)
+        if run_git(staging, "rev-parse", "--verify", "--quiet", "HEAD").returncode != 0:
+            raise SyncError(f"{url} is empty; on the machine that has the store, run "
+                            f"`engram remote add origin {url}` and `engram sync` first")
+        if not (staging / CONFIG_FILE).exists():
+            raise SyncError(f"{url} is a git repository but not an Engram personal store "
+                            f"(no {CONFIG_FILE} at its top)")
+        if destination.exists():
+            destination.rmdir()  # empty, checked above
+        os.replace(staging, destination)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_out_a_branch(clone_dir: Path) -> None:
+    """The remote's HEAD names a branch it does not have (a bare repository made by `git init`
+    whose default branch differs): check out main, master, or its only branch."""
+    done = run_git(clone_dir, "for-each-ref", "--format=%(refname:strip=3)",
+                   "refs/remotes/origin/")
+    branches = [b for b in done.stdout.split() if b != "HEAD"]
+    for choice in ("main", "master", *(branches if len(branches) == 1 else [])):
+        if choice in branches:
+            run_git(clone_dir, "checkout", "--quiet", "-B", choice, "--track",
+                    f"origin/{choice}")
+            return

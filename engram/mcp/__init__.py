@@ -1,0 +1,1 @@
+"""Front end for agents: the MCP server over stdio and HTTP, and installing it into clients."""

@@ -1,0 +1,470 @@
+"""`engram mcp install`: add Engram's MCP server to a client's own configuration.
+
+Each client keeps its MCP servers in its own file and format:
+
+| client | user scope | project scope (`--project`) |
+|---|---|---|
+| Claude Code | `~/.claude.json` (`mcpServers`) | `.mcp.json` at the repository root |
+| Cursor | `~/.cursor/mcp.json` (`mcpServers`) | `.cursor/mcp.json` |
+| Codex | `~/.codex/config.toml` (`[mcp_servers.<name>]`) | `.codex/config.toml` |
+
+Installing merges: only Engram's own entry is added or updated (keeping any `env` or other keys
+it already has); everything else in the file stays as it was. A file that cannot be read as its
+format is refused, never overwritten. Claude Code's hooks (`--hooks`) go to its settings file,
+`~/.claude/settings.json` or `.claude/settings.json`, merged the same way.
+
+Claude Code asks each person to approve a project's servers (`.mcp.json`) before it starts them;
+`--approve` records that approval for the person installing, as Claude Code does, in
+`enabledMcpjsonServers` of `.claude/settings.local.json` (per person, not committed). The
+installer also says when Engram is configured for Claude Code in more than one scope (user,
+local, project), which makes Claude Code warn and run the hooks twice (`claude_notes`).
+
+TOML is written without a TOML writer (none is a dependency): Engram's table is removed from the
+text and appended again, and the result must parse to exactly the old document with only that
+table changed, or nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..base.config import find_work_tree
+from ..base.errors import UsageError
+
+AGENTS = {"claude": "claude-code", "cursor": "cursor", "codex": "codex"}
+HOOKS = {"SessionStart": "session-start", "PreCompact": "precompact", "SessionEnd": "session-end"}
+HOOK_TIMEOUT_SECONDS = 30
+
+AGENT_INSTRUCTIONS = """\
+## Memory and continuity (Engram)
+
+This project uses Engram (MCP server `engram`) as durable memory shared across sessions, agents
+and machines.
+
+- At the start of a session, call `session_resume` (pass `task` if several tasks are active).
+- Before deciding or exploring, `memory_recall` what may already be known.
+- `memory_remember` what stays true: decisions and why, the user's preferences, conventions,
+  gotchas, failures and their causes. Cite code facts with `discovery_record`.
+- Track multi-step work with `task_create`, `task_progress` and `task_failure`.
+- Before you stop or when your context is nearly full, call `session_handoff` with a one-line
+  summary, the next steps in order, what must not be redone and what must be preserved.
+- Never store secrets.
+"""
+
+
+@dataclass(frozen=True)
+class Change:
+    path: Path
+    what: str
+    existed: bool
+    text: str
+
+
+def install(client: str, *, project: bool = False, hooks: bool = False, name: str = "engram",
+            cwd: Path | None = None, home: Path | None = None, dry_run: bool = False,
+            approve: bool = False) -> list[Change]:
+    """Write (or, with dry_run, only compute) the client's configuration for Engram; with
+    `approve` (Claude Code, project scope), also approve the project's server for this user."""
+    if client not in AGENTS:
+        raise UsageError(f"unknown client {client!r}; use one of {', '.join(AGENTS)}")
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+        raise UsageError("a server name is 1-64 letters, digits, '_' or '-'")
+    if hooks and client != "claude":
+        raise UsageError("hooks are installed for Claude Code (claude) only")
+    if approve and not (client == "claude" and project):
+        raise UsageError("--approve is for Claude Code's project servers: use it with "
+                         "`engram mcp install claude --project`")
+    home = home or Path.home()
+    root = _project_root(cwd or Path.cwd()) if project else None
+    command, args = server_command(project=project, agent=AGENTS[client])
+    changes = []
+    if client == "claude":
+        path = root / ".mcp.json" if root else home / ".claude.json"
+        changes.append(_json_server(path, name, {"type": "stdio", "command": command,
+                                                 "args": args}))
+    elif client == "cursor":
+        path = (root or home) / ".cursor" / "mcp.json"
+        changes.append(_json_server(path, name, {"command": command, "args": args}))
+    else:
+        path = (root or home) / ".codex" / "config.toml"
+        changes.append(_toml_server(path, name, {"command": command, "args": args}))
+    if hooks:
+        settings = (root or home) / ".claude" / "settings.json"
+        changes.append(_claude_hooks(settings, project=project))
+    if approve and root is not None:
+        changes.append(_approval(root / LOCAL_SETTINGS, name))
+    if not dry_run:
+        for change in changes:
+            _write(change.path, change.text)
+    return changes
+
+
+# -- Claude Code: approval and scopes -----------------------------------------------------------
+
+LOCAL_SETTINGS = Path(".claude") / "settings.local.json"
+
+
+def _approval(path: Path, name: str) -> Change:
+    """This user's approval of the project server `name`: listed in `enabledMcpjsonServers`
+    (and no longer in `disabledMcpjsonServers`) of `.claude/settings.local.json`."""
+    data, existed = _read_json(path)
+    for key in ("enabledMcpjsonServers", "disabledMcpjsonServers"):
+        if not isinstance(data.get(key, []), list):
+            raise UsageError(f"{path}: {key} is not a list; fix it by hand")
+    enabled = data.setdefault("enabledMcpjsonServers", [])
+    already = name in enabled
+    if not already:
+        enabled.append(name)
+    if name in data.get("disabledMcpjsonServers", []):
+        data["disabledMcpjsonServers"] = [n for n in data["disabledMcpjsonServers"]
+                                          if n != name]
+        already = False
+    what = (f"project MCP server {name!r} " +
+            ("already approved for you" if already else "approved for you"))
+    return Change(path, what, existed, _dump_json(data))
+
+
+def approved(root: Path, name: str) -> bool:
+    """Whether this user has approved the project server `name` for Claude Code."""
+    try:
+        data, _ = _read_json(root / LOCAL_SETTINGS)
+    except UsageError:
+        return False
+    enabled = data.get("enabledMcpjsonServers")
+    return (data.get("enableAllProjectMcpServers") is True
+            or (isinstance(enabled, list) and name in enabled))
+
+
+def git_ignored(root: Path, path: Path) -> bool | None:
+    """Whether git ignores `path` in the work tree `root` (None if git cannot tell)."""
+    try:
+        done = subprocess.run(["git", "-C", str(root), "check-ignore", "-q", "--",
+                               str(path.relative_to(root))], check=False, capture_output=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    return {0: True, 1: False}.get(done.returncode)
+
+
+def claude_scopes(name: str, *, home: Path, root: Path | None) -> dict[str, Path]:
+    """Where Engram's server `name` is configured for Claude Code: `user` (~/.claude.json),
+    `local` (~/.claude.json, this project's entry) and `project` (.mcp.json)."""
+    found: dict[str, Path] = {}
+    user_file = home / ".claude.json"
+    try:
+        user, _ = _read_json(user_file)
+    except UsageError:
+        user = {}
+    if isinstance(user.get("mcpServers"), dict) and name in user["mcpServers"]:
+        found["user"] = user_file
+    projects = user.get("projects")
+    if root is not None and isinstance(projects, dict):
+        entry = projects.get(str(root)) or projects.get(str(root.resolve()))
+        if isinstance(entry, dict) and isinstance(entry.get("mcpServers"), dict) \
+                and name in entry["mcpServers"]:
+            found["local"] = user_file
+    if root is not None:
+        try:
+            shared, _ = _read_json(root / ".mcp.json")
+        except UsageError:
+            shared = {}
+        if isinstance(shared.get("mcpServers"), dict) and name in shared["mcpServers"]:
+            found["project"] = root / ".mcp.json"
+    return found
+
+
+def _has_hooks(path: Path) -> bool:
+    """Whether the Claude Code settings file at `path` holds Engram's hooks."""
+    try:
+        data, _ = _read_json(path)
+    except UsageError:
+        return False
+    hooks = data.get("hooks")
+    if not isinstance(hooks, dict):
+        return False
+    for event, name in HOOKS.items():
+        groups = hooks.get(event)
+        for group in groups if isinstance(groups, list) else []:
+            if isinstance(group, dict) and any(
+                    isinstance(h, dict) and _is_ours(h.get("command"), name)
+                    for h in group.get("hooks") or []):
+                return True
+    return False
+
+
+def claude_notes(*, project: bool, name: str = "engram", cwd: Path | None = None,
+                 home: Path | None = None) -> list[str]:
+    """What the person installing for Claude Code should know: a project server waits for
+    their approval; Engram configured in two scopes at once."""
+    home = home or Path.home()
+    root = find_work_tree(cwd or Path.cwd())
+    notes = []
+    if project and root is not None:
+        local = root / LOCAL_SETTINGS
+        if approved(root, name):
+            if git_ignored(root, local) is False:
+                notes.append(f"note: {local} is not ignored by git; it holds your own "
+                             "approvals and settings: add `.claude/settings.local.json` to "
+                             ".gitignore rather than commit it")
+        else:
+            notes.append(f"Claude Code shows {name!r} as \"Pending approval\" until you approve "
+                         "it: answer its prompt, or run this again with --approve")
+    scopes = claude_scopes(name, home=home, root=root)
+    if len(scopes) > 1:
+        listed = " and ".join(f"{scope} ({path})" for scope, path in scopes.items())
+        keep = "project" if "project" in scopes else "local"
+        how = " and ".join(f"`claude mcp remove --scope {s} {name}`" for s in scopes
+                           if s != keep)
+        notes.append(f"warning: {name!r} is configured for Claude Code in {listed}: Claude Code "
+                     f"warns about the conflict. Keep the {keep} entry (it is this "
+                     f"repository's) and remove the other: {how}")
+    user_hooks = home / ".claude" / "settings.json"
+    if root is not None and _has_hooks(user_hooks) and _has_hooks(root / ".claude" /
+                                                                  "settings.json"):
+        notes.append(f"warning: Engram's hooks are in both {user_hooks} and "
+                     f"{root / '.claude' / 'settings.json'}, so they run twice in this project; "
+                     f"keep the project's and remove them from {user_hooks}")
+    return notes
+
+
+def _project_root(cwd: Path) -> Path:
+    top = find_work_tree(cwd)
+    if top is None:
+        raise UsageError(f"{cwd} is not inside a git repository; run this in the project, or "
+                         "drop --project to configure your user settings")
+    return top
+
+
+def server_command(*, project: bool, agent: str) -> tuple[str, list[str]]:
+    """How the client starts the server. A project's config is shared, so it names `engram`
+    on the PATH; a user's config names this very installation."""
+    args = ["serve", "--agent", agent]
+    if project:
+        return "engram", args
+    found = shutil.which("engram")
+    if found and Path(found).resolve().parent == Path(sys.executable).resolve().parent:
+        return found, args
+    return sys.executable, ["-m", "engram", *args]
+
+
+def hook_command(event: str, *, project: bool) -> str:
+    if project:
+        return f"engram mcp hook {event}"
+    return f"{_quote(sys.executable)} -m engram.hooks {event}"
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+# -- JSON ---------------------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> tuple[dict[str, Any], bool]:
+    if not path.exists():
+        return {}, False
+    text = _read_text(path)
+    if not text.strip():
+        return {}, True
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}); fix it or "
+                         "move it away, then run this again") from None
+    except RecursionError:
+        raise UsageError(f"{path} is nested too deeply to read; fix it or move it away, then "
+                         "run this again") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path} does not hold a JSON object; fix it or move it away")
+    return data, True
+
+
+def _dump_json(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def _json_server(path: Path, name: str, entry: dict[str, Any]) -> Change:
+    data, existed = _read_json(path)
+    servers = data.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise UsageError(f"{path}: mcpServers is not an object; fix it by hand")
+    old = servers.get(name)
+    servers[name] = {**(old if isinstance(old, dict) else {}), **entry}
+    what = f"MCP server {name!r} " + ("updated" if old is not None else "added")
+    return Change(path, what, existed, _dump_json(data))
+
+
+def _claude_hooks(path: Path, *, project: bool) -> Change:
+    data, existed = _read_json(path)
+    hooks = data.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise UsageError(f"{path}: hooks is not an object; fix it by hand")
+    for event, name in HOOKS.items():
+        command = hook_command(name, project=project)
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise UsageError(f"{path}: hooks.{event} is not a list; fix it by hand")
+        ours = [h for g in groups if isinstance(g, dict) for h in g.get("hooks") or []
+                if isinstance(h, dict) and _is_ours(h.get("command"), name)]
+        if ours:
+            for hook in ours:
+                hook.update(type="command", command=command, timeout=HOOK_TIMEOUT_SECONDS)
+        else:
+            groups.append({"hooks": [{"type": "command", "command": command,
+                                      "timeout": HOOK_TIMEOUT_SECONDS}]})
+    return Change(path, "Claude Code hooks SessionStart, PreCompact, SessionEnd", existed,
+                  _dump_json(data))
+
+
+def _is_ours(command: Any, name: str) -> bool:
+    return isinstance(command, str) and bool(
+        re.search(rf"(engram\.hooks|engram mcp hook) {re.escape(name)}\b", command))
+
+
+# -- TOML ---------------------------------------------------------------------------------------
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not valid UTF-8; fix it or move it away, then run this "
+                         "again") from None
+
+
+def _toml_server(path: Path, name: str, entry: dict[str, Any]) -> Change:
+    existed = path.exists()
+    text = _read_text(path) if existed else ""
+    try:
+        before = tomllib.loads(text)
+    except RecursionError:
+        raise UsageError(f"{path} is nested too deeply to read; fix it or move it away, then "
+                         "run this again") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path} is not valid TOML ({exc}); fix it or move it away, then run "
+                         "this again") from None
+    servers = before.get("mcp_servers", {})
+    if not isinstance(servers, dict):
+        raise UsageError(f"{path}: mcp_servers is not a table; fix it by hand")
+    old = servers.get(name)
+    merged = {**(old if isinstance(old, dict) else {}), **entry}
+    new_text = set_toml_table(text, ("mcp_servers", name), merged, where=path)
+    what = f"MCP server {name!r} " + ("updated" if old is not None else "added")
+    return Change(path, what, existed, new_text)
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def toml_key(key: str) -> str:
+    return key if _BARE_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=False)
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a JSON string is a TOML basic string
+    if isinstance(value, Sequence):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        inner = ", ".join(f"{toml_key(str(k))} = {toml_value(v)}" for k, v in value.items())
+        return "{ " + inner + " }" if inner else "{}"
+    raise UsageError(f"cannot write {type(value).__name__} values to TOML")
+
+
+def _header_keys(line: str) -> tuple[str, ...] | None:
+    """The key path of a `[table]` or `[[array]]` header line, or None if it is not one."""
+    text = line.strip()
+    if not text.startswith("["):
+        return None
+    inner = text[2:] if text.startswith("[[") else text[1:]
+    keys: list[str] = []
+    i = 0
+    while i < len(inner):
+        char = inner[i]
+        if char in " \t.":
+            i += 1
+        elif char in "\"'":
+            end = i + 1
+            while end < len(inner) and inner[end] != char:
+                end += 2 if char == '"' and inner[end] == "\\" else 1
+            raw = inner[i : end + 1]
+            keys.append(json.loads(raw) if char == '"' else raw[1:-1])
+            i = end + 1
+        elif char == "]":
+            return tuple(keys)
+        else:
+            found = _BARE_KEY.match(inner, i)
+            if not found:
+                return None
+            keys.append(found.group())
+            i = found.end()
+    return None
+
+
+def set_toml_table(text: str, table: tuple[str, ...], values: Mapping[str, Any], *,
+                   where: Path | str = "the file") -> str:
+    """`text` with the table `table` (and its subtables) replaced by `values`, appended at the
+    end. Refuses (UsageError) unless the result parses to the old document with only that
+    table changed."""
+    before = tomllib.loads(text) if text.strip() else {}
+    kept: list[str] = []
+    skipping = False
+    open_quote: str | None = None
+    for line in text.splitlines(keepends=True):
+        if open_quote is None:
+            keys = _header_keys(line)
+            if keys is not None:
+                skipping = keys[: len(table)] == table
+        if not skipping:
+            kept.append(line)
+        for quote in ('"""', "'''"):
+            if line.count(quote) % 2 == 1 and open_quote in (None, quote):
+                open_quote = None if open_quote == quote else quote
+    body = "".join(kept).rstrip()
+    block = "[" + ".".join(toml_key(k) for k in table) + "]\n" + "".join(
+        f"{toml_key(k)} = {toml_value(v)}\n" for k, v in values.items())
+    new_text = (body + "\n\n" if body else "") + block
+    expected = json.loads(json.dumps(before, default=str))
+    cursor = expected
+    for key in table[:-1]:
+        cursor = cursor.setdefault(key, {})
+    cursor[table[-1]] = dict(values)
+    try:
+        after = tomllib.loads(new_text)
+    except tomllib.TOMLDecodeError:
+        after = None
+    if after is None or json.loads(json.dumps(after, default=str)) != expected:
+        dotted = ".".join(table)
+        raise UsageError(f"{where}: could not update [{dotted}] without touching anything "
+                         f"else (is it defined inline?); add this table by hand:\n{block}")
+    return new_text
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace the file atomically, keeping its permissions (~/.claude.json is private)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else None
+    tmp = path.with_name(f".{path.name}.engram-{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    if mode is not None:
+        os.chmod(tmp, mode)
+    os.replace(tmp, path)

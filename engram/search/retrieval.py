@@ -1,0 +1,456 @@
+"""Recall: query -> candidates from BM25 and vectors -> fused, decayed, filtered ranking.
+
+Per store, two disposable indexes hang off the read model:
+
+- the tantivy index is brought up to date (one commit) by the first query after writes;
+- the usearch index is a *base* that is saved only when enough memories changed
+  (`search.vector_flush`); memories changed since then are compared by brute force, from the
+  embedding cache, so a write never waits for an index save and a query never misses a change.
+
+Scores: BM25 is normalised by the best BM25 score among the candidates; cosine similarity is used
+as it is (clipped at 0). Relevance = (1 - w) * bm25 + w * cosine, w = `recall.weight_vector`.
+The final score multiplies relevance by (1 - s) + s * strength, s = `recall.weight_strength`,
+where strength is an Ebbinghaus retention exp(-age / stability), stability = the kind's decay
+days * (1 + importance) * (1 + times reinforced), and age counts from when the memory was last
+confirmed, said, or written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..storage import events as ev
+from ..domain import memories as mem
+from ..base.config import SETTINGS, Settings
+from .embed import Embedder, EmbeddingCache, embed_with_cache
+from .text import TextIndex, TextIndexDamaged, failed
+from ..readmodel.projection import Projection
+from .ranking import Candidate, dates_said
+from ..storage.store import Store
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def search_text(memory: mem.Memory) -> str:
+    """What BM25 sees of a memory: its words, tags and scope, the date it is about (as words,
+    "8 May 2023", so that a question naming a month or year finds it), and the dates its
+    relative time words mean ("yesterday" -> "7 May 2023")."""
+    extra = " ".join([*memory.tags, memory.scope or ""]).replace("/", " ").replace("-", " ")
+    if memory.at:
+        moment = ev.parse_time(memory.at)
+        extra += f" {moment.day} {moment:%B %Y}"
+    # "Yesterday I ..." is about the day before the memory's own moment, not before today.
+    said = dates_said(memory.content, ev.parse_time(memory.at or memory.created_at))
+    if said:
+        extra += " " + " ".join(said)
+    return f"{memory.content}\n{extra}".strip()
+
+
+def embedding_text(kind: str, tags: Sequence[str], content: str) -> str:
+    """What the embedding model sees of a memory: its kind and tags say what it is about as much
+    as its words do ("preference (testing): Prefer pytest fixtures ...")."""
+    label = f"{kind} ({', '.join(sorted(tags))})" if tags else kind
+    return f"{label}: {content}"
+
+
+def memory_embedding_text(memory: mem.Memory) -> str:
+    return embedding_text(memory.kind, memory.tags, memory.content)
+
+
+BACKGROUND_FILE = Path(__file__).resolve().parent.parent / "background.txt"
+BACKGROUND_SAMPLE = 256  # memories of the store sampled into a query's background
+
+
+def strength(memory: mem.Memory | mem.Head, now: datetime, settings: Settings) -> float:
+    key = f"decay.{memory.kind}" if f"decay.{memory.kind}" in SETTINGS else "decay.note"
+    stability = settings[key] * (1.0 + memory.importance) * (1.0 + memory.reinforced)
+    age = max(0.0, (now - ev.parse_time(memory.moment)).total_seconds() / 86400.0)
+    return math.exp(-age / stability)
+
+
+@dataclass
+class Hit:
+    """One recalled memory and why it ranked where it did."""
+
+    memory: mem.Memory
+    evidence: Candidate
+
+    @property
+    def score(self) -> float:
+        return self.evidence.score
+
+    @property
+    def relevance(self) -> float:
+        return self.evidence.relevance
+
+    @property
+    def bm25(self) -> float:
+        return self.evidence.share
+
+    @property
+    def vector(self) -> float:
+        return self.evidence.cosine
+
+    @property
+    def strength(self) -> float:
+        return self.evidence.strength
+
+    def explain(self) -> dict[str, Any]:
+        return self.evidence.explain()
+
+    def to_dict(self, *, full: bool = True) -> dict[str, Any]:
+        data = self.memory.to_dict() if full else {
+            "id": self.memory.id, "kind": self.memory.kind, "summary": self.memory.summary(),
+            "tags": list(self.memory.tags), "store": self.memory.store,
+        }
+        return {**data, "explain": self.explain()}
+
+
+@dataclass
+class SyncReport:
+    indexed_text: int = 0
+    indexed_vectors: int = 0
+    embedded: int = 0
+    reused: int = 0
+    rebuilt: list[str] = field(default_factory=list)
+
+
+class StoreSearch:
+    """The search indexes of one store, kept current from its read model."""
+
+    def __init__(self, store: Store, projection: Projection) -> None:
+        self.store = store
+        self.projection = projection
+        self.cache_dir = store.local_dir / "cache"
+        self._text: TextIndex | None = None
+        self._vectors: Any = None
+        self._vectors_stamp: tuple[int, int] | None = None
+        self.embeddings = EmbeddingCache(store.shared_embeddings or
+                                         self.cache_dir / "embeddings.sqlite3")
+        # The cache directory cannot be written (read-only, full): this process searches
+        # indexes kept in memory and leaves the saved ones, and their dirty marks, as they are.
+        self.read_only = False
+        self._applied: set[tuple[str, int]] = set()  # dirty marks already in memory indexes
+        self._vectors_filled = False
+        # Vectors of memories changed since the vector index was saved: id -> (content, vector).
+        self._held: dict[str, tuple[str, Any]] = {}
+        self._held_identity: str | None = None
+        self._held_ids: list[str] = []
+        self._held_matrix: Any = None  # their vectors stacked, in the order of _held_ids
+        self._background: tuple[Any, Any] | None = None
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        from filelock import FileLock
+
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(self.cache_dir / "index.lock", timeout=120, thread_local=False)
+            lock.acquire()
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            self.read_only = True  # nothing can change these files: no lock is needed
+            yield
+            return
+        try:
+            yield
+        finally:
+            lock.release()
+
+    @property
+    def text(self) -> TextIndex:
+        if self._text is None:
+            try:
+                self._text = TextIndex(None if self.read_only else self.cache_dir / "text")
+            except BaseException as exc:
+                if not _unwritable(exc):
+                    raise
+                self.read_only = True
+                self._text = TextIndex(None)
+        return self._text
+
+    def vectors(self, embedder: Embedder) -> Any:
+        from .vectors import VectorIndex
+
+        path = self.cache_dir / "vectors.usearch"
+        stamp = _stamp(path)
+        if self._vectors is None or self._vectors.identity != embedder.identity or \
+                stamp != self._vectors_stamp:
+            self._vectors = VectorIndex(path, embedder.identity, embedder.dim)
+            self._vectors_stamp = stamp
+        return self._vectors
+
+    # -- keeping up ------------------------------------------------------------------------
+
+    def _text_batches(self, ids: Sequence[str]) -> Any:
+        for start in range(0, len(ids), 2000):
+            chunk = ids[start : start + 2000]
+            found = self.projection.memories_by_id(chunk)
+            yield ([(i, search_text(found[i])) for i in chunk if i in found],
+                   [i for i in chunk if i not in found])
+
+    def sync_text(self, report: SyncReport | None = None) -> SyncReport:
+        report = report or SyncReport()
+        proj = self.projection
+        with self.lock():
+            text = self.text
+            if self.read_only:
+                return self._sync_text_in_memory(report)
+            if not text.rebuilt and not text.intact():
+                text.discard()  # its files changed under this process: damage
+            if text.rebuilt:
+                proj.mark_all_dirty("text")
+                text.rebuilt = False
+                report.rebuilt.append("text")
+            marks = proj.dirty("text")
+            if not marks:
+                return report
+            ids = [m for m, _ in marks]
+            try:
+                try:
+                    report.indexed_text += text.update(self._text_batches(ids))
+                except BaseException as exc:
+                    if not failed(exc) or _unwritable(exc):
+                        raise
+                    # The index's files were damaged under it: start again from the read model.
+                    text.discard()
+                    text.rebuilt = False
+                    report.rebuilt.append("text")
+                    proj.mark_all_dirty("text")
+                    marks = proj.dirty("text")
+                    report.indexed_text += text.update(self._text_batches([m for m, _ in marks]))
+            except BaseException as exc:
+                if not _unwritable(exc):
+                    raise
+                # Disk full: the saved index stays as it was, its marks too, for a later save.
+                self.read_only = True
+                self._text = None
+                return self._sync_text_in_memory(report)
+            proj.clean("text", marks)
+        return report
+
+    def _sync_text_in_memory(self, report: SyncReport) -> SyncReport:
+        text = self.text
+        todo: list[str] = []
+        if text.rebuilt:
+            text.rebuilt = False
+            todo = self.projection.all_memory_ids()
+        marks = [m for m in self.projection.dirty("text") if m not in self._applied]
+        todo += [m for m, _ in marks]
+        if todo:
+            report.indexed_text += text.update(self._text_batches(list(dict.fromkeys(todo))))
+        self._applied.update(marks)
+        return report
+
+    def sync_vectors(self, embedder: Embedder, settings: Settings, *, force: bool = False,
+                     report: SyncReport | None = None, progress: Any = None) -> SyncReport:
+        """Fold changed memories into the saved vector index once enough have changed."""
+        report = report or SyncReport()
+        proj = self.projection
+        with self.lock():
+            index = self.vectors(embedder)
+            if self.read_only:
+                self._fill_vectors_in_memory(embedder, index, report)
+                return report
+            if index.rebuilt:
+                proj.mark_all_dirty("vec")
+                index.rebuilt = False
+                report.rebuilt.append("vectors")
+                force = True
+            if not force and proj.dirty_count("vec") < settings["search.vector_flush"]:
+                return report
+            changed = False
+            while True:
+                marks = proj.dirty("vec", limit=512)
+                if not marks:
+                    break
+                ids = [m for m, _ in marks]
+                found = proj.memories_by_id(ids)
+                live = [found[i] for i in ids if i in found]
+                vectors, embedded = embed_with_cache(
+                    embedder, self.embeddings, [memory_embedding_text(m) for m in live])
+                report.embedded += embedded
+                report.reused += len(live) - embedded
+                index.update({m.id: vectors[row] for row, m in enumerate(live)},
+                             [i for i in ids if i not in found])
+                proj.clean("vec", marks)
+                report.indexed_vectors += len(live)
+                changed = True
+                if progress is not None:
+                    progress(len(live))
+            if changed or not index.meta_path.exists():
+                try:
+                    index.save()
+                    self._vectors_stamp = _stamp(index.path)
+                except (OSError, RuntimeError, ValueError):
+                    # Not saved (disk full): the marks are cleaned, so make sure the next
+                    # process rebuilds the saved index rather than trust it.
+                    with contextlib.suppress(OSError):
+                        index.meta_path.unlink(missing_ok=True)
+                    self.read_only = True
+                    self._vectors_filled = True  # this process's copy is complete
+        return report
+
+    def _fill_vectors_in_memory(self, embedder: Embedder, index: Any,
+                                report: SyncReport) -> None:
+        """A read-only store whose saved vector index is missing or stale: fill a copy in
+        memory once, from the embedding cache where it can; memories changed since are
+        compared directly at query time."""
+        if not index.rebuilt or self._vectors_filled:
+            return
+        index.rebuilt = False
+        self._vectors_filled = True
+        ids = self.projection.all_memory_ids()
+        for start in range(0, len(ids), 512):
+            found = self.projection.memories_by_id(ids[start : start + 512])
+            live = list(found.values())
+            vectors, embedded = embed_with_cache(
+                embedder, self.embeddings, [memory_embedding_text(m) for m in live])
+            report.embedded += embedded
+            index.update({m.id: vectors[row] for row, m in enumerate(live)}, [])
+
+    # -- querying --------------------------------------------------------------------------
+
+    def text_candidates(self, query: str, limit: int) -> list[tuple[str, float]]:
+        self.sync_text()
+        try:
+            return self.text.search(query, limit)
+        except TextIndexDamaged:
+            self.sync_text()  # the index was emptied: fill it again, then ask once more
+            return self.text.search(query, limit)
+
+    def text_evidence(self, query: str, limit: int,
+                      ) -> tuple[list[tuple[str, float]], float, float]:
+        """BM25 candidates, the query's IDF mass and its specificity in this store (see
+        TextIndex.query_weight)."""
+        if not query.strip():
+            return [], 0.0, 0.0
+        hits = self.text_candidates(query, limit)
+        try:
+            return (hits, *self.text.query_weight(query))
+        except BaseException as exc:
+            if not failed(exc):
+                raise
+            return hits, max((score for _, score in hits), default=0.0), 1.0
+
+    def background(self, embedder: Embedder) -> np.ndarray:
+        """Vectors that stand for ordinary text, for calibrating a query's cosine similarities:
+        a fixed set of sentences shipped with Engram and a sample of this store's memories
+        (the same sample whatever state the caches are in)."""
+        import numpy as np
+
+        # Kept while the sample's ids stay the same (an edit of a sampled memory hardly moves
+        # the background); a new process reads it afresh.
+        key = (embedder.identity, tuple(self.projection.sample_ids(BACKGROUND_SAMPLE)))
+        if self._background is not None and self._background[0] == key:
+            return self._background[1]
+        texts = [embedding_text(kind, tags, content)
+                 for _, content, kind, tags in self.projection.sample(BACKGROUND_SAMPLE)]
+        lines = [line.strip() for line in BACKGROUND_FILE.read_text("utf-8").splitlines()]
+        vectors, _ = embed_with_cache(embedder, self.embeddings,
+                                      [x for x in lines if x] + texts)
+        matrix = np.asarray(vectors, dtype=np.float32)
+        self._background = (key, matrix)
+        return matrix
+
+    def vector_scores(self, embedder: Embedder, settings: Settings, query_vector: np.ndarray,
+                      limit: int, extra_ids: Sequence[str] = ()) -> dict[str, float]:
+        """Cosine similarity of the best `limit` memories, plus any of `extra_ids`."""
+        self.sync_vectors(embedder, settings)
+        return self._scores(embedder, query_vector, limit, extra_ids)
+
+    def nearest(self, embedder: Embedder, vector: np.ndarray,
+                limit: int = 5) -> list[tuple[str, float]]:
+        """The most similar memories to a vector, without touching any index file (memories
+        changed since the vector index was saved are compared directly)."""
+        scores = self._scores(embedder, vector, limit)
+        return sorted(scores.items(), key=lambda item: item[1], reverse=True)[:limit]
+
+    def _scores(self, embedder: Embedder, vector: np.ndarray, limit: int,
+                extra_ids: Sequence[str] = ()) -> dict[str, float]:
+        """Cosine similarity from the saved index, corrected for memories changed since it was
+        saved (compared directly), plus any of `extra_ids`."""
+        index = self.vectors(embedder)
+        scores = dict(index.search(vector, limit))
+        pending = [(memory_id, None if content is None else embedding_text(kind, tags, content))
+                   for memory_id, content, kind, tags in self.projection.dirty_contents()]
+        for memory_id, similarity in self._pending_scores(embedder, pending, vector).items():
+            scores[memory_id] = similarity
+        stale = {memory_id for memory_id, _ in pending}
+        for memory_id, content in pending:
+            if content is None:
+                scores.pop(memory_id, None)  # changed since the save and no longer a memory
+        # Candidates found by words only: their stored vectors, straight from the index.
+        others = [i for i in extra_ids if i not in scores and i not in stale]
+        for memory_id, stored in index.vectors_for(others).items():
+            scores[memory_id] = float(stored @ vector)
+        wanted = [i for i in dict.fromkeys(extra_ids) if i not in scores and i not in stale]
+        found = self.projection.memories_by_id(wanted) if wanted else {}
+        live = [found[i] for i in wanted if i in found]
+        if live:
+            vectors, _ = embed_with_cache(embedder, self.embeddings,
+                                          [memory_embedding_text(m) for m in live])
+            for row, memory in enumerate(live):
+                scores[memory.id] = float(vectors[row] @ vector)
+        return scores
+
+    def _pending_scores(self, embedder: Embedder, pending: Sequence[tuple[str, str | None]],
+                        vector: np.ndarray) -> dict[str, float]:
+        """Similarity of the memories changed since the vector index was saved.
+
+        `pending` holds (memory id, embedding text, None once it is no longer a memory). Their
+        vectors are kept in this process, keyed by their exact text, so that a run of
+        writes (each checking for near-duplicates) embeds or reads from the cache only what is
+        new rather than every change since the last save.
+        """
+        import numpy as np
+
+        if self._held_identity != embedder.identity:
+            self._held, self._held_ids, self._held_matrix = {}, [], None
+            self._held_identity = embedder.identity
+        held = self._held
+        contents = {memory_id: text for memory_id, text in pending if text is not None}
+        fresh = [m for m, text in contents.items() if m not in held or held[m][0] != text]
+        if fresh:
+            vectors, _ = embed_with_cache(embedder, self.embeddings, [contents[m] for m in fresh])
+            for row, memory_id in enumerate(fresh):
+                held[memory_id] = (contents[memory_id], vectors[row])
+        if fresh or len(held) != len(contents) or len(self._held_ids) != len(contents):
+            self._held = {m: held[m] for m in contents}  # only what is still pending
+            self._held_ids = list(self._held)
+            self._held_matrix = np.stack([self._held[m][1] for m in self._held_ids]) \
+                if self._held else None
+        if self._held_matrix is None:
+            return {}
+        return dict(zip(self._held_ids, (self._held_matrix @ vector).tolist(), strict=True))
+
+    def close(self) -> None:
+        self.embeddings.close()
+
+
+def _unwritable(exc: BaseException) -> bool:
+    """Did an index fail because its directory cannot be written (full, read-only)?"""
+    codes = (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EFBIG)
+    if isinstance(exc, OSError):
+        return exc.errno in codes
+    text = str(exc)
+    return "os error" in text and any(f"(os error {code})" in text for code in codes)
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_mtime_ns, st.st_size)

@@ -1,0 +1,728 @@
+"""One store on disk: its layout, the append path, and reading event files back.
+
+Layout of a store root (`~/.engram`, or `.engram/` in a project's work tree):
+
+    config.yaml                      settings (committed)
+    README.md, .gitattributes        for people browsing the repository (committed)
+    events/YYYY/MM/<writer>.jsonl    the events (committed)
+
+Per-clone state that must never be committed lives in the git directory, `<git-dir>/engram/`:
+the write lock, the writer's position, caches, and torn lines set aside after a crash.
+
+One writer, one file: each clone appends to files named after a writer id that no other clone
+uses, so two clones never change the same file and plain `git merge` joins them. The writer
+remembers the size and last line of the file it appends to; if the file is not exactly as it left
+it (a branch switch, a reset, a checkout of an older commit) it starts a new writer file instead
+of extending a history another branch may also extend. That is what keeps merges conflict-free.
+
+It also starts a new file whenever HEAD has moved since the file was started (a commit, a merge, a
+checkout): so an event file is created by one commit and never changed by a later one. Squash
+merges, cherry-picks and rebases copy commits' changes onto other branches; because no change ever
+extends a file that an earlier commit created, those copies apply cleanly too, and a later merge
+of the original branch meets identical files.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import shlex
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from . import events as ev
+from . import lines
+from ..git import lost
+from ..base.config import (
+    CONFIG_FILE,
+    PROJECT_DIR,
+    ConfigFile,
+    Layer,
+    default_config_text,
+    personal_only,
+)
+from ..base.errors import EngramError, NoStoreError, UsageError, quote
+
+StoreKind = Literal["personal", "project"]
+
+EVENTS_DIR = "events"
+# Paths under a store root that Engram owns and commits. Anything else is left alone.
+HANDOFFS_DIR = "handoffs"
+TRACKED = (CONFIG_FILE, "README.md", ".gitattributes", EVENTS_DIR, HANDOFFS_DIR)
+
+LOCK_TIMEOUT_SECONDS = 30.0
+# A writer starts a new file past this size, so that a commit (which stores whole files, as git
+# does) costs the same at a million events as at a thousand.
+MAX_FILE_BYTES = 4 * 1024 * 1024
+
+_README = """\
+# Engram store
+
+This directory is an [Engram](https://pypi.org/project/engram/) store: what coding agents learned
+(decisions, conventions, gotchas, failures) and where they stopped (tasks, checkpoints, handoffs).
+
+- `events/YYYY/MM/*.jsonl` are the truth: immutable events, one JSON object per line. Each file is
+  written by one clone only, so branches and machines merge with plain git, without conflicts.
+- `config.yaml` holds the store's settings (`engram config list`).
+
+Do not edit event files by hand: `engram verify` checks them, and `engram log` reads them.
+"""
+
+GITATTRIBUTES_LINE = "*.jsonl text eol=lf merge=union"
+_GITATTRIBUTES = f"""\
+# Event files are LF-only JSON Lines on every platform; never convert line endings. They are sets
+# of lines (readers dedupe events by id), so should two sides ever change one, keep both sides.
+{GITATTRIBUTES_LINE}
+"""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something wrong in an event file, with where it is."""
+
+    path: str  # relative to the store root
+    line: int
+    severity: Literal["error", "warning"]
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+@dataclass
+class Chunk:
+    """What reading part of an event file found."""
+
+    events: list[tuple[int, ev.Event]] = field(default_factory=list)  # (line number, event)
+    problems: list[Problem] = field(default_factory=list)
+    consumed: int = 0  # byte offset just past the last complete line
+    lines: int = 0  # complete lines up to `consumed`
+    tail: bytes = b""  # the last complete line, for detecting rewrites later
+
+
+def _git_dir(work_tree: Path) -> Path:
+    dot_git = work_tree / ".git"
+    if dot_git.is_file():  # a linked worktree or submodule: "gitdir: <path>"
+        text = dot_git.read_text(encoding="utf-8").strip()
+        if text.startswith("gitdir:"):
+            target = Path(text.split(":", 1)[1].strip())
+            return target if target.is_absolute() else (work_tree / target).resolve()
+    return dot_git
+
+
+def git_c(store: Store) -> str:
+    """`git -C <work tree>`: a printed git command that works wherever the user stands."""
+    return f"git -C {shlex.quote(str(store.work_tree))}"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _slug(text: str, limit: int = 20) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit].strip("-")
+    return slug or "writer"
+
+
+class Store:
+    """A personal or project store. Cheap to construct; touches disk only when asked."""
+
+    def __init__(self, root: Path, kind: StoreKind) -> None:
+        self.root = root.absolute()
+        self.kind: StoreKind = kind
+        self.work_tree = self.root if kind == "personal" else self.root.parent
+        self.prefix = "" if kind == "personal" else PROJECT_DIR
+        self.events_dir = self.root / EVENTS_DIR
+        self._git_dir: Path | None = None
+        self._common_dir: Path | None = None
+        self._config_cache: tuple[tuple[int, ...] | None, Layer] | None = None
+        self.repairs: list[str] = []  # what the last append had to repair, for the caller to tell
+        self.symlinks: list[str] = []  # links found under events/ by the last listing
+        # The embedding cache of another store to share (a snapshot of this one: engram.asof).
+        self.shared_embeddings: Path | None = None
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.root)!r}, {self.kind!r})"
+
+    # -- locations ---------------------------------------------------------------------------
+
+    @property
+    def git_dir(self) -> Path:
+        if self._git_dir is None:
+            self._git_dir = _git_dir(self.work_tree)
+        return self._git_dir
+
+    @property
+    def local_dir(self) -> Path:
+        """Per-clone state, inside the git directory so that it is never committed."""
+        return self.git_dir / "engram"
+
+    @property
+    def common_dir(self) -> Path:
+        """The git directory shared by every work tree of the repository (the git directory
+        itself, except in a linked worktree). `git worktree remove` leaves it in place."""
+        if self._common_dir is None:
+            try:
+                pointer = (self.git_dir / "commondir").read_text(encoding="utf-8").strip()
+                self._common_dir = (self.git_dir / pointer).resolve()
+            except (OSError, UnicodeDecodeError):
+                self._common_dir = self.git_dir
+        return self._common_dir
+
+    @property
+    def worktree_name(self) -> str:
+        """The linked worktree's name (its folder in `<common-git-dir>/worktrees/`), or ".main"
+        for the main work tree (git never starts a worktree's name with a dot)."""
+        linked = (self.git_dir / "commondir").is_file()
+        return self.git_dir.name if linked else lost.MAIN_WORKTREE
+
+    @property
+    def config_file(self) -> ConfigFile:
+        return ConfigFile(self.root / CONFIG_FILE)
+
+    def config_layer(self) -> Layer:
+        """This store's settings, parsed again only when config.yaml changed."""
+        path = self.root / CONFIG_FILE
+        try:
+            st = path.stat()
+            stamp: tuple[int, ...] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except FileNotFoundError:
+            stamp = None
+        cached = self._config_cache
+        if cached is None or cached[0] != stamp:
+            kept: Path | None = self.local_dir / "config-parsed.json"
+            if not self.local_dir.is_dir():
+                kept = None
+            values = self.config_file.load(kept)
+            ignored: tuple[str, ...] = ()
+            if self.kind == "project":
+                ignored = tuple(sorted(k for k, v in values.items() if personal_only(k, v)))
+                values = {k: v for k, v in values.items() if k not in ignored}
+            cached = (stamp, Layer(values, origin=f"{self.kind} store ({path})",
+                                   ignored=ignored))
+            self._config_cache = cached
+        return cached[1]
+
+    def exists(self) -> bool:
+        return self.root.is_dir() and (self.root / CONFIG_FILE).exists()
+
+    def repo_path(self, rel: str) -> str:
+        """A store-relative path as a path in the git work tree."""
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def event_files(self) -> list[Path]:
+        """Every event file, in a stable order."""
+        root = self.root
+        return [root / rel for rel in self.event_rels()]
+
+    def event_rels(self) -> list[str]:
+        """Every event file as a store-relative path (`events/...`), in a stable order."""
+        top = str(self.events_dir)
+        if self.events_dir.is_symlink():
+            self.symlinks = [EVENTS_DIR]
+            return []
+        if not os.path.isdir(top):
+            return []
+        skip = len(str(self.root)) + 1
+        found = []
+        stack = [top]
+        links = []
+        while stack:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        links.append(entry.path[skip:].replace(os.sep, "/"))
+                    elif entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
+                        found.append(entry.path[skip:].replace(os.sep, "/"))
+        self.symlinks = sorted(links)  # not followed: reported by the readers
+        return sorted(found, key=lambda rel: rel.split("/"))  # the order of sorted Paths
+
+    def top_links(self) -> list[str]:
+        """The store's own top-level files and folders that are symbolic links (cheap: a few
+        `lstat`s, so every command can say so)."""
+        return [name for name in TRACKED if (self.root / name).is_symlink()]
+
+    def links(self) -> list[str]:
+        """Every symbolic link among the store's own files, store-relative. None is followed:
+        writes refuse them, reads skip them, `verify` and `doctor` report them."""
+        found = []
+        for name in TRACKED:
+            top = self.root / name
+            if top.is_symlink():
+                found.append(name)
+                continue
+            for folder, dirs, files in os.walk(top):
+                for entry in (*dirs, *files):
+                    path = Path(folder, entry)
+                    if path.is_symlink():
+                        found.append(self.rel(path))
+        return sorted(found)
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def symlink_in(self, path: Path) -> str | None:
+        """The first part of `path` below the store's root that is a symbolic link, if any. A
+        link committed into a store (`events/2027/01`, `handoffs/<task>`) would send writes
+        out of it; nothing in a store is followed out of it."""
+        current = self.root
+        for part in path.relative_to(self.root).parts:
+            current = current / part
+            if current.is_symlink():
+                return self.rel(current)
+        return None
+
+    # -- creating ----------------------------------------------------------------------------
+
+    def ensure_layout(self) -> list[str]:
+        """Create the committed skeleton files that are missing; return what was created."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.events_dir.mkdir(exist_ok=True)
+        created = []
+        for name, text in (
+            (CONFIG_FILE, default_config_text()),
+            ("README.md", _README),
+            (".gitattributes", _GITATTRIBUTES),
+        ):
+            path = self.root / name
+            if not path.exists():
+                path.write_text(text, encoding="utf-8")
+                created.append(name)
+        self.local_dir.mkdir(parents=True, exist_ok=True)
+        return created
+
+    # -- the write path ----------------------------------------------------------------------
+
+    def lock(self, timeout: float = LOCK_TIMEOUT_SECONDS) -> _StoreLock:
+        return _StoreLock(self, timeout)
+
+    def append(self, events: Iterable[ev.Event], *, now: float | None = None,
+               fresh: bool = False, raw: Sequence[bytes] | None = None) -> None:
+        """Append events durably: returns once their lines are written and fsynced.
+
+        Callers hold `self.lock()`; they build events with `next_clock()` under the same lock.
+        Substantive events (`events.substantive`) count towards the next batched commit, from
+        `now` (default: the time now) when none were pending. `fresh` starts a new writer file
+        for them; `raw` gives their lines as they were found (events brought back by
+        `engram recover` keep their exact bytes).
+
+        Every line is also noted in the store's ledger in the shared git directory (see
+        `engram.lost`), which no git command deletes: until the read model has seen an event,
+        that note is how a file git deleted is noticed and brought back.
+        """
+        batch = list(events)
+        if not batch:
+            return
+        state = WriterState.load(self)
+        head = self.head_id()
+        if fresh:
+            state.writer = self._new_writer_name()
+            state.segment = None
+        path = self._writable_path(state, batch[0], head)
+        link = self.symlink_in(path)
+        if link is not None:
+            raise EngramError(f"{self.root / link} is a symbolic link inside the store, and "
+                              f"events are never written through one; remove it "
+                              f"(`{git_c(self)} rm -- {shlex.quote(self.repo_path(link))}`, "
+                              "then commit) and try again")
+        data = b"".join(raw) if raw is not None else \
+            b"".join(event.to_line() for event in batch)
+        new_file = not path.exists()
+        if new_file:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise _unwritable(self, exc) from None
+        try:
+            before = os.fstat(fd).st_size
+            try:
+                written = 0
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+                os.fsync(fd)
+            except OSError as exc:
+                # Disk full or I/O error part-way: take the partial line back out.
+                try:
+                    os.ftruncate(fd, before)
+                    os.fsync(fd)
+                    if new_file and before == 0:
+                        path.unlink()  # and the file this write created
+                except OSError:
+                    pass
+                raise _unwritable(self, exc) from None
+        finally:
+            os.close(fd)
+        if new_file:
+            _fsync_dir(path.parent)
+            _fsync_dir(path.parent.parent)
+        last = raw[-1] if raw is not None else batch[-1].to_line()
+        lost.note(self, self.rel(path), data)
+        state.segment = self.rel(path)
+        state.head = head
+        state.size = path.stat().st_size
+        state.tail = hashlib.sha1(last).hexdigest()
+        state.tail_len = len(last)
+        state.clock = max(state.clock, max(e.clock for e in batch))
+        counted = sum(1 for event in batch if ev.substantive(event.kind))
+        if counted:
+            if state.pending == 0:
+                state.pending_since = time.time() if now is None else now
+            state.pending += counted
+        try:
+            state.save(self)
+        except OSError:
+            pass  # the lines are durable; without this bookkeeping the next append starts anew
+
+    def next_clock(self) -> int:
+        """The clock for the next event; call under the lock."""
+        state = WriterState.load(self)
+        return ev.next_clock(state.clock, self.observed_clock())
+
+    def observed_clock(self) -> int:
+        try:
+            return int((self.local_dir / "observed-clock").read_text() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def observe_clock(self, clock: int) -> None:
+        """Record the highest clock seen in any event, so that new events sort after it.
+
+        This writer's own events are already counted by its state (`WriterState.clock`): a
+        clock no higher than that is not written again, so a write's own refresh costs no
+        file."""
+        if clock <= self.observed_clock() or clock <= WriterState.load(self).clock:
+            return
+        self.local_dir.mkdir(parents=True, exist_ok=True)
+        _replace(self.local_dir / "observed-clock", str(clock).encode())
+
+    def head_id(self) -> str:
+        """The commit HEAD points at ("" when unborn), read from the ref files: no repository
+        object on the write path."""
+        try:
+            head = (self.git_dir / "HEAD").read_text(encoding="utf-8").strip()
+            if not head.startswith("ref:"):
+                return head
+            ref = head[4:].strip()
+            common = self.git_dir
+            if (self.git_dir / "commondir").is_file():  # a linked worktree
+                common = (self.git_dir / (self.git_dir / "commondir").read_text().strip())
+            for base in (self.git_dir, common):
+                try:
+                    return (base / ref).read_text(encoding="utf-8").strip()
+                except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                    continue
+            try:
+                packed = (common / "packed-refs").read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return ""
+            for line in packed.splitlines():
+                if line.endswith(" " + ref) and not line.startswith(("#", "^")):
+                    return line.split(" ", 1)[0]
+            return ""
+        except (OSError, UnicodeDecodeError):
+            return "?"  # unreadable: never equal to a recorded head, so a new file is started
+
+    def _writable_path(self, state: WriterState, first: ev.Event, head: str) -> Path:
+        """The file to append to: this writer's file for the event's month, if it is untouched
+        and HEAD has not moved since it was started."""
+        moment = ev.parse_time(first.time)
+        if state.writer is None:
+            state.writer = self._new_writer_name()
+        path = self._month_path(moment, state.writer)
+        if state.segment == self.rel(path):
+            if (self._as_left(path, state) and state.head == head
+                    and state.size < MAX_FILE_BYTES and not self._staged_by_user(path, state)):
+                return path
+        elif not path.exists():
+            return path
+        # Not as we left it, someone else's, or committed: never extend a history that may have
+        # forked or been copied elsewhere.
+        state.writer = self._new_writer_name()
+        state.segment = None
+        return self._month_path(moment, state.writer)
+
+    def _staged_by_user(self, path: Path, state: WriterState) -> bool:
+        """Has someone (`git add -A`) staged this writer's live file since it was started? Its
+        staged copy would be committed by the user's next commit, and Engram's own commit of the
+        lines after it would then change a committed file: a new file is started instead. Only
+        an index changed since the last look is read."""
+        index = self.git_dir / "index"
+        try:
+            st = index.stat()
+        except OSError:
+            return False
+        stamp = f"{st.st_mtime_ns}:{st.st_size}"
+        if stamp == state.index_stamp:
+            return False
+        name = self.repo_path(self.rel(path))
+        try:
+            data = index.read_bytes()
+            staged = name.encode() + b"\0" in data
+            if not staged and data[4:8] == b"\0\0\0\x04":  # version 4 compresses paths
+                import pygit2
+
+                staged = name in pygit2.Index(str(index))
+        except (OSError, ValueError):
+            return False
+        except Exception:  # pygit2.GitError: an index git itself could not read
+            return False
+        state.index_stamp = stamp
+        return staged
+
+    def _month_path(self, moment: datetime, writer: str) -> Path:
+        return self.events_dir / f"{moment:%Y}" / f"{moment:%m}" / f"{writer}.jsonl"
+
+    def _new_writer_name(self) -> str:
+        return f"{_slug(ev.machine_name())}-{ev.new_entity_id()[:8]}"
+
+    def _as_left(self, path: Path, state: WriterState) -> bool:
+        """Is the file exactly as this writer left it? Repairs a crash's leftovers on the way."""
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return False
+        if size < state.size or not self._tail_matches(path, state):
+            return False
+        if size > state.size:
+            self._repair_tail(path, state)
+        return True
+
+    def _tail_matches(self, path: Path, state: WriterState) -> bool:
+        if state.size == 0:
+            return True
+        if not 0 < state.tail_len <= state.size:
+            return False  # bookkeeping that cannot be right: start a new file
+        with open(path, "rb") as handle:
+            handle.seek(state.size - state.tail_len)
+            return hashlib.sha1(handle.read(state.tail_len)).hexdigest() == state.tail
+
+    def _repair_tail(self, path: Path, state: WriterState) -> None:
+        """Bytes past where we left the file: a crash between write and bookkeeping.
+
+        Complete valid events stay (they were fsynced; the caller may have been told nothing,
+        but they are real). A torn line is moved aside to `<git-dir>/engram/torn/` and the file
+        is truncated back to its last complete line.
+        """
+        with open(path, "rb") as handle:
+            handle.seek(state.size)
+            extra = handle.read()
+        keep = 0
+        last_line = b""
+        for line in extra.splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                break
+            if lines.classify(line[:-1]).problem is not None:
+                break
+            keep += len(line)
+            last_line = line
+        if keep:
+            state.size += keep
+            state.tail = hashlib.sha1(last_line).hexdigest()
+            state.tail_len = len(last_line)
+        if state.size < path.stat().st_size:
+            torn_dir = self.local_dir / "torn"
+            torn_dir.mkdir(parents=True, exist_ok=True)
+            aside = torn_dir / f"{path.stem}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}.bad"
+            aside.write_bytes(extra[keep:])
+            with open(path, "r+b") as handle:
+                handle.truncate(state.size)
+                os.fsync(handle.fileno())
+            self.repairs.append(
+                f"{self.rel(path)}: set aside a torn last line ({len(extra) - keep} bytes) "
+                f"left by a crash, in {aside}"
+            )
+
+    # -- the read path -----------------------------------------------------------------------
+
+    def read_file(self, path: Path, start: int = 0, first_line: int = 1) -> Chunk:
+        """Parse an event file from byte offset `start` (which must begin a line)."""
+        rel = self.rel(path)
+        chunk = Chunk(consumed=start, lines=first_line - 1)
+        with open(path, "rb") as handle:
+            if start:
+                handle.seek(start)
+            data = handle.read()
+        pos = 0
+        number = first_line - 1
+        size = len(data)
+        now = time.time_ns() // 1000
+        while pos < size:
+            end = data.find(b"\n", pos)
+            if end < 0:
+                chunk.problems.append(Problem(
+                    rel, number + 1, "warning",
+                    "torn last line (a crash mid-write); not read; the next write to this "
+                    "file or `engram doctor --fix` sets it aside",
+                ))
+                break
+            number += 1
+            line = data[pos:end]
+            pos = end + 1
+            chunk.consumed = start + pos
+            chunk.lines = number
+            chunk.tail = line + b"\n"
+            found = lines.classify(line, number, now_us=now)
+            if found.problem is not None:
+                chunk.problems.append(Problem(rel, number, "error", found.problem))
+                continue
+            event = found.event
+            assert event is not None
+            chunk.events.append((number, event))
+        return chunk
+
+    def read_all(self) -> tuple[list[ev.Event], list[Problem]]:
+        """Every event in the store, deduped by id and ordered by (clock, id). Reads every file."""
+        seen: dict[str, ev.Event] = {}
+        problems: list[Problem] = []
+        for path in self.event_files():
+            chunk = self.read_file(path)
+            problems.extend(chunk.problems)
+            for _, event in chunk.events:
+                seen.setdefault(event.id, event)
+        return sorted(seen.values(), key=lambda e: e.sort_key), problems
+
+
+@dataclass
+class WriterState:
+    """Where this clone's writer stands. Kept in `<git-dir>/engram/writer.json`.
+
+    It is written after every append without fsync: if it is lost, the next append merely
+    starts a new writer file, which is always safe.
+    """
+
+    writer: str | None = None
+    segment: str | None = None  # store-relative path of the file last appended to
+    head: str | None = None  # the commit HEAD pointed at when the segment was started
+    size: int = 0
+    tail: str = ""
+    tail_len: int = 0
+    clock: int = 0
+    pending: int = 0  # substantive events written since the last commit
+    pending_since: float = 0.0  # when the first of them was written
+    index_stamp: str = ""  # git's index (mtime:size) when last looked at for the live file
+
+    @classmethod
+    def load(cls, store: Store) -> WriterState:
+        try:
+            raw: Any = orjson.loads((store.local_dir / "writer.json").read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return cls()
+        return cls.from_raw(raw) or cls()  # damaged: a new writer file is always safe
+
+    @classmethod
+    def from_raw(cls, raw: Any) -> WriterState | None:
+        """The state `raw` (parsed writer.json) holds, or None if it is not a sound one."""
+        if not isinstance(raw, dict):
+            return None
+        kept = {k: v for k, v in raw.items() if k in _WRITER_FIELDS}
+        if any(not isinstance(v, _WRITER_FIELDS[k]) for k, v in kept.items()):
+            return None
+        return cls(**kept)
+
+    def save(self, store: Store) -> None:
+        store.local_dir.mkdir(parents=True, exist_ok=True)
+        _replace(store.local_dir / "writer.json", orjson.dumps(self.__dict__))
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write a small file whole or not at all (by rename); no temporary file stays behind."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise
+
+
+_OPTIONAL_TEXT = (str, type(None))
+_WRITER_FIELDS: dict[str, Any] = {
+    "writer": _OPTIONAL_TEXT, "segment": _OPTIONAL_TEXT, "head": _OPTIONAL_TEXT, "size": int,
+    "tail": str, "tail_len": int, "clock": int, "pending": int, "pending_since": (int, float),
+    "index_stamp": str,
+}
+
+
+class _StoreLock:
+    """Serialises writers on one clone. The OS frees it when its process dies."""
+
+    def __init__(self, store: Store, timeout: float) -> None:
+        self.store = store
+        self.timeout = timeout
+        self._lock: Any = None
+
+    def __enter__(self) -> Store:
+        from filelock import FileLock, Timeout  # ~15 ms to import: only when writing
+
+        try:
+            self.store.local_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _unwritable(self.store, exc) from None
+        self._lock = FileLock(
+            self.store.local_dir / "write.lock", timeout=self.timeout, poll_interval=0.002,
+            thread_local=False,
+        )
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise EngramError(
+                f"another Engram process has held the write lock of {self.store.root} for "
+                f"{self.timeout:.0f}s; wait for it to finish or stop it"
+            ) from None
+        except OSError as exc:
+            raise _unwritable(self.store, exc) from None
+        return self.store
+
+    def __exit__(self, *exc: object) -> None:
+        if self._lock is not None:
+            self._lock.release()
+
+
+def _unwritable(store: Store, exc: OSError) -> EngramError:
+    reason, remedy = {
+        errno.EROFS: ("its file system is read-only", "remount it read-write"),
+        errno.EACCES: ("permission denied", f"give yourself write access (chmod -R u+w "
+                                            f"{store.root})"),
+        errno.EPERM: ("permission denied", f"give yourself write access (chmod -R u+w "
+                                           f"{store.root})"),
+        errno.ENOSPC: ("the disk is full", "free some space"),
+        errno.EDQUOT: ("the disk quota is used up", "free some space"),
+        errno.EFBIG: ("a file size limit was reached", "raise it (ulimit -f)"),
+    }.get(exc.errno or 0, (exc.strerror or str(exc), "fix that"))
+    return EngramError(f"cannot write to the store at {store.root}: {reason}; {remedy}, "
+                       "then retry (nothing was written; reads still work)")
+
+
+def require(store: Store | None, kind: StoreKind) -> Store:
+    if store is None or not store.exists():
+        if kind == "project":
+            raise NoStoreError(
+                "no project store here; run `engram init --project` at the top of the repository"
+            )
+        raise NoStoreError("no personal store yet; run `engram init` to create one")
+    return store
+
+
+def check_relative(name: str, what: str) -> str:
+    """Refuse path-like names that could escape a directory when used as paths."""
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in name.split("/"):
+        raise UsageError(f"{what} {quote(name)} must not be an absolute path or contain '..'")
+    return name
