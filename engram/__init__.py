@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         UsageError,
     )
     from .storage.events import Event
-    from .domain.memories import Memory
+    from .model.memories import Memory
 
 
 def __getattr__(name: str) -> Any:
@@ -54,7 +54,7 @@ def __getattr__(name: str) -> Any:
 
         return Event
     if name == "Memory":
-        from .domain.memories import Memory
+        from .model.memories import Memory
 
         return Memory
     if name in __all__:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .storage import events as ev
-from .domain import memories as mem
+from .model import memories as mem
 from .base.config import (
     CONFIG_FILE,
     PROJECT_DIR,
@@ -1538,7 +1538,7 @@ def describe(event: ev.Event) -> str:
     if event.kind.startswith("memory."):
         return mem.describe(event)
     if event.kind.startswith("task."):
-        from .domain.continuity.tasks import describe as describe_task
+        from .model.tasks import describe as describe_task
 
         return describe_task(event)
     if event.kind.startswith("checkpoint."):
@@ -1546,7 +1546,7 @@ def describe(event: ev.Event) -> str:
 
         return describe_checkpoint(event)
     if event.kind.startswith("session."):
-        from .domain.continuity.sessions import describe as describe_session
+        from .model.sessions import describe as describe_session
 
         return describe_session(event)
     if event.kind == "store.created":

@@ -288,7 +288,7 @@ def test_a_hostile_pid_in_a_session_event_is_no_process() -> None:
     in `sessions` and `resume`; 0 and -1 would signal process groups."""
     import os
 
-    from engram.domain.continuity.sessions import process_alive
+    from engram.model.sessions import process_alive
 
     for pid in (2**62, 2**31, -1, 0, True, None):
         assert process_alive(pid) is False, pid  # type: ignore[arg-type]

@@ -34,7 +34,7 @@ from engram.base.config import SETTINGS, Settings, parse_config
 from engram.domain.continuity import checkpoints as cp
 from engram.domain.discovery import parse as parse_citations
 from engram.base.errors import EngramError, UsageError
-from engram.domain.memories import parse_moment
+from engram.model.memories import parse_moment
 from engram.storage.store import Store
 
 CORPUS = Path(__file__).parent / "corpus"

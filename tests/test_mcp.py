@@ -175,10 +175,10 @@ def test_the_tool_surface_is_pinned() -> None:
 def test_the_kind_and_reason_literals_match_the_library() -> None:
     from typing import get_args
 
-    from engram.domain.continuity import sessions
-    from engram.domain.continuity.tasks import PROGRESS_STATUSES, STATUSES
+    from engram.model import sessions
+    from engram.model.tasks import PROGRESS_STATUSES, STATUSES
     from engram.mcp.server import Interruption, Kind, Outcome, ProgressStatus, TaskStatus
-    from engram.domain.memories import MEMORY_KINDS
+    from engram.model.memories import MEMORY_KINDS
 
     assert list(get_args(Kind)) == list(MEMORY_KINDS)
     assert get_args(TaskStatus) == STATUSES

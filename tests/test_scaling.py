@@ -24,7 +24,7 @@ import pytest
 
 from engram.storage import events as ev
 from engram.api import Engram
-from engram.domain.memories import MEMORY_KINDS
+from engram.model.memories import MEMORY_KINDS
 from engram.readmodel.projection import Projection
 
 ACTOR = "Bench Agent <bench@example.com>"

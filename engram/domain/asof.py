@@ -34,7 +34,7 @@ def resolve(store: Store, rev: str) -> Any | None:
     import pygit2
 
     from ..git.repo import open_repository
-    from .memories import parse_moment
+    from ..model.memories import parse_moment
 
     repo = open_repository(store.work_tree)
     try:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     import pygit2
 
     from ..api import Engram, Remembered
-    from .memories import Memory
+    from ..model.memories import Memory
     from ..base.validation import Checks
 
 TAG = "discovery"

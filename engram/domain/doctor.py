@@ -43,7 +43,7 @@ import orjson
 
 from ..storage import events as ev
 from ..storage import lines
-from .continuity.sessions import process_alive
+from ..model.sessions import process_alive
 from ..base.config import CONFIG_FILE
 from ..base.errors import EngramError, NoStoreError
 from ..storage.store import EVENTS_DIR, GITATTRIBUTES_LINE, Store, WriterState

@@ -21,7 +21,7 @@ from ..storage import events as ev
 from .continuity import checkpoints as cp
 from ..base.display import md, md_code, md_lines
 from ..base.errors import UsageError
-from .memories import MEMORY_KINDS
+from ..model.memories import MEMORY_KINDS
 
 KIND_TITLES = {
     "fact": "Facts", "decision": "Decisions", "preference": "Preferences",

@@ -55,7 +55,7 @@ from .. import __version__
 from ..domain import discovery
 from ..api import Engram
 from ..base.config import check_value
-from ..domain.continuity.sessions import AGENTS
+from ..model.sessions import AGENTS
 from ..base.errors import EngramError, UsageError, quote
 from ..search.neardup import describe as describe_differences
 

@@ -28,7 +28,7 @@ import orjson
 from ..storage import events as ev
 from ..storage import lines
 from ..git import lost
-from ..domain import memories as mem
+from ..model import memories as mem
 from ..storage.store import Problem, Store, WriterState
 
 VERSION = 10  # bump when the schema or a fold changes: caches rebuild themselves
@@ -565,7 +565,7 @@ class Projection:
 
     @staticmethod
     def _refold_task(db: sqlite3.Connection, entity: str, events: list[ev.Event]) -> None:
-        from ..domain.continuity import tasks
+        from ..model import tasks
 
         _drop_task(db, entity)
         state = tasks.fold_state(events)
@@ -577,7 +577,7 @@ class Projection:
                      changed_from: tuple[int, str] | None) -> bool:
         """Fold a stored task on with its new events, when every event that changed comes
         after those it was folded from. False when it must be folded from the start."""
-        from ..domain.continuity import tasks
+        from ..model import tasks
 
         if changed_from is None:
             return False
@@ -600,7 +600,7 @@ class Projection:
 
     @staticmethod
     def _refold_session(db: sqlite3.Connection, entity: str, events: list[ev.Event]) -> None:
-        from ..domain.continuity import sessions
+        from ..model import sessions
 
         db.execute("DELETE FROM sessions WHERE id=?", (entity,))
         session = sessions.fold(events)
@@ -633,7 +633,7 @@ class Projection:
               items: bool = True) -> list[Any]:
         """Tasks, last changed first. With `items` False their progress and failures are left
         empty: for a lookup that needs only a task's own fields, whatever its history."""
-        from ..domain.continuity.tasks import Task
+        from ..model.tasks import Task
 
         with self._snapshot():
             rows = self._select("tasks", "body, fold", "status", statuses, ids, "updated_clock")
@@ -649,7 +649,7 @@ class Projection:
     def _task_items(self, task: str, fold: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         """A task's progress and failures, in order: those read before (when the task has not
         been folded from the start since) and the rows added after them."""
-        from ..domain.continuity.tasks import failures_from, progress_from
+        from ..model.tasks import failures_from, progress_from
 
         held = self._items.pop(task, None)
         progress, failures = (held[1], held[2]) if held and held[0] == fold else ((), ())
@@ -687,7 +687,7 @@ class Projection:
     @_recovering
     def sessions(self, *, states: Sequence[str] = (), ids: Sequence[str] | None = None,
                  ) -> list[Any]:
-        from ..domain.continuity.sessions import Session
+        from ..model.sessions import Session
 
         return [Session.from_dict(body) for body in
                 self._bodies("sessions", "state", states, ids, "started_clock")]

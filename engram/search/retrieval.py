@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..storage import events as ev
-from ..domain import memories as mem
+from ..model import memories as mem
 from ..base.config import SETTINGS, Settings
 from .embed import Embedder, EmbeddingCache, embed_with_cache
 from .text import TextIndex, TextIndexDamaged, failed

@@ -9,8 +9,8 @@ from typing import Any
 from ...storage import events as ev
 from ...base.display import md, md_code, md_lines
 from ...base.errors import Fix
-from ..memories import Memory
-from .tasks import Failure, Task
+from ...model.memories import Memory
+from ...model.tasks import Failure, Task
 
 DEPTHS: dict[str, tuple[int, int]] = {  # depth -> (events, earlier checkpoint summaries)
     "brief": (12, 2),

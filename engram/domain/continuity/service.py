@@ -25,12 +25,13 @@ from ...base.errors import (
     UsageError,
     quote,
 )
-from ..memories import Memory
+from ...model.memories import Memory
 from ...storage.store import check_relative, git_c
 from ...base.validation import Checks, name_form, name_key, reference
 from ...base.validation import session_id as check_session_id
 from . import checkpoints as cp
-from . import metrics, rehydrate, sessions, tasks
+from . import metrics, rehydrate
+from ...model import sessions, tasks
 
 if TYPE_CHECKING:
     from ...readmodel.projection import Projection
@@ -672,7 +673,7 @@ class Continuity:
                              "none")
         since_clock = None
         if since is not None:
-            from ..memories import parse_moment
+            from ...model.memories import parse_moment
 
             moment = since if isinstance(since, datetime) else parse_moment(since, what="--since")
             since_clock = int(moment.timestamp() * 1_000_000)

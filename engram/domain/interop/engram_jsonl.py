@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from ...storage import events as ev
-from .. import memories as mem
+from ...model import memories as mem
 from ...base.config import TEXT_SETTING_CHARS
 from ..continuity import checkpoints as cp
-from ..continuity import sessions, tasks
+from ...model import sessions, tasks
 from ...base.errors import UsageError, quote
 from ...storage.store import check_relative
 from ...base.validation import COMMIT, session_id, well_formed

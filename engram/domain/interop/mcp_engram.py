@@ -40,7 +40,7 @@ import orjson
 
 from ...storage import events as ev
 from ..continuity import checkpoints as cp
-from ..continuity.sessions import REASONS as INTERRUPTION_REASONS
+from ...model.sessions import REASONS as INTERRUPTION_REASONS
 from ...base.errors import UsageError, quote
 from ...storage.store import check_relative
 from ...base.validation import EVENT_KIND, well_formed

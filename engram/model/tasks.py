@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...storage import events as ev
-from ...base.errors import UsageError, quote
+from ..storage import events as ev
+from ..base.errors import UsageError, quote
 
 STATUSES = ("open", "in_progress", "blocked", "done", "abandoned")
 ACTIVE = ("open", "in_progress", "blocked")

@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
-from ...storage import events as ev
-from ...base.validation import session_id as check_session_id
+from ..storage import events as ev
+from ..base.validation import session_id as check_session_id
 
 REASONS = ("crash", "overflow", "rate_limit", "tool_failure", "user_away", "unknown")
 OUTCOMES = ("success", "failure", "unknown")
