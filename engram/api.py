@@ -181,7 +181,7 @@ class Engram(Continuity, Interop):
         return (f"{path} is {what}, not an Engram store (`engram import {path}` brings its "
                 "memories in)")
 
-    def _project_store(self) -> Store:
+    def project_store(self) -> Store:
         if self.foreign is not None and self.project is None:
             self._drop_foreign_warning()
             raise NoStoreError(f"{self._foreign_note()}; there is no Engram project store here: "
@@ -195,7 +195,7 @@ class Engram(Continuity, Interop):
         if self.use == "personal":
             return [require(self.personal, "personal")]
         if self.use == "project":
-            return [self._project_store()]
+            return [self.project_store()]
         found = [s for s in (self.project, self.personal) if s is not None and s.exists()]
         if not found:
             raise NoStoreError("no Engram store yet; run `engram init` (personal) or "
@@ -211,7 +211,7 @@ class Engram(Continuity, Interop):
         if self.project is not None and self.project.exists():
             return self.project
         if self.use == "project":
-            return self._project_store()
+            return self.project_store()
         return require(self.personal, "personal")
 
     def settings(self, store: Store | None = None) -> Settings:
@@ -349,7 +349,7 @@ class Engram(Continuity, Interop):
         if fresh:
             self._emit(store, "store.created", {"store": store.kind}, commit=False)
         if created or fresh:
-            self._commit_store(store, subject=f"engram: initialize {store.kind} store")
+            self.commit_store(store, subject=f"engram: initialize {store.kind} store")
         if project:
             self.project = store
         return store, bool(created or fresh)
@@ -402,7 +402,7 @@ class Engram(Continuity, Interop):
         """Commit the pending events if their batch is due (the caller holds the lock)."""
         if self._due_in(store) == 0:
             try:
-                self._commit_store(store, locked=True)
+                self.commit_store(store, locked=True)
             except GitError as exc:
                 self._warn(f"events are saved but not committed yet: {exc}")
 
@@ -429,7 +429,7 @@ class Engram(Continuity, Interop):
                 soonest = left if soonest is None else min(soonest, left)
         return soonest
 
-    def _commit_store(self, store: Store, *, subject: str | None = None,
+    def commit_store(self, store: Store, *, subject: str | None = None,
                       locked: bool = False, repo: git.StoreRepo | None = None,
                       lifecycle_alone: bool = False) -> CommitResult:
         """Commit the store's pending changes. Pending session lifecycle events alone are left
@@ -438,7 +438,7 @@ class Engram(Continuity, Interop):
 
         if not locked:
             with store.lock():
-                return self._commit_store(store, subject=subject, locked=True, repo=repo,
+                return self.commit_store(store, subject=subject, locked=True, repo=repo,
                                           lifecycle_alone=lifecycle_alone)
         repo = repo or git.StoreRepo(store)
         pending = repo.pending()
@@ -474,7 +474,7 @@ class Engram(Continuity, Interop):
                                "safe on disk: fix that, then run `engram commit`") from None
         self._reset_batch(store)
         if oid is not None:
-            self._compact_if_due(store, repo)
+            self.compact_if_due(store, repo)
         return CommitResult(store.kind, oid, len(pending.events), pending.refused)
 
     @staticmethod
@@ -489,7 +489,7 @@ class Engram(Continuity, Interop):
         except OSError:
             pass  # only the batching count; the commit is made
 
-    def _compact_if_due(self, store: Store, repo: git.StoreRepo) -> None:
+    def compact_if_due(self, store: Store, repo: git.StoreRepo) -> None:
         """Fold the months with `compact.files` committed event files or more (under the lock)."""
         from .git import compact
 
@@ -511,7 +511,7 @@ class Engram(Continuity, Interop):
             with store.lock():
                 repo = git.StoreRepo(store)
                 if not dry_run:
-                    self._commit_store(store, locked=True, repo=repo)
+                    self.commit_store(store, locked=True, repo=repo)
                 out.append(compact.compact(store, repo, author=self.actor(store),
                                            dry_run=dry_run))
         return out
@@ -522,7 +522,7 @@ class Engram(Continuity, Interop):
         if subject is not None:
             subject = self.checks(stores[0]).text(subject, field="commit subject",
                                                   limit="limits.title_chars", one_line=True)
-        return [self._commit_store(store, subject=subject, lifecycle_alone=True)
+        return [self.commit_store(store, subject=subject, lifecycle_alone=True)
                 for store in stores]
 
     def remember(
@@ -1434,7 +1434,7 @@ class Engram(Continuity, Interop):
                 files.append(WriterState.load(store).segment or "")
             if found:
                 try:
-                    commit = self._commit_store(
+                    commit = self.commit_store(
                         store, locked=True,
                         subject=f"engram: recover {len(found)} lost event(s)").commit
                 except GitError as exc:
@@ -1469,7 +1469,7 @@ class Engram(Continuity, Interop):
 
     def config_target(self) -> Store:
         if self.use == "project":
-            return self._project_store()
+            return self.project_store()
         return require(self.personal, "personal")
 
     def config_set(self, key: str, text: str) -> Any:
@@ -1485,7 +1485,7 @@ class Engram(Continuity, Interop):
                              f"--project")
         with store.lock():
             store.config_file.set(key, value)
-        self._commit_store(store, subject=f"engram: config {key} = {value}")
+        self.commit_store(store, subject=f"engram: config {key} = {value}")
         return value
 
     def _effective_settings(self) -> Settings:

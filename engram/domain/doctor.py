@@ -109,7 +109,7 @@ def stores_to_examine(engram: Engram) -> list[Store]:
     personal, project = engram.personal, engram.project
     if engram.use == "project":
         if project is None and engram.foreign is not None:
-            engram._project_store()  # refuses, saying whose the .engram/ folder is
+            engram.project_store()  # refuses, saying whose the .engram/ folder is
         if project is None or not project.root.is_dir():
             raise NoStoreError("no project store here; run `engram init --project` at the top "
                                "of the repository")

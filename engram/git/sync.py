@@ -237,14 +237,14 @@ def sync(engram: Engram, *, pull: bool = True, push: bool = True, remote: str | 
             continue
         result.remote, result.branch = target.remote, target.remote_branch
         _check_not_busy(store, store_repo)
-        result.committed = engram._commit_store(store, repo=store_repo).events
+        result.committed = engram.commit_store(store, repo=store_repo).events
         received = 0
         if pull:
             _fetch(store, target)
             result.merge, received = _merge(engram, store, repo, target)
             if result.merge in ("merged", "fast-forward"):
                 with store.lock():
-                    engram._compact_if_due(store, store_repo)
+                    engram.compact_if_due(store, store_repo)
         if push:
             for attempt in range(PUSH_ATTEMPTS):
                 try:

@@ -262,7 +262,7 @@ class Continuity:
         if explicit:
             subject = f"handoff: {task.name} — {ev.one_line(built['summary'])}"
             try:
-                saved["commit"] = self._commit_store(store, subject=subject).commit
+                saved["commit"] = self.commit_store(store, subject=subject).commit
             except GitError as exc:  # saved all the same; a later commit takes it
                 self._warn(f"handoff {saved['seq']} is saved but not committed: {exc}")
         return saved
@@ -570,7 +570,7 @@ class Continuity:
         self._emit_many(store, items, commit=False)
         sessions.drop_beat(store.local_dir, session_id)
         try:
-            self._commit_store(store)
+            self.commit_store(store)
         except EngramError as exc:
             self.warnings.append(f"session closed; events not committed yet: {exc}")
         if self.session == session_id:

@@ -112,7 +112,7 @@ class Interop:
         self._render_imported_checkpoints(store, {e.id for e in fixed})
         subject = f"import: {len(fresh)} events from {fmt} ({source.name})"
         try:
-            report.commit = self._commit_store(store, subject=subject).commit
+            report.commit = self.commit_store(store, subject=subject).commit
         except GitError as exc:
             self.warnings.append(f"imported events are saved but not committed yet: {exc}")
         return report
