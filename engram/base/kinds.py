@@ -1,20 +1,12 @@
-"""The kinds of memory and their defaults: plain data, importable without the rest of Engram
-(the command line builds its options from them before anything heavy is loaded)."""
+"""The kinds of memory and their defaults, as the names the rest of Engram uses; the kinds
+themselves are declared in `vocab.MEMORY_KIND`."""
 
 from __future__ import annotations
 
-MEMORY_KINDS: dict[str, str] = {
-    "fact": "something true about the code, the project or the world",
-    "decision": "a choice that was made, ideally with why",
-    "preference": "how the user likes things done",
-    "convention": "how this codebase does things",
-    "gotcha": "a trap: something surprising that cost time",
-    "failure": "something that failed, and why",
-    "lesson": "what to do differently next time",
-    "procedure": "steps that work for a recurring job",
-    "note": "anything else worth keeping",
-}
-SOURCES = ("user-said", "agent-inferred")
-DEFAULT_KIND = "fact"
-DEFAULT_SOURCE = "agent-inferred"
+from .vocab import MEMORY_KIND, SOURCE
+
+MEMORY_KINDS: dict[str, str] = MEMORY_KIND.descriptions()
+SOURCES = SOURCE.names
+DEFAULT_KIND = MEMORY_KIND.default
+DEFAULT_SOURCE = SOURCE.default
 DEFAULT_IMPORTANCE = 0.5

@@ -16,8 +16,15 @@ from typing import Any, Literal
 
 from ..storage import events as ev
 from ..base.errors import Fix, UsageError, parameter, quote
-from ..base.kinds import DEFAULT_IMPORTANCE, DEFAULT_KIND, DEFAULT_SOURCE, MEMORY_KINDS, SOURCES
+from ..base.kinds import (  # noqa: F401  (re-exported: the names belong to memories)
+    DEFAULT_IMPORTANCE,
+    DEFAULT_KIND,
+    DEFAULT_SOURCE,
+    MEMORY_KINDS,
+    SOURCES,
+)
 from ..base.validation import well_formed
+from ..base.vocab import MEMORY_KIND, SOURCE
 
 
 Status = Literal["active", "forgotten", "superseded"]
@@ -119,15 +126,11 @@ class Head:
 
 
 def check_kind(kind: str) -> str:
-    if kind not in MEMORY_KINDS:
-        raise UsageError(f"unknown memory kind {quote(kind)}; use one of: "
-                         f"{', '.join(MEMORY_KINDS)}")
-    return kind
+    return MEMORY_KIND.one_of(kind)
 
 
 def check_source(source: str) -> str:
-    if source not in SOURCES:
-        raise UsageError(f"unknown source {quote(source)}; use {' or '.join(SOURCES)}")
+    SOURCE.one_of(source)
     return source
 
 

@@ -26,10 +26,11 @@ import orjson
 
 from ..storage import events as ev
 from ..base.validation import session_id as check_session_id
+from ..base.vocab import AGENT, INTERRUPTION, OUTCOME
 
-REASONS = ("crash", "overflow", "rate_limit", "tool_failure", "user_away", "unknown")
-OUTCOMES = ("success", "failure", "unknown")
-AGENTS = ("claude-code", "cursor", "codex", "cli", "other")
+REASONS = INTERRUPTION.names
+OUTCOMES = OUTCOME.names
+AGENTS = AGENT.names
 
 _RATE_LIMIT = re.compile(r"\b(429|rate.?limit|too many requests|quota|overloaded)\b", re.I)
 _OVERFLOW = re.compile(r"\b(context (window )?(full|exceeded|overflow)|token limit|"

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..storage import events as ev
-from ..base.errors import UsageError, quote
+from ..base.vocab import PROGRESS_STATUS, TASK_STATUS
 
-STATUSES = ("open", "in_progress", "blocked", "done", "abandoned")
-ACTIVE = ("open", "in_progress", "blocked")
-PROGRESS_STATUSES = ("done", "in_progress", "blocked", "todo")
+STATUSES = TASK_STATUS.names
+ACTIVE = tuple(term.name for term in TASK_STATUS.terms if term.data["active"])
+PROGRESS_STATUSES = PROGRESS_STATUS.names
 
 
 @dataclass(frozen=True)
@@ -210,17 +210,11 @@ def _copied(value: Any) -> Any:
 
 
 def check_status(status: str) -> str:
-    if status not in STATUSES:
-        raise UsageError(f"unknown task status {quote(status)}; use one of: "
-                         f"{', '.join(STATUSES)}")
-    return status
+    return TASK_STATUS.one_of(status)
 
 
 def check_progress_status(status: str) -> str:
-    if status not in PROGRESS_STATUSES:
-        raise UsageError(f"unknown progress status {quote(status)}; use one of: "
-                         f"{', '.join(PROGRESS_STATUSES)}")
-    return status
+    return PROGRESS_STATUS.one_of(status)
 
 
 def describe(event: ev.Event) -> str:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ...storage import events as ev
 from ...base.display import md, md_code, md_lines
 from ...base.errors import UsageError
+from ...base.vocab import CHECKPOINT_REASON
 
 if TYPE_CHECKING:
     from ...base.validation import Checks
@@ -27,12 +28,11 @@ if TYPE_CHECKING:
 LIST_FIELDS = ("completed", "in_progress", "blocked", "next", "must_not_redo", "must_preserve",
                "open_questions")
 TEXT_FIELDS = ("goal", "summary")
-REASONS = ("handoff", "failure", "plan_change", "working_set", "quiet", "overflow",
-           "session_end", "manual")
+REASONS = CHECKPOINT_REASON.names
 # Checkpoints someone asked for. Only these are rendered to Markdown for review; the automatic
 # ones (failure, plan_change, working_set, quiet, and overflow, saved before a context is
 # compacted) stay in the events, for `engram checkpoints` and `engram resume`.
-EXPLICIT = ("handoff", "manual")
+EXPLICIT = tuple(term.name for term in CHECKPOINT_REASON.terms if term.data["asked"])
 
 
 def rendered(reason: object) -> bool:

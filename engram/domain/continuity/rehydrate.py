@@ -9,15 +9,14 @@ from typing import Any
 from ...storage import events as ev
 from ...base.display import md, md_code, md_lines
 from ...base.errors import Fix
+from ...base.vocab import DEPTH, RESTORE
 from ...model.memories import Memory
 from ...model.tasks import Failure, Task
 
-DEPTHS: dict[str, tuple[int, int]] = {  # depth -> (events, earlier checkpoint summaries)
-    "brief": (12, 2),
-    "standard": (30, 4),
-    "full": (60, 8),
-}
-RESTORE_MODES = ("full", "selective", "none")
+# depth -> (events, earlier checkpoint summaries)
+DEPTHS: dict[str, tuple[int, int]] = {
+    term.name: (term.data["events"], term.data["summaries"]) for term in DEPTH.terms}
+RESTORE_MODES = RESTORE.names
 
 
 @dataclass
