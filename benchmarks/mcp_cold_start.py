@@ -49,11 +49,7 @@ server.run()
 
 
 def engram_command() -> list[str]:
-    from engram.cli.main import main
-
-    if "serve" in main.commands:
-        return [sys.executable, "-m", "engram", "serve"]
-    return [sys.executable, "-m", "engram.cli.mcp", "serve"]
+    return [sys.executable, "-m", "engram", "serve"]
 
 
 async def first_list(command: list[str], env: dict[str, str], cwd: Path) -> float:

@@ -28,9 +28,8 @@ from engram.api import Engram
 from engram.cli.main import main as engram_main
 
 ROOT = Path(__file__).parent.parent
-# `python -m engram serve` once engram/cli.py registers the MCP commands; until then the same
-# commands through engram.cli.mcp. Decided before any test registers them in this process.
-SERVE_MODULE = "engram" if "serve" in engram_main.commands else "engram.cli.mcp"
+# `python -m engram serve`: engram.cli.main always registers the MCP commands.
+SERVE_MODULE = "engram"
 
 APP = '''import os
 

@@ -23,9 +23,8 @@ from mcp_types import Implementation
 
 from engram.storage import events as ev
 from engram.api import Engram
-from engram.cli.main import main as engram_main
 
-SERVE = "engram" if "serve" in engram_main.commands else "engram.cli.mcp"
+SERVE = "engram"
 
 
 @asynccontextmanager

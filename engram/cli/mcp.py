@@ -2,8 +2,6 @@
 
 `register(main)` adds them to the `engram` group. This module imports only click: the MCP SDK
 (seconds to import) loads when `engram serve` runs, never for `engram --help`.
-
-    python -m engram.cli.mcp serve      # the same commands, registered on the spot
 """
 
 from __future__ import annotations
@@ -11,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -185,14 +182,3 @@ def register(main: click.Group) -> None:
     main.add_command(serve)
     main.add_command(mcp_group)
 
-
-def _main(argv: list[str] | None = None) -> Any:
-    from .main import main
-
-    if "serve" not in main.commands:
-        register(main)
-    return main(args=argv, prog_name="engram")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _main(sys.argv[1:])

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from .common import json_option, open_engram, print_json, store_options
 from ..base.display import echo
 
 
@@ -53,17 +54,16 @@ def _sync_line(result: Any) -> str:
 
 
 def register(main: click.Group) -> None:
-    from .main import _engram, _print_json, json_option, store_options
-
+    """Add the sync, remote and hooks commands to the `engram` command group."""
     def run_sync(ctx: click.Context, project: bool, personal: bool, remote: str | None,
                  as_json: bool, *, pull: bool, push: bool) -> None:
         from ..git.sync import sync
 
-        engram = _engram(ctx, project, personal)
+        engram = open_engram(ctx, project, personal)
         results = sync(engram, pull=pull, push=push, remote=remote,
                        explicit=project or personal)
         if as_json:
-            _print_json([r.to_dict() for r in results])
+            print_json([r.to_dict() for r in results])
             return
         for result in results:
             echo(_sync_line(result))
@@ -125,7 +125,7 @@ def register(main: click.Group) -> None:
         echo(f"cloned {url} into {destination}")
         if no_index:
             return
-        engram = _engram(ctx, personal=True)
+        engram = open_engram(ctx, personal=True)
         bar, progress = _progress_bar()
         if bar is not None:
             with bar:
@@ -148,7 +148,7 @@ def register(main: click.Group) -> None:
         """Add a remote to the personal store; `engram sync` then pushes to it."""
         from ..git.sync import remote_add as add
 
-        engram = _engram(ctx, personal=True)
+        engram = open_engram(ctx, personal=True)
         [store] = engram.stores()
         add(store, name, url)
         echo(f"added remote {name} ({url}); run `engram sync` to send and receive events")
@@ -161,10 +161,10 @@ def register(main: click.Group) -> None:
         """List the remotes of each store."""
         from ..git.sync import remote_list as listing
 
-        engram = _engram(ctx, project, personal)
+        engram = open_engram(ctx, project, personal)
         out = [{"store": s.kind, "remotes": listing(s)} for s in engram.stores()]
         if as_json:
-            _print_json(out)
+            print_json(out)
             return
         for entry in out:
             if not entry["remotes"]:
@@ -179,7 +179,7 @@ def register(main: click.Group) -> None:
         """Remove a remote from the personal store (nothing is deleted at the remote)."""
         from ..git.sync import remote_remove as remove
 
-        engram = _engram(ctx, personal=True)
+        engram = open_engram(ctx, personal=True)
         [store] = engram.stores()
         remove(store, name)
         echo(f"removed remote {name}")
@@ -189,7 +189,7 @@ def register(main: click.Group) -> None:
         """Git hooks: keep caches current after merge/checkout/rebase; verify before commit."""
 
     def _hook_store(ctx: click.Context, project: bool, personal: bool) -> Any:
-        engram = _engram(ctx, project, personal)
+        engram = open_engram(ctx, project, personal)
         return engram.stores()[0]  # the project store when there is one
 
     @hooks.command(name="install")

@@ -1,0 +1,440 @@
+"""`engram task|handoff|checkpoints|session|sessions|resume|rehydrate|continuity`: continuity.
+
+Tasks, handoffs, sessions and resuming, as click commands; `register(main)` adds them to the
+`engram` group.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from .common import (at_option, json_option, open_engram, print_json, store_options, task_choice,
+                     task_of)
+from ..base.display import echo, local_time
+
+
+# -- continuity ---------------------------------------------------------------------------------
+
+
+def _task_text(task: Any) -> str:
+    return (f"{task.id[:8]}  {task.status:<11} {local_time(task.updated_at)[:10]}  {task.name}"
+            + (f"  (parent {task.parent[:8]})" if task.parent else ""))
+
+
+@click.group()
+def task() -> None:
+    """Tasks: create, show, update, list; record progress and failures."""
+
+
+@task.command(name="create")
+@click.argument("name")
+@click.option("--goal", default="", help="What done looks like.")
+@click.option("--parent", default=None, help="The parent task (id or name).")
+@click.option("--tag", "tags", multiple=True, help="A tag; repeatable.")
+@click.option("--status", default="open", show_default=True,
+              type=click.Choice(["open", "in_progress", "blocked", "done", "abandoned"]))
+@store_options
+@json_option
+@click.pass_context
+def task_create(ctx: click.Context, name: str, goal: str, parent: str | None,
+                tags: tuple[str, ...], status: str, project: bool, personal: bool,
+                as_json: bool) -> None:
+    """Create a task."""
+    engram = open_engram(ctx, project, personal)
+    created = engram.task_create(name, goal=goal, parent=parent, tags=tags, status=status)
+    if as_json:
+        print_json(created.to_dict())
+    else:
+        echo(f"created task {created.id[:8]}: {created.name}")
+
+
+@task.command(name="show")
+@click.argument("ident", metavar="ID")
+@store_options
+@json_option
+@click.pass_context
+def task_show(ctx: click.Context, ident: str, project: bool, personal: bool,
+              as_json: bool) -> None:
+    """A task with its memories, progress, failures and latest checkpoint."""
+    engram = open_engram(ctx, project, personal)
+    view = engram.task_view(ident)
+    if as_json:
+        print_json(view)
+        return
+    data = view["task"]
+    echo(f"task {data['id']}  [{data['status']}]  {data['name']}")
+    if data["goal"]:
+        echo(f"goal: {data['goal']}")
+    if data["parent"]:
+        echo(f"parent: {data['parent']}")
+    for item in data["progress"]:
+        where = f" [{item['component']}]" if item.get("component") else ""
+        echo(f"  progress {item['status']:<11} {item['feature']}{where}")
+    for item in data["failures"]:
+        where = f"[{item['component']}] " if item.get("component") else ""
+        echo(f"  failure  {where}{item['error']}")
+    for memory in view["memories"]:
+        echo(f"  memory   {memory['id'][:8]} [{memory['kind']}] {memory['content'][:70]}")
+    latest = data["latest_checkpoint"]
+    if latest:
+        echo(f"latest checkpoint {latest['seq']} ({latest['reason']}, {latest['time']}): "
+             f"{latest.get('summary') or ''}")
+        for step in latest.get("next") or []:
+            echo(f"  next: {step}")
+
+
+@task.command(name="update")
+@click.argument("ident", metavar="ID")
+@click.option("--name", default=None)
+@click.option("--goal", default=None)
+@click.option("--status", default=None,
+              type=click.Choice(["open", "in_progress", "blocked", "done", "abandoned"]))
+@click.option("--parent", default=None)
+@click.option("--tag", "tags", multiple=True, help="Replace the tags; repeatable.")
+@store_options
+@json_option
+@click.pass_context
+def task_update(ctx: click.Context, ident: str, name: str | None, goal: str | None,
+                status: str | None, parent: str | None, tags: tuple[str, ...], project: bool,
+                personal: bool, as_json: bool) -> None:
+    """Change a task's name, goal, status, parent or tags."""
+    engram = open_engram(ctx, project, personal)
+    updated = engram.task_update(ident, name=name, goal=goal, status=status, parent=parent,
+                                 tags=tags or None)
+    if as_json:
+        print_json(updated.to_dict())
+    else:
+        echo(f"updated task {updated.id[:8]} ({updated.status})")
+
+
+@task.command(name="list")
+@click.option("--status", "statuses", multiple=True,
+              type=click.Choice(["open", "in_progress", "blocked", "done", "abandoned"]))
+@click.option("--all", "include_all", is_flag=True, help="Include done and abandoned tasks.")
+@store_options
+@json_option
+@click.pass_context
+def task_list(ctx: click.Context, statuses: tuple[str, ...], include_all: bool, project: bool,
+              personal: bool, as_json: bool) -> None:
+    """Tasks, most recently changed first (active ones unless told otherwise)."""
+    engram = open_engram(ctx, project, personal)
+    found = engram.tasks(statuses=statuses, include_closed=include_all)
+    if as_json:
+        print_json([t.to_dict() for t in found])
+        return
+    for item in found:
+        echo(_task_text(item))
+    if not found:
+        echo("no tasks")
+
+
+def _print_earlier_failures(failures: list[dict[str, Any]]) -> None:
+    for failure in failures[:5]:
+        echo(f"  earlier failure in {failure['component']} ({failure['task_name']}): "
+             f"{failure['error']}" + (f" — fix: {failure['fix']}" if failure.get("fix")
+                                      else ""))
+
+
+@task.command(name="progress")
+@click.argument("ident", metavar="ID")
+@click.argument("feature")
+@click.option("--status", default="done", show_default=True,
+              type=click.Choice(["done", "in_progress", "blocked", "todo"]))
+@click.option("--note", default=None)
+@click.option("--component", default=None, help="The component this touches.")
+@click.option("--file", "files", multiple=True, help="A file this touches; repeatable.")
+@store_options
+@json_option
+@click.pass_context
+def task_progress(ctx: click.Context, ident: str, feature: str, status: str, note: str | None,
+                  component: str | None, files: tuple[str, ...], project: bool,
+                  personal: bool, as_json: bool) -> None:
+    """Record progress on a feature of a task."""
+    engram = open_engram(ctx, project, personal)
+    result = engram.progress(ident, feature, status=status, note=note, component=component,
+                             files=files)
+    if as_json:
+        print_json({"task": result["task"].to_dict(), "checkpoint": result["checkpoint"],
+                     "earlier_failures": result["earlier_failures"]})
+        return
+    echo(f"progress on {result['task'].id[:8]}: [{status}] {feature}")
+    if result["checkpoint"]:
+        echo(f"  checkpoint {result['checkpoint']['seq']} saved "
+             f"({result['checkpoint']['reason']})")
+    _print_earlier_failures(result["earlier_failures"])
+
+
+@task.command(name="failure")
+@click.argument("ident", metavar="ID")
+@click.argument("error")
+@click.option("--component", default=None)
+@click.option("--root-cause", default=None)
+@click.option("--fix", default=None, help="The fix, if known.")
+@store_options
+@json_option
+@click.pass_context
+def task_failure(ctx: click.Context, ident: str, error: str, component: str | None,
+                 root_cause: str | None, fix: str | None, project: bool, personal: bool,
+                 as_json: bool) -> None:
+    """Record a failure on a task (a checkpoint is saved with it)."""
+    engram = open_engram(ctx, project, personal)
+    result = engram.failure(ident, error, component=component, root_cause=root_cause, fix=fix)
+    if as_json:
+        print_json({"task": result["task"].to_dict(), "checkpoint": result["checkpoint"],
+                     "earlier_failures": result["earlier_failures"]})
+        return
+    echo(f"failure on {result['task'].id[:8]} recorded; checkpoint "
+         f"{result['checkpoint']['seq'] if result['checkpoint'] else '-'} saved")
+    _print_earlier_failures(result["earlier_failures"])
+
+
+def _load_package(engram: Any, source: str) -> dict[str, Any]:
+    """The package of `--from FILE` (YAML, or JSON for *.json), or of stdin for `-`."""
+    if source == "-":
+        return engram.read_package(sys.stdin.buffer, name="stdin")
+    try:
+        with open(source, "rb") as handle:
+            return engram.read_package(handle, name=source)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {source}: {exc.strerror}",
+                                 param_hint="--from") from None
+
+
+@click.command()
+@click.option("--task", "task_id", required=True, help="The task (id or name).")
+@click.option("--summary", default=None, help="Where things stand, in a line.")
+@click.option("--completed", multiple=True, help="Done; repeatable.")
+@click.option("--in-progress", multiple=True, help="Under way; repeatable.")
+@click.option("--blocked", multiple=True, help="Blocked, and on what; repeatable.")
+@click.option("--next", "next_steps", multiple=True, help="Next step, in order; repeatable.")
+@click.option("--must-not-redo", multiple=True,
+              help="Done or side-effecting: never repeat; repeatable.")
+@click.option("--must-preserve", multiple=True,
+              help="An invariant to keep, e.g. \"don't touch main\"; repeatable.")
+@click.option("--file", "files", multiple=True,
+              help="A working-set file (path or path@commit); repeatable.")
+@click.option("--command", "commands", multiple=True, help="A command that matters; repeatable.")
+@click.option("--artifact", "artifacts", multiple=True, help="An artifact; repeatable.")
+@click.option("--question", "open_questions", multiple=True, help="An open question; repeatable.")
+@click.option("--goal", default=None, help="The goal, if it changed.")
+@click.option("--from", "from_file", type=click.Path(exists=True, dir_okay=False,
+                                                     allow_dash=True),
+              help="The whole package as YAML or JSON, or - for stdin (options add to it).")
+@store_options
+@json_option
+@click.pass_context
+def handoff(ctx: click.Context, task_id: str, summary: str | None, completed: tuple[str, ...],
+            in_progress: tuple[str, ...], blocked: tuple[str, ...],
+            next_steps: tuple[str, ...], must_not_redo: tuple[str, ...],
+            must_preserve: tuple[str, ...], files: tuple[str, ...], commands: tuple[str, ...],
+            artifacts: tuple[str, ...], open_questions: tuple[str, ...], goal: str | None,
+            from_file: str | None, project: bool, personal: bool, as_json: bool) -> None:
+    """Record a continuation package for a task and commit it for review."""
+    engram = open_engram(ctx, project, personal)
+    package = _load_package(engram, from_file) if from_file else None
+    saved = engram.handoff(
+        task_id, summary=summary or "", package=package,
+        completed=completed, in_progress=in_progress, blocked=blocked, next=next_steps,
+        must_not_redo=must_not_redo, must_preserve=must_preserve, files=files,
+        commands=commands, artifacts=artifacts, open_questions=open_questions, goal=goal,
+    )
+    if as_json:
+        print_json(saved)
+    else:
+        done = "recorded and committed" if saved["commit"] else "recorded, not committed"
+        echo(f"handoff {saved['seq']} for task {saved['task'][:8]} {done} "
+             f"(confidence {saved['confidence']:.2f})")
+
+
+@click.command()
+@task_choice
+@store_options
+@json_option
+@click.pass_context
+def checkpoints(ctx: click.Context, task_argument: str | None, task_option: str | None,
+                project: bool, personal: bool, as_json: bool) -> None:
+    """Every checkpoint of a task, oldest first."""
+    task_id = task_of(task_argument, task_option, "checkpoints")
+    engram = open_engram(ctx, project, personal)
+    found = engram.checkpoints(task_id)
+    if as_json:
+        print_json(found)
+        return
+    for item in found:
+        echo(f"{item['seq']:>3}  {item['checkpoint'][:8]}  {local_time(item['time'])}  "
+             f"{item['reason']:<12} {item['confidence']:.2f}  {item.get('summary') or ''}")
+    if not found:
+        echo("no checkpoints")
+
+
+@click.group()
+def session() -> None:
+    """Sessions: start, heartbeat, report an interruption, end."""
+
+
+@session.command(name="start")
+@click.option("--agent", default="cli", help="claude-code, cursor, codex, cli or other.")
+@click.option("--id", "session_id", default=None, help="Use this id instead of a new one.")
+@click.option("--pid", type=int, default=None,
+              help="The agent's process (default: the process that ran this command).")
+@store_options
+@click.pass_context
+def session_start(ctx: click.Context, agent: str, session_id: str | None, pid: int | None,
+                  project: bool, personal: bool) -> None:
+    """Open a session; prints its id (set ENGRAM_SESSION to it for later commands)."""
+    import os
+
+    engram = open_engram(ctx, project, personal)
+    opened = engram.session_start(agent=agent, session_id=session_id, pid=pid or os.getppid())
+    echo(opened.id)
+
+
+@session.command(name="heartbeat")
+@click.option("--context", type=click.FloatRange(0, 1), default=None,
+              help="Share of the context window in use.")
+@click.option("--id", "session_id", default=None, help="Default: $ENGRAM_SESSION.")
+@store_options
+@click.pass_context
+def session_heartbeat(ctx: click.Context, context: float | None, session_id: str | None,
+                      project: bool, personal: bool) -> None:
+    """Say the session is alive."""
+    open_engram(ctx, project, personal).heartbeat(context=context, session_id=session_id)
+
+
+@session.command(name="report")
+@click.argument("reason", type=click.Choice(["crash", "overflow", "rate_limit", "tool_failure",
+                                             "user_away", "unknown"]))
+@click.option("--note", default=None)
+@click.option("--id", "session_id", default=None, help="Default: $ENGRAM_SESSION.")
+@store_options
+@click.pass_context
+def session_report(ctx: click.Context, reason: str, note: str | None, session_id: str | None,
+                   project: bool, personal: bool) -> None:
+    """Say why the session is about to stop (used when its interruption is classified)."""
+    open_engram(ctx, project, personal).report_interruption(reason, note=note,
+                                                        session_id=session_id)
+
+
+@session.command(name="end")
+@click.option("--outcome", type=click.Choice(["success", "failure", "unknown"]), default=None)
+@click.option("--id", "session_id", default=None, help="Default: $ENGRAM_SESSION.")
+@store_options
+@click.pass_context
+def session_end(ctx: click.Context, outcome: str | None, session_id: str | None,
+                project: bool, personal: bool) -> None:
+    """Close the session and commit what waits (session events alone are not committed)."""
+    closed = open_engram(ctx, project, personal).session_end(outcome=outcome, session_id=session_id)
+    echo(f"session {closed.id[:8]} ended ({closed.outcome or 'no outcome'})")
+
+
+@click.command(name="sessions")
+@store_options
+@json_option
+@click.pass_context
+def sessions_(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> None:
+    """Sessions, newest first, with their state and interruption reason."""
+    engram = open_engram(ctx, project, personal)
+    engram.detect_interruptions()
+    found = engram.sessions()
+    if as_json:
+        print_json([s.to_dict() for s in found])
+        return
+    for item in found:
+        why = f"  {item.reason}: {item.evidence}" if item.state == "interrupted" else \
+            (f"  {item.outcome}" if item.outcome else "")
+        echo(f"{item.id[:8]}  {item.state:<11} {local_time(item.started_at)}  {item.agent:<11}"
+             f" {item.machine or '-'}  {item.actor}{why}")
+    if not found:
+        echo("no sessions")
+
+
+def _resume_command(ctx: click.Context, task_id: str | None, session_id: str | None,
+                    depth: str, since: str | None, restore: str, max_chars: int | None,
+                    max_tokens: int | None, at: str | None, project: bool, personal: bool,
+                    as_json: bool) -> None:
+    engram = open_engram(ctx, project, personal, at)
+    result = engram.resume(task=task_id, session=session_id, depth=depth, since=since,
+                           restore=restore, max_chars=max_chars, record=at is None,
+                           max_tokens=max_tokens)
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        echo(result.markdown, nl=not result.markdown.endswith("\n"))
+
+
+def resume_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--task", "task_id", default=None, help="The task to resume (id or name)."),
+        click.option("--session", "session_id", default=None,
+                     help="Resume what this session was working on."),
+        click.option("--depth", type=click.Choice(["brief", "standard", "full"]),
+                     default="standard", show_default=True, help="How much history."),
+        click.option("--since", default=None, help="Only events since a date or age (3d)."),
+        click.option("--restore", type=click.Choice(["full", "selective", "none"]),
+                     default="selective", show_default=True,
+                     help="Which memories come back (selective: important or about failures)."),
+        click.option("--max-chars", type=click.IntRange(1000), default=None,
+                     help="Cut the output at this length (default: resume.max_chars)."),
+        click.option("--max-tokens", type=click.IntRange(100), default=None,
+                     help="Fill this token budget by priority (must-not-redo and "
+                          "must-preserve first, then next steps, failures, memories) and name "
+                          "what was left out."),
+        at_option,
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@click.command()
+@resume_options
+@store_options
+@json_option
+@click.pass_context
+def resume(ctx: click.Context, **options: Any) -> None:
+    """What the next agent needs to continue, as Markdown (exit 3: choose a task)."""
+    _resume_command(ctx, **options)
+
+
+@click.command()
+@resume_options
+@store_options
+@json_option
+@click.pass_context
+def rehydrate(ctx: click.Context, **options: Any) -> None:
+    """Same as `engram resume`."""
+    _resume_command(ctx, **options)
+
+
+@click.command()
+@task_choice
+@click.option("--before", default=None, help="The earlier checkpoint (seq or id).")
+@click.option("--after", default=None, help="The later checkpoint (seq or id; default latest).")
+@store_options
+@json_option
+@click.pass_context
+def continuity(ctx: click.Context, task_argument: str | None, task_option: str | None,
+               before: str | None, after: str | None, project: bool, personal: bool,
+               as_json: bool) -> None:
+    """Score how well a restore continued from the previous checkpoint."""
+    task_id = task_of(task_argument, task_option, "continuity")
+    engram = open_engram(ctx, project, personal)
+    scores = engram.continuity(task_id, before=before, after=after)
+    if as_json:
+        print_json(scores)
+        return
+    echo(f"task {scores['task'][:8]}: checkpoint {scores['before']} -> {scores['after']}")
+    for name in ("goal_retention", "action_consistency", "failure_recall",
+                 "working_set_stability", "replanning_rate", "redundant_exploration",
+                 "composite"):
+        echo(f"  {name.replace('_', ' '):<22} {scores[name]:.2f}")
+
+
+def register(main: click.Group) -> None:
+    """Add the continuity commands to the `engram` command group."""
+    for command in (task, handoff, checkpoints, session, sessions_, resume, rehydrate, continuity):
+        main.add_command(command)
