@@ -15,6 +15,7 @@ import click
 from .common import (at_option, json_option, open_engram, print_json, store_options, task_choice,
                      task_of)
 from ..base.display import echo, local_time
+from ..base.vocab import DEPTH, INTERRUPTION, OUTCOME, PROGRESS_STATUS, RESTORE, TASK_STATUS
 
 
 # -- continuity ---------------------------------------------------------------------------------
@@ -36,7 +37,7 @@ def task() -> None:
 @click.option("--parent", default=None, help="The parent task (id or name).")
 @click.option("--tag", "tags", multiple=True, help="A tag; repeatable.")
 @click.option("--status", default="open", show_default=True,
-              type=click.Choice(["open", "in_progress", "blocked", "done", "abandoned"]))
+              type=click.Choice(TASK_STATUS.names))
 @store_options
 @json_option
 @click.pass_context
@@ -92,7 +93,7 @@ def task_show(ctx: click.Context, ident: str, project: bool, personal: bool,
 @click.option("--name", default=None)
 @click.option("--goal", default=None)
 @click.option("--status", default=None,
-              type=click.Choice(["open", "in_progress", "blocked", "done", "abandoned"]))
+              type=click.Choice(TASK_STATUS.names))
 @click.option("--parent", default=None)
 @click.option("--tag", "tags", multiple=True, help="Replace the tags; repeatable.")
 @store_options
@@ -113,7 +114,7 @@ def task_update(ctx: click.Context, ident: str, name: str | None, goal: str | No
 
 @task.command(name="list")
 @click.option("--status", "statuses", multiple=True,
-              type=click.Choice(["open", "in_progress", "blocked", "done", "abandoned"]))
+              type=click.Choice(TASK_STATUS.names))
 @click.option("--all", "include_all", is_flag=True, help="Include done and abandoned tasks.")
 @store_options
 @json_option
@@ -143,7 +144,7 @@ def _print_earlier_failures(failures: list[dict[str, Any]]) -> None:
 @click.argument("ident", metavar="ID")
 @click.argument("feature")
 @click.option("--status", default="done", show_default=True,
-              type=click.Choice(["done", "in_progress", "blocked", "todo"]))
+              type=click.Choice(PROGRESS_STATUS.names))
 @click.option("--note", default=None)
 @click.option("--component", default=None, help="The component this touches.")
 @click.option("--file", "files", multiple=True, help="A file this touches; repeatable.")
@@ -306,8 +307,7 @@ def session_heartbeat(ctx: click.Context, context: float | None, session_id: str
 
 
 @session.command(name="report")
-@click.argument("reason", type=click.Choice(["crash", "overflow", "rate_limit", "tool_failure",
-                                             "user_away", "unknown"]))
+@click.argument("reason", type=click.Choice(INTERRUPTION.names))
 @click.option("--note", default=None)
 @click.option("--id", "session_id", default=None, help="Default: $ENGRAM_SESSION.")
 @store_options
@@ -320,7 +320,7 @@ def session_report(ctx: click.Context, reason: str, note: str | None, session_id
 
 
 @session.command(name="end")
-@click.option("--outcome", type=click.Choice(["success", "failure", "unknown"]), default=None)
+@click.option("--outcome", type=click.Choice(OUTCOME.names), default=None)
 @click.option("--id", "session_id", default=None, help="Default: $ENGRAM_SESSION.")
 @store_options
 @click.pass_context
@@ -371,11 +371,11 @@ def resume_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--task", "task_id", default=None, help="The task to resume (id or name)."),
         click.option("--session", "session_id", default=None,
                      help="Resume what this session was working on."),
-        click.option("--depth", type=click.Choice(["brief", "standard", "full"]),
-                     default="standard", show_default=True, help="How much history."),
+        click.option("--depth", type=click.Choice(DEPTH.names),
+                     default=DEPTH.default, show_default=True, help="How much history."),
         click.option("--since", default=None, help="Only events since a date or age (3d)."),
-        click.option("--restore", type=click.Choice(["full", "selective", "none"]),
-                     default="selective", show_default=True,
+        click.option("--restore", type=click.Choice(RESTORE.names),
+                     default=RESTORE.default, show_default=True,
                      help="Which memories come back (selective: important or about failures)."),
         click.option("--max-chars", type=click.IntRange(1000), default=None,
                      help="Cut the output at this length (default: resume.max_chars)."),

@@ -12,6 +12,7 @@ import click
 
 from .common import json_option, open_engram, print_json, store_options, task_choice, task_of
 from ..base.display import echo
+from ..base.vocab import EXPORT_FORMAT, IMPORT_FORMAT
 
 
 # -- import, export, timeline -------------------------------------------------------------------
@@ -20,7 +21,7 @@ from ..base.display import echo
 @click.command(name="import")
 @click.argument("path")
 @click.option("--format", "fmt",
-              type=click.Choice(["mcp-engram", "mcp-memory", "engram", "engram-go"]),
+              type=click.Choice(IMPORT_FORMAT.names),
               default=None, help="What PATH holds (default: told from its layout and content).")
 @click.option("--dry-run", is_flag=True, help="Show what would be added; write nothing.")
 @click.option("--redact", is_flag=True,
@@ -64,7 +65,7 @@ def import_(ctx: click.Context, path: str, fmt: str | None, dry_run: bool, redac
 
 @click.command()
 @click.argument("out")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "markdown"]), default="jsonl",
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMAT.names), default=EXPORT_FORMAT.default,
               show_default=True,
               help="jsonl: the events, re-importable; markdown: a directory to read or archive.")
 @click.option("--force", is_flag=True, help="Replace OUT (or write into a non-empty directory).")
