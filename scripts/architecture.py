@@ -33,10 +33,10 @@ class Layer:
 LAYERS: tuple[Layer, ...] = (
     Layer("front ends", ("engram.cli", "engram.mcp"),
           ("engram", "engram.__main__", "engram.hooks", "engram.githooks"),
-          "the `engram` command for people (`cli/`, click) and the MCP server for agents (`mcp/`, "
-          "with its installer into clients); the entry points `engram/__init__.py` (`from engram "
-          "import Engram`), `__main__.py`, and `hooks.py` and `githooks.py`, the stable "
-          "`python -m` paths written into users' settings and git hooks"),
+          "the `engram` command for people (click) and the MCP server for agents, with its "
+          "installer into clients; the package's entry points: `from engram import Engram` "
+          "(loaded lazily), `python -m engram`, and the stable `python -m` paths written into "
+          "users' settings (`engram.hooks`) and git hooks (`engram.githooks`)"),
     Layer("api", (), ("engram.api",),
           "`engram.api.Engram`, the one object the front ends call: both stores, settings, the "
           "write and read paths, with results as declared types"),
@@ -60,7 +60,7 @@ LAYERS: tuple[Layer, ...] = (
           "the event envelope, the line classifier"),
     Layer("base", ("engram.base",), (),
           "errors, configuration, input validation, secret scanning, kinds, showing store text "
-          "as data; imports nothing else from Engram"),
+          "as data"),
 )
 
 # Private names of other libraries that are their public interface.

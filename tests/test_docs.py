@@ -47,6 +47,12 @@ def test_the_command_reference_is_what_the_commands_print() -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_the_architecture_page_lists_the_layers_and_modules_of_the_code() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_arch_docs.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.slow
 def test_the_guides_show_what_the_commands_print() -> None:
     """Rerun the guides' console examples (two machines, a remote, project repositories)."""
