@@ -88,38 +88,45 @@ def issuer() -> Iterator[Issuer]:
     found.http.shutdown()
 
 
+# The last line of the server's start-up banner: after the "serving MCP ... at URL" lines it says
+# how it authenticates, one way or the other.
+BANNER_END = ("engram: WARNING: no authentication", "engram: requiring ")
+
+
 @contextmanager
 def http_server(cwd: Path, *args: str, env: dict[str, str] | None = None,
                 ) -> Iterator[tuple[str, subprocess.Popen[str], list[str]]]:
     """`engram serve --http --port 0 ...`; yields the endpoint URL, the process and its stderr
-    lines so far."""
+    lines up to the end of its start-up banner."""
     proc = subprocess.Popen([sys.executable, *serve_args("--http", "--port", "0", *args)],
                             cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
-    lines: queue.Queue[str] = queue.Queue()
+    lines: queue.Queue[str | None] = queue.Queue()
     seen: list[str] = []
 
     def pump() -> None:
         assert proc.stderr is not None
         for line in proc.stderr:
             lines.put(line)
+        lines.put(None)  # the process closed stderr: nothing more will come
 
     threading.Thread(target=pump, daemon=True).start()
     try:
         url = None
+        started = False
         deadline = time.monotonic() + 60
-        while url is None and time.monotonic() < deadline:
+        while not started:
             try:
-                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
+            if line is None:
+                break
             seen.append(line)
-            if "serving MCP" in line:
+            if "serving MCP" in line and url is None:
                 url = line.rsplit(" at ", 1)[1].strip()
-        assert url, f"the server did not start: {''.join(seen)}"
-        time.sleep(0.2)  # let the status lines that follow arrive
-        while not lines.empty():
-            seen.append(lines.get())
+            started = url is not None and line.startswith(BANNER_END)
+        assert url and started, f"the server did not start: {''.join(seen)}"
         yield url, proc, seen
     finally:
         if proc.poll() is None:
