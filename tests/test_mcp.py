@@ -953,20 +953,74 @@ def test_session_end_hook_closes_this_clients_session(repo: Path) -> None:
 # -- cold start ---------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_cold_start_stays_close_to_a_bare_server(tmp_path: Path) -> None:
-    """The target (first tools/list within 0.5 s of a bare SDK server) is measured by the
-    benchmark on an idle machine; here, on a machine that may be busy, the bound is generous:
-    within 0.5 s or within the bare server's own time, whichever is larger: a start-up that
-    takes twice a bare server's, or more, still fails it."""
+def cold_start(tmp_path: Path, runs: int) -> dict[str, Any]:
+    """benchmarks/mcp_cold_start.py's report: medians of `runs` alternating starts of a bare SDK
+    server and of `engram serve`, spawn to the first `tools/list`."""
     out = tmp_path / "cold.json"
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mcp_cold_start.py"),
-                           "--runs", "5", "--json", str(out)], capture_output=True, text=True,
-                          timeout=600)
+                           "--runs", str(runs), "--json", str(out)], capture_output=True,
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    report = json.loads(out.read_text())
-    bare = report["median_seconds"]["bare"]
-    assert report["difference_seconds"] <= max(0.5, bare), report
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_cold_start_stays_close_to_a_bare_server(tmp_path: Path) -> None:
+    """The timing claim (the first tools/list within 0.5 s of a bare SDK server's) is the
+    benchmark's, measured on an idle machine (docs/benchmarks.md). Here, on a machine that may be
+    busy, the bound is a generous ratio to a bare server measured in the same run: Engram's
+    median of 5 alternating starts is within twice the bare server's (or 0.5 s of it, where both
+    are fast). A failing measurement is taken once more before the test fails, since noise does
+    not repeat and a regression does. What would slow the start without doubling it (loading the
+    embedding model or an index) is caught without a clock by
+    test_the_server_answers_without_loading_the_embedding_model_or_an_index."""
+    def over(report: dict[str, Any]) -> bool:
+        median = report["median_seconds"]
+        return median["engram"] > max(2 * median["bare"], median["bare"] + 0.5)
+
+    report = cold_start(tmp_path, runs=5)
+    if over(report):
+        report = cold_start(tmp_path, runs=5)
+    assert not over(report), report
+
+
+SEARCH_LIBRARIES = {"fastembed", "onnxruntime", "tokenizers", "usearch", "tantivy", "torch"}
+
+
+def test_the_server_answers_without_loading_the_embedding_model_or_an_index(
+        repo: Path) -> None:
+    """`engram serve` opens its session in the background and loads the embedding model and
+    the search indexes only when a tool needs them: started, asked for its tools and closed, it
+    has imported none of their libraries (`python -X importtime` lists every import)."""
+    log = repo.parent / "imports.txt"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-X", "importtime", *serve_args()], cwd=repo,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    try:
+        send({"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"}}})
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        send({"method": "notifications/initialized"})
+        send({"id": 2, "method": "tools/list"})
+        answer = json.loads(proc.stdout.readline())
+        assert answer["id"] == 2 and answer["result"]["tools"]
+        proc.communicate(timeout=60)  # end of input: the server ends its session and exits
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    imported = {line.rsplit("|", 1)[1].strip() for line in log.read_text().splitlines()
+                if line.startswith("import time:") and "|" in line}
+    assert "engram.mcp.server" in imported  # the measurement works
+    assert {name for name in imported if name.split(".")[0] in SEARCH_LIBRARIES} == set()
 
 
 def test_the_approved_project_server_is_the_one_that_serves(repo: Path,
