@@ -24,8 +24,8 @@ MAX_LINES = 600
 @dataclass(frozen=True)
 class Layer:
     name: str
-    packages: tuple[str, ...]  # every module in these packages, the package itself included
-    modules: tuple[str, ...]  # these modules exactly
+    packages: tuple[str, ...]  # these modules or packages, with everything under them
+    modules: tuple[str, ...]  # these modules exactly (`engram` is the package's own __init__)
     role: str  # one line: what belongs there
 
 
@@ -37,7 +37,7 @@ LAYERS: tuple[Layer, ...] = (
           "installer into clients; the package's entry points: `from engram import Engram` "
           "(loaded lazily), `python -m engram`, and the stable `python -m` paths written into "
           "users' settings (`engram.hooks`) and git hooks (`engram.githooks`)"),
-    Layer("api", (), ("engram.api",),
+    Layer("api", ("engram.api",), (),
           "`engram.api.Engram`, the one object the front ends call: both stores, settings, the "
           "write and read paths, with results as declared types"),
     Layer("domain", ("engram.domain",), (),

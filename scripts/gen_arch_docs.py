@@ -28,11 +28,19 @@ def cell(text: str) -> str:
 def layers_table() -> str:
     rows = ["| layer | where | what belongs there |", "|---|---|---|"]
     for layer in arch.LAYERS:
-        where = [f"`{p.replace('.', '/')}/`" for p in layer.packages]
+        where = [f"`{folder_or_file(p)}`" for p in layer.packages]
         where += [f"`{file_of(m)}`" for m in layer.modules]
         rows.append(f"| {layer.name} | {', '.join(where)} | {cell(layer.role)} |")
     order = " > ".join(f"{layer.name}" for layer in arch.LAYERS)
     return "\n".join(rows) + f"\n\nTop to bottom: {order}.\n"
+
+
+def folder_or_file(module: str) -> str:
+    """`engram/search/` for a package, `engram/api.py` for a module."""
+    path = arch.modules().get(module)
+    if path is None:
+        return module.replace(".", "/") + "/"
+    return arch.display_path(module, path)
 
 
 def file_of(module: str) -> str:
