@@ -290,10 +290,10 @@ def private_uses(mods: dict[str, Path] | None = None) -> list[str]:
                     if library and node.attr in ALLOWED_PRIVATE.get(library, ()):
                         continue
                 found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
-    return sorted(found, key=_by_path_and_line)
+    return sorted(found, key=by_location)
 
 
-def _by_path_and_line(entry: str) -> tuple[str, int]:
+def by_location(entry: str) -> tuple[str, int]:
     path, line, _ = entry.split(":", 2)
     return path, int(line)
 

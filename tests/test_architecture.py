@@ -37,11 +37,12 @@ def test_every_module_is_in_a_layer() -> None:
 def test_no_import_cycle() -> None:
     problems = []
     for component in arch.cycles(IMPORTS):
-        problems.append("cycle among " + ", ".join(component) + ":")
         members = set(component)
-        problems += sorted({f"    {edge.where(MODULES)}: {edge.importer} imports {edge.imported}"
-                            for edge in IMPORTS
-                            if edge.importer in members and edge.imported in members})
+        edges = sorted({f"{edge.where(MODULES)}: {edge.importer} imports {edge.imported}"
+                        for edge in IMPORTS
+                        if edge.importer in members and edge.imported in members},
+                       key=arch.by_location)
+        problems.append(f"among {', '.join(component)}:\n      " + "\n      ".join(edges))
     fail_with("import cycles (imports inside functions count; `if TYPE_CHECKING:` ones do not)",
               problems)
 
@@ -55,7 +56,7 @@ def test_each_layer_imports_only_from_itself_and_the_layers_below() -> None:
                          f"{edge.imported} ({imported.name}), a layer above it")
     order = " > ".join(layer.name for layer in arch.LAYERS)
     fail_with(f"imports upwards (layers, top to bottom: {order})",
-              sorted(problems, key=lambda p: (p.split(":")[0], int(p.split(":")[1]))))
+              sorted(problems, key=arch.by_location))
 
 
 def test_no_module_is_over_the_size_bound() -> None:
