@@ -42,7 +42,7 @@ class RefreshReport:
 
 
 def add_events(db: sqlite3.Connection, rel: str,
-                numbered: Sequence[tuple[int, ev.Event]], report: RefreshReport) -> None:
+               numbered: Sequence[tuple[int, ev.Event]], report: RefreshReport) -> None:
     for number, event in numbered:
         db.execute("INSERT OR REPLACE INTO sources VALUES (?, ?, ?)", (rel, number, event.id))
         body = ev.canonical_json(event.to_dict())
@@ -67,7 +67,7 @@ def add_events(db: sqlite3.Connection, rel: str,
 
 
 def insert(db: sqlite3.Connection, event: ev.Event, report: RefreshReport,
-            body: bytes | None = None) -> None:
+           body: bytes | None = None) -> None:
     entity = event.entity
     task = event.data.get("task")
     db.execute(
@@ -82,7 +82,7 @@ def insert(db: sqlite3.Connection, event: ev.Event, report: RefreshReport,
 
 
 def refold(db: sqlite3.Connection, entities: Iterable[str],
-            changed_from: Mapping[str, tuple[int, str] | None] | None = None) -> None:
+           changed_from: Mapping[str, tuple[int, str] | None] | None = None) -> None:
     """Fold the state of these entities again from their events. A task whose events
     changed only after those its stored state was folded from (see
     `RefreshReport.changed_from`) is folded on from that state instead."""
@@ -131,7 +131,7 @@ def refold_task(db: sqlite3.Connection, entity: str, events: list[ev.Event]) -> 
 
 
 def extend_task(db: sqlite3.Connection, entity: str,
-                 changed_from: tuple[int, str] | None) -> bool:
+                changed_from: tuple[int, str] | None) -> bool:
     """Fold a stored task on with its new events, when every event that changed comes
     after those it was folded from. False when it must be folded from the start."""
     from ..model import tasks

@@ -16,6 +16,7 @@ from ...git.recovery import git_lock_files, open_by, process_alive, temp_files
 from ...storage.store import Store
 from .report import HOLD_SECONDS, MIN_FREE_BYTES, SKELETON, Finding, Host, flag, git_c
 
+
 def _describe(pid: int) -> str:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").strip()
