@@ -32,21 +32,14 @@ from typing import Any
 from ...storage import events as ev
 from ...base.config import CONFIG_FILE
 from ...base.errors import NoStoreError
-from ...git.recovery import recover_interrupted_commit
+from ...git.recovery import git_lock_files, recover_interrupted_commit
 from ...storage.store import EVENTS_DIR, Store
 from .cache_checks import check_caches, check_local_state, damaged_caches
 from .event_checks import Scan, check_events, scan
 from .git_checks import check_git, check_lost
 from .repair import repair, same_facade
 from .report import Finding, Fresh, Host, Level, StoreReport, restore_command
-from .store_checks import (
-    check_disk,
-    check_layout,
-    check_links,
-    check_locks,
-    check_temp_files,
-    git_lock_files,
-)
+from .store_checks import check_disk, check_layout, check_links, check_locks, check_temp_files
 
 # -- which stores -------------------------------------------------------------------------------
 

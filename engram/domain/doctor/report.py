@@ -7,7 +7,6 @@ that fixes it; a `StoreReport` holds a store's findings and the repairs made. `H
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -42,7 +41,7 @@ class Host(Protocol):
 
     def project_store(self) -> Store: ...
     def projection(self, store: Store) -> Projection: ...
-    def settings(self, store: Store) -> Mapping[str, Any]: ...
+    def settings(self, store: Store) -> Any: ...
 
 
 class Fresh(Protocol):
