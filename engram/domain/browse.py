@@ -24,7 +24,7 @@ from typing import Any
 
 from .continuity import checkpoints as cp
 from ..base.display import visible
-from .timeline import _CSS as TIMELINE_CSS
+from .timeline import CSS as TIMELINE_CSS
 
 FILTERS = ("kind", "tag", "scope", "store", "status")
 

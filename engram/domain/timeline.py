@@ -256,7 +256,7 @@ def render_text(timeline: Timeline, *, width: int = 100) -> str:
 
 # -- HTML ------------------------------------------------------------------------------------
 
-_CSS = """
+CSS = """
 :root { --fg:#1d2330; --muted:#667085; --line:#d9dee7; --bg:#ffffff; --panel:#f6f8fb;
   --checkpoint:#2f6fed; --failure:#d92d20; --progress:#12a150; --decision:#8e44ad;
   --memory:#8a94a6; --session:#c4841d; --task:#475467; }
@@ -389,7 +389,7 @@ def render_html(timeline: Timeline) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>Timeline: {_e(task['name'])}</title>",
-        f"<style>{_CSS}</style></head>",
+        f"<style>{CSS}</style></head>",
         f'<body data-task="{_e(task["id"])}">',
         f"<h1>{_e(task['name'])}</h1>",
         f'<p class="meta">task <code>{_e(task["id"])}</code> · {_e(task["status"])} · '

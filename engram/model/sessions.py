@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from ..storage import events as ev
+from ..git.recovery import process_alive
 from ..base.validation import session_id as check_session_id
 from ..base.vocab import AGENT, INTERRUPTION, OUTCOME
 
@@ -122,26 +123,6 @@ def read_beat(local_dir: Path, session_id: str) -> dict[str, Any] | None:
 
 def drop_beat(local_dir: Path, session_id: str) -> None:
     beat_path(local_dir, session_id).unlink(missing_ok=True)
-
-
-def process_alive(pid: int | None) -> bool:
-    # A pid read from an event is input: one no process can have (negative, zero, or past
-    # what the kernel allows) is no process, rather than an OverflowError or a signal to a
-    # process group.
-    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**22:
-        return False
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError, ValueError):
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped) is as good as gone.
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().split(b") ", 1)[1][:1] != b"Z"
-    except (OSError, IndexError):
-        return True
 
 
 def staleness(session: Session, beat: Mapping[str, Any] | None, *, machine: str,

@@ -39,7 +39,7 @@ import orjson
 from ...storage import events as ev
 from ...base.config import foreign_store
 from ...base.errors import UsageError, quote
-from . import Checker, Input, Plan, Record, derived_id, readable_memory, slug_name
+from .plan import Checker, Input, Plan, Record, derived_id, readable_memory, slug_name
 
 FORMAT = "engram-go"
 MANIFEST = "manifest.json"

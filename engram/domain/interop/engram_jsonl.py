@@ -32,7 +32,7 @@ from ...model import sessions, tasks
 from ...base.errors import UsageError, quote
 from ...storage.store import check_relative
 from ...base.validation import COMMIT, session_id, well_formed
-from . import FORMATS, Checker, Input, Plan, Record, derived_event_id
+from .plan import FORMATS, Checker, Input, Plan, Record, derived_event_id
 
 FORMAT = "engram"
 ORIGIN_FIELDS = ("format", "id", "seq", "actor", "machine", "origin")

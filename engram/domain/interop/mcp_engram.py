@@ -44,47 +44,30 @@ from ...model.sessions import REASONS as INTERRUPTION_REASONS
 from ...base.errors import UsageError, quote
 from ...storage.store import check_relative
 from ...base.validation import EVENT_KIND, well_formed
-from . import (
+from .mcp_engram_log import (
+    CHECKPOINT_REASON,
+    FORMAT,
+    MEMORY_KIND,
+    NOT_MAPPED,
+    PROGRESS_STATUS,
+    TASK_STATUS,
+    as_list,
+    parse_entry,
+    source_files,
+)
+from .plan import (
     Checker,
     Input,
     Plan,
     Record,
-    _mcp_engram_files,
     derived_event_id,
     derived_id,
     from_micros,
-    micros,
     readable,
     slug_name,
 )
 
-FORMAT = "mcp-engram"
-
-TASK_STATUS = {"planning": "open", "in_progress": "in_progress", "blocked": "blocked",
-               "review": "in_progress", "done": "done", "cancelled": "abandoned"}
-PROGRESS_STATUS = {"planning": "todo", "in_progress": "in_progress", "blocked": "blocked",
-                   "review": "in_progress", "done": "done"}
-CHECKPOINT_REASON = {"MANUAL_HANDOFF": "handoff", "PLAN_UPDATE": "plan_change",
-                     "FAILURE": "failure", "WORKING_SET_SHIFT": "working_set",
-                     "TOOL_FINISHED": "manual", "AUTO_SAVE": "quiet"}
-MEMORY_KIND = {"fact": "fact", "failure": "failure", "strategy": "procedure",
-               "assumption": "note"}
-# Kinds it logs that Engram has nothing to map to.
-NOT_MAPPED = {"session.memory_recall", "execution.start", "execution.end",
-              "bootstrap.from_legacy_db", "snapshot.create", "runtime.duckdb_upgrade",
-              "maintenance.backup_pruned", "checkpoint.restore", "drift.detected",
-              "drift.nudge", "continuity.evaluated", "continuity.redundant_exploration"}
 KEY_CHARS = 128  # the longest id of an mcp-engram record (its own are numbers or short text)
-
-
-def source_files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    files = _mcp_engram_files(path / "events") or _mcp_engram_files(path)
-    if not files:
-        raise UsageError(f"no events-YYYYMMDD.jsonl files in {path} or {path / 'events'}; give "
-                         "mcp-engram's data directory (by default ~/.engram) or its events/")
-    return files
 
 
 @dataclass
@@ -142,7 +125,7 @@ class Reader:
         for file in source_files(self.path):
             for number, raw in self.source.lines(file):
                 try:
-                    entries.append((file, number, self._parse(raw)))
+                    entries.append((file, number, parse_entry(raw)))
                 except UsageError as exc:
                     entries.append((file, number, exc))
         for _, _, item in entries:
@@ -180,37 +163,6 @@ class Reader:
     def _fail(self, problem: str) -> UsageError:
         return UsageError(problem)
 
-    def _parse(self, raw: bytes) -> dict[str, Any]:
-        try:
-            item = orjson.loads(raw.rstrip(b"\r\n"))
-        except orjson.JSONDecodeError as exc:
-            raise self._fail(f"invalid JSON ({exc.msg})") from None
-        if not isinstance(item, dict):
-            raise self._fail("not a JSON object")
-        version = item.get("schema_version", 1)
-        if version != 1:
-            raise self._fail(f"schema_version {quote(version)}; this importer reads "
-                             "mcp-engram's event log version 1: import it with a newer Engram")
-        for name, kind in (("ts", str), ("kind", str), ("payload", dict)):
-            if not isinstance(item.get(name), kind):
-                raise self._fail(f"field {name!r} is missing or not a {kind.__name__}")
-        seq = item.get("seq")
-        if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
-            raise self._fail(f"seq {quote(seq)} is not a whole number")
-        try:
-            moment = ev.parse_time(item["ts"])
-        except (ValueError, OverflowError):
-            raise self._fail(f"ts {quote(item['ts'])} is not an ISO 8601 time") from None
-        if moment.tzinfo is None:
-            from datetime import UTC
-
-            moment = moment.replace(tzinfo=UTC)
-        item["_us"] = micros(moment)
-        if not 0 <= item["_us"] // 1000 < 1 << 48 or ev.clock_ahead(item["_us"]):
-            raise self._fail(f"ts {quote(item['ts'])} is before 1970 or more than a day "
-                             "ahead of this machine's time")
-        return item
-
     # -- building events -----------------------------------------------------------------
 
     def _emit(self, kind: str, data: dict[str, Any], origin: str, *,
@@ -243,7 +195,7 @@ class Reader:
 
     def _items(self, value: Any, name: str) -> list[str]:
         out: list[str] = []
-        listed = _listed(value)
+        listed = as_list(value)
         most = self.check.checks.limit("limits.list_items")
         if len(listed) > most:
             raise self._fail(f"{name} has {len(listed)} items, over the limit of {most} "
@@ -412,7 +364,7 @@ class Reader:
             working = {}
         files: dict[str, dict[str, Any]] = {}
         artifacts = []
-        listed = _listed(working.get("files"))
+        listed = as_list(working.get("files"))
         most = self.check.checks.limit("limits.list_items")
         if len(listed) > most:
             raise self._fail(f"{len(listed)} working-set files, over the limit of {most} "
@@ -423,10 +375,10 @@ class Reader:
                 files.setdefault(checked["path"], checked)
             except UsageError:  # an absolute path, or one outside the repository
                 artifacts.append(f"file: {path}")
-        artifacts += [f"tool: {t}" for t in _listed(working.get("tools"))]
-        artifacts += [str(a) for a in _listed(working.get("artifacts"))]
+        artifacts += [f"tool: {t}" for t in as_list(working.get("tools"))]
+        artifacts += [str(a) for a in as_list(working.get("artifacts"))]
         not_redo = []
-        for item in _listed(state.get("must_not_redo")):
+        for item in as_list(state.get("must_not_redo")):
             if isinstance(item, dict):
                 action = str(item.get("action") or "").strip()
                 why = str(item.get("reason") or "already_completed")
@@ -441,12 +393,12 @@ class Reader:
             summary=self._text(summary, "summary"),
             completed=self._items(state.get("completed"), "completed"),
             in_progress=self._items(state.get("in_progress"), "in_progress"),
-            blocked=self._items([*_listed(state.get("blocked")),
-                                 *_listed(state.get("blocked_reasons"))], "blocked"),
+            blocked=self._items([*as_list(state.get("blocked")),
+                                 *as_list(state.get("blocked_reasons"))], "blocked"),
             next=self._items(state.get("preferred_next"), "next"),
             must_not_redo=self._items(not_redo, "must_not_redo"),
-            must_preserve=self._items([*_listed(state.get("must_preserve")),
-                                       *_listed(state.get("active_constraints"))],
+            must_preserve=self._items([*as_list(state.get("must_preserve")),
+                                       *as_list(state.get("active_constraints"))],
                                       "must_preserve"),
         )
         package["working_set"] = {"files": list(files.values()), "commands": [],
@@ -491,7 +443,7 @@ class Reader:
             }
             note = "; ".join(x for x in [
                 str(meta.get("notes") or "").strip(),
-                *(f"blocker: {b}" for b in _listed(meta.get("blockers"))),
+                *(f"blocker: {b}" for b in as_list(meta.get("blockers"))),
                 f"{meta['completion']:g}% complete" if isinstance(
                     meta.get("completion"), (int, float)) and meta.get("completion") else "",
             ] if x)
@@ -613,19 +565,6 @@ class Reader:
             "outcome": outcome if outcome in ("success", "failure") else "unknown",
             "how": "exit"}, f"session:{key}", session=session_id)
         self.sessions[session_id] = "closed"
-
-
-def _listed(value: Any) -> list[Any]:
-    """A field that should be a list: mcp-engram keeps some as JSON text, some as one item."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        try:
-            loaded = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return [value]
-        return loaded if isinstance(loaded, list) else [value]
-    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _summary(memory: _Memory) -> str:

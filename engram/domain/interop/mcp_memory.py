@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from ...base.errors import UsageError, quote
-from . import Checker, Input, Plan, Record, derived_id, readable_memory, slug_name
+from .plan import Checker, Input, Plan, Record, derived_id, readable_memory, slug_name
 
 FORMAT = "mcp-memory"
 

@@ -1,0 +1,116 @@
+"""`engram doctor`: what is wrong with a store, where, and the command that fixes it.
+
+It looks at everything a crash, a bad merge, a full disk or a hand edit can leave behind:
+
+- event files: a torn last line, damaged lines (conflict markers, invalid JSON or UTF-8, a line
+  cut short in the middle), files changed in their committed part or gone from the work tree;
+- crash leftovers: a lock held by a process that hangs, temporary files of processes that died,
+  git's `index.lock` left by a killed commit;
+- git: events not committed yet, a merge or rebase in progress, events that git took away (a
+  clean, a dropped stash, a reset, a revert, a rebase, a removed worktree: see `engram.lost`);
+- derived state in `<git-dir>/engram/`: damaged or missing caches, damaged bookkeeping files;
+- the disk: a read-only or full file system;
+- the store's own files: config.yaml, README.md, .gitattributes.
+
+Diagnosis repairs nothing (it writes a probe file, removed at once, to learn whether the disk
+takes writes, and brings the read model and the ledger of lost events up to date, as any read
+does). `--fix` applies only the repairs that lose nothing: damaged lines and torn
+tails move to `<git-dir>/engram/quarantine/<time>/` (with a copy of the file as it was) and the
+file is rewritten without them; empty event files, dead processes' temporary files and a stale
+`index.lock` are removed, and git's index entries for Engram's files are brought up to HEAD;
+damaged bookkeeping files are removed and damaged caches rebuilt; missing store files are
+recreated and committed; lost events are written back and committed (`engram recover`).
+Everything else is reported with the command a person should run.
+"""
+
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ...storage import events as ev
+from ...base.config import CONFIG_FILE
+from ...base.errors import NoStoreError
+from ...git.recovery import git_lock_files, recover_interrupted_commit
+from ...storage.store import EVENTS_DIR, Store
+from .cache_checks import check_caches, check_local_state, damaged_caches
+from .event_checks import Scan, check_events, scan
+from .git_checks import check_git, check_lost
+from .repair import repair, same_facade
+from .report import Finding, Fresh, Host, Level, StoreReport, restore_command
+from .store_checks import check_disk, check_layout, check_links, check_locks, check_temp_files
+
+# -- which stores -------------------------------------------------------------------------------
+
+
+def _present(store: Store | None) -> bool:
+    """A store worth examining: its directory exists and holds something of a store."""
+    if store is None or not store.root.is_dir():
+        return False
+    return any((store.root / name).exists() for name in (CONFIG_FILE, EVENTS_DIR, ".git"))
+
+
+def stores_to_examine(engram: Host) -> list[Store]:
+    """Like `Engram.stores()`, but a store that lost its config.yaml is examined, not refused."""
+    personal, project = engram.personal, engram.project
+    if engram.use == "project":
+        if project is None and engram.foreign is not None:
+            engram.project_store()  # refuses, saying whose the .engram/ folder is
+        if project is None or not project.root.is_dir():
+            raise NoStoreError("no project store here; run `engram init --project` at the top "
+                               "of the repository")
+        return [project]
+    if engram.use == "personal":
+        if not _present(personal):
+            raise NoStoreError("no personal store yet; run `engram init` to create one")
+        return [personal]
+    found = [s for s in (project, personal) if _present(s)]
+    if not found:
+        raise NoStoreError("no Engram store yet; run `engram init` (personal) or "
+                           "`engram init --project` (inside a git repository)")
+    return found
+
+
+# -- the whole run ------------------------------------------------------------------------------
+
+
+def run(engram: Host, *, fix: bool = False,
+        reopen: Callable[[Store], Fresh] | None = None) -> dict[str, Any]:
+    """Diagnose every store selected; with `fix`, repair what can be repaired safely and
+    diagnose again. `reopen` opens a new facade over one store for the repairs that run one of
+    its commands (by default, one of the same class as `engram`)."""
+    if reopen is None:
+        reopen = same_facade(engram)
+    reports = []
+    for store in stores_to_examine(engram):
+        report = StoreReport(store, diagnose(engram, store))
+        if fix:
+            report.fixed = repair(engram, store, report.findings, reopen)
+            report.findings = diagnose(engram, store)
+        reports.append(report)
+    return {"ok": all(r.ok for r in reports), "stores": [r.to_dict() for r in reports]}
+
+
+def diagnose(engram: Host, store: Store) -> list[Finding]:
+    """Every finding for one store."""
+    out: list[Finding] = []
+    checks = (check_layout, check_links, check_disk, check_locks, check_temp_files,
+              check_events,
+              check_git, check_caches, check_local_state, check_lost)
+    for check in checks:
+        try:
+            out.extend(check(engram, store))
+        except Exception as exc:  # one failing check must not hide what the others find
+            out.append(Finding("doctor", "warning",
+                               f"could not run the {check.__name__[6:]} check: "
+                               f"{ev.one_line(exc, 200)}", "report this as a bug"))
+    # A file with damaged lines is also one whose committed part changed: say it once, with
+    # the fix for its lines.
+    damaged = {f.path for f in out if f.check in ("damaged-line", "torn-line", "line-endings")}
+    return [f for f in out if not (f.check == "committed-changed" and f.path in damaged)]
+
+
+__all__ = ["Finding", "Fresh", "Host", "Level", "Scan", "StoreReport", "damaged_caches",
+           "diagnose", "git_lock_files", "recover_interrupted_commit", "repair",
+           "restore_command", "run", "scan", "stores_to_examine"]

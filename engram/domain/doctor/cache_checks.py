@@ -1,0 +1,166 @@
+"""The doctor's checks of the derived state in `<git-dir>/engram/`: the caches (read model,
+search indexes) and the bookkeeping files, damaged or missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+
+from ...storage.store import Store, WriterState
+from .report import Finding, Host, Level, flag
+
+# -- caches and bookkeeping ------------------------------------------------------------------------
+
+
+def _sqlite_problem(path: Path, table: str) -> str | None:
+    """What is wrong with a cache database, or None; read-only, changes nothing."""
+    for mode in ("ro", "immutable"):
+        uri = f"file:{quote(str(path))}?" + ("mode=ro" if mode == "ro" else "immutable=1")
+        try:
+            db = sqlite3.connect(uri, uri=True, timeout=5)
+        except sqlite3.Error as exc:
+            return str(exc)
+        try:
+            check = db.execute("PRAGMA quick_check").fetchone()
+            if not check or check[0] != "ok":
+                return f"SQLite finds it damaged ({check[0] if check else 'no answer'})"
+            db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+            return None
+        except sqlite3.OperationalError as exc:
+            if mode == "ro" and "unable to open" in str(exc):
+                continue  # a read-only directory without its -shm file
+            return str(exc)
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        finally:
+            db.close()
+    return None
+
+
+def cache_lock(store: Store) -> contextlib.AbstractContextManager[Any]:
+    """The search index lock, so that no index is caught half-saved; skipped if unavailable."""
+    from filelock import FileLock, Timeout
+
+    cache = store.local_dir / "cache"
+    if not cache.is_dir():
+        return contextlib.nullcontext()
+    lock = FileLock(cache / "index.lock", timeout=5, thread_local=False)
+    try:
+        lock.acquire()
+    except (Timeout, OSError):
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def held() -> Iterator[None]:
+        try:
+            yield
+        finally:
+            lock.release()
+
+    return held()
+
+
+def damaged_caches(store: Store) -> list[tuple[Path, str, Level]]:
+    """(file or directory, what is wrong, how much it matters) for every cache that the next
+    use would rebuild: a warning when damaged, a note when saved by an earlier version."""
+    from ...search.text import STAMP, intact
+    from ...search.vectors import file_stamp
+
+    cache = store.local_dir / "cache"
+    out: list[tuple[Path, str, Level]] = []
+    for name, table in (("projection.sqlite3", "meta"), ("embeddings.sqlite3", "vectors")):
+        path = cache / name
+        if path.is_file() and path.stat().st_size:
+            problem = _sqlite_problem(path, table)
+            if problem:
+                out.append((path, f"damaged ({problem})", "warning"))
+    text = cache / "text"
+    if text.is_dir() and any(text.iterdir()) and not intact(text):
+        if (text / STAMP).exists():
+            out.append((text, "damaged: its files are not those its last save wrote",
+                        "warning"))
+        else:
+            out.append((text, "saved by an earlier version of Engram", "note"))
+    index, meta_path = cache / "vectors.usearch", cache / "vectors.json"
+    if index.exists() or meta_path.exists():
+        try:
+            meta = orjson.loads(meta_path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            meta = None
+        if isinstance(meta, dict) and meta.get("complete") and "file" not in meta:
+            out.append((index, "saved by an earlier version of Engram", "note"))
+        elif not (isinstance(meta, dict) and meta.get("complete")
+                  and meta.get("file") == file_stamp(index)):
+            out.append((index, "damaged: it does not match what its last save recorded",
+                        "warning"))
+    return out
+
+
+def check_caches(engram: Host, store: Store) -> list[Finding]:
+    cache = store.local_dir / "cache"
+    reindex = f"`engram reindex {flag(store)}`"
+    if not (cache / "projection.sqlite3").exists():
+        return [Finding("cache", "note", "the caches are not built yet; the first read builds "
+                                         "them", reindex)]
+    with cache_lock(store):
+        damaged = damaged_caches(store)
+    out = [
+        Finding("cache", level, f"the cache {path.name} is {why}; the next use rebuilds it "
+                                "from the event files",
+                f"{reindex} (`engram doctor --fix {flag(store)}` runs it)", path=str(path),
+                auto=True)
+        for path, why, level in damaged
+    ]
+    missing = [name for name, wanted in (
+        ("text", True), ("vectors.usearch", engram.settings(store)["search.model"] != "off"),
+    ) if wanted and not (cache / name).exists()]
+    if missing:
+        out.append(Finding("cache", "note", f"not built yet (or a reindex was interrupted): "
+                                            f"{', '.join(missing)}; the next recall builds it",
+                           reindex))
+    return out
+
+
+def local_state_problems(store: Store) -> list[tuple[Path, str]]:
+    out = []
+    writer = store.local_dir / "writer.json"
+    if writer.exists():
+        try:
+            sound = WriterState.from_raw(orjson.loads(writer.read_bytes())) is not None
+        except (OSError, orjson.JSONDecodeError):
+            sound = False
+        if not sound:
+            out.append((writer, "the writer's bookkeeping is damaged; the next write starts a "
+                                "new event file"))
+    stat_cache = store.local_dir / "committed-stat.json"
+    if stat_cache.exists():
+        try:
+            sound = isinstance(orjson.loads(stat_cache.read_bytes()), dict)
+        except (OSError, orjson.JSONDecodeError):
+            sound = False
+        if not sound:
+            out.append((stat_cache, "the record of committed files is damaged; commits read "
+                                    "every file until it is rebuilt"))
+    clock = store.local_dir / "observed-clock"
+    if clock.exists():
+        try:
+            int(clock.read_text() or 0)
+        except (OSError, ValueError):
+            out.append((clock, "the highest clock seen is unreadable"))
+    return out
+
+
+def check_local_state(engram: Host, store: Store) -> list[Finding]:
+    return [
+        Finding("local-state", "warning", f"damaged {path.name}: {why}",
+                f"`engram doctor --fix {flag(store)}` removes it; it is rebuilt as needed",
+                path=str(path), auto=True)
+        for path, why in local_state_problems(store)
+    ]

@@ -1,0 +1,158 @@
+"""The doctor's checks of git: events not committed yet, a merge or rebase under way, files
+changed in their committed part or gone, git's index behind HEAD, and events git took away.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sqlite3
+import time
+
+import orjson
+
+from ...storage import events as ev
+from ...base.errors import EngramError
+from ...git.recovery import index_behind
+from ...storage.store import Store, WriterState
+from .event_checks import git_operation, plain_commit, scan
+from .report import Finding, Host, flag, git_c, restore_command
+
+# -- git ----------------------------------------------------------------------------------------
+
+
+def check_git(engram: Host, store: Store) -> list[Finding]:
+    from ...git import repo as git
+
+    out: list[Finding] = []
+    try:
+        repo = git.StoreRepo(store)
+    except EngramError as exc:
+        return [Finding("git", "error", str(exc), f"`{git_c(store)} status` shows what git "
+                                                  "makes of it")]
+    busy = repo.busy()
+    if busy:
+        command = git_operation(busy)
+        fix = (f"finish it: `{git_c(store)} {command} --continue`, or give it up: "
+               f"`{git_c(store)} {command} --abort`") if command else \
+            f"finish it with git (`{git_c(store)} status` says how)"
+        out.append(Finding("git-busy", "warning", f"{busy}; Engram's commits wait until it is "
+                                                  "finished (writes go on)", fix))
+        out.extend(_removed_while_changed(store))
+    pending = repo.pending()
+    repaired = _quarantined(store)
+    for rel in pending.refused:
+        spec = shlex.quote(store.repo_path(rel))
+        if rel in repaired:
+            kept = (store.root / rel).read_bytes()
+            if not scan(kept).damaged:
+                out.append(Finding(
+                    "repaired", "warning",
+                    "repaired by `engram doctor --fix` (its damaged lines are in quarantine); "
+                    "new events in it wait until the repair is committed",
+                    f"commit the repair with plain git: {plain_commit(store, repo, rel)}",
+                    path=rel,
+                ))
+                continue
+        out.append(Finding(
+            "committed-changed", "error",
+            "changed in its committed part (not by Engram, which only appends); its new "
+            "events cannot be committed", f"`{git_c(store)} diff HEAD -- {spec}` shows the "
+            f"change; `{restore_command(store, [rel])}` restores the committed lines", path=rel,
+        ))
+    for rel in pending.missing:
+        out.append(Finding(
+            "missing-file", "error", "committed but gone from the work tree; its events are "
+            "not read", f"`{restore_command(store, [rel])}`", path=rel,
+        ))
+    behind = index_behind(store, repo)
+    if behind:
+        shown = " ".join(shlex.quote(p) for p in behind) if len(behind) <= 20 else \
+            shlex.quote(store.prefix or ".")
+        out.append(Finding(
+            "git-index", "warning",
+            f"git's index is behind the last commit for {len(behind)} of Engram's files (a "
+            "commit was interrupted before it updated the index): `git status` shows them as "
+            "staged deletions or changes, and a plain `git commit` would take them back",
+            f"`engram doctor --fix {flag(store)}` (or `{git_c(store)} reset -q -- {shown}`); "
+            "it changes only those index entries, never the files", auto=True,
+        ))
+    # A session's start and end alone wait for the next commit on purpose: not a finding.
+    count = sum(1 for event in pending.events if ev.substantive(event.kind))
+    if count:
+        settings = engram.settings(store)
+        state = WriterState.load(store)
+        since = state.pending_since or min(
+            ((store.root / c.rel).stat().st_mtime for c in pending.changes
+             if (store.root / c.rel).exists()), default=time.time())
+        age = max(0.0, time.time() - since)
+        late = age > settings["commit.every_seconds"]
+        out.append(Finding(
+            "uncommitted", "warning" if late else "note",
+            f"{count} event(s) written but not committed yet (the oldest {_age(age)} ago)" +
+            ("" if late else "; the next batched commit takes them"),
+            f"`engram commit {flag(store)}`",
+        ))
+    return out
+
+
+def _removed_while_changed(store: Store) -> list[Finding]:
+    """A merge stopped on event files one side changed and the other removed: a compaction
+    (`engram compact`) folded them into one file while another clone still appended to them."""
+    from ...git.sync import changed_and_removed, run_git
+
+    unmerged = run_git(store.work_tree, "diff", "--name-only", "--diff-filter=U").stdout.split()
+    paths = changed_and_removed(store, unmerged)
+    if not paths:
+        return []
+    shown = " ".join(shlex.quote(p) for p in paths[:20]) + (" ..." if len(paths) > 20 else "")
+    return [Finding(
+        "merge-removed-changed", "error",
+        f"the merge stopped on {len(paths)} event file(s) that one side changed and the other "
+        "removed: a compaction folded them into one file while another clone appended to them; "
+        "no line is lost by keeping them (readers drop the duplicate lines)",
+        f"keep the changed files: `{git_c(store)} add -- {shown}`, then "
+        f"`{git_c(store)} commit --no-edit` (when `engram sync` merges, it does this itself)",
+    )]
+
+
+def check_lost(engram: Host, store: Store) -> list[Finding]:
+    """Events seen in this store that git took away (see `engram.lost`)."""
+    from ...git import lost
+
+    try:
+        proj = engram.projection(store)
+        lost.settle(store, proj)
+        gone = lost.find(store, proj)
+    except sqlite3.OperationalError:
+        return []  # a read-only store: its read model cannot be brought up to date (reported)
+    if not gone.count:
+        return []
+    where = ", ".join(f"{rel} ({count})" for rel, count in gone.files.items())
+    return [Finding(
+        "lost-events", "error",
+        f"{gone.count} event(s) seen in this store are gone from it and from every branch "
+        f"(a git clean, stash, reset, revert, rebase or worktree removal took them): {where}",
+        f"`engram recover {flag(store)}` (or `engram doctor --fix {flag(store)}`) writes "
+        "them back from git's reflogs, stashes and unreachable objects, or from Engram's "
+        "ledger, and commits them; history is not rewritten",
+        auto=True,
+    )]
+
+
+def _quarantined(store: Store) -> set[str]:
+    """Event files that `engram doctor --fix` has repaired (from the quarantine manifests)."""
+    found: set[str] = set()
+    for manifest in (store.local_dir / "quarantine").glob("*/manifest.json"):
+        try:
+            found.update(entry["path"] for entry in orjson.loads(manifest.read_bytes()))
+        except (OSError, orjson.JSONDecodeError, TypeError, KeyError):
+            continue
+    return found
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
