@@ -350,7 +350,8 @@ class Maintenance:
         ledger, appended unchanged (same ids, clocks and bytes) to new event files and
         committed. With `everything`, also every event git still holds that is in neither the
         store nor any branch. Running it again writes nothing."""
-        return [self._recover_store(store, everything=everything) for store in self.workspace.stores()]
+        return [self._recover_store(store, everything=everything)
+                for store in self.workspace.stores()]
 
     def _recover_store(self, store: Store, *, everything: bool) -> Recovered:
         from ..git import lost

@@ -143,8 +143,9 @@ class Memories:
                 # The text is stored already: remember added it and reported these as possible
                 # contradictions, and the caller now says they are replaced. Point them at it
                 # rather than storing the same text twice.
-                self.workspace.emit_many(store, [("memory.superseded", {"memory": m.id, "by": same.id})
-                                        for _, m in old])
+                self.workspace.emit_many(store, [("memory.superseded",
+                                                  {"memory": m.id, "by": same.id})
+                                                 for _, m in old])
                 return Remembered(self.workspace.find_memory(same.id)[1])
 
         related: list[tuple[mem.Memory, float, tuple[Difference, ...]]] = []
@@ -169,7 +170,8 @@ class Memories:
                           differences=tuple((m.id, found) for m, _, found in related if found))
 
     def _near(self, store: Store, settings: Settings, content: str, *, kind: str,
-              tags: Sequence[str], project: Mapping[str, Any] | None = None) -> tuple[tuple[mem.Memory, float] | None,
+              tags: Sequence[str], project: Mapping[str, Any] | None = None,
+              ) -> tuple[tuple[mem.Memory, float] | None,
                          list[tuple[mem.Memory, float, tuple[Difference, ...]]]]:
         """The near-duplicate of `content` among active memories, and the related ones with
         what they say otherwise (`neardup.differences`).
@@ -300,7 +302,8 @@ class Memories:
         if not reason or not reason.strip():
             raise UsageError("say why with --reason; it is kept with the memory's history")
         store, current = self.workspace.find_memory(memory_id)
-        reason = self.workspace.checks(store).text(reason, field="reason", limit="limits.item_bytes")
+        reason = self.workspace.checks(store).text(reason, field="reason",
+                                                   limit="limits.item_bytes")
         if current.status == "forgotten":
             raise UsageError(f"memory {current.id[:8]} is already forgotten")
         self.workspace.emit(store, "memory.forgotten", {"memory": current.id, "reason": reason})

@@ -176,9 +176,10 @@ class Checkpoints:
         path = store.root / cp.render_path(task.id, checkpoint)
         link = store.symlink_in(path)
         if link is not None:  # the checkpoint is saved as an event; only its rendering waits
-            self.workspace.warnings.append(f"{store.root / link} is a symbolic link inside the store: "
-                                 f"the handoff's Markdown was not written through it; remove it "
-                                 f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)")
+            self.workspace.warnings.append(
+                f"{store.root / link} is a symbolic link inside the store: "
+                f"the handoff's Markdown was not written through it; remove it "
+                f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)")
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -40,7 +40,8 @@ class Sessions:
         else:
             session_id = self.workspace.checks(store).scan(check_session_id(session_id),
                                                  field="session id", redactable=False)
-            if any(self.workspace.projection(s).sessions(ids=[session_id]) for s in self.workspace.stores()):
+            if any(self.workspace.projection(s).sessions(ids=[session_id])
+                   for s in self.workspace.stores()):
                 raise UsageError(f"session {session_id} exists already; give a new id, or "
                                  "none for a fresh one")
         pid = pid or os.getpid()
@@ -97,7 +98,8 @@ class Sessions:
         session_id = self._open_session(self._session_id(session_id)).id
         data = {"session_id": session_id, "reason": reason}
         if note:
-            data["note"] = self.workspace.checks(store).text(note, field="note", limit="limits.item_bytes")
+            data["note"] = self.workspace.checks(store).text(note, field="note",
+                                                             limit="limits.item_bytes")
         self.workspace.emit(store, "session.reported", data)
 
     def session_end(self, *, outcome: str | None = None, how: str = "exit",
@@ -172,8 +174,8 @@ class Sessions:
         raise NotFoundError("session", session_id)
 
     def sessions(self, *, states: Sequence[str] = ()) -> list[sessions.Session]:
-        out = [s for store in self.workspace.stores() for s in self.workspace.projection(store).sessions(
-            states=states)]
+        out = [s for store in self.workspace.stores()
+               for s in self.workspace.projection(store).sessions(states=states)]
         return sorted(out, key=lambda s: (s.started_clock, s.id), reverse=True)
 
     def detect_interruptions(self) -> list[sessions.Session]:

@@ -67,7 +67,8 @@ class Continuity:
             "task": ev.new_entity_id(), "name": name, "goal": goal,
             "status": tasks.check_status(status),
             "tags": list(checks.tags(tags)),
-            "parent": self.workspace.find_task(parent, items=False)[1].id if parent is not None else None,
+            "parent": self.workspace.find_task(parent, items=False)[1].id
+            if parent is not None else None,
         }
         self.workspace.emit(store, "task.created", data)
         return self.workspace.find_task(data["task"])[1]
@@ -111,8 +112,8 @@ class Continuity:
         for status in statuses:
             tasks.check_status(status)
         wanted = statuses or (() if include_closed else tasks.ACTIVE)
-        out = [t for store in self.workspace.stores() for t in self.workspace.projection(store).tasks(
-            statuses=wanted)]
+        out = [t for store in self.workspace.stores()
+               for t in self.workspace.projection(store).tasks(statuses=wanted)]
         return sorted(out, key=lambda t: (t.updated_clock, t.id), reverse=True)
 
     def progress(self, ident: str, feature: str, *, status: str = "done",
@@ -171,7 +172,8 @@ class Continuity:
             return []
         parts = {p for f in files for p in f.replace("\\", "/").split("/") if p}
         wanted = {c for c in (component, *parts) if c}
-        out = [f for store in self.workspace.stores() for f in self.workspace.projection(store).failures(wanted)]
+        out = [f for store in self.workspace.stores()
+               for f in self.workspace.projection(store).failures(wanted)]
         return sorted(out, key=lambda f: f["time"], reverse=True)
 
     def task_view(self, ident: str) -> dict[str, Any]:
@@ -217,7 +219,8 @@ class Continuity:
         elif session is not None:
             info = self.lifecycle.session_info(session)
             for candidate in self.workspace.stores():
-                worked = [e.data["task"] for e in self.workspace.projection(candidate).events(limit=None)
+                worked = [e.data["task"]
+                          for e in self.workspace.projection(candidate).events(limit=None)
                           if e.session == info.id and e.data.get("task")]
                 if worked:
                     store, chosen = self.workspace.find_task(worked[0])
