@@ -9,7 +9,8 @@ import pytest
 
 from conftest import cli
 from engram.storage import events as ev
-from engram.api import Engram, _normalised
+from engram.api import Engram
+from engram.domain.memories import normalised as _normalised
 from engram.base.errors import SecretError
 from engram.search.neardup import Difference, differences
 

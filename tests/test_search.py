@@ -170,7 +170,7 @@ def test_a_model_change_invalidates_vectors_and_re_embeds_exactly_once(
     assert state["vector_model"] == "other-model@1" and state["current"]
     again = Engram().reindex()
     assert again["embedded"] == 0 and again["reused"] == len(MEMORIES)
-    cache = engram._search(engram.personal).embeddings
+    cache = engram.workspace.search(engram.personal).embeddings
     texts = [memory_embedding_text(m) for m in engram.memories()]
     assert len(cache.get("other-model@1", [embed.content_hash(t) for t in texts])) == \
         len(MEMORIES)

@@ -335,7 +335,7 @@ def record(engram: Engram, content: str, citations: Sequence[Mapping[str, Any]],
     pinned = pin(engram, citations, redact=redact)
     same = _same_discovery(engram, text, pinned)
     if same is not None:
-        from ..api import Remembered
+        from .memories import Remembered
 
         return Remembered(same.memory, duplicate=True), list(same.citations)
     all_tags = [TAG, *(t for t in tags if t.strip().lower() != TAG)]

@@ -177,7 +177,7 @@ def build(task: Any, events: Sequence[ev.Event]) -> Timeline:
                         details=_present(("evidence", data.get("evidence")),
                                          ("note", data.get("note"))), status=state)
         else:
-            from ..api import describe
+            from .messages import describe
 
             item = Item(**base, category="task", title=describe(event))
         timeline.items.append(item)

@@ -1,7 +1,7 @@
-"""Import, export and the task timeline: the part of the public API mixed into `Engram`.
+"""Import, export, browse and the task timeline, over a workspace's stores.
 
-The work is done by the readers in this package, `engram.export` and `engram.timeline`; the
-methods here open the store, check, write and commit.
+The work is done by the readers in this package, `engram.export`, `engram.browse` and
+`engram.timeline`; the methods here open the store, check, write and commit.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...storage import events as ev
 from ...base.errors import EngramError, GitError, UsageError
+from ..continuity.handoffs import checkpoint_from
+from ..messages import describe
+from ..workspace import Workspace
 
 if TYPE_CHECKING:
     from ...storage.store import Store
@@ -53,7 +56,10 @@ class ImportReport:
 
 
 class Interop:
-    """Mixin: needs the store plumbing of `Engram` (stores, projection, _emit_many, ...)."""
+    """Bringing records in from other tools and files, and writing them out."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
 
     # -- import ----------------------------------------------------------------------------
 
@@ -71,12 +77,12 @@ class Interop:
 
         source = Path(path)
         if not source.is_absolute():
-            source = self.cwd / source
+            source = self.workspace.cwd / source
         if not source.exists():
             raise UsageError(f"{source} does not exist; give an mcp-engram data directory, a "
                              "memory.jsonl, or a file written by `engram export`")
-        store = self.write_store()
-        settings = self.settings(store)
+        store = self.workspace.write_store()
+        settings = self.workspace.settings(store)
         line_bytes = settings["limits.import_line_bytes"]
         fmt = check_format(format) if format else detect(source, line_bytes=line_bytes)
         reader = Input(Plan(fmt, source), line_bytes=line_bytes,
@@ -84,8 +90,8 @@ class Interop:
         plan = self._read_source(store, source, reader, redact=redact)
         if fmt == "engram-go" and store.kind == "personal" and \
                 (source.is_dir() or source.name.endswith((".jsonl.gz", "manifest.json"))):
-            _belong_to_project(plan, source, self.personal)
-        proj = self.projection(store)
+            _belong_to_project(plan, source, self.workspace.personal)
+        proj = self.workspace.projection(store)
         fresh = []
         known_memories = proj.memories_by_id([r.key for r in plan.records if r.key])
         for record in plan.records:
@@ -108,13 +114,14 @@ class Interop:
         if fixed:
             self._append_fixed(store, fixed)
         if live:
-            self._emit_many(store, live, commit=False)
+            self.workspace.emit_many(store, live, commit=False)
         self._render_imported_checkpoints(store, {e.id for e in fixed})
         subject = f"import: {len(fresh)} events from {fmt} ({source.name})"
         try:
-            report.commit = self.commit_store(store, subject=subject).commit
+            report.commit = self.workspace.commit_store(store, subject=subject).commit
         except GitError as exc:
-            self.warnings.append(f"imported events are saved but not committed yet: {exc}")
+            self.workspace.warnings.append(
+                f"imported events are saved but not committed yet: {exc}")
         return report
 
     def _read_source(self, store: Store, source: Path, reader: Input, *,
@@ -122,7 +129,7 @@ class Interop:
         from ...base.validation import Checks
         from . import Checker
 
-        check = Checker(Checks(self.settings(store)), redact=redact)
+        check = Checker(Checks(self.workspace.settings(store)), redact=redact)
         fmt = reader.plan.format
         if fmt == "mcp-engram":
             from . import mcp_engram
@@ -138,7 +145,7 @@ class Interop:
             return mcp_memory.read(source, check, reader)
         from . import engram_jsonl
 
-        return engram_jsonl.read(source, check, reader, self.actor(store))
+        return engram_jsonl.read(source, check, reader, self.workspace.actor(store))
 
     def _append_fixed(self, store: Store, events: list[ev.Event]) -> None:
         """Append events whose ids, clocks and times are fixed (they come from elsewhere).
@@ -162,7 +169,7 @@ class Interop:
                 state.segment = None
                 state.save(store)
                 store.append(run)
-            self.warnings.extend(store.repairs)
+            self.workspace.warnings.extend(store.repairs)
             store.repairs.clear()
 
     def _render_imported_checkpoints(self, store: Store, imported: set[str]) -> None:
@@ -170,7 +177,7 @@ class Interop:
         checkpoints have none)."""
         from ..continuity import checkpoints as cp
 
-        proj = self.projection(store)
+        proj = self.workspace.projection(store)
         tasks = {e.data["task"] for e in (proj.event(i) for i in imported)
                  if e is not None and e.kind == "checkpoint.saved"}
         for task_id in sorted(tasks):
@@ -181,7 +188,7 @@ class Interop:
             previous = None
             saved = [e for e in proj.entity_events(task_id) if e.kind == "checkpoint.saved"]
             for seq, event in enumerate(saved, start=1):
-                checkpoint = self._checkpoint_from(event, seq)
+                checkpoint = checkpoint_from(event, seq)
                 if not cp.rendered(checkpoint.get("reason")):
                     continue
                 if event.id in imported and isinstance(checkpoint.get("seq"), int) and \
@@ -199,8 +206,8 @@ class Interop:
     def export_events(self) -> list[ev.Event]:
         """Every event of the selected stores, each once, in (clock, id) order."""
         seen: dict[str, ev.Event] = {}
-        for store in self.stores():
-            for event in self.projection(store).events(limit=None, newest_first=False):
+        for store in self.workspace.stores():
+            for event in self.workspace.projection(store).events(limit=None, newest_first=False):
                 seen.setdefault(event.id, event)
         return sorted(seen.values(), key=lambda e: e.sort_key)
 
@@ -212,7 +219,7 @@ class Interop:
 
         target = Path(out)
         if not target.is_absolute():
-            target = self.cwd / target
+            target = self.workspace.cwd / target
         if format == "jsonl":
             events = self.export_events()
             ex.write_jsonl(target, events, force=force)
@@ -222,11 +229,11 @@ class Interop:
         if str(out) == "-":
             raise UsageError("Markdown is written to a directory, not to stdout; give its path")
         stores = []
-        for store in self.stores():
-            proj = self.projection(store)
+        for store in self.workspace.stores():
+            proj = self.workspace.projection(store)
             tasks = proj.tasks()
             checkpoints = {
-                task.id: [self._checkpoint_from(e, seq) for seq, e in enumerate(
+                task.id: [checkpoint_from(e, seq) for seq, e in enumerate(
                     (e for e in proj.entity_events(task.id) if e.kind == "checkpoint.saved"),
                     start=1)]
                 for task in tasks
@@ -251,16 +258,14 @@ class Interop:
         from dataclasses import replace
 
         from .. import browse as br
-        from ...api import describe
-
         memories: list[br.MemoryCard] = []
         tasks: list[br.TaskCard] = []
         stores = []
-        for store in self.stores():
-            proj = self.projection(store)
+        for store in self.workspace.stores():
+            proj = self.workspace.projection(store)
             stores.append((store.kind, str(store.root)))
             for memory in proj.memories(statuses=()):
-                if not self.belongs_here(store, memory):  # type: ignore[attr-defined]
+                if not self.workspace.belongs_here(store, memory):
                     continue
                 history = [(e.time, e.actor, e.kind, _one(describe, e))
                            for e in proj.entity_events(memory.id)]
@@ -269,7 +274,7 @@ class Interop:
                 saved = [e for e in proj.entity_events(task.id) if e.kind == "checkpoint.saved"]
                 tasks.append(br.TaskCard(
                     {**task.to_dict(), "store": store.kind},
-                    [self._checkpoint_from(e, seq) for seq, e in enumerate(saved, start=1)]))
+                    [checkpoint_from(e, seq) for seq, e in enumerate(saved, start=1)]))
         memories.sort(key=lambda c: (c.memory.updated_at, c.memory.id), reverse=True)
         tasks.sort(key=lambda c: (c.task["updated_at"], c.task["id"]), reverse=True)
         return br.Browse(stores, memories, tasks, ev.format_time(ev.utc_now()))
@@ -282,8 +287,8 @@ class Interop:
         it, with who and on which machine."""
         from .. import timeline as tl
 
-        store, task = self._task(ident)
-        proj = self.projection(store)
+        store, task = self.workspace.find_task(ident)
+        proj = self.workspace.projection(store)
         events = proj.events(task=task.id, limit=None, newest_first=False)
         sessions = sorted({e.session for e in events if e.session})
         for session_id in sessions:
@@ -318,8 +323,6 @@ def _one(describe: Any, event: ev.Event) -> str:
 
 
 def _describe(kind: str, data: dict[str, Any]) -> str:
-    from ...api import describe
-
     try:
         return describe(ev.Event(id="0" * 26, kind=kind, clock=0, time="", actor="",
                                  session=None, machine=None, data=data))

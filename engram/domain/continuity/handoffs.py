@@ -1,0 +1,310 @@
+"""Checkpoints: handoffs, the automatic checkpoints, and how they are read back.
+
+A handoff is a continuation package an agent records for a task (what is done, what is next,
+what must not be redone, the working set); an automatic checkpoint is saved when progress or a
+failure changed the picture enough. Both are `checkpoint.saved` events; a handoff also gets its
+Markdown rendering for review and is committed at once.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from ...base.errors import EngramError, GitError, UsageError, quote
+from ...model import tasks
+from ...storage import events as ev
+from ...storage.store import git_c
+from ..workspace import Workspace
+from . import checkpoints as cp
+
+if TYPE_CHECKING:
+    from ...storage.store import Store
+
+
+class Checkpoints:
+    """Saving and reading checkpoints, over a workspace's stores."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    def handoff(self, ident: str, *, summary: str, package: Mapping[str, Any] | None = None,
+                reason: str = "handoff", **fields: Any) -> dict[str, Any]:
+        """Record a continuation package for a task, render it for review, and commit now.
+
+        `package` (e.g. from a YAML or JSON file) and the keyword fields (completed,
+        in_progress, blocked, next, must_not_redo, must_preserve, files, commands, artifacts,
+        open_questions, goal) are merged; list fields from both are concatenated.
+
+        A checkpoint saved for an automatic reason (`overflow`, before a context is compacted,
+        ...) is neither rendered nor committed at once: it joins the next batched commit. The
+        result's `commit` is the commit made, or None (then `warnings` says why).
+        """
+        if reason not in cp.REASONS:
+            raise UsageError(f"unknown checkpoint reason {quote(reason)}; use one of "
+                             f"{', '.join(cp.REASONS)}")
+        store, task = self.workspace.find_task(ident)
+        if package is not None and not isinstance(package, Mapping):
+            raise UsageError("a handoff package is a mapping of checkpoint fields")
+        merged: dict[str, Any] = dict(package or {})
+        for key, value in fields.items():
+            if value is None or value == () or value == []:
+                continue
+            if isinstance(value, (list, tuple)) and isinstance(merged.get(key), list):
+                merged[key] = [*merged[key], *value]
+            else:
+                merged[key] = list(value) if isinstance(value, tuple) else value
+        merged["summary"] = summary or merged.get("summary") or ""
+        if not isinstance(merged["summary"], str) or not merged["summary"].strip():
+            raise UsageError("a handoff needs a summary: say in a line where things stand")
+        built = cp.normalise(merged, self.workspace.checks(store))
+        # What is done and what must hold carries over; the plan is what this handoff says,
+        # or the current picture where it says nothing.
+        current = self._derived_package(task)
+        for name in ("completed", "must_not_redo", "must_preserve"):
+            built[name] = [*current[name], *(x for x in built[name] if x not in current[name])]
+        for name in ("in_progress", "blocked", "next", "open_questions"):
+            if not built[name] and name not in merged:
+                built[name] = current[name]
+        if not built["working_set"]["files"] and not merged.get("files") and \
+                not (merged.get("working_set") or {}).get("files"):
+            built["working_set"]["files"] = current["working_set"].get("files", [])
+        for key in ("commands", "artifacts"):
+            if not built["working_set"][key]:
+                built["working_set"][key] = current["working_set"].get(key, [])
+        built["goal"] = built["goal"] or current["goal"] or task.goal
+        explicit = cp.rendered(reason)
+        saved = self._save_checkpoint(store, task, built, reason=reason, render=explicit)
+        saved["commit"] = None
+        if explicit:
+            subject = f"handoff: {task.name} — {ev.one_line(built['summary'])}"
+            try:
+                saved["commit"] = self.workspace.commit_store(store, subject=subject).commit
+            except GitError as exc:  # saved all the same; a later commit takes it
+                self.workspace.warn(f"handoff {saved['seq']} is saved but not committed: {exc}")
+        return saved
+
+    def read_package(self, handle: BinaryIO, *, name: str = "-") -> dict[str, Any]:
+        """A handoff package (YAML, or JSON when `name` ends in .json) read from `handle`, at
+        most `limits.package_bytes` of it. Its fields are checked when it is handed off."""
+        limit = self.workspace.checks().limit("limits.package_bytes")
+        data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise UsageError(f"{name} is over the limit of {limit} bytes "
+                             "(setting limits.package_bytes); shorten it")
+        return cp.parse_package(data, name=name)
+
+    def unchanged_share(self, store: Store, files: Sequence[Mapping[str, Any]],
+                         ) -> float | None:
+        """Share of working-set files whose content is as it was when the checkpoint saw it
+        (None when there are none). A file is compared with the `blob` the checkpoint recorded,
+        which needs no history, so every kind of clone (full, shallow, partial) gives the same
+        answer; a file of an older checkpoint without one is compared at its commit when this
+        clone has it. A file that can be told neither way counts as unknown: half."""
+        import pygit2
+
+        from ...git.repo import open_repository
+
+        try:
+            repo: pygit2.Repository | None = open_repository(store.work_tree)
+        except EngramError:
+            repo = None
+        known = same = 0.0
+        for item in files:
+            then = item.get("blob")
+            if not isinstance(then, str) and item.get("commit") and repo is not None:
+                try:
+                    then = str(repo.revparse_single(f"{item['commit']}:{item['path']}").id)
+                except (KeyError, ValueError, pygit2.GitError):
+                    then = None
+            known += 1
+            if not isinstance(then, str):
+                same += 0.5
+                continue
+            now = _blob_id(store.work_tree / item["path"])
+            same += now == then
+        return same / known if known else None
+
+    def _save_checkpoint(self, store: Store, task: tasks.Task, package: dict[str, Any], *,
+                         reason: str, render: bool = False) -> dict[str, Any]:
+        """Save a checkpoint; with `render`, also its Markdown for review (handoffs only)."""
+        head = head_commit(store)
+        for item in package["working_set"]["files"]:
+            if not item.get("commit"):
+                item["commit"] = head
+            blob = _blob_id(store.work_tree / item["path"])
+            if blob is not None:
+                item["blob"] = blob  # the content seen, to tell later whether it changed
+        now = ev.utc_now()
+        checkpoint_id = ev.new_entity_id()
+        data = {
+            "task": task.id, "checkpoint": checkpoint_id, "seq": len(task.checkpoints) + 1,
+            "reason": reason, **package,
+            "confidence": cp.confidence(
+                package, saved_at=ev.format_time(now), now=now,
+                unchanged=self.unchanged_share(store, package["working_set"]["files"])),
+        }
+        [event] = self.workspace.emit_many(store, [("checkpoint.saved", data)], commit=False)
+        saved = {k: v for k, v in data.items() if k != "task"}
+        saved.update(time=event.time, actor=event.actor, session=event.session,
+                     machine=event.machine, clock=event.clock)
+        if render:
+            self._render_checkpoint(store, task, saved)
+        else:
+            with store.lock():
+                self.workspace.maybe_commit(store)
+        return {"task": task.id, **saved}
+
+    def _render_checkpoint(self, store: Store, task: tasks.Task,
+                           checkpoint: Mapping[str, Any]) -> Path:
+        # The review names the task; its progress (maybe thousands of items) is not needed. It
+        # says what changed since the previous rendered handoff, not since an automatic
+        # checkpoint the reviewer never saw.
+        previous = None
+        saved = self.checkpoint_events(store, task.id)
+        for seq in range(len(saved), 0, -1):
+            event = saved[seq - 1]
+            if event.data.get("checkpoint") != checkpoint["checkpoint"] and \
+                    cp.rendered(event.data.get("reason")):
+                previous = checkpoint_from(event, seq)
+                break
+        text = cp.render({"id": task.id, "name": task.name}, checkpoint, previous)
+        path = store.root / cp.render_path(task.id, checkpoint)
+        link = store.symlink_in(path)
+        if link is not None:  # the checkpoint is saved as an event; only its rendering waits
+            self.workspace.warnings.append(
+                f"{store.root / link} is a symbolic link inside the store: "
+                f"the handoff's Markdown was not written through it; remove it "
+                f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)")
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    def checkpoints(self, ident: str) -> list[dict[str, Any]]:
+        store, task = self.workspace.find_task(ident)
+        return [{"task": task.id, **checkpoint_from(e, seq)}
+                for seq, e in enumerate(self.checkpoint_events(store, task.id), start=1)]
+
+    def checkpoint_events(self, store: Store, task_id: str) -> list[ev.Event]:
+        """The task's checkpoint.saved events, oldest first (its other events left unread)."""
+        return [e for e in self.workspace.projection(store).events(
+                    entity=task_id, kinds=["checkpoint.saved"], limit=None, newest_first=False)
+                if e.kind == "checkpoint.saved"]
+
+    def _derived_package(self, task: tasks.Task) -> dict[str, Any]:
+        """The task's picture now: its latest package, moved on by progress since."""
+        latest = task.latest_checkpoint
+        package = cp.empty_package()
+        if latest:
+            for name in (*cp.TEXT_FIELDS, *cp.LIST_FIELDS):
+                package[name] = list(latest.get(name) or []) if name in cp.LIST_FIELDS \
+                    else latest.get(name) or ""
+            package["working_set"] = {k: list(v) for k, v in
+                                      (latest.get("working_set") or {}).items()}
+        package["goal"] = package["goal"] or task.goal
+        since = latest["clock"] if latest else 0
+        files = {f["path"] for f in package["working_set"].get("files", [])}
+        for item in task.progress:
+            if item.clock <= since:
+                continue
+            for name in ("in_progress", "blocked", "next"):
+                if item.feature in package[name] and item.status != name:
+                    package[name].remove(item.feature)
+            target = {"done": "completed", "in_progress": "in_progress",
+                      "blocked": "blocked", "todo": "next"}[item.status]
+            if item.feature not in package[target]:
+                package[target].append(item.feature)
+            for path in item.files:
+                if path not in files:
+                    files.add(path)
+                    package["working_set"].setdefault("files", []).append(
+                        {"path": path, "commit": None})
+        package["summary"] = package["summary"] if latest else ""
+        return package
+
+    def auto_checkpoint(self, store: Store, task_id: str, *, cause: str,
+                         ) -> tuple[tasks.Task, dict[str, Any] | None]:
+        """Save a checkpoint when the picture changed enough (see docs/continuity.md).
+        Returns the task as it is now (read once) and the checkpoint saved, if any."""
+        task = self.workspace.projection(store).tasks(ids=[task_id])[0]
+        settings = self.workspace.settings(store)
+        if not settings["checkpoint.auto"]:
+            return task, None
+        latest = task.latest_checkpoint
+        package = self._derived_package(task)
+        reasons = []
+        if cause == "failure":
+            reasons.append("failure")
+        before = latest or cp.empty_package()
+        plan = cp.jaccard_distance([*(before.get("next") or []),
+                                    *(before.get("in_progress") or [])],
+                                   [*package["next"], *package["in_progress"]])
+        if plan >= settings["checkpoint.plan_change"]:
+            reasons.append("plan_change")
+        if cp.jaccard_distance(cp.file_paths(before), cp.file_paths(package)) >= \
+                settings["checkpoint.working_set_change"]:
+            reasons.append("working_set")
+        quiet = settings["checkpoint.quiet_minutes"] * 60
+        last_time = ev.parse_time(latest["time"]).timestamp() if latest else \
+            ev.parse_time(task.created_at).timestamp()
+        if time.time() - last_time >= quiet:
+            reasons.append("quiet")
+        debounce = settings["checkpoint.debounce_seconds"]
+        last_by_reason: dict[str, float] | None = None  # read only when a reason needs it
+        for reason in reasons:
+            if reason != "failure":
+                if last_by_reason is None:
+                    last_by_reason = self._last_checkpoint_times(store, task.id)
+                if time.time() - last_by_reason.get(reason, 0) < debounce:
+                    continue
+            failure = task.failures[-1] if reason == "failure" and task.failures else None
+            if failure is not None:
+                where = f" in {failure.component}" if failure.component else ""
+                package["summary"] = f"failed{where}: {failure.error}"
+            elif not package["summary"]:
+                package["summary"] = f"automatic checkpoint ({reason.replace('_', ' ')})"
+            saved = self._save_checkpoint(store, task, package, reason=reason)
+            return self.workspace.projection(store).tasks(ids=[task.id])[0], saved
+        return task, None
+
+    def _last_checkpoint_times(self, store: Store, task_id: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for event in self.checkpoint_events(store, task_id):
+            out[event.data.get("reason", "")] = ev.parse_time(event.time).timestamp()
+        return out
+
+
+def checkpoint_from(event: ev.Event, seq: int) -> dict[str, Any]:
+    """A checkpoint as shown: `seq` is its place among the task's checkpoints in the
+    merged order (the number its writer stored may be shared by another machine's)."""
+    data = {k: v for k, v in event.data.items() if k != "task"}
+    data.update(time=event.time, actor=event.actor, session=event.session,
+                machine=event.machine, clock=event.clock, seq=seq)
+    return data
+
+
+def head_commit(store: Store) -> str | None:
+    """The commit the store's repository is at (None: none yet, or unreadable)."""
+    from ...git.repo import StoreRepo
+
+    try:
+        return StoreRepo(store).head_id()
+    except EngramError:
+        return None
+
+
+def _blob_id(path: Path) -> str | None:
+    """The git blob id of a file's content now (None when it is not a readable file)."""
+    import pygit2
+
+    try:
+        return str(pygit2.hash(path.read_bytes())) if path.is_file() else None
+    except OSError:
+        return None

@@ -1,0 +1,217 @@
+"""Sessions: an agent's run, from start to end, and the interruptions found when it stopped.
+
+A session is opened for a process, says it is alive (a local heartbeat file), and is closed
+with an outcome that adjusts the importance of the memories it made or relied on; a session
+whose process is gone is classified (crash, overflow, ...) and recorded as interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...base.errors import EngramError, NotFoundError, UsageError, quote
+from ...base.validation import session_id as check_session_id
+from ...model import sessions
+from ...model.memories import Memory
+from ...storage import events as ev
+from ...storage.store import Store
+from ..workspace import Workspace
+from .handoffs import head_commit
+
+
+class Sessions:
+    """Opening, closing and reading sessions, over a workspace's stores."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    def session_start(self, *, agent: str = "cli", session_id: str | None = None,
+                      pid: int | None = None) -> sessions.Session:
+        """Open a session for this process (or `pid`): later events carry its id."""
+        store = self.workspace.write_store()
+        if agent not in sessions.AGENTS:
+            raise UsageError(f"unknown agent {quote(agent)}; use one of "
+                             f"{', '.join(sessions.AGENTS)}")
+        if session_id is None:
+            session_id = ev.new_entity_id()
+        else:
+            session_id = self.workspace.checks(store).scan(check_session_id(session_id),
+                                                 field="session id", redactable=False)
+            if any(self.workspace.projection(s).sessions(ids=[session_id])
+                   for s in self.workspace.stores()):
+                raise UsageError(f"session {session_id} exists already; give a new id, or "
+                                 "none for a fresh one")
+        pid = pid or os.getpid()
+        self.workspace.session = session_id
+        self.workspace.emit(store, "session.started", {"session_id": session_id, "agent": agent,
+                                              "pid": pid, "head": head_commit(store)})
+        sessions.write_beat(store.local_dir, session_id, pid=pid)
+        return self.session_info(session_id)
+
+    def close_session_on_exit(self) -> None:
+        """Close this process's session at normal exit and on SIGTERM (a kill -9 cannot be
+        caught: the next command finds the session stale and records a crash)."""
+        import atexit
+        import signal
+
+        session_id = self.workspace.session
+        if not session_id:
+            raise UsageError("no session to close: start one first")
+
+        def close(how: str) -> None:
+            try:
+                if self.session_info(session_id).state == "open":
+                    self.session_end(how=how, session_id=session_id)
+            except EngramError:
+                pass
+
+        def on_sigterm(signum: int, frame: object) -> None:
+            close("sigterm")
+            raise SystemExit(128 + signum)
+
+        atexit.register(close, "exit")
+        signal.signal(signal.SIGTERM, on_sigterm)
+
+    def heartbeat(self, *, context: float | None = None, session_id: str | None = None) -> None:
+        """Say the session is alive (and, optionally, how full its context is, 0..1)."""
+        store = self.workspace.write_store()
+        session_id = self._session_id(session_id)
+        if context is not None and not 0 <= context <= 1:
+            raise UsageError("context is the share of the context window in use, 0 to 1")
+        beat = sessions.read_beat(store.local_dir, session_id)
+        if beat is None:  # not opened on this clone: it must at least exist, and be open
+            self._open_session(session_id)
+            beat = {}
+        sessions.write_beat(store.local_dir, session_id, pid=beat.get("pid") or os.getpid(),
+                            context=context)
+
+    def report_interruption(self, reason: str, *, note: str | None = None,
+                            session_id: str | None = None) -> None:
+        """Say why the session is about to stop; used when its interruption is classified."""
+        if reason not in sessions.REASONS:
+            raise UsageError(f"unknown interruption reason {reason!r}; use one of "
+                             f"{', '.join(sessions.REASONS)}")
+        store = self.workspace.write_store()
+        session_id = self._open_session(self._session_id(session_id)).id
+        data = {"session_id": session_id, "reason": reason}
+        if note:
+            data["note"] = self.workspace.checks(store).text(note, field="note",
+                                                             limit="limits.item_bytes")
+        self.workspace.emit(store, "session.reported", data)
+
+    def session_end(self, *, outcome: str | None = None, how: str = "exit",
+                    session_id: str | None = None) -> sessions.Session:
+        """Close the session; its outcome adjusts the importance of the memories it made or
+        relied on (success +0.05, failure -0.05). Commits pending events."""
+        store = self.workspace.write_store()
+        session_id = self._session_id(session_id)
+        if outcome is not None and outcome not in sessions.OUTCOMES:
+            raise UsageError(f"unknown outcome {quote(outcome)}; use one of "
+                             f"{', '.join(sessions.OUTCOMES)}")
+        session_id = self._open_session(session_id).id
+        items: list[tuple[str, dict[str, Any]]] = [
+            ("session.ended", {"session_id": session_id, "outcome": outcome, "how": how})]
+        delta = {"success": 0.05, "failure": -0.05}.get(outcome or "", 0.0)
+        if delta:
+            for memory in self._session_memories(store, session_id):
+                value = round(min(1.0, max(0.0, memory.importance + delta)), 4)
+                if value != memory.importance:
+                    items.append(("memory.updated", {"memory": memory.id, "importance": value}))
+        self.workspace.emit_many(store, items, commit=False)
+        sessions.drop_beat(store.local_dir, session_id)
+        try:
+            self.workspace.commit_store(store)
+        except EngramError as exc:
+            self.workspace.warnings.append(f"session closed; events not committed yet: {exc}")
+        if self.workspace.session == session_id:
+            self.workspace.session = None
+        return self.session_info(session_id)
+
+    def _session_memories(self, store: Store, session_id: str) -> list[Memory]:
+        proj = self.workspace.projection(store)
+        ids = {e.data["memory"] for e in proj.events(kinds=["memory.created"], limit=None)
+               if e.session == session_id}
+        ids |= set(_read_lines(store.local_dir / "sessions" / f"{session_id}.recalled"))
+        return list(proj.memories_by_id(sorted(ids)).values())
+
+    def note_recalled(self, memory_ids: Sequence[str]) -> None:
+        """Remember, locally, which memories this session relied on."""
+        if not self.workspace.session or not memory_ids:
+            return
+        for store in self.workspace.stores():
+            path = store.local_dir / "sessions" / f"{self.workspace.session}.recalled"
+            if path.parent.exists():
+                with open(path, "a", encoding="utf-8") as handle:
+                    handle.write("".join(f"{m}\n" for m in memory_ids))
+
+    def _session_id(self, session_id: str | None) -> str:
+        """The session meant: the one given, else this instance's own."""
+        if session_id is None:
+            session_id = self.workspace.session
+            if not session_id:
+                raise UsageError("no session: start one with `engram session start`")
+        return check_session_id(session_id)
+
+    def _open_session(self, session_id: str) -> sessions.Session:
+        current = self.session_info(session_id)
+        if current.state != "open":
+            raise UsageError(f"session {current.id[:8]} is {current.state}: it is history")
+        return current
+
+    def session_info(self, session_id: str) -> sessions.Session:
+        session_id = check_session_id(session_id)
+        for store in self.workspace.stores():
+            found = self.workspace.projection(store).sessions(ids=[session_id])
+            if found:
+                return found[0]
+        matches = [f for f in self.workspace.resolve(session_id, what="session")] \
+            if len(session_id) >= 4 else []
+        if len({m[1] for m in matches}) == 1:
+            return self.workspace.projection(matches[0][0]).sessions(ids=[matches[0][1]])[0]
+        raise NotFoundError("session", session_id)
+
+    def sessions(self, *, states: Sequence[str] = ()) -> list[sessions.Session]:
+        out = [s for store in self.workspace.stores()
+               for s in self.workspace.projection(store).sessions(states=states)]
+        return sorted(out, key=lambda s: (s.started_clock, s.id), reverse=True)
+
+    def detect_interruptions(self) -> list[sessions.Session]:
+        """Find open sessions of this machine whose process is gone (or whose heartbeat
+        stopped), classify why, and record it. Runs when a store is opened for resume or by
+        the MCP server; safe to run often."""
+        found = []
+        machine = ev.machine_name()
+        for store in self.workspace.stores():
+            settings = self.workspace.settings(store)
+            window = settings["session.stale_minutes"] * 60
+            proj = self.workspace.projection(store)
+            for session in proj.sessions(states=["open"]):
+                if session.machine != machine or session.id == self.workspace.session:
+                    continue
+                beat = sessions.read_beat(store.local_dir, session.id)
+                why = sessions.staleness(session, beat, machine=machine, window_seconds=window)
+                if why is None:
+                    continue
+                recent = [e for e in proj.events(limit=200) if e.session == session.id]
+                recent.reverse()
+                reason, evidence = sessions.classify(session, beat, why, recent)
+                try:
+                    self.workspace.emit(store, "session.interrupted", {
+                        "session_id": session.id, "reason": reason, "evidence": evidence,
+                        "detected_by": self.workspace.session or "cli"})
+                except EngramError as exc:  # a read-only store still resumes
+                    self.workspace.warnings.append(f"could not record the interruption: {exc}")
+                    continue
+                sessions.drop_beat(store.local_dir, session.id)
+                found.append(self.workspace.projection(store).sessions(ids=[session.id])[0])
+        return found
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    except FileNotFoundError:
+        return []

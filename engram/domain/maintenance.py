@@ -1,0 +1,433 @@
+"""Store maintenance: init, commits and compaction, the caches, status, recovery, settings.
+
+What `engram init`, `commit`, `compact`, `reindex`, `status`, `stats`, `recover`, `verify` and
+`config` do, over a workspace's stores.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ..base.config import (
+    PROJECT_DIR,
+    SETTINGS,
+    Settings,
+    find_work_tree,
+    foreign_store,
+    personal_only,
+)
+from ..base.errors import EngramError, GitError, UsageError
+from ..readmodel.projection import Projection
+from ..storage import events as ev
+from ..storage.store import Store, WriterState, require
+from .workspace import CommitResult, Workspace
+
+if TYPE_CHECKING:
+    from ..git.compact import CompactResult
+    from ..git.lost import Recovered
+
+
+class Maintenance:
+    """Keeping a workspace's stores, caches and settings in order."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    def init(self, *, project: bool = False) -> tuple[Store, bool]:
+        """Create the personal store, or the project store of the current repository.
+
+        Returns the store and whether anything was created (init is idempotent).
+        """
+        from ..git import repo as git
+
+        if project:
+            top = find_work_tree(self.workspace.cwd)
+            if top is None:
+                raise UsageError(
+                    f"{self.workspace.cwd} is not inside a git repository; run `git init` first, "
+                    "or `engram init` without --project for the personal store"
+                )
+            if top.resolve() == self.workspace.personal.root.resolve():
+                raise UsageError("this is the personal store's repository; "
+                                 "run `engram init --project` inside a project")
+            what = foreign_store(top / PROJECT_DIR)
+            if what is not None:
+                self.workspace.drop_foreign_warning()
+                raise UsageError(
+                    f"{top / PROJECT_DIR} is {what}, and Engram's project store would need "
+                    "the same folder: nothing was changed; use Engram's personal store here "
+                    "(its memories written in this repository follow the project, see "
+                    "docs/project-identity.md) and `engram import .engram` to bring that "
+                    "tool's memories in")
+            store = Store(top / PROJECT_DIR, "project")
+        else:
+            store = self.workspace.personal
+            what = foreign_store(store.root)
+            if what is not None and not (store.root / ".git").exists():
+                raise UsageError(
+                    f"{store.root} is {what}, not an Engram store: nothing was changed; set "
+                    "ENGRAM_HOME to another directory (e.g. `export ENGRAM_HOME=~/.engram-mem`) "
+                    "and run `engram init` again")
+            if store.root.exists() and any(store.root.iterdir()) and \
+                    not (store.root / ".git").exists():
+                raise UsageError(
+                    f"{store.root} exists, is not empty and is not a git repository; "
+                    "move it away or set ENGRAM_HOME to another directory"
+                )
+            if not (store.root / ".git").exists():
+                store.root.mkdir(parents=True, exist_ok=True)
+                git.init_repository(store.root)
+        fresh = not store.exists()
+        created = store.ensure_layout()
+        if fresh:
+            self.workspace.emit(store, "store.created", {"store": store.kind}, commit=False)
+        if created or fresh:
+            self.workspace.commit_store(store, subject=f"engram: initialize {store.kind} store")
+        if project:
+            self.workspace.project = store
+        return store, bool(created or fresh)
+
+
+    def compact(self, *, dry_run: bool = False) -> list[CompactResult]:
+        """Commit pending events, then fold each month's closed event files into one file, in
+        one commit per store (see `engram.git.compact`)."""
+        from ..git import compact, repo as git
+
+        out = []
+        for store in self.workspace.stores():
+            with store.lock():
+                repo = git.StoreRepo(store)
+                if not dry_run:
+                    self.workspace.commit_store(store, locked=True, repo=repo)
+                out.append(compact.compact(store, repo, author=self.workspace.actor(store),
+                                           dry_run=dry_run))
+        return out
+
+    def commit(self, *, subject: str | None = None) -> list[CommitResult]:
+        """Commit every pending event of the selected stores now."""
+        stores = self.workspace.stores()
+        if subject is not None:
+            subject = self.workspace.checks(stores[0]).text(subject, field="commit subject",
+                                                  limit="limits.title_chars", one_line=True)
+        return [self.workspace.commit_store(store, subject=subject, lifecycle_alone=True)
+                for store in stores]
+
+
+    # -- search maintenance ------------------------------------------------------------------
+
+    def reindex(self, *, progress: Callable[[str, int, int], None] | None = None,
+                ) -> dict[str, Any]:
+        """Rebuild every cache of the selected stores from the event files.
+
+        Embeddings come from the embedding cache where the same text was embedded before by the
+        same model, so a second reindex embeds nothing. `progress(stage, done, total)` is called
+        as work advances.
+        """
+        started = time.perf_counter()
+        totals = {"events": 0, "memories": 0, "embedded": 0, "reused": 0, "stores": []}
+        for store in self.workspace.stores():
+            self.workspace.drop_search(store)
+            proj = self.workspace.cached_projection(store) or Projection(store)
+            try:
+                proj.refresh()  # first, so that events whose files vanished are noted as such
+            except (OSError, EngramError):
+                pass
+            with store.lock():
+                proj.reset()
+                for name in ("text",):
+                    shutil.rmtree(store.local_dir / "cache" / name, ignore_errors=True)
+                for name in ("vectors.usearch", "vectors.json"):
+                    (store.local_dir / "cache" / name).unlink(missing_ok=True)
+            self.workspace.drop_projection(store)
+            proj = self.workspace.projection(store)
+            counts = proj.counts()
+            total = len(proj.all_memory_ids())
+            search = self.workspace.search(store)
+            search.sync_text()
+            report = None
+            embedder = self.workspace.embedder(store)
+            if embedder is not None:
+                done = 0
+
+                def step(count: int, total: int = total) -> None:
+                    nonlocal done
+                    done += count
+                    if progress is not None:
+                        progress(store.kind, done, total)
+
+                report = search.sync_vectors(embedder, self.workspace.settings(store), force=True,
+                                             progress=step)
+            totals["events"] += counts["events"]
+            totals["memories"] += total
+            totals["embedded"] += report.embedded if report else 0
+            totals["reused"] += report.reused if report else 0
+            totals["stores"].append({"store": store.kind, "events": counts["events"],
+                                     "memories": total,
+                                     "embedded": report.embedded if report else 0,
+                                     "reused": report.reused if report else 0,
+                                     "vectors": embedder is not None})
+        totals["seconds"] = round(time.perf_counter() - started, 3)
+        return totals
+
+    def refresh_indexes(self, *, stores: Sequence[Store] | None = None,
+                        progress: Callable[[str, int, int], None] | None = None,
+                        ) -> dict[str, Any]:
+        """Bring every cache up to date with the event files, doing only what changed.
+
+        What `reindex` does from scratch, this does incrementally: after a pull, a merge or a
+        branch switch it reads the changed files, indexes the changed memories' words, and folds
+        their vectors (embedding only texts the embedding cache has not seen) into the index.
+        """
+        started = time.perf_counter()
+        totals: dict[str, Any] = {"events_added": 0, "events_removed": 0, "indexed_text": 0,
+                                  "embedded": 0, "reused": 0}
+        for store in stores if stores is not None else self.workspace.stores():
+            proj = self.workspace.open_projection(store)
+            refreshed = proj.refresh()
+            totals["events_added"] += refreshed.events_added
+            totals["events_removed"] += refreshed.events_removed
+            search = self.workspace.search(store)
+            totals["indexed_text"] += search.sync_text().indexed_text
+            if (proj.dirty_count("vec") == 0
+                    and (store.local_dir / "cache" / "vectors.json").exists()):
+                continue  # nothing to embed: do not load the model or the index for nothing
+            embedder = self.workspace.embedder(store)
+            if embedder is None:
+                continue
+            total = proj.dirty_count("vec")
+            done = 0
+
+            def step(count: int, total: int = total, kind: str = store.kind) -> None:
+                nonlocal done
+                done += count
+                if progress is not None:
+                    progress(kind, done, total)
+
+            report = search.sync_vectors(embedder, self.workspace.settings(store), force=True,
+                                         progress=step)
+            totals["embedded"] += report.embedded
+            totals["reused"] += report.reused
+        totals["seconds"] = round(time.perf_counter() - started, 3)
+        return totals
+
+    def index_state(self) -> list[dict[str, Any]]:
+        """Whether each store's caches are current, without changing anything.
+
+        `current`: every cache has caught up with the files. `healthy`: nothing needs a rebuild.
+        A cache that is merely behind is so by design and catches up on its own: the read model
+        reads changed files on the next command, the word index takes changes on the next
+        search, and the vector index saves changes in batches (`search.vector_flush`) while
+        searches score the unsaved ones. Only a missing or unreadable cache, which the next
+        command must rebuild from scratch, makes a store unhealthy.
+        """
+        import json
+
+        out = []
+        for store in self.workspace.stores():
+            cache = store.local_dir / "cache"
+            proj_path = cache / "projection.sqlite3"
+            entry: dict[str, Any] = {"store": store.kind, "path": str(store.root)}
+            if not proj_path.exists():
+                entry.update(projection="missing", current=False, healthy=False,
+                             behind=[], stale=["read model missing"])
+                out.append(entry)
+                continue
+            proj = self.workspace.cached_projection(store) or Projection(store)
+            stale = proj.stale()
+            dirty_text = proj.dirty_count("text")
+            dirty_vec = proj.dirty_count("vec")
+            text_ok = (cache / "text" / "meta.json").exists()
+            identity = None
+            try:
+                identity = json.loads((cache / "vectors.json").read_text()).get("identity")
+            except (OSError, ValueError, AttributeError):
+                pass
+            settings = self.workspace.settings(store)
+            model = settings["search.model"]
+            behind, broken = [], []
+            if stale:
+                behind.append("event files changed since the read model read them (the next "
+                              "command reads them)")
+            if not text_ok:
+                broken.append("word index missing")
+            elif dirty_text:
+                behind.append(f"{dirty_text} change(s) not yet in the word index (the next "
+                              "search adds them)")
+            if model != "off":
+                if identity is None:
+                    broken.append("vector index missing")
+                elif dirty_vec:
+                    behind.append(f"{dirty_vec} change(s) not yet saved in the vector index "
+                                  f"(searches score them; saved every "
+                                  f"{settings['search.vector_flush']})")
+            entry.update(
+                projection="behind" if stale else "current",
+                text_index="missing" if not text_ok else "behind" if dirty_text or stale
+                else "current",
+                text_pending=dirty_text,
+                vector_index=("off" if model == "off" else "missing" if identity is None else
+                              "behind" if dirty_vec or stale else "current"),
+                vector_pending=dirty_vec,
+                vector_model=identity,
+                model=model,
+                behind=behind,
+                stale=broken,
+            )
+            entry["current"] = not behind and not broken
+            entry["healthy"] = not broken
+            if self.workspace.cached_projection(store) is None:
+                proj.close()
+            out.append(entry)
+        return out
+
+    def stats(self, *, now: datetime | None = None) -> list[dict[str, Any]]:
+        """Counts by kind, scope and store, average strength, and index freshness."""
+        from ..search.retrieval import strength
+
+        moment = now or ev.utc_now()
+        freshness = {entry["store"]: entry for entry in self.index_state()}
+        out = []
+        for store in self.workspace.stores():
+            settings = self.workspace.settings(store)
+            proj = self.workspace.projection(store)
+            active = list(proj.memories())
+            by_kind = Counter(m.kind for m in active)
+            by_scope = Counter(m.scope or "-" for m in active)
+            strengths = [strength(m, moment, settings) for m in active]
+            out.append({
+                "store": store.kind,
+                "path": str(store.root),
+                **proj.counts(),
+                "by_kind": dict(by_kind.most_common()),
+                "by_scope": dict(by_scope.most_common(20)),
+                "average_strength": round(sum(strengths) / len(strengths), 4)
+                if strengths else None,
+                "decayed": sum(1 for value in strengths
+                               if value < settings["recall.strength_floor"]),
+                "index": freshness.get(store.kind),
+            })
+        return out
+
+
+    def status(self) -> list[dict[str, Any]]:
+        from ..git import repo as git, lost
+
+        out = []
+        for store in self.workspace.stores():
+            proj = self.workspace.projection(store)
+            repo = git.StoreRepo(store)
+            pending = repo.pending()
+            lost.settle(store, proj)
+            gone = lost.find(store, proj)
+            out.append({
+                "store": store.kind,
+                "path": str(store.root),
+                "branch": repo.branch(),
+                "head": repo.head_id(),
+                **proj.counts(),
+                "uncommitted": len(pending.events),
+                "uncommitted_files": [c.rel for c in pending.changes],
+                "refused": pending.refused,
+                "missing": pending.missing,
+                "restore": git.restore_command(store, pending.missing) if pending.missing
+                else None,
+                "lost": gone.to_dict(),
+                "busy": repo.busy(),
+                "remotes": repo.remotes(),
+                "upstream": repo.upstream_state(),
+                "warnings": [str(p) for p in proj.problems()],
+            })
+        return out
+
+    def recover(self, *, everything: bool = False) -> list[Recovered]:
+        """Write back the events that git took away from the selected stores (see
+        `engram.lost`): found in the reflogs, stashes and unreachable objects, else in the
+        ledger, appended unchanged (same ids, clocks and bytes) to new event files and
+        committed. With `everything`, also every event git still holds that is in neither the
+        store nor any branch. Running it again writes nothing."""
+        return [self._recover_store(store, everything=everything)
+                for store in self.workspace.stores()]
+
+    def _recover_store(self, store: Store, *, everything: bool) -> Recovered:
+        from ..git import lost
+
+        proj = self.workspace.projection(store)
+        commit = None
+        with store.lock():
+            proj.refresh()
+            found, from_git, missing, notes = lost.gather(store, proj, everything=everything)
+            files = []
+            for run in lost.runs(found):
+                store.append([event for event, _ in run], fresh=True,
+                             raw=[line + b"\n" for _, line in run])
+                files.append(WriterState.load(store).segment or "")
+            if found:
+                try:
+                    commit = self.workspace.commit_store(
+                        store, locked=True,
+                        subject=f"engram: recover {len(found)} lost event(s)").commit
+                except GitError as exc:
+                    notes.append(f"written back but not committed yet: {exc}")
+        proj.refresh()
+        lost.settle(store, proj)
+        if missing:
+            notes.append(f"{missing} uncommitted event(s) were lost with no copy left "
+                         "anywhere (not in git's objects, not in the ledger)")
+        return lost.Recovered(store.kind, len(found), tuple(files), from_git, missing, commit,
+                              tuple(notes))
+
+    def verify(self) -> dict[str, Any]:
+        """Re-read every event file of the selected stores from disk; report all damage."""
+        from .verify import verify_store
+
+        reports = [verify_store(store) for store in self.workspace.stores()]
+        return {
+            "ok": all(r["ok"] for r in reports),
+            "stores": reports,
+        }
+
+
+    # -- settings ----------------------------------------------------------------------------
+
+    def config_target(self) -> Store:
+        if self.workspace.use == "project":
+            return self.workspace.project_store()
+        return require(self.workspace.personal, "personal")
+
+    def config_set(self, key: str, text: str) -> Any:
+        from ..base.config import parse_value
+
+        store = self.config_target()
+        value = parse_value(key, text)
+        if isinstance(value, str):
+            self.workspace.checks(store).scan(value, field=key, redactable=False)
+        if store.kind == "project" and personal_only(key, value):
+            raise UsageError(f"{key} is read only from your own configuration, never from a "
+                             f"project's (anyone who can push could change it); set it without "
+                             f"--project")
+        with store.lock():
+            store.config_file.set(key, value)
+        self.workspace.commit_store(store, subject=f"engram: config {key} = {value}")
+        return value
+
+    def _effective_settings(self) -> Settings:
+        """Settings as they apply here: the project's on top, unless only personal is used."""
+        if self.workspace.use == "personal":
+            return self.workspace.settings(self.workspace.personal)
+        return self.workspace.settings()
+
+    def config_get(self, key: str) -> Any:
+        return self._effective_settings()[key]
+
+    def config_list(self) -> list[dict[str, Any]]:
+        settings = self._effective_settings()
+        return [
+            {"key": key, "value": settings[key], "origin": settings.origin(key),
+             "help": SETTINGS[key].help}
+            for key in SETTINGS
+        ]

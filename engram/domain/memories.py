@@ -1,0 +1,538 @@
+"""Memories: remember, update, forget, read and recall them, and fold near-duplicates.
+
+Writing checks the input (limits, secrets), finds a near-duplicate to reinforce instead of
+adding the same fact twice, and names related memories that may contradict the new one; recall
+runs the pipeline of `engram.search.recall` over each store and notes what it found for the
+session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from ..base.config import Settings
+from ..base.errors import EngramError, UsageError
+from ..base.validation import Checks, well_formed
+from ..model import memories as mem
+from ..search.neardup import Difference, differences
+from ..storage import events as ev
+from ..storage.store import Store
+from .continuity.lifecycle import Sessions
+from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from ..search.recall import Source
+    from ..search.retrieval import Hit
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """What `remember` did. Reads like the memory itself (`.id`, `.content`, ...)."""
+
+    memory: mem.Memory
+    duplicate: bool = False  # an existing memory was reinforced instead of adding one
+    related: tuple[tuple[mem.Memory, float], ...] = ()  # (memory, similarity): may contradict
+    # For related memories that say a different number, version, path, ... than the new text
+    # (however similar): (memory id, what differs). Such a memory is never reinforced.
+    differences: tuple[tuple[str, tuple[Difference, ...]], ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "memory":
+            raise AttributeError(name)
+        return getattr(self.memory, name)
+
+    def differs_from(self, memory_id: str) -> tuple[Difference, ...]:
+        """What the new text says otherwise than a related memory (empty: only its wording)."""
+        return next((found for other, found in self.differences if other == memory_id), ())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.memory.to_dict(),
+            "duplicate": self.duplicate,
+            "related": [{"id": m.id, "similarity": round(sim, 4), "summary": m.summary(),
+                         "differences": [d.to_dict() for d in self.differs_from(m.id)]}
+                        for m, sim in self.related],
+        }
+
+
+class Memories:
+    """Memories over a workspace's stores; what recall found is noted for the session."""
+
+    def __init__(self, workspace: Workspace, lifecycle: Sessions) -> None:
+        self.workspace = workspace
+        self.lifecycle = lifecycle
+
+    def remember(
+        self,
+        content: str,
+        *,
+        kind: str = mem.DEFAULT_KIND,
+        tags: Iterable[str] = (),
+        scope: str | None = None,
+        source: str = mem.DEFAULT_SOURCE,
+        importance: float = mem.DEFAULT_IMPORTANCE,
+        valid_from: str | datetime | None = None,
+        valid_until: str | datetime | None = None,
+        at: str | datetime | None = None,
+        task: str | None = None,
+        supersedes: Sequence[str] = (),
+        redact: bool = False,
+        check_duplicates: bool | None = None,
+        everywhere: bool = False,
+    ) -> Remembered:
+        """Store a memory durably (fsynced before this returns).
+
+        A near-duplicate of an active memory reinforces that memory instead of adding a new one
+        (`duplicate` is then True and `memory` is the existing one; the `memory.reinforced`
+        event keeps the text given here). Close but different ones come back in `related`, as
+        possible contradictions to supersede explicitly. However similar, a memory that says a
+        different number, version, identifier, path, URL, date, quoted text or the opposite is
+        not a duplicate: the new text is added and `differs_from(id)` says what differs.
+
+        Written to the personal store inside a git repository, the memory belongs to that
+        project (its root commit, `engram.identity`) and is recalled only there, unless
+        `everywhere`.
+        """
+        store = self.workspace.write_store()
+        settings = self.workspace.settings(store)
+        checks = Checks(settings)
+        content = self._checked_content(content, checks, redact)
+        data: dict[str, Any] = {
+            "memory": ev.new_entity_id(),
+            "content": content,
+            "kind": mem.check_kind(kind),
+            "tags": list(checks.tags(tags)),
+            "scope": checks.optional_name(scope, what="scope"),
+            "source": mem.check_source(source),
+            "importance": mem.check_importance(importance),
+            "valid_from": _moment(valid_from, "--valid-from"),
+            "valid_until": _moment(valid_until, "--valid-until"),
+        }
+        mem.check_window(data["valid_from"], data["valid_until"])
+        here = self.workspace.here() if store.kind == "personal" and not everywhere else None
+        if here is not None and here.root is not None:
+            data["project"] = here.root
+        if here is not None and here.remote is not None:
+            try:
+                data["project_remote"] = checks.text(here.remote, field="remote URL",
+                                                     limit="limits.item_bytes")
+            except UsageError:
+                pass  # a hint only: a remote URL that fails the checks is not kept
+        if at is not None:
+            data["at"] = _moment(at, "--at", future=False)
+        if task is not None:
+            data["task"] = self.workspace.find_task(task, items=False)[1].id
+        old = [self.workspace.find_memory(ident) for ident in supersedes]
+        for old_store, old_memory in old:
+            if old_store.root != store.root:
+                raise UsageError(f"memory {old_memory.id[:8]} is in the {old_store.kind} store; "
+                                 f"a memory can only supersede one in its own store")
+            if old_memory.status != "active":
+                raise UsageError(f"memory {old_memory.id[:8]} is {old_memory.status} already")
+        check = settings["remember.check_duplicates"] if check_duplicates is None \
+            else check_duplicates
+        if old:
+            data["supersedes"] = [m.id for _, m in old]
+            same = self._stored_as(store, data, skip={m.id for _, m in old}) if check \
+                else None
+            if same is not None:
+                # The text is stored already: remember added it and reported these as possible
+                # contradictions, and the caller now says they are replaced. Point them at it
+                # rather than storing the same text twice.
+                self.workspace.emit_many(store, [("memory.superseded",
+                                                  {"memory": m.id, "by": same.id})
+                                                 for _, m in old])
+                return Remembered(self.workspace.find_memory(same.id)[1])
+
+        related: list[tuple[mem.Memory, float, tuple[Difference, ...]]] = []
+        if check and not old:
+            # `content` passed the secret checks above: the reinforcement below keeps it.
+            duplicate, related = self._near(store, settings, content, kind=data["kind"],
+                                            tags=data["tags"], project=data)
+            if duplicate is not None:
+                existing, similarity = duplicate
+                self.workspace.emit(store, "memory.reinforced",
+                           {"memory": existing.id, "similarity": round(similarity, 4),
+                            "content": content})
+                return Remembered(self.workspace.find_memory(existing.id)[1], duplicate=True,
+                                  related=((existing, similarity),))
+        items = [("memory.created", data)]
+        items += [("memory.superseded", {"memory": m.id, "by": data["memory"]}) for _, m in old]
+        created = self.workspace.emit_many(store, items)[0]
+        memory = mem.fold([created])
+        assert memory is not None
+        return Remembered(mem.Memory.from_dict({**memory.to_dict(), "store": store.kind}),
+                          related=tuple((m, sim) for m, sim, _ in related),
+                          differences=tuple((m.id, found) for m, _, found in related if found))
+
+    def _near(self, store: Store, settings: Settings, content: str, *, kind: str,
+              tags: Sequence[str], project: Mapping[str, Any] | None = None,
+              ) -> tuple[tuple[mem.Memory, float] | None,
+                         list[tuple[mem.Memory, float, tuple[Difference, ...]]]]:
+        """The near-duplicate of `content` among active memories, and the related ones with
+        what they say otherwise (`neardup.differences`).
+
+        A memory is a near-duplicate when it is as similar as `remember.duplicate_similarity`
+        (or the same text but for case, punctuation and spacing) and says the same facts: a
+        correction ("100 requests per second" -> "1000") is as similar as a rewording to the
+        model, and folding it would keep the wrong value and drop the right one.
+
+        In the personal store, a memory for every project reinforces only one for every project,
+        and one of a project (`project`, its payload's `project` and `project_remote`) only one
+        of the same project or for every project: the reinforced memory stays where the new text
+        would have been seen.
+        """
+        embedder = self.workspace.embedder(store)
+        if embedder is None:
+            return None, []
+        from ..search.embed import embed_with_cache
+        from ..search.retrieval import embedding_text
+
+        search = self.workspace.search(store)
+        proj = self.workspace.projection(store)
+        # Fold the changes since the vector index was saved into it once there are enough of
+        # them (`search.vector_flush`), as recall does, so that the comparisons with changed
+        # memories each write makes stay few.
+        search.sync_vectors(embedder, settings)
+        # Embedded as the index embeds a memory (with its kind and tags), so that it is
+        # compared like with like, and cached, so indexing it later does not embed it again.
+        vector, _ = embed_with_cache(embedder, search.embeddings,
+                                     [embedding_text(kind, tags, content)])
+        near = search.nearest(embedder, vector[0], limit=8)
+        found = proj.memories_by_id([i for i, _ in near])
+        now = ev.utc_now()
+        related = []
+        for memory_id, similarity in near:
+            memory = found.get(memory_id)
+            if memory is None or memory.status != "active" or not memory.valid_at(now):
+                continue
+            close = similarity >= settings["remember.duplicate_similarity"] or \
+                normalised(memory.content) == normalised(content)
+            if not close and similarity < settings["remember.related_similarity"]:
+                continue
+            found_differences = differences(memory.content, content)
+            if close and not found_differences:
+                if _same_reach(store, memory, project or {}):
+                    return (memory, similarity), []
+                continue  # the same, for another project: neither a duplicate nor different
+            related.append((memory, similarity, found_differences))
+        return None, related
+
+    def _stored_as(self, store: Store, data: dict[str, Any], *, skip: set[str],
+                   ) -> mem.Memory | None:
+        """An active memory with the text of `data` (but for case, punctuation and spacing)."""
+        embedder = self.workspace.embedder(store)
+        if embedder is None:
+            return None
+        from ..search.embed import embed_with_cache
+        from ..search.retrieval import embedding_text
+
+        search = self.workspace.search(store)
+        search.sync_vectors(embedder, self.workspace.settings(store))
+        content = data["content"]
+        vector, _ = embed_with_cache(embedder, search.embeddings,
+                                     [embedding_text(data["kind"], data["tags"], content)])
+        near = [i for i, _ in search.nearest(embedder, vector[0], limit=8) if i not in skip]
+        now = ev.utc_now()
+        for memory in self.workspace.projection(store).memories_by_id(near).values():
+            if memory.status == "active" and memory.valid_at(now) and \
+                    normalised(memory.content) == normalised(content) and \
+                    not differences(memory.content, content):
+                return memory
+        return None
+
+    @staticmethod
+    def _checked_content(content: str, checks: Checks, redact: bool) -> str:
+        return checks.text(content, field="content", limit="limits.content_bytes",
+                           redact=redact,
+                           hint="shorten it or split it into several memories")
+
+    def update(
+        self,
+        memory_id: str,
+        content: str | None = None,
+        *,
+        kind: str | None = None,
+        tags: Iterable[str] | None = None,
+        scope: str | None = None,
+        source: str | None = None,
+        importance: float | None = None,
+        valid_from: str | datetime | None = None,
+        valid_until: str | datetime | None = None,
+        redact: bool = False,
+    ) -> mem.Memory:
+        """Change a memory: a new event with only the changed fields. The old version stays."""
+        store, current = self.workspace.find_memory(memory_id)
+        if current.status == "forgotten":
+            raise UsageError(f"memory {current.id[:8]} was forgotten; "
+                             "remember the new text instead of updating it")
+        checks = self.workspace.checks(store)
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = self._checked_content(content, checks, redact)
+        if kind is not None:
+            changes["kind"] = mem.check_kind(kind)
+        if tags is not None:
+            changes["tags"] = list(checks.tags(tags))
+        if scope is not None:
+            changes["scope"] = checks.optional_name(scope, what="scope")
+        if source is not None:
+            changes["source"] = mem.check_source(source)
+        if importance is not None:
+            changes["importance"] = mem.check_importance(importance)
+        if valid_from is not None:
+            changes["valid_from"] = _moment(valid_from, "--valid-from")
+        if valid_until is not None:
+            changes["valid_until"] = _moment(valid_until, "--valid-until")
+        mem.check_window(changes.get("valid_from", current.valid_from),
+                         changes.get("valid_until", current.valid_until))
+        old = current.to_dict()
+        changes = {k: v for k, v in changes.items() if old.get(k) != v}
+        if not changes:
+            raise UsageError("nothing to change: give new text or a changed option")
+        self.workspace.emit(store, "memory.updated", {"memory": current.id, **changes})
+        return self.workspace.find_memory(current.id)[1]
+
+    def forget(self, memory_id: str, *, reason: str) -> mem.Memory:
+        """Retire a memory with a reason (a tombstone event). Its history stays readable."""
+        if not reason or not reason.strip():
+            raise UsageError("say why with --reason; it is kept with the memory's history")
+        store, current = self.workspace.find_memory(memory_id)
+        reason = self.workspace.checks(store).text(reason, field="reason",
+                                                   limit="limits.item_bytes")
+        if current.status == "forgotten":
+            raise UsageError(f"memory {current.id[:8]} is already forgotten")
+        self.workspace.emit(store, "memory.forgotten", {"memory": current.id, "reason": reason})
+        return self.workspace.find_memory(current.id)[1]
+
+    def get(self, memory_id: str) -> mem.Memory:
+        return self.workspace.find_memory(memory_id)[1]
+
+    def history(self, memory_id: str) -> list[tuple[ev.Event, mem.Memory]]:
+        store, memory = self.workspace.find_memory(memory_id)
+        events = self.workspace.projection(store).entity_events(memory.id)
+        return [(e, mem.Memory.from_dict({**m.to_dict(), "store": store.kind}))
+                for e, m in mem.history(events)]
+
+    def memories(
+        self,
+        *,
+        kinds: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        scope: str | None = None,
+        limit: int | None = 20,
+        include_forgotten: bool = False,
+        include_expired: bool = False,
+        contains: str | None = None,
+    ) -> list[mem.Memory]:
+        """Memories, most recently changed first, from the selected stores."""
+        for kind in kinds:
+            mem.check_kind(kind)
+        checks = self.workspace.checks()
+        tags = checks.filter_names(tags, what="tag")
+        if scope is not None:
+            scope = checks.optional_name(scope, what="scope")
+        if contains is not None:
+            contains = well_formed(contains, "the text to look for")
+        now = ev.utc_now()
+        statuses = () if include_forgotten else ("active",)
+        out: list[mem.Memory] = []
+        for store in self.workspace.stores():
+            count = 0
+            for memory in self.workspace.projection(store).memories(
+                kinds=kinds, tags=tags, scope=scope, statuses=statuses, contains=contains,
+            ):
+                if not include_expired and not memory.valid_at(now):
+                    continue
+                if not self.workspace.belongs_here(store, memory):
+                    continue
+                out.append(memory)
+                count += 1
+                if limit is not None and count >= limit:
+                    break
+        out.sort(key=lambda m: (m.updated_clock, m.id), reverse=True)
+        return out[:limit] if limit is not None else out
+
+    def recall(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        kinds: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        scope: str | None = None,
+        task: str | None = None,
+        since: str | datetime | None = None,
+        until: str | datetime | None = None,
+        include_forgotten: bool = False,
+        include_expired: bool = False,
+        include_decayed: bool = False,
+        now: datetime | None = None,
+    ) -> list[Hit]:
+        """Memories by meaning and by words, fused, weighted by strength, best first.
+
+        Superseded, forgotten, expired and fully decayed memories are left out unless asked for.
+        `now` is the moment strength and validity are judged at (default: now).
+        """
+        from ..search import ranking, recall as pipeline
+
+        checks = self.workspace.checks()
+        query = checks.query(query)
+        for kind in kinds:
+            mem.check_kind(kind)
+        wanted_tags = set(checks.filter_names(tags, what="tag"))
+        if scope is not None:
+            scope = checks.optional_name(scope, what="scope")
+        if task is not None:
+            task = self.workspace.find_task(task, items=False)[1].id
+        moment = now or ev.utc_now()
+        since_text = _moment(since, "--since", future=False) if since else None
+        until_text = _moment(until, "--until", future=False) if until else None
+        intent = ranking.analyse(query, moment)
+        if not ranking.has_content(query, intent):
+            return []  # "the", "what is it": words that carry no meaning ask for nothing
+        filters = pipeline.Filters(
+            kinds=tuple(kinds), tags=frozenset(wanted_tags), scope=scope, task=task,
+            since=since_text, until=until_text, include_forgotten=include_forgotten,
+            include_expired=include_expired, include_decayed=include_decayed)
+        hits = pipeline.rank(query, intent, self._sources(), k=k, filters=filters,
+                             moment=moment)
+        self.lifecycle.note_recalled([hit.memory.id for hit in hits[:3]])  # relied on
+        return hits
+
+    def _sources(self) -> Iterator[Source]:
+        """Each selected store as recall reads it, opened as the ranking reaches it."""
+        from ..search.recall import Source
+
+        for store in self.workspace.stores():
+            settings = self.workspace.settings(store)
+            proj = self.workspace.projection(store)
+            search = self.workspace.search(store)
+            embedder = self.workspace.embedder(store)
+            belongs = None
+            if store.kind == "personal" and self.workspace.here() is not None:
+                belongs = partial(self.workspace.belongs_here, store)
+            yield Source(store, settings, proj, search, embedder, belongs)
+
+    def consolidate(self, *, apply: bool = False, similarity: float | None = None,
+                    ) -> list[dict[str, Any]]:
+        """Find clusters of near-duplicate memories; with `apply`, merge each into one.
+
+        A merge is events only: a new memory (the longest text of the cluster, the union of its
+        tags, the highest importance) that supersedes every member. Nothing is deleted. Memories
+        that say a different number, version, path, ... (`neardup.differences`) are never put in
+        one cluster, however similar: merging them would keep one value and drop the other.
+        """
+        import numpy as np
+
+        from ..search.embed import embed_with_cache
+
+        plans = []
+        for store in self.workspace.stores():
+            settings = self.workspace.settings(store)
+            threshold = settings["consolidate.similarity"] if similarity is None else similarity
+            embedder = self.workspace.embedder(store)
+            if embedder is None:
+                raise EngramError("consolidate needs the embedding model, which did not load; "
+                                  "see `engram stats`")
+            proj = self.workspace.projection(store)
+            search = self.workspace.search(store)
+            active = [m for m in proj.memories() if m.valid_at(ev.utc_now())]
+            if len(active) < 2:
+                continue
+            vectors, _ = embed_with_cache(embedder, search.embeddings, [m.content for m in active])
+            parent = list(range(len(active)))
+            members_of = {i: [i] for i in range(len(active))}
+
+            def find(i: int) -> int:
+                while parent[i] != i:
+                    parent[i] = parent[parent[i]]
+                    i = parent[i]
+                return i
+
+            def agree(a: int, b: int) -> bool:
+                # Every pair across the two clusters, not only the similar pair: a chain of
+                # small rewordings must not join two memories that say different values.
+                return not any(differences(active[x].content, active[y].content)
+                               for x in members_of[a] for y in members_of[b])
+
+            for start in range(0, len(active), 1024):
+                block = vectors[start : start + 1024] @ vectors.T
+                for offset, row in enumerate(block):
+                    i = start + offset
+                    for j in np.nonzero(row >= threshold)[0]:
+                        if j > i and active[i].kind == active[int(j)].kind:
+                            a, b = find(i), find(int(j))
+                            if a != b and agree(a, b):
+                                parent[a] = b
+                                members_of[b] += members_of.pop(a)
+            clusters: dict[int, list[int]] = {}
+            for i in range(len(active)):
+                clusters.setdefault(find(i), []).append(i)
+            for members in clusters.values():
+                if len(members) < 2:
+                    continue
+                group = [active[i] for i in members]
+                keeper = max(group, key=lambda m: (len(m.content), m.importance, m.updated_clock))
+                tags = list(dict.fromkeys(t for m in group for t in m.tags))
+                plan = {
+                    "store": store.kind,
+                    "members": [{"id": m.id, "summary": m.summary()} for m in group],
+                    "content": keeper.content,
+                    "kind": keeper.kind,
+                    "tags": tags[: settings["limits.tags"]],
+                    "importance": max(m.importance for m in group),
+                    "merged_into": None,
+                }
+                if apply:
+                    result = self._merge(store, group, plan)
+                    plan["merged_into"] = result
+                plans.append(plan)
+        return plans
+
+    def _merge(self, store: Store, group: list[mem.Memory], plan: dict[str, Any]) -> str:
+        new_id = ev.new_entity_id()
+        keeper = max(group, key=lambda m: (len(m.content), m.importance, m.updated_clock))
+        data: dict[str, Any] = {
+            "memory": new_id, "content": plan["content"], "kind": plan["kind"],
+            "tags": plan["tags"], "scope": keeper.scope, "source": keeper.source,
+            "importance": plan["importance"], "valid_from": None, "valid_until": None,
+            "supersedes": [m.id for m in group],
+        }
+        if keeper.task:
+            data["task"] = keeper.task
+        items = [("memory.created", data)]
+        items += [("memory.superseded", {"memory": m.id, "by": new_id}) for m in group]
+        self.workspace.emit_many(store, items)
+        return new_id
+
+
+def _moment(value: str | datetime | None, what: str, *, future: bool = True) -> str | None:
+    if value is None or value == "":
+        return None
+    moment = value if isinstance(value, datetime) else mem.parse_moment(value, what=what,
+                                                                       future=future)
+    if moment.tzinfo is None:
+        from datetime import UTC
+
+        moment = moment.replace(tzinfo=UTC)
+    return ev.format_time(moment)
+
+
+def _same_reach(store: Store, memory: mem.Memory, new: Mapping[str, Any]) -> bool:
+    """Whether a new memory (its payload `new`) may reinforce `memory` instead of being added:
+    in the personal store, only where `memory` is seen wherever the new one would be."""
+    if store.kind != "personal" or (memory.project is None and memory.project_remote is None):
+        return True
+    return (memory.project, memory.project_remote) == \
+        (new.get("project"), new.get("project_remote")) or \
+        (new.get("project") is not None and memory.project == new.get("project"))
+
+
+def normalised(text: str) -> str:
+    """Text compared for duplicates: case, punctuation and spacing do not count."""
+    return " ".join("".join(c if c.isalnum() else " " for c in text.casefold()).split())

@@ -1,0 +1,503 @@
+"""The stores one `Engram` works over, and what every service needs of them.
+
+A `Workspace` holds the personal and project stores of a working directory, their settings and
+input checks, the actor who writes, each store's read model and search indexes, id resolution
+across stores, and the write path: events appended, then committed in batches. The services
+(`memories`, `continuity`, `interop`, `maintenance`) receive it and use only its public members.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..base.config import (
+    CONFIG_FILE,
+    Layer,
+    Settings,
+    check_value,
+    engram_home,
+    find_foreign_store,
+    find_project_store,
+    find_work_tree,
+)
+from ..base.errors import (
+    AmbiguousIdError,
+    EngramError,
+    Fix,
+    GitError,
+    NoStoreError,
+    NotFoundError,
+    UsageError,
+    quote,
+)
+from ..base.validation import Checks, name_key, reference, well_formed
+from ..model import memories as mem
+from ..model import tasks
+from ..readmodel.projection import Projection
+from ..storage import events as ev
+from ..storage.store import Store, WriterState, git_c, require
+from .messages import commit_message
+
+if TYPE_CHECKING:
+    from ..git import repo as git
+    from ..search.embed import Embedder
+    from ..search.retrieval import StoreSearch
+    from .identity import Project
+
+Use = Literal["both", "personal", "project"]
+MIN_PREFIX = 4
+_WARNED: set[str] = set()  # models whose failure to load was already reported in this process
+
+
+@dataclass
+class CommitResult:
+    store: str
+    commit: str | None
+    events: int
+    refused: list[str] = field(default_factory=list)
+
+
+class Workspace:
+    """The stores that apply to a working directory, with their read models and write path.
+
+    `use` picks which stores reads look at and where writes go: "both" (the default) reads both
+    and writes to the project store when there is one, else to the personal store.
+    """
+
+    def __init__(
+        self, *, cwd: Path | str | None = None, use: Use = "both", session: str | None = None,
+        actor: str | None = None,
+    ) -> None:
+        self.cwd = Path(cwd) if cwd is not None else Path.cwd()
+        self.use: Use = use
+        self.session = session if session is not None else os.environ.get("ENGRAM_SESSION")
+        # The actor given to the constructor: it wins over the settings (see `actor`).
+        self.given_actor = check_value("actor", actor) if actor is not None else None
+        self.personal = Store(engram_home(), "personal")
+        project_root = find_project_store(self.cwd)
+        self.project = Store(project_root, "project") if project_root else None
+        self._projections: dict[Path, Projection] = {}
+        self._searches: dict[Path, StoreSearch] = {}
+        self._settings: tuple[tuple[Any, ...], Settings] | None = None
+        self._here: tuple[Project | None] | None = None
+        self.warnings: list[str] = []
+        self.read_only: str | None = None  # the revision, for the stores as they were (at())
+        # What the commit policy reads as "now" (`commit.every_seconds`); a test may set it.
+        self.clock: Callable[[], float] = time.time
+        # Another tool's `.engram/` where a project store would be: named, never read as ours.
+        self.foreign = find_foreign_store(self.cwd) if project_root is None else None
+        if self.foreign is not None and use == "both":
+            self.warnings.append(f"{self.foreign_note()}; Engram uses the personal store here")
+
+    def go_back(self, rev: str) -> list[str]:
+        """Read the stores as they were at `rev` (a commit, tag, branch or date), read-only,
+        from git history alone; returns, for each store, the commit it is read at."""
+        from . import asof
+
+        rev = well_formed(rev, "--at")
+        self.read_only = rev
+        found: dict[str, Any] = {}
+        for store in self.stores():
+            commit = asof.resolve(store, rev)
+            if commit is not None:
+                found[store.kind] = (asof.snapshot(store, commit), commit)
+        if not found:
+            raise asof.unknown(rev)
+        self.personal = found["personal"][0] if "personal" in found else \
+            Store(self.personal.root / ".absent", "personal")
+        self.project = found["project"][0] if "project" in found else None
+        self.use = "both" if len(found) == 2 else next(iter(found))  # type: ignore[assignment]
+        return [f"{kind} store at {asof.describe(commit)}" for kind, (_, commit) in found.items()]
+
+    def drop_foreign_warning(self) -> None:
+        """An error that names the foreign folder says it all."""
+        note = self.foreign_note()
+        self.warnings = [w for w in self.warnings if not w.startswith(note)]
+
+    def foreign_note(self) -> str:
+        path, what = self.foreign or (Path(), "")
+        return (f"{path} is {what}, not an Engram store (`engram import {path}` brings its "
+                "memories in)")
+
+    def here(self) -> Project | None:
+        """The project of the repository this works in (`engram.identity.Project`), or None."""
+        if self._here is None:
+            from .identity import project_of
+
+            cache = self.personal.local_dir / "cache" if self.personal.exists() else None
+            top = find_work_tree(self.cwd)
+            mine = top is not None and top.resolve() == self.personal.root.resolve()
+            self._here = (None if mine else project_of(self.cwd, cache),)  # not a project
+        return self._here[0]
+
+    def belongs_here(self, store: Store, memory: Any) -> bool:
+        """A personal memory of another project is left out inside a repository."""
+        if store.kind != "personal" or (memory.project is None and
+                                         memory.project_remote is None):
+            return True
+        here = self.here()
+        return here is None or here.owns(memory.project, memory.project_remote)
+
+    # -- stores ------------------------------------------------------------------------------
+
+    def project_store(self) -> Store:
+        if self.foreign is not None and self.project is None:
+            self.drop_foreign_warning()
+            raise NoStoreError(f"{self.foreign_note()}; there is no Engram project store here: "
+                               "use the personal store (without --project)")
+        return require(self.project, "project")
+
+    def stores(self) -> list[Store]:
+        """The existing stores this instance reads, project first."""
+        if self.use == "personal":
+            return [require(self.personal, "personal")]
+        if self.use == "project":
+            return [self.project_store()]
+        found = [s for s in (self.project, self.personal) if s is not None and s.exists()]
+        if not found:
+            raise NoStoreError("no Engram store yet; run `engram init` (personal) or "
+                               "`engram init --project` (inside a git repository)")
+        return found
+
+    def write_store(self) -> Store:
+        if self.read_only is not None:
+            raise UsageError(f"the stores as they were at {quote(self.read_only, 60)} are "
+                             "read-only; write without --at")
+        if self.use == "personal":
+            return require(self.personal, "personal")
+        if self.project is not None and self.project.exists():
+            return self.project
+        if self.use == "project":
+            return self.project_store()
+        return require(self.personal, "personal")
+
+    def settings(self, store: Store | None = None) -> Settings:
+        layers = []
+        if self.personal.exists():
+            layers.append(self.personal.config_layer())
+        target = store or (self.project if self.project and self.project.exists() else None)
+        if target is not None and target.kind == "project" and target.exists():
+            layer = target.config_layer()
+            for key in layer.ignored:
+                self.warn(f"{target.root / CONFIG_FILE}: {key} is ignored in a project's "
+                          f"configuration (anyone who can push could set it); set it in "
+                          f"yours: engram config set {key} VALUE")
+            layers.append(layer)
+        actor = os.environ.get("ENGRAM_ACTOR")
+        # Each layer is kept until its file changes: the same layers give the same settings.
+        key = (*layers, actor)
+        kept = self._settings
+        if kept is not None and len(kept[0]) == len(key) and kept[0][-1] == actor and \
+                all(a is b for a, b in zip(kept[0][:-1], layers)):
+            return kept[1]
+        if actor:
+            try:
+                actor = check_value("actor", actor)
+            except UsageError as exc:
+                raise UsageError(f"ENGRAM_ACTOR: {exc}") from None
+            layers.append(Layer({"actor": actor}, origin="ENGRAM_ACTOR"))
+        settings = Settings(*layers)
+        self._settings = (key, settings)
+        return settings
+
+    def checks(self, store: Store | None = None) -> Checks:
+        """The input checks, with the limits and secret scanning of `store`'s settings."""
+        return Checks(self.settings(store))
+
+    def actor(self, store: Store) -> str:
+        if self.given_actor:
+            return self.given_actor
+        configured = self.settings(store)["actor"]
+        if configured:
+            return configured
+        from ..git import repo as git
+
+        return git.git_identity(store.work_tree) or git.fallback_actor()
+
+    # -- read models and indexes -------------------------------------------------------------
+
+    def projection(self, store: Store) -> Projection:
+        """The store's read model, brought up to date with its files once per instance call.
+
+        A damaged line (conflict markers, invalid JSON or UTF-8, a cut-off line) is skipped and
+        reported with its file and line on every read, so that one bad line never hides the rest
+        of the store; `engram verify` and `engram doctor` fail on it.
+        """
+        proj = self.open_projection(store)
+        proj.refresh()
+        for link in sorted({*store.symlinks, *store.top_links()}):
+            self.warn(f"{store.root / link} is a symbolic link inside the store; it is not "
+                      f"followed, and what it points to is not read; remove it "
+                      f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)")
+        for problem in proj.problems():
+            text = f"{store.root / problem.path}:{problem.line}: {problem.message}"
+            if problem.severity == "error":
+                text += "; this line is skipped; `engram doctor` says how to repair it"
+            self.warn(text)
+        return proj
+
+    def open_projection(self, store: Store) -> Projection:
+        """The store's read model as this instance keeps it, opened if need be, not refreshed."""
+        proj = self._projections.get(store.root)
+        if proj is None:
+            proj = self._projections[store.root] = Projection(store)
+        return proj
+
+    def cached_projection(self, store: Store) -> Projection | None:
+        """The read model this instance has open for the store, if any (as it is)."""
+        return self._projections.get(store.root)
+
+    def drop_projection(self, store: Store) -> None:
+        """Stop keeping the store's read model: the next `projection` opens it again."""
+        self._projections.pop(store.root, None)
+
+    def search(self, store: Store) -> StoreSearch:
+        """The store's word and vector indexes, opened once per instance."""
+        from ..search.retrieval import StoreSearch
+
+        search = self._searches.get(store.root)
+        if search is None:
+            search = self._searches[store.root] = StoreSearch(store, self.projection(store))
+        return search
+
+    def drop_search(self, store: Store) -> None:
+        """Close the store's indexes: the next `search` opens them again."""
+        search = self._searches.pop(store.root, None)
+        if search is not None:
+            search.close()
+
+    def embedder(self, store: Store | None = None) -> Embedder | None:
+        """The configured embedding model, or None (said once) when it cannot load."""
+        from ..search.embed import EmbeddingUnavailable, load_embedder
+
+        model = self.settings(store)["search.model"]
+        if model == "off":
+            return None
+        try:
+            return load_embedder(model)
+        except EmbeddingUnavailable as exc:
+            if model not in _WARNED:
+                _WARNED.add(model)
+                self.warnings.append(f"{exc}; recall uses words only (BM25) until it loads")
+            return None
+
+    def warn(self, text: str) -> None:
+        """Say something once per instance, however often the condition is met."""
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+    def close(self) -> None:
+        for search in self._searches.values():
+            search.close()
+        self._searches.clear()
+        for proj in self._projections.values():
+            proj.close()
+        self._projections.clear()
+
+    # -- ids ---------------------------------------------------------------------------------
+
+    def resolve(self, ident: str, *, what: str = "memory") -> list[tuple[Store, str, str]]:
+        """The records whose id is `ident` or starts with it, as (store, full id, kind): the
+        exact match alone when there is one. `what` is a kind of record, or "any"."""
+        ident = reference(ident, "id" if what == "any" else f"{what} id")
+        if len(ident) < MIN_PREFIX:
+            raise UsageError(f"id {ident!r} is too short; give at least {MIN_PREFIX} characters")
+        found: list[tuple[Store, str, str]] = []
+        for store in self.stores():
+            for full, kind in self.projection(store).match_ids(ident):
+                if what == "any" or kind == what:
+                    found.append((store, full, kind))
+        exact = [f for f in found if f[1].lower() == ident.lower()]
+        return exact or found
+
+    def find_memory(self, ident: str) -> tuple[Store, mem.Memory]:
+        """A memory by id or prefix, and its store."""
+        found = self.resolve(ident)
+        if not found:
+            raise NotFoundError("memory", ident)
+        if len({f[1] for f in found}) > 1:
+            raise AmbiguousIdError(ident, sorted({f[1] for f in found}))
+        store, full, _ = found[0]
+        memory = self.projection(store).memory(full)
+        assert memory is not None
+        return store, memory
+
+    def find_task(self, ident: str | None, *, items: bool = True) -> tuple[Store, tasks.Task]:
+        """A task by id prefix, or by its exact name (case-insensitive, in NFC: a name stored
+        in another form by another writer is found too). Without `items` its progress and
+        failures are left empty: a lookup that costs the same however long the task's history
+        is."""
+        ident = reference(ident, "task", hint=Fix(
+            "give a task id (or its exact name); list them with `engram task list`",
+            "give a task id (or its exact name); find ids with task_list"))
+        found: list[tuple[Store, Projection, tasks.Task]] = []
+        if len(ident) >= 4:
+            for store, full, _ in self.resolve(ident, what="task"):
+                proj = self.projection(store)
+                found += [(store, proj, t) for t in proj.tasks(ids=[full], items=False)]
+        if not found:
+            key = name_key(ident)
+            for store in self.stores():
+                proj = self.projection(store)
+                found += [(store, proj, t) for t in proj.tasks(items=False)
+                          if name_key(t.name) == key]
+        if not found:
+            raise NotFoundError("task", ident)
+        if len({t.id for _, _, t in found}) > 1:
+            raise AmbiguousIdError(ident, sorted({t.id for _, _, t in found}))
+        store, proj, task = found[0]
+        return store, proj.tasks(ids=[task.id])[0] if items else task
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def emit(self, store: Store, kind: str, data: dict[str, Any], *,
+             commit: bool = True) -> ev.Event:
+        return self.emit_many(store, [(kind, data)], commit=commit)[0]
+
+    def emit_many(self, store: Store, items: Sequence[tuple[str, dict[str, Any]]], *,
+                  commit: bool = True) -> list[ev.Event]:
+        """Append events in one write (one fsync), in order, with increasing clocks."""
+        actor = self.actor(store)
+        with store.lock():
+            clock = store.next_clock()
+            now = ev.format_time(ev.utc_now())
+            batch = []
+            for offset, (kind, data) in enumerate(items):
+                batch.append(ev.Event(
+                    id=ev.new_event_id(), kind=kind, clock=clock + offset, time=now,
+                    actor=actor, session=self.session, machine=ev.machine_name(), data=data,
+                ))
+            store.append(batch, now=self.clock())
+            self.warnings.extend(store.repairs)
+            store.repairs.clear()
+            if commit:
+                self.maybe_commit(store)
+        return batch
+
+    def due_in(self, store: Store) -> float | None:
+        """Seconds until the store's batch of pending events is due for its commit (0: due
+        now), or None when none waits or automatic commits are off.
+
+        Only substantive events count (`events.substantive`): a session's start and end alone
+        never make a commit; they ride with the next one.
+        """
+        settings = self.settings(store)
+        if not settings["commit.auto"]:
+            return None
+        state = WriterState.load(store)
+        if state.pending <= 0:
+            return None
+        if state.pending >= settings["commit.every_events"]:
+            return 0.0
+        age = self.clock() - state.pending_since
+        return max(0.0, settings["commit.every_seconds"] - age)
+
+    def maybe_commit(self, store: Store) -> None:
+        """Commit the pending events if their batch is due (the caller holds the lock)."""
+        if self.due_in(store) == 0:
+            try:
+                self.commit_store(store, locked=True)
+            except GitError as exc:
+                self.warn(f"events are saved but not committed yet: {exc}")
+
+    def commit_due(self) -> float | None:
+        """Commit each store whose batch of pending events is due, although nothing is being
+        written: the timer of a long-running process calls it, and a short one at its exit.
+        Returns the seconds until the next batch will be due (None: nothing waits)."""
+        try:
+            stores = self.stores()
+        except EngramError:
+            return None  # no store: nothing can wait
+        soonest: float | None = None
+        for store in stores:
+            try:
+                if self.due_in(store) is None:
+                    continue  # the usual case, decided without the lock
+                with store.lock():
+                    self.maybe_commit(store)
+                    left = self.due_in(store)
+            except EngramError as exc:
+                self.warn(f"events are saved but not committed yet: {exc}")
+                continue
+            if left is not None:
+                soonest = left if soonest is None else min(soonest, left)
+        return soonest
+
+    def commit_store(self, store: Store, *, subject: str | None = None,
+                     locked: bool = False, repo: git.StoreRepo | None = None,
+                     lifecycle_alone: bool = False) -> CommitResult:
+        """Commit the store's pending changes. Pending session lifecycle events alone are left
+        for the next commit unless `lifecycle_alone` (an explicit `engram commit`)."""
+        from ..git import repo as git
+
+        if not locked:
+            with store.lock():
+                return self.commit_store(store, subject=subject, locked=True, repo=repo,
+                                         lifecycle_alone=lifecycle_alone)
+        repo = repo or git.StoreRepo(store)
+        pending = repo.pending()
+        if not lifecycle_alone and pending.changes and all(
+                change.new_events and not any(ev.substantive(e.kind) for e in change.new_events)
+                for change in pending.changes):
+            self.reset_batch(store)  # nothing substantive waits (git may have taken it)
+            return CommitResult(store.kind, None, 0, pending.refused)
+        for attempt in (1, 2):
+            try:
+                oid = repo.commit(
+                    pending,
+                    message=lambda events: commit_message(events, subject=subject),
+                    author=self.actor(store) if pending.changes else "",
+                )
+                break
+            except (GitError, git.pygit2.GitError, OSError) as exc:
+                # A commit killed half-way leaves git's lock files (index.lock, a branch's
+                # ref lock) and the index behind HEAD: once no process holds them, the next
+                # commit clears them up.
+                from .doctor import recover_interrupted_commit
+
+                note = recover_interrupted_commit(store) \
+                    if attempt == 1 and ".lock" in str(exc) else None
+                if note is not None:
+                    self.warnings.append(note)
+                    continue
+                if isinstance(exc, GitError):
+                    raise
+                # Disk full or read-only part-way through: git's own files are written by
+                # rename, so nothing is half-done; the events wait on disk for the next commit.
+                raise GitError(f"could not commit ({ev.one_line(exc, 200)}); the events are "
+                               "safe on disk: fix that, then run `engram commit`") from None
+        self.reset_batch(store)
+        if oid is not None:
+            self.compact_if_due(store, repo)
+        return CommitResult(store.kind, oid, len(pending.events), pending.refused)
+
+    @staticmethod
+    def reset_batch(store: Store) -> None:
+        """Nothing waits for a commit any more: start the next batch from zero."""
+        state = WriterState.load(store)
+        if state.pending == 0 and state.pending_since == 0.0:
+            return
+        state.pending = 0
+        state.pending_since = 0.0
+        try:
+            state.save(store)
+        except OSError:
+            pass  # only the batching count; the commit is made
+
+    def compact_if_due(self, store: Store, repo: git.StoreRepo) -> None:
+        """Fold the months with `compact.files` committed event files or more (under the lock)."""
+        from ..git import compact
+
+        months = compact.due_months(store, repo, self.settings(store)["compact.files"])
+        if not months:
+            return
+        try:
+            compact.compact(store, repo, author=self.actor(store), months=months)
+        except (GitError, OSError) as exc:
+            self.warnings.append(f"event files not compacted: {ev.one_line(exc, 200)}")

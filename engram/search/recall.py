@@ -1,0 +1,202 @@
+"""The recall pipeline: a query's candidates from each store's indexes, scored, filtered, ranked.
+
+Per store, the words (BM25) and the meaning (vectors) each name candidates; each candidate's
+relevance fuses both (`engram.search.ranking`), memories written together lend each other
+context, the filters drop what was not asked for, and strength, time and kind weigh the rest.
+The best of all stores are then read whole, and for questions about "now" (or "originally") an
+older (or newer) memory on the subject of another one among them steps back. The caller gives
+what each store needs (its read model, indexes, embedding model, settings) as a `Source`; this
+module reads and writes nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..storage import events as ev
+from . import ranking
+from .retrieval import Hit, memory_embedding_text, strength
+
+if TYPE_CHECKING:
+    from ..base.config import Settings
+    from ..model.memories import Memory
+    from ..readmodel.projection import Projection
+    from ..storage.store import Store
+    from .embed import Embedder
+    from .retrieval import StoreSearch
+
+
+@dataclass
+class Source:
+    """One store as recall reads it."""
+
+    store: Store
+    settings: Settings
+    projection: Projection
+    search: StoreSearch
+    embedder: Embedder | None
+    # Which of the store's memories may be recalled here (None: all of them); the personal
+    # store inside a repository leaves out the memories of other projects.
+    belongs: Callable[[Memory], bool] | None = None
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What the caller asked to leave out (already checked)."""
+
+    kinds: Sequence[str] = ()
+    tags: frozenset[str] = frozenset()
+    scope: str | None = None
+    task: str | None = None
+    since: str | None = None  # a formatted time: memories from then on
+    until: str | None = None  # a formatted time: memories before then
+    include_forgotten: bool = False
+    include_expired: bool = False
+    include_decayed: bool = False
+
+
+Ranked = tuple[float, int, Source, ranking.Candidate]
+
+
+def rank(query: str, intent: ranking.Intent, sources: Iterable[Source], *, k: int,
+         filters: Filters, moment: datetime) -> list[Hit]:
+    """The `k` best memories of all `sources` for `query` (analysed as `intent`), best first."""
+    query_vectors: dict[str, Any] = {}
+    ranked: list[Ranked] = []
+    for source in sources:
+        ranked += _candidates(query, intent, source, k=k, filters=filters, moment=moment,
+                              query_vectors=query_vectors)
+    ranked.sort(key=lambda item: (item[0], item[1]), reverse=True)
+    ranked = ranked[:max(k, ranking.SUBJECT_WINDOW)]
+    # Only the best candidates read their whole memory.
+    bodies: dict[Path, dict[str, Memory]] = {}
+    for source in {item[2].store.root: item[2] for item in ranked}.values():
+        # The read model was refreshed by the caller, in this same call: read it as it is.
+        bodies[source.store.root] = source.projection.memories_by_id(
+            [item[3].id for item in ranked if item[2].store.root == source.store.root])
+    if intent.tense is not None and len(ranked) > 1:
+        _rank_by_subject(intent.tense, ranked, bodies)
+    ranked.sort(key=lambda item: (item[0], item[1]), reverse=True)
+    return [Hit(bodies[source.store.root][c.id], c) for _, _, source, c in ranked[:k]]
+
+
+def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
+                filters: Filters, moment: datetime,
+                query_vectors: dict[str, Any]) -> list[Ranked]:
+    """One store's candidates that pass the filters, scored."""
+    settings, proj, search = source.settings, source.projection, source.search
+    limit = max(settings["recall.candidates"], k * 5)
+    text_hits, query_weight, specificity = search.text_evidence(intent.words, limit)
+    bm25 = dict(text_hits)
+    cosines: dict[str, float] = {}
+    background = None
+    embedder = source.embedder
+    if embedder is not None:
+        if embedder.identity not in query_vectors:
+            query_vectors[embedder.identity] = embedder.embed_query(query)
+        vector = query_vectors[embedder.identity]
+        cosines = search.vector_scores(embedder, settings, vector, limit, extra_ids=list(bm25))
+        sims = search.background(embedder) @ vector
+        background = ranking.Background.of(sims)
+    weight = settings["recall.weight_vector"] if embedder is not None else 0.0
+    ids = list(dict.fromkeys([*bm25, *cosines]))
+    if source.belongs is not None:
+        found = proj.memories_by_id(ids)
+        ids = [i for i in ids if i in found and source.belongs(found[i])]
+    heads = proj.heads(ids, tags=bool(filters.tags))
+    contents: dict[str, Memory] = {}
+    if intent.identifiers and bm25:
+        # Only memories BM25 found can hold the identifier's words.
+        contents = proj.memories_by_id(list(bm25))
+    pool: dict[str, ranking.Candidate] = {}
+    for memory_id in ids:
+        if memory_id not in heads:
+            continue
+        c = ranking.Candidate(memory_id, cosine=max(0.0, cosines.get(memory_id, 0.0)))
+        c.share = bm25.get(memory_id, 0.0) / query_weight if query_weight > 0 else 0.0
+        if memory_id in contents:
+            c.identifiers = ranking.identifiers_found(intent.identifiers,
+                                                      contents[memory_id].content)
+        c.words = ranking.words_evidence(c.share, specificity, c.identifiers)
+        c.meaning = background.meaning(c.cosine) if background is not None else 0.0
+        c.relevance = ranking.relevance(c.meaning, c.words, weight)
+        pool[memory_id] = c
+    context = settings["recall.context"]
+    if context > 0 and pool:
+        neighbours = proj.written_with(ranking.most_relevant(pool),
+                                       seconds=ranking.CONTEXT_SECONDS,
+                                       span=ranking.CONTEXT_SPAN)
+        involved = {i for source_id, near in neighbours.items() for i in (source_id, *near)
+                    if i in pool}
+        tagged = proj.heads(list(involved), tags=True) if involved else {}
+        ranking.add_context(pool, neighbours, context,
+                            {i: head.tags for i, head in tagged.items()})
+    floor = settings["recall.strength_floor"]
+    min_relevance = settings["recall.min_relevance"]
+    share = settings["recall.weight_strength"]
+    out: list[Ranked] = []
+    for memory_id, c in pool.items():
+        head = heads[memory_id]
+        if c.relevance <= 0 or c.relevance < min_relevance:
+            continue
+        if head.status != "active" and not filters.include_forgotten:
+            continue
+        if filters.kinds and head.kind not in filters.kinds:
+            continue
+        if filters.tags and not filters.tags <= head.tags:
+            continue
+        if filters.scope is not None and head.scope != filters.scope:
+            continue
+        if filters.task is not None and head.task != filters.task:
+            continue
+        if filters.since and head.moment < filters.since:
+            continue
+        if filters.until and head.moment >= filters.until:
+            continue
+        if not filters.include_expired and not head.valid_at(moment):
+            continue
+        c.strength = strength(head, moment, settings)
+        if c.strength < floor and not filters.include_decayed:
+            continue
+        c.time = ranking.time_factor(intent, ev.parse_time(head.moment), moment)
+        c.kind = ranking.kind_factor(intent, head.kind)
+        c.score = c.relevance * c.time * c.kind * ((1.0 - share) + share * c.strength)
+        out.append((c.score, head.updated_clock, source, c))
+    return out
+
+
+def _rank_by_subject(tense: str, ranked: list[Ranked],
+                     bodies: dict[Path, dict[str, Memory]]) -> None:
+    """For "now" questions, an older memory on the subject of a newer one among the results
+    steps back (for "originally" questions, the newer one does)."""
+    from .embed import embed_with_cache
+
+    by_identity: dict[str, list[int]] = {}
+    for row, (_, _, source, _) in enumerate(ranked):
+        if source.embedder is not None:
+            by_identity.setdefault(source.embedder.identity, []).append(row)
+    for rows in by_identity.values():
+        source = ranked[rows[0]][2]
+        embedder = source.embedder
+        assert embedder is not None
+        memories = [bodies[ranked[r][2].store.root][ranked[r][3].id] for r in rows]
+        vectors, _ = embed_with_cache(embedder, source.search.embeddings,
+                                      [memory_embedding_text(m) for m in memories])
+        similar = vectors @ vectors.T
+        for i, row in enumerate(rows):
+            for j in range(len(rows)):
+                if i == j or similar[i, j] < ranking.SUBJECT_SIMILARITY:
+                    continue
+                newer = memories[j].moment > memories[i].moment
+                if newer == (tense == "current"):
+                    _, clock, where, c = ranked[row]
+                    c.time *= ranking.SUPERSEDED_BY_NEWER
+                    c.score *= ranking.SUPERSEDED_BY_NEWER
+                    c.notes.append(f"{'newer' if newer else 'older'} memory on this subject: "
+                                   f"{memories[j].id[:8]}")
+                    ranked[row] = (c.score, clock, where, c)
+                    break
