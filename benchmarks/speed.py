@@ -584,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
             parts.setdefault(name, []).append(time.perf_counter_ns() - t0)
             return out
 
-        search = e._search(store)
+        search = e.workspace.search(store)
         for q in queries:
             clock("Engram.settings(store) [YAML parse]", lambda: e.settings(store))
             clock("Engram.projection(store) [refresh check]", lambda: e.projection(store))

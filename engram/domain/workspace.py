@@ -459,7 +459,7 @@ class Workspace:
                 # A commit killed half-way leaves git's lock files (index.lock, a branch's
                 # ref lock) and the index behind HEAD: once no process holds them, the next
                 # commit clears them up.
-                from .doctor import recover_interrupted_commit
+                from ..git.recovery import recover_interrupted_commit
 
                 note = recover_interrupted_commit(store) \
                     if attempt == 1 and ".lock" in str(exc) else None
