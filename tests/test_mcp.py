@@ -177,7 +177,7 @@ def test_the_kind_and_reason_literals_match_the_library() -> None:
 
     from engram.model import sessions
     from engram.model.tasks import PROGRESS_STATUSES, STATUSES
-    from engram.mcp.server import Interruption, Kind, Outcome, ProgressStatus, TaskStatus
+    from engram.mcp.models import Interruption, Kind, Outcome, ProgressStatus, TaskStatus
     from engram.model.memories import MEMORY_KINDS
 
     assert list(get_args(Kind)) == list(MEMORY_KINDS)
