@@ -619,6 +619,26 @@ def test_results_are_bounded_and_say_so(repo: Path) -> None:
     run(scenario)
 
 
+def test_task_get_shows_the_memories_task_show_does(repo: Path) -> None:
+    with Engram(cwd=repo) as engram:
+        task = engram.task_create("Move the queue", goal="Jobs on Postgres")
+        expired = engram.remember("The queue runs on Redis until the migration",
+                                  task=task.id, valid_until="2020-01-01")
+        live = engram.remember("The queue runs on Postgres: we need SKIP LOCKED", kind="decision",
+                               task=task.id)
+    shown = json.loads(cli("task", "show", task.id, "--json", cwd=repo).output)
+    assert {m["id"] for m in shown["memories"]} == {expired.memory.id, live.memory.id}
+
+    async def scenario() -> None:
+        async with connect(repo) as client:
+            view = await call(client, "task_get", task=task.id)
+            assert [m["id"] for m in view["memories"]] == [m["id"] for m in shown["memories"]]
+            assert [m["content"] for m in view["memories"]] == \
+                [m["content"] for m in shown["memories"]]
+
+    run(scenario)
+
+
 def test_session_agent_comes_from_the_client_and_interruptions_are_found(repo: Path) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()

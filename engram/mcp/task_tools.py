@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
 from ..api import Engram
+from ..model.memories import Memory
 from .models import (OUTPUT_CHARS, READ, WRITE, ContinuityResult, ProgressStatus, TaskChange,
                      TaskList, TaskRef, TaskResult, TaskStatus, Tags)
 from .runtime import runtime_of
@@ -47,8 +48,8 @@ def add_task_tools(server: MCPServer) -> None:
         def call(engram: Engram) -> TaskResult:
             view = engram.task_view(task)
             found = engram.task(view["task"]["id"])
-            memories, cut_memories = fit([memory_view(m) for m in
-                                          _task_memories(engram, found.id)], OUTPUT_CHARS // 2)
+            memories, cut_memories = fit([memory_view(Memory.from_dict(m)) for m in
+                                          view["memories"]], OUTPUT_CHARS // 2)
             saved = None
             cut_saved = False
             if checkpoints:
@@ -173,7 +174,3 @@ def add_task_tools(server: MCPServer) -> None:
         Read-only."""
         return runtime_of(ctx).run("task_continuity", READ, lambda e: ContinuityResult(
             **e.continuity(task, before=before, after=after)))
-
-
-def _task_memories(engram: Engram, task_id: str) -> list[Any]:
-    return [m for m in engram.memories(limit=None) if m.task == task_id]
