@@ -18,6 +18,11 @@ WORKSPACE_FOLDER_PATHS, else the working directory (`Runtime.locate`).
 Over HTTP, a bearer token (static, or an OIDC/JWT verified against the issuer's JWKS) names the
 actor of every event the caller writes, and its scopes (`memory:read`, `memory:write`,
 `session:write`) limit which tools it may use.
+
+The parts: `models` (parameter and result types), `views` (facade results as tool results),
+`messages` (errors in an agent's words), `runtime` (stores, session, threads), `tools` and the
+tool families `memory_tools`, `task_tools`, `session_tools`; this module builds the server and
+serves it over stdio, `http` over HTTP.
 """
 
 from __future__ import annotations
