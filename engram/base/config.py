@@ -267,7 +267,7 @@ def parse_value(key: str, text: str) -> Any:
 def _check_model_folder(value: str) -> None:
     """`engram config set search.model PATH` checks the folder on this machine (a file read from
     git is only checked for its shape: the folder may exist on another machine only)."""
-    from ..search.embed import ModelFolderError, describe_folder, is_local_model
+    from .models import ModelFolderError, describe_folder, is_local_model
 
     if is_local_model(value):
         try:
@@ -296,7 +296,7 @@ def check_value(key: str, value: Any) -> Any:
 
         value = name_form(value, key)
     if key == "search.model":
-        from ..search.embed import check_model_setting
+        from .models import check_model_setting
 
         try:
             check_model_setting(value)

@@ -49,7 +49,8 @@ from ..base.config import (
     default_config_text,
     personal_only,
 )
-from ..base.errors import EngramError, NoStoreError, UsageError, quote
+from ..base.errors import EngramError, NoStoreError
+from ..base.validation import check_relative  # noqa: F401 (interop and continuity import it here)
 
 StoreKind = Literal["personal", "project"]
 
@@ -719,10 +720,3 @@ def require(store: Store | None, kind: StoreKind) -> Store:
             )
         raise NoStoreError("no personal store yet; run `engram init` to create one")
     return store
-
-
-def check_relative(name: str, what: str) -> str:
-    """Refuse path-like names that could escape a directory when used as paths."""
-    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in name.split("/"):
-        raise UsageError(f"{what} {quote(name)} must not be an absolute path or contain '..'")
-    return name
