@@ -57,7 +57,7 @@ def register(main: click.Group) -> None:
 
     def run_sync(ctx: click.Context, project: bool, personal: bool, remote: str | None,
                  as_json: bool, *, pull: bool, push: bool) -> None:
-        from ..git.sync import sync
+        from ..domain.syncing import sync
 
         engram = _engram(ctx, project, personal)
         results = sync(engram, pull=pull, push=push, remote=remote,

@@ -306,7 +306,7 @@ def search_unreachable(store: Store, repo: pygit2.Repository, found: Found) -> s
     import pygit2
 
     from ..base.errors import EngramError
-    from .sync import _why, run_git
+    from .sync import run_git, why_failed
 
     try:
         done = run_git(store.work_tree, "fsck", "--connectivity-only", "--unreachable",
@@ -314,7 +314,7 @@ def search_unreachable(store: Store, repo: pygit2.Repository, found: Found) -> s
     except (EngramError, OSError) as exc:
         return str(exc)
     if done.returncode not in (0, 1) and not done.stdout:
-        return _why(done)
+        return why_failed(done)
     for row in done.stdout.splitlines():
         parts = row.split()
         if len(parts) != 3 or parts[0] not in ("unreachable", "dangling"):

@@ -35,7 +35,6 @@ from . import ledger, lines
 from ..base.config import ConfigFile, Layer, default_config_text, personal_only
 from ..base.errors import EngramError, NoStoreError
 from ..base.files import atomic_write, fsync_dir
-from ..base.validation import check_relative  # noqa: F401 (interop and continuity import it here)
 from .layout import (  # noqa: F401 (HANDOFFS_DIR: named here for the store's users)
     CONFIG_FILE,
     CONFIG_PARSED,
@@ -594,3 +593,13 @@ def require(store: Store | None, kind: StoreKind) -> Store:
             )
         raise NoStoreError("no personal store yet; run `engram init` to create one")
     return store
+
+
+def __getattr__(name: str) -> object:
+    """`check_relative` moved to `engram.base.validation`; interop and continuity still import
+    it from here (loaded only then: validation compiles the secret patterns)."""
+    if name == "check_relative":
+        from ..base.validation import check_relative
+
+        return check_relative
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
