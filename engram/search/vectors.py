@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..storage.events import CROCKFORD
 from . import usearch_index
 
-_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_CROCKFORD = CROCKFORD.lower()  # entity ids are lower case
 # Crockford digits to the digits int(..., 32) reads; every other ASCII character to one it refuses.
 _TO_DIGITS = {code: "!" for code in range(128)}
 _TO_DIGITS |= {ord(c): "0123456789abcdefghijklmnopqrstuv"[i] for i, c in enumerate(_CROCKFORD)}

@@ -51,7 +51,8 @@ def substantive(kind: str) -> bool:
 # Ordered upgrades: UPGRADES[n] turns a schema-n event dict into a schema-(n+1) one.
 UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # the base-32 digits of ULIDs and entity ids
+_CROCKFORD = CROCKFORD  # the name engram.domain.interop still uses
 EVENT_ID_RE = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
 ENTITY_ID_RE = re.compile(r"^[0-9a-hjkmnp-tv-z]{12}$")
 ENTITY_ID_LEN = 12
@@ -66,7 +67,7 @@ def new_event_id(now_ms: int | None = None) -> str:
     """
     ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
-    return "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in range(25, -1, -1))
+    return "".join(CROCKFORD[(value >> (5 * i)) & 31] for i in range(25, -1, -1))
 
 
 def new_entity_id() -> str:
@@ -75,7 +76,7 @@ def new_entity_id() -> str:
     Random rather than time-ordered so that a short prefix (like a git hash) tells records apart.
     """
     value = int.from_bytes(os.urandom(8), "big") >> 4
-    return "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in range(11, -1, -1)).lower()
+    return "".join(CROCKFORD[(value >> (5 * i)) & 31] for i in range(11, -1, -1)).lower()
 
 
 # Clocks are microseconds (2^62 is the year 148,000): one above it would overflow SQLite's
