@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import EngramError
+from ..base.files import atomic_write
 from ..base.models import (  # what a model setting may name, and a model folder's description
     BUILTIN,
     DESCRIPTION_FILE,  # noqa: F401 (tests name the description file through this module)
@@ -216,9 +217,7 @@ def file_digest(path: Path) -> str:
     kept[key] = {"stamp": stamp, "sha256": sha.hexdigest()}
     try:
         kept_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = kept_file.with_name(f"{kept_file.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(kept), "utf-8")
-        os.replace(tmp, kept_file)
+        atomic_write(kept_file, json.dumps(kept), durable=False)
     except OSError:
         pass  # only a cache
     return sha.hexdigest()
