@@ -346,8 +346,8 @@ def push(store: Store, repo: pygit2.Repository, target: Target) -> int:
         if "[rejected]" in text or "non-fast-forward" in text or "fetch first" in text:
             raise Rejected()
         raise SyncError(
-            f"could not push to {target.remote} ({why_failed(done)}); your events are committed here "
-            "and go out with the next `engram sync`"
+            f"could not push to {target.remote} ({why_failed(done)}); your events are committed "
+            "here and go out with the next `engram sync`"
         )
     return ahead
 
