@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Literal
 
 from . import events as ev
-from . import ledger, lines
+from . import gitdir, ledger, lines
 from ..base.config import ConfigFile, Layer, default_config_text, personal_only
 from ..base.errors import EngramError, NoStoreError
 from ..base.files import atomic_write, fsync_dir
@@ -104,16 +104,6 @@ class Chunk:
     tail: bytes = b""  # the last complete line, for detecting rewrites later
 
 
-def _git_dir(work_tree: Path) -> Path:
-    dot_git = work_tree / ".git"
-    if dot_git.is_file():  # a linked worktree or submodule: "gitdir: <path>"
-        text = dot_git.read_text(encoding="utf-8").strip()
-        if text.startswith("gitdir:"):
-            target = Path(text.split(":", 1)[1].strip())
-            return target if target.is_absolute() else (work_tree / target).resolve()
-    return dot_git
-
-
 def git_c(store: Store) -> str:
     """`git -C <work tree>`: a printed git command that works wherever the user stands."""
     return f"git -C {shlex.quote(str(store.work_tree))}"
@@ -149,7 +139,7 @@ class Store:
     @property
     def git_dir(self) -> Path:
         if self._git_dir is None:
-            self._git_dir = _git_dir(self.work_tree)
+            self._git_dir = gitdir.git_dir(self.work_tree)
         return self._git_dir
 
     @property
@@ -162,19 +152,14 @@ class Store:
         """The git directory shared by every work tree of the repository (the git directory
         itself, except in a linked worktree). `git worktree remove` leaves it in place."""
         if self._common_dir is None:
-            try:
-                pointer = (self.git_dir / "commondir").read_text(encoding="utf-8").strip()
-                self._common_dir = (self.git_dir / pointer).resolve()
-            except (OSError, UnicodeDecodeError):
-                self._common_dir = self.git_dir
+            self._common_dir = gitdir.common_dir(self.git_dir)
         return self._common_dir
 
     @property
     def worktree_name(self) -> str:
         """The linked worktree's name (its folder in `<common-git-dir>/worktrees/`), or ".main"
         for the main work tree (git never starts a worktree's name with a dot)."""
-        linked = (self.git_dir / "commondir").is_file()
-        return self.git_dir.name if linked else MAIN_WORKTREE
+        return self.git_dir.name if gitdir.is_linked(self.git_dir) else MAIN_WORKTREE
 
     @property
     def config_file(self) -> ConfigFile:
@@ -399,31 +384,9 @@ class Store:
         atomic_write(self.local_dir / OBSERVED_CLOCK, str(clock).encode(), durable=False)
 
     def head_id(self) -> str:
-        """The commit HEAD points at ("" when unborn), read from the ref files: no repository
-        object on the write path."""
-        try:
-            head = (self.git_dir / "HEAD").read_text(encoding="utf-8").strip()
-            if not head.startswith("ref:"):
-                return head
-            ref = head[4:].strip()
-            common = self.git_dir
-            if (self.git_dir / "commondir").is_file():  # a linked worktree
-                common = (self.git_dir / (self.git_dir / "commondir").read_text().strip())
-            for base in (self.git_dir, common):
-                try:
-                    return (base / ref).read_text(encoding="utf-8").strip()
-                except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-                    continue
-            try:
-                packed = (common / "packed-refs").read_text(encoding="utf-8")
-            except FileNotFoundError:
-                return ""
-            for line in packed.splitlines():
-                if line.endswith(" " + ref) and not line.startswith(("#", "^")):
-                    return line.split(" ", 1)[0]
-            return ""
-        except (OSError, UnicodeDecodeError):
-            return "?"  # unreadable: never equal to a recorded head, so a new file is started
+        """The commit HEAD points at ("" when unborn; "?" when unreadable), read from the ref
+        files: no repository object on the write path."""
+        return gitdir.head_id(self.git_dir)
 
     def _writable_path(self, state: WriterState, first: ev.Event, head: str) -> Path:
         """The file to append to: this writer's file for the event's month, if it is untouched
@@ -449,25 +412,11 @@ class Store:
         staged copy would be committed by the user's next commit, and Engram's own commit of the
         lines after it would then change a committed file: a new file is started instead. Only
         an index changed since the last look is read."""
-        index = self.git_dir / "index"
-        try:
-            st = index.stat()
-        except OSError:
+        stamp = gitdir.index_stamp(self.git_dir)
+        if stamp is None or stamp == state.index_stamp:
             return False
-        stamp = f"{st.st_mtime_ns}:{st.st_size}"
-        if stamp == state.index_stamp:
-            return False
-        name = self.repo_path(self.rel(path))
-        try:
-            data = index.read_bytes()
-            staged = name.encode() + b"\0" in data
-            if not staged and data[4:8] == b"\0\0\0\x04":  # version 4 compresses paths
-                import pygit2
-
-                staged = name in pygit2.Index(str(index))
-        except (OSError, ValueError):
-            return False
-        except Exception:  # pygit2.GitError: an index git itself could not read
+        staged = gitdir.staged(self.git_dir, self.repo_path(self.rel(path)))
+        if staged is None:
             return False
         state.index_stamp = stamp
         return staged
