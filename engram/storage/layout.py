@@ -50,6 +50,7 @@ PROJECTION_DB = "projection.sqlite3"
 EMBEDDINGS_DB = "embeddings.sqlite3"
 TEXT_INDEX_DIR = "text"
 VECTOR_INDEX = "vectors.usearch"
+VECTOR_META = "vectors.json"  # beside VECTOR_INDEX: identity, dimension, count
 PROJECTS_CACHE = "projects.json"  # in the personal store's cache: project ids by repository
 
 # -- the ledger, under <common-git-dir>/engram/ledger/ -------------------------------------------
