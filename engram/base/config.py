@@ -24,6 +24,7 @@ import orjson
 
 from .errors import UsageError, quote
 from .files import atomic_write
+from .vocab import MEMORY_KIND
 
 if TYPE_CHECKING:
     from ruamel.yaml import YAML
@@ -165,10 +166,7 @@ SETTINGS: dict[str, Setting] = {
             Setting(f"decay.{kind}", days, float,
                     f"Days for a {kind} to fade to 37% strength (scaled up by importance and "
                     "by each reinforcement).", minimum=0.001)
-            for kind, days in {
-                "fact": 180, "decision": 365, "preference": 730, "convention": 730,
-                "gotcha": 365, "failure": 120, "lesson": 365, "procedure": 730, "note": 60,
-            }.items()
+            for kind, days in ((term.name, term.data["decay_days"]) for term in MEMORY_KIND.terms)
         ],
     ]
 }

@@ -40,6 +40,7 @@ from typing import Any
 
 from ..base.config import find_work_tree
 from ..base.errors import UsageError
+from ..base.vocab import one_of_message
 
 AGENTS = {"claude": "claude-code", "cursor": "cursor", "codex": "codex"}
 HOOKS = {"SessionStart": "session-start", "PreCompact": "precompact", "SessionEnd": "session-end"}
@@ -76,7 +77,7 @@ def install(client: str, *, project: bool = False, hooks: bool = False, name: st
     """Write (or, with dry_run, only compute) the client's configuration for Engram; with
     `approve` (Claude Code, project scope), also approve the project's server for this user."""
     if client not in AGENTS:
-        raise UsageError(f"unknown client {client!r}; use one of {', '.join(AGENTS)}")
+        raise UsageError(one_of_message("client", client, tuple(AGENTS)))
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
         raise UsageError("a server name is 1-64 letters, digits, '_' or '-'")
     if hooks and client != "claude":

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from ..api import Engram
+from ..base.vocab import SOURCE
 from ..base.errors import EngramError
 from .models import (FULL_CHARS, ITEM_CHARS, READ, WRITE, Cluster, ClusterMember,
                      ConsolidateResult, ForgetResult, Id, Kind, MemoryList, MemoryResult,
-                     RecallHit, RecallResult, RememberResult, StatsResult, StoreStats, Tags,
-                     Version)
+                     RecallHit, RecallResult, RememberResult, Source, StatsResult, StoreStats,
+                     Tags, Version)
 from .runtime import runtime_of
 from .tools import tool
 from .views import fit, memory_view, remembered
@@ -33,8 +34,7 @@ def add_memory_tools(server: MCPServer) -> None:
                                                        "relative path such as src/api.")] = None,
         importance: Annotated[float, Field(ge=0, le=1, description="0 to 1; 0.7+ comes back at "
                                                                    "every resume.")] = 0.5,
-        source: Annotated[Literal["user-said", "agent-inferred"],
-                          Field(description="Who said it.")] = "agent-inferred",
+        source: Annotated[Source, Field(description="Who said it.")] = SOURCE.default,
         task: Annotated[str | None, Field(description="The task id it belongs to.")] = None,
         valid_until: Annotated[str | None, Field(description="Not valid from this date on "
                                                              "(2026-12-01, or an age like "

@@ -3,7 +3,7 @@ the `resume` prompt."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import anyio
 import anyio.to_thread
@@ -12,11 +12,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from ..api import Engram
+from ..base.vocab import DEPTH, RESTORE
 from ..domain import discovery
 from .models import (ITEM_CHARS, READ, SESSION, WRITE, CheckResult, CitationCheckView,
-                     CitationIn, CitationView, DiscoveryCheck, DiscoveryResult, HandoffResult,
-                     Interruption, Outcome, ReportResult, ResumeResult, SessionList,
-                     SessionView, Tags, TaskRef)
+                     CitationIn, CitationView, Depth, DiscoveryCheck, DiscoveryResult,
+                     HandoffResult, Interruption, Outcome, ReportResult, Restore, ResumeResult,
+                     SessionList, SessionState, SessionView, Tags, TaskRef)
 from .runtime import runtime_of, writes
 from .tools import describe, tool
 from .views import checkpoint_view, fit, for_agents, memory_view
@@ -84,15 +85,15 @@ def add_session_tools(server: MCPServer) -> None:
                                                       "default: the only active task.")] = None,
         session: Annotated[str | None, Field(description="Resume what this session id was "
                                                          "working on.")] = None,
-        depth: Annotated[Literal["brief", "standard", "full"],
+        depth: Annotated[Depth,
                          Field(description="How much history: brief, standard (default), "
-                                           "full.")] = "standard",
+                                           "full.")] = DEPTH.default,
         since: Annotated[str | None, Field(description="Only events since a date or age "
                                                        "(2d).")] = None,
-        restore: Annotated[Literal["full", "selective", "none"],
+        restore: Annotated[Restore,
                            Field(description="Which memories come back: selective (default: "
                                              "important ones and failures/gotchas), full, "
-                                             "none.")] = "selective",
+                                             "none.")] = RESTORE.default,
         max_chars: Annotated[int, Field(ge=1000, le=100_000, description="Cut the Markdown at "
                                                                          "this length.")
                              ] = 20_000,
@@ -118,7 +119,7 @@ def add_session_tools(server: MCPServer) -> None:
     @tool(server, "List sessions", read_only=True)
     def session_list(
         ctx: Context,
-        state: Annotated[Literal["open", "ended", "interrupted"] | None,
+        state: Annotated[SessionState | None,
                          Field(description="Only sessions in this state.")] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many.")] = 20,
     ) -> SessionList:
