@@ -40,6 +40,7 @@ from typing import Any
 
 from ..base.config import find_work_tree
 from ..base.errors import UsageError
+from ..base.files import atomic_write
 from ..base.vocab import one_of_message
 
 AGENTS = {"claude": "claude-code", "cursor": "cursor", "codex": "codex"}
@@ -464,8 +465,5 @@ def _write(path: Path, text: str) -> None:
     """Replace the file atomically, keeping its permissions (~/.claude.json is private)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else None
-    tmp = path.with_name(f".{path.name}.engram-{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    if mode is not None:
-        os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    atomic_write(path, text, durable=False, mode=mode,
+                 temp=path.with_name(f".{path.name}.engram-{os.getpid()}.tmp"))
