@@ -442,7 +442,7 @@ HOSTILE_EXPORT = [  # (line, what the report says of it)
      "working-set file '/etc/shadow' must be a path inside the repository"),
     (lambda: _event("session.started", {"session_id": "s1aaaaaaaaaa", "agent": "evil",
                                         "pid": 1, "head": None}),
-     "agent 'evil' is not one of"),
+     "unknown agent 'evil'; use one of"),
     (lambda: _event("memory.created", _memory(origin={"format": "engram", "id": "x",
                                                       "actor": "a\nb"})),
      "origin actor 'a\\nb' must be one line"),
