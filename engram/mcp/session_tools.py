@@ -69,13 +69,14 @@ def add_session_tools(server: MCPServer) -> None:
                 blocked=blocked, next=next, must_not_redo=must_not_redo,
                 must_preserve=must_preserve, files=files, commands=commands,
                 artifacts=artifacts, open_questions=open_questions, goal=goal)
-            view = checkpoint_view(saved)
+            view = checkpoint_view(saved.checkpoint.record)
             assert view is not None
-            done = "recorded and committed" if saved["commit"] else \
+            done = "recorded and committed" if saved.commit else \
                 "recorded, not committed (see warnings)"
-            return HandoffResult(task=saved["task"], checkpoint=view,
-                                 note=f"handoff {saved['seq']} {done} "
-                                      f"(continuation confidence {saved['confidence']:.2f})")
+            return HandoffResult(task=saved.checkpoint.task, checkpoint=view,
+                                 note=f"handoff {saved.checkpoint.seq} {done} "
+                                      f"(continuation confidence "
+                                      f"{saved.checkpoint.confidence:.2f})")
         return runtime_of(ctx).run("session_handoff", SESSION, call)
 
     @tool(server, "Resume", idempotent=True)
