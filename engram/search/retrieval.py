@@ -35,7 +35,7 @@ from .embed import Embedder, EmbeddingCache, embed_with_cache
 from .text import TextIndex, TextIndexDamaged, failed
 from ..readmodel.projection import Projection
 from .ranking import Candidate, dates_said
-from ..storage.layout import (
+from ..base.layout import (
     EMBEDDINGS_DB,
     INDEX_LOCK,
     TEXT_INDEX_DIR,
