@@ -1,4 +1,5 @@
-"""Recall: query -> candidates from BM25 and vectors -> fused, decayed, filtered ranking.
+"""A store's search indexes, kept current from its read model, and the scores recall ranks
+with (the ranking itself is the pipeline in `recall.py`).
 
 Per store, two disposable indexes hang off the read model:
 
