@@ -20,7 +20,7 @@ from .domain.continuity.service import (Continuity, ContinuityScore, EarlierFail
                                         TaskChange, TaskView)
 from .domain.interop.service import ImportReport, Interop
 from .domain.maintenance import Maintenance
-from .domain.memories import Memories, Remembered
+from .domain.memories import Memories, Remembered, Superseded
 from .domain.messages import commit_message, describe
 from .domain.records import Records
 from .domain.workspace import CommitResult, Use, Workspace
@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from .git.lost import Recovered
     from .search.retrieval import Hit
 
-__all__ = ["CommitResult", "Engram", "ImportReport", "Remembered", "commit_message", "describe",
+__all__ = ["CommitResult", "Engram", "ImportReport", "Remembered", "Superseded", "commit_message",
+           "describe",
            "Checkpoint", "ContinuityScore", "EarlierFailure", "Handoff", "HandoffPackage",
            "TaskChange", "TaskView"]
 
@@ -262,6 +263,11 @@ class Engram:
     def forget(self, memory_id: str, *, reason: str) -> mem.Memory:
         """Retire a memory with a reason (a tombstone event). Its history stays readable."""
         return self._memories.forget(memory_id, reason=reason)
+
+    def supersede(self, memory_id: str, content: str, *, redact: bool = False) -> Superseded:
+        """Replace a memory that is no longer true: a new memory holding `content`, with the
+        old one's kind, tags, scope, importance, source and task, supersedes it in one step."""
+        return self._memories.supersede(memory_id, content, redact=redact)
 
     def get(self, memory_id: str) -> mem.Memory:
         return self._memories.get(memory_id)

@@ -24,13 +24,12 @@ import orjson
 
 from .errors import UsageError, quote
 from .files import atomic_write
+from .layout import CONFIG_FILE, EVENTS_DIR, PROJECT_DIR
 from .vocab import MEMORY_KIND
 
 if TYPE_CHECKING:
     from ruamel.yaml import YAML
 
-CONFIG_FILE = "config.yaml"
-PROJECT_DIR = ".engram"
 TEXT_SETTING_CHARS = 200
 INT_CEILING = 2**53  # the largest whole number every JSON reader agrees on
 
@@ -215,7 +214,7 @@ def foreign_store(root: Path) -> str | None:
     """What `root` is when another tool keeps its files there rather than an Engram store: the
     Go engram, which shares the name, writes `.engram/manifest.json` and `.engram/chunks/` in a
     project (`engram sync`) and keeps `~/.engram/engram.db`. None for anything else."""
-    if not root.is_dir() or (root / CONFIG_FILE).exists() or (root / "events").is_dir():
+    if not root.is_dir() or (root / CONFIG_FILE).exists() or (root / EVENTS_DIR).is_dir():
         return None
     if (root / "manifest.json").is_file() or (root / "chunks").is_dir():
         return f"the sync folder of {GO_ENGRAM}"

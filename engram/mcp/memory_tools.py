@@ -196,12 +196,8 @@ def add_memory_tools(server: MCPServer) -> None:
                                     "replace_with")
                 return ForgetResult(memory=memory_view(engram.forget(id, reason=reason)),
                                     replacement=None)
-            old = engram.get(id)
-            new = engram.remember(replace_with, kind=old.kind, tags=old.tags, scope=old.scope,
-                                  importance=old.importance, source=old.source, task=old.task,
-                                  supersedes=[old.id])
-            return ForgetResult(memory=memory_view(engram.get(old.id)),
-                                replacement=memory_view(new.memory))
+            done = engram.supersede(id, replace_with)
+            return ForgetResult(memory=memory_view(done.old), replacement=memory_view(done.new))
         return runtime_of(ctx).run("memory_forget", WRITE, call)
 
     @tool(server, "Consolidate near-duplicates", destructive=True,

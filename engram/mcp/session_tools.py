@@ -244,20 +244,14 @@ def add_discovery_tools(server: MCPServer) -> None:
 
         Read-only (reads files and git)."""
         def call(engram: Engram) -> CheckResult:
-            found = [discovery.get(engram, id)] if id else discovery.recent(engram, limit=limit)
-            order = {"valid": 0, "moved": 1, "unknown": 2, "broken": 3}
-            counts = {name: 0 for name in order}
-            views = []
-            for item in found:
-                checks = discovery.check(engram, item)
-                for c in checks:
-                    counts[c.status] += 1
-                worst = max((c.status for c in checks), key=order.__getitem__)
-                views.append(DiscoveryCheck(
-                    id=item.memory.id, fact=item.text[:ITEM_CHARS], status=worst,
-                    citations=[CitationCheckView(**c.to_dict()) for c in checks]))
+            done = discovery.survey(engram, id, limit=limit)
+            views = [DiscoveryCheck(id=item.discovery.memory.id,
+                                    fact=item.discovery.text[:ITEM_CHARS], status=item.status,
+                                    citations=[CitationCheckView(**c.to_dict())
+                                               for c in item.checks])
+                     for item in done.checked]
             kept, cut = fit(views)
-            return CheckResult(discoveries=kept, counts=counts, truncated=cut)
+            return CheckResult(discoveries=kept, counts=done.counts, truncated=cut)
         return runtime_of(ctx).run("discovery_check", READ, call)
 
 

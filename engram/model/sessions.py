@@ -28,6 +28,7 @@ from ..git.recovery import process_alive
 from ..base.files import atomic_write
 from ..base.validation import session_id as check_session_id
 from ..base.vocab import AGENT, INTERRUPTION, OUTCOME
+from ..base import layout
 
 REASONS = INTERRUPTION.names
 OUTCOMES = OUTCOME.names
@@ -96,7 +97,7 @@ def fold(events: Sequence[ev.Event]) -> Session | None:
 
 
 def beat_path(local_dir: Path, session_id: str) -> Path:
-    return local_dir / "sessions" / f"{check_session_id(session_id)}.json"
+    return layout.session_file(local_dir, check_session_id(session_id))
 
 
 def write_beat(local_dir: Path, session_id: str, *, pid: int, context: float | None = None,
