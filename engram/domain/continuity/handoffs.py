@@ -9,7 +9,6 @@ Markdown rendering for review and is committed at once. A checkpoint read back i
 
 from __future__ import annotations
 
-import os
 import shlex
 import time
 from collections.abc import Mapping, Sequence
@@ -18,7 +17,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ...base.errors import EngramError, GitError, UsageError, quote
+from ...base.vocab import CHECKPOINT_REASON
+from ...base.files import atomic_write
+from ...base.errors import EngramError, GitError, UsageError
 from ...model import tasks
 from ...storage import events as ev
 from ...storage.store import git_c
@@ -92,9 +93,7 @@ class Checkpoints:
         ...) is neither rendered nor committed at once: it joins the next batched commit. The
         result's `commit` is the commit made, or None (then `warnings` says why).
         """
-        if reason not in cp.REASONS:
-            raise UsageError(f"unknown checkpoint reason {quote(reason)}; use one of "
-                             f"{', '.join(cp.REASONS)}")
+        CHECKPOINT_REASON.one_of(reason)
         store, task = self.workspace.find_task(ident)
         if isinstance(package, HandoffPackage):
             package = package.fields
@@ -232,9 +231,7 @@ class Checkpoints:
                 f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)")
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write(path, text, durable=False, hidden=True)
         return path
 
     def checkpoints(self, ident: str) -> list[Checkpoint]:

@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...base.errors import EngramError, NotFoundError, UsageError, quote
+from ...base.vocab import AGENT, INTERRUPTION, OUTCOME
+from ...base import layout
+from ...base.errors import EngramError, NotFoundError, UsageError
 from ...base.validation import session_id as check_session_id
 from ...model import sessions
 from ...model.memories import Memory
@@ -32,9 +34,7 @@ class Sessions:
                       pid: int | None = None) -> sessions.Session:
         """Open a session for this process (or `pid`): later events carry its id."""
         store = self.workspace.write_store()
-        if agent not in sessions.AGENTS:
-            raise UsageError(f"unknown agent {quote(agent)}; use one of "
-                             f"{', '.join(sessions.AGENTS)}")
+        AGENT.one_of(agent)
         if session_id is None:
             session_id = ev.new_entity_id()
         else:
@@ -91,9 +91,7 @@ class Sessions:
     def report_interruption(self, reason: str, *, note: str | None = None,
                             session_id: str | None = None) -> None:
         """Say why the session is about to stop; used when its interruption is classified."""
-        if reason not in sessions.REASONS:
-            raise UsageError(f"unknown interruption reason {reason!r}; use one of "
-                             f"{', '.join(sessions.REASONS)}")
+        INTERRUPTION.one_of(reason)
         store = self.workspace.write_store()
         session_id = self._open_session(self._session_id(session_id)).id
         data = {"session_id": session_id, "reason": reason}
@@ -108,9 +106,8 @@ class Sessions:
         relied on (success +0.05, failure -0.05). Commits pending events."""
         store = self.workspace.write_store()
         session_id = self._session_id(session_id)
-        if outcome is not None and outcome not in sessions.OUTCOMES:
-            raise UsageError(f"unknown outcome {quote(outcome)}; use one of "
-                             f"{', '.join(sessions.OUTCOMES)}")
+        if outcome is not None:
+            OUTCOME.one_of(outcome)
         session_id = self._open_session(session_id).id
         items: list[tuple[str, dict[str, Any]]] = [
             ("session.ended", {"session_id": session_id, "outcome": outcome, "how": how})]
@@ -134,7 +131,7 @@ class Sessions:
         proj = self.workspace.projection(store)
         ids = {e.data["memory"] for e in proj.events(kinds=["memory.created"], limit=None)
                if e.session == session_id}
-        ids |= set(_read_lines(store.local_dir / "sessions" / f"{session_id}.recalled"))
+        ids |= set(_read_lines(layout.session_file(store.local_dir, session_id, ".recalled")))
         return list(proj.memories_by_id(sorted(ids)).values())
 
     def note_recalled(self, memory_ids: Sequence[str]) -> None:
@@ -142,7 +139,7 @@ class Sessions:
         if not self.workspace.session or not memory_ids:
             return
         for store in self.workspace.stores():
-            path = store.local_dir / "sessions" / f"{self.workspace.session}.recalled"
+            path = layout.session_file(store.local_dir, self.workspace.session, ".recalled")
             if path.parent.exists():
                 with open(path, "a", encoding="utf-8") as handle:
                     handle.write("".join(f"{m}\n" for m in memory_ids))

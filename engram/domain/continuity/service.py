@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ...base.errors import EngramError, Fix, NotFoundError, UsageError, quote
+from ...base.vocab import DEPTH, RESTORE
+from ...base.errors import EngramError, Fix, NotFoundError, UsageError
 from ...base.validation import Checks, name_form, reference
 from ...model import tasks
 from ...model.memories import Memory
@@ -261,11 +262,8 @@ class Continuity:
         interrupted are recorded first, unless `record` is false (a reader that writes
         nothing). `max_tokens`: fill that budget by priority (must-not-redo and must-preserve
         first, then next steps, failures, memories) and name what was left out."""
-        if depth not in rehydrate.DEPTHS:
-            raise UsageError(f"unknown depth {quote(depth)}; use brief, standard or full")
-        if restore not in rehydrate.RESTORE_MODES:
-            raise UsageError(f"unknown restore mode {quote(restore)}; use full, selective or "
-                             "none")
+        DEPTH.one_of(depth)
+        RESTORE.one_of(restore)
         since_clock = None
         if since is not None:
             from ...model.memories import parse_moment
