@@ -153,10 +153,12 @@ def _store_here() -> Store | None:
 
 
 def refresh(store: Store) -> dict[str, object]:
+    from dataclasses import asdict
+
     from ..api import Engram
 
     with Engram(cwd=store.work_tree, use=store.kind) as engram:
-        return engram.refresh_indexes()
+        return asdict(engram.refresh_indexes())
 
 
 def _refresh_in_background(store: Store) -> None:

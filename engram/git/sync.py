@@ -261,7 +261,7 @@ def sync(engram: Engram, *, pull: bool = True, push: bool = True, remote: str | 
                     received += more
         result.received = received
         if pull:
-            result.indexes = engram.refresh_indexes(stores=[store])
+            result.indexes = asdict(engram.refresh_indexes(stores=[store]))
         results.append(result)
     if results and all(r.skipped for r in results):
         raise SyncError(results[0].skipped or "nothing to sync")
