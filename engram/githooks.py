@@ -1,12 +1,13 @@
 """`python -m engram.githooks pre-commit|refresh [--background]`: the command the git hooks in
 users' repositories run (written by `engram init`). The name is kept stable because installed
-hook scripts hold it; the hooks themselves are `engram.git.hooks`."""
+hook scripts hold it; what it runs is `engram.cli.githooks`, the hooks themselves
+`engram.git.hooks`."""
 
 from __future__ import annotations
 
 import sys
 
-from .git.hooks import main
+from .cli.githooks import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

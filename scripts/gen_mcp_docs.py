@@ -55,7 +55,8 @@ def yes(value: bool | None) -> str:
 
 
 def render() -> str:
-    from engram.mcp.server import OUTPUT_CHARS, build_server
+    from engram.mcp.models import OUTPUT_CHARS
+    from engram.mcp.server import build_server
 
     server = build_server()
     tools = anyio.run(server.list_tools)

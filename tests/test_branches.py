@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from engram.api import Engram
 from engram.storage.store import Store
-from engram.git.sync import sync
+from engram.domain.syncing import sync
 from tests.conftest import git, make_repo, run_engram
 
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import cli, git, make_repo
 from engram.storage import events as ev
 from engram.storage import lines
-from engram.git import lost
+from engram.storage import ledger as noting
 from engram.api import Engram
 from engram.storage.store import Store
 
@@ -348,7 +348,7 @@ def test_the_ledger_is_settled_by_reads_once_it_grows(tmp_path: Path,
     noted = {json.loads(entry.split(b"\t", 1)[1])["id"]
              for entry in ledger.read_bytes().splitlines()}
     assert written <= noted  # written, not read yet
-    monkeypatch.setattr(lost, "SETTLE_BYTES", 1)
+    monkeypatch.setattr(noting, "SETTLE_BYTES", 1)
     with Engram(cwd=repo, use="project") as engram:
         assert len(engram.memories()) == 3  # a read: the read model holds them now
     assert ledger.read_bytes() == b""

@@ -176,7 +176,7 @@ def test_the_kind_and_reason_literals_match_the_library() -> None:
 
     from engram.model import sessions
     from engram.model.tasks import PROGRESS_STATUSES, STATUSES
-    from engram.mcp.server import Interruption, Kind, Outcome, ProgressStatus, TaskStatus
+    from engram.mcp.models import Interruption, Kind, Outcome, ProgressStatus, TaskStatus
     from engram.model.memories import MEMORY_KINDS
 
     assert list(get_args(Kind)) == list(MEMORY_KINDS)
@@ -614,6 +614,26 @@ def test_results_are_bounded_and_say_so(repo: Path) -> None:
             view = await call(client, "task_get", task=task.id)
             assert len(view["task"]["progress"]) == 50  # the latest 50
             assert view["truncated"] is True and "early progress" in view["note"]
+
+    run(scenario)
+
+
+def test_task_get_shows_the_memories_task_show_does(repo: Path) -> None:
+    with Engram(cwd=repo) as engram:
+        task = engram.task_create("Move the queue", goal="Jobs on Postgres")
+        expired = engram.remember("The queue runs on Redis until the migration",
+                                  task=task.id, valid_until="2020-01-01")
+        live = engram.remember("The queue runs on Postgres: we need SKIP LOCKED", kind="decision",
+                               task=task.id)
+    shown = json.loads(cli("task", "show", task.id, "--json", cwd=repo).output)
+    assert {m["id"] for m in shown["memories"]} == {expired.memory.id, live.memory.id}
+
+    async def scenario() -> None:
+        async with connect(repo) as client:
+            view = await call(client, "task_get", task=task.id)
+            assert [m["id"] for m in view["memories"]] == [m["id"] for m in shown["memories"]]
+            assert [m["content"] for m in view["memories"]] == \
+                [m["content"] for m in shown["memories"]]
 
     run(scenario)
 

@@ -258,7 +258,7 @@ def test_every_loopback_bind_refuses_foreign_host_and_origin_headers(tmp_path: P
 
 
 def test_loopback_is_decided_by_address_not_by_spelling() -> None:
-    from engram.mcp.server import is_loopback
+    from engram.mcp.http import is_loopback
 
     for host in ("127.0.0.1", "127.0.0.2", "127.255.255.254", "::1", "::ffff:127.0.0.3",
                  "localhost", "LOCALHOST"):
@@ -271,7 +271,7 @@ def test_loopback_is_decided_by_address_not_by_spelling() -> None:
 @pytest.mark.parametrize("host", ["::", "192.0.2.1", "::ffff:10.0.0.1"])
 def test_any_other_address_requires_authentication(tmp_path: Path, host: str) -> None:
     from engram.base.errors import UsageError
-    from engram.mcp.server import serve_http
+    from engram.mcp.http import serve_http
 
     with pytest.raises(UsageError, match=f"refusing to serve {host} without authentication"):
         serve_http(host=host, port=0, cwd=tmp_path)
@@ -328,7 +328,7 @@ def test_an_oidc_token_cannot_write_as_someone_else(tmp_path: Path, issuer: Issu
 
 
 def test_the_actor_of_claims_names_the_subject_when_no_email_is_verified() -> None:
-    from engram.mcp.server import actor_from_claims
+    from engram.mcp.http import actor_from_claims
 
     iss = "https://id.example.com:8443/tenant/v2.0"
     cases = [

@@ -223,10 +223,10 @@ def test_consolidate_does_not_merge_memories_that_differ_in_a_fact(home_store: E
 
 
 def test_the_mcp_note_says_what_differs_and_how_to_replace_it(home_store: Engram) -> None:
-    from engram.mcp.server import _remembered
+    from engram.mcp.views import remembered
 
     first = home_store.remember("The metrics endpoint is served on port 9100")
     result = Engram().remember("The metrics endpoint is served on port 9200")
-    note = _remembered(result).note
+    note = remembered(result).note
     assert f"the new text differs from {first.id[:8]} in a number: 9100 -> 9200" in note
     assert "memory_forget" in note and "replace_with" in note

@@ -11,7 +11,8 @@ import pytest
 from conftest import cli
 from engram.api import Engram
 from engram.base.errors import AmbiguousIdError, NotFoundError, SecretError, UsageError, quote
-from engram.base.secrets import find_secrets, guard, redact
+from engram.base.secrets import find_secrets, redact
+from engram.base.validation import guard
 from engram.base.validation import name, path
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example key

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .errors import UsageError, quote
+from .files import atomic_write
 
 if TYPE_CHECKING:
     from ruamel.yaml import YAML
@@ -269,7 +270,7 @@ def parse_value(key: str, text: str) -> Any:
 def _check_model_folder(value: str) -> None:
     """`engram config set search.model PATH` checks the folder on this machine (a file read from
     git is only checked for its shape: the folder may exist on another machine only)."""
-    from ..search.embed import ModelFolderError, describe_folder, is_local_model
+    from .models import ModelFolderError, describe_folder, is_local_model
 
     if is_local_model(value):
         try:
@@ -298,7 +299,7 @@ def check_value(key: str, value: Any) -> Any:
 
         value = name_form(value, key)
     if key == "search.model":
-        from ..search.embed import check_model_setting
+        from .models import check_model_setting
 
         try:
             check_model_setting(value)
@@ -411,9 +412,7 @@ class ConfigFile:
         try:
             text = orjson.dumps({"key": key, "values": values})
             if orjson.loads(text)["values"] == values:  # only what JSON keeps as it is
-                tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-                tmp.write_bytes(text)
-                os.replace(tmp, cache)
+                atomic_write(cache, text, durable=False)
         except (OSError, TypeError):
             pass  # only a cache
         return values
@@ -434,9 +433,8 @@ class ConfigFile:
         node[leaf] = value
         out = io.StringIO()
         yaml.dump(tree, out)
-        tmp = self.path.with_suffix(".yaml.tmp")
-        tmp.write_text(out.getvalue(), encoding="utf-8")
-        os.replace(tmp, self.path)
+        atomic_write(self.path, out.getvalue(), durable=False,
+                     temp=self.path.with_suffix(".yaml.tmp"))
 
 
 def parse_config(data: bytes, *, where: str = CONFIG_FILE) -> dict[str, Any]:

@@ -25,7 +25,7 @@ Front = Literal["cli", "mcp"]
 def quote(value: object, width: int = 40) -> str:
     """A short, one-line quotation of what a caller gave, for messages: never all of it, and
     never any part of a credential in it (that shows as [REDACTED:type])."""
-    from .secrets import redacted  # engram.secrets imports this module
+    from .secrets import redacted  # its patterns compile on import: only when quoting
 
     text = redacted(value if isinstance(value, str) else str(value))
     if len(text) > width:

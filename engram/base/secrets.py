@@ -19,7 +19,8 @@ they are measured on, docs/reliability.md the figures and the placeholder policy
 
 A finding covers exactly the secret value: redaction keeps the key readable
 (`PASSWORD=[REDACTED:password]`). A finding never carries the secret itself, only its type and
-position, and no error message quotes it (`errors.quote` redacts what this module finds).
+position, and no error message quotes it (`errors.quote` redacts what this module finds). Refusing
+text that holds one (`validation.guard`) is a check, made with the other checks.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-
-from .errors import SecretError
 
 
 @dataclass(frozen=True)
@@ -386,18 +385,6 @@ def redact(text: str, findings: list[Finding]) -> str:
     for finding in sorted(findings, key=lambda f: f.start, reverse=True):
         text = text[: finding.start] + f"[REDACTED:{finding.type}]" + text[finding.end :]
     return text
-
-
-def guard(text: str, *, field: str = "content", allow_redaction: bool = False,
-          entropy: bool = False, redactable: bool = True) -> str:
-    """Return `text` unchanged, or redacted when allowed; otherwise refuse the first secret."""
-    findings = find_secrets(text, entropy=entropy)
-    if not findings:
-        return text
-    if allow_redaction:
-        return redact(text, findings)
-    first = findings[0]
-    raise SecretError(first.type, first.line, first.column, field=field, redactable=redactable)
 
 
 def redacted(text: str) -> str:

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import secrets
-from .errors import Fix, UsageError, quote
+from .errors import Fix, SecretError, UsageError, quote
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -122,10 +122,6 @@ def name(value: Any, *, what: str, limit: int) -> str:
     if len(value) > limit:
         raise UsageError(f"{what} {quote(value, 20)} is longer than {limit} characters "
                          "(setting limits.name_chars)")
-    from ..storage.store import (
-        check_relative,
-    )  # the store module is heavy; `--help` needs none of it
-
     check_relative(value, what)
     if not _NAME.match(value):
         raise UsageError(
@@ -151,6 +147,25 @@ def tags(values: Iterable[Any], *, limit: int, name_limit: int,
                     raise UsageError(f"more than {limit} {what}s: over the limit of {limit} "
                                      "(setting limits.tags)")
     return tuple(out)
+
+
+def check_relative(name: str, what: str) -> str:
+    """Refuse path-like names that could escape a directory when used as paths."""
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in name.split("/"):
+        raise UsageError(f"{what} {quote(name)} must not be an absolute path or contain '..'")
+    return name
+
+
+def guard(text: str, *, field: str = "content", allow_redaction: bool = False,
+          entropy: bool = False, redactable: bool = True) -> str:
+    """Return `text` unchanged, or redacted when allowed; otherwise refuse the first secret."""
+    findings = secrets.find_secrets(text, entropy=entropy)
+    if not findings:
+        return text
+    if allow_redaction:
+        return secrets.redact(text, findings)
+    first = findings[0]
+    raise SecretError(first.type, first.line, first.column, field=field, redactable=redactable)
 
 
 def path(value: Any, *, what: str, limit: int) -> str:
@@ -183,8 +198,8 @@ class Checks:
         """Refuse (or, when asked, redact) what looks like a credential."""
         if not self.settings["secrets.scan"]:
             return value
-        return secrets.guard(value, field=field, allow_redaction=redact and redactable,
-                             entropy=self.settings["secrets.entropy"], redactable=redactable)
+        return guard(value, field=field, allow_redaction=redact and redactable,
+                     entropy=self.settings["secrets.entropy"], redactable=redactable)
 
     def text(self, value: Any, *, field: str, limit: str = "limits.text_bytes",
              one_line: bool = False, redact: bool | None = None,

@@ -88,7 +88,7 @@ def serve(ctx: click.Context, use_http: bool, host: str, port: int, http_path: s
         from ..mcp.server import serve_stdio
 
         ctx.exit(serve_stdio(cwd=cwd, agent=agent, actor=actor, scopes=allowed))
-    from ..mcp.server import http_auth, serve_http
+    from ..mcp.http import http_auth, serve_http
 
     token, token_source = _token(token_file)
     auth = http_auth(token=token, actor=actor, scopes=allowed, oidc_issuer=oidc_issuer,

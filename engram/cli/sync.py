@@ -57,7 +57,7 @@ def register(main: click.Group) -> None:
     """Add the sync, remote and hooks commands to the `engram` command group."""
     def run_sync(ctx: click.Context, project: bool, personal: bool, remote: str | None,
                  as_json: bool, *, pull: bool, push: bool) -> None:
-        from ..git.sync import sync
+        from ..domain.syncing import sync
 
         engram = open_engram(ctx, project, personal)
         results = sync(engram, pull=pull, push=push, remote=remote,

@@ -21,10 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import UsageError, quote
-from ..storage.store import CONFIG_FILE, EVENTS_DIR, Store
+from ..storage.layout import (
+    ASOF_DIR,
+    ASOF_MARK,
+    CONFIG_FILE,
+    EMBEDDINGS_DB,
+    EVENTS_DIR,
+    cache_dir,
+    local_dir,
+)
+from ..storage.store import Store
 
 KEEP = 5  # snapshots kept per store, most recently used first
-_MARK = "asof.json"
 
 
 def resolve(store: Store, rev: str) -> Any | None:
@@ -58,10 +66,10 @@ def snapshot(store: Store, commit: Any) -> Store:
     """The store as it was at `commit`, as a store of its own (made once, then reused)."""
     import pygit2
 
-    home = store.local_dir / "asof"
+    home = store.local_dir / ASOF_DIR
     target = home / str(commit.id)
     root = target if store.kind == "personal" else target / store.prefix
-    if not (target / ".git" / "engram" / _MARK).exists():
+    if not (local_dir(target / ".git") / ASOF_MARK).exists():
         tree = commit.tree
         if store.prefix:
             try:
@@ -81,8 +89,8 @@ def snapshot(store: Store, commit: Any) -> Store:
                 (out / CONFIG_FILE).write_bytes(entry.data)
             elif entry.name == EVENTS_DIR and isinstance(entry, pygit2.Tree):
                 _write_tree(entry, out / EVENTS_DIR)
-        (tmp / ".git" / "engram").mkdir(parents=True, exist_ok=True)
-        (tmp / ".git" / "engram" / _MARK).write_text(
+        local_dir(tmp / ".git").mkdir(parents=True, exist_ok=True)
+        (local_dir(tmp / ".git") / ASOF_MARK).write_text(
             f'{{"commit": "{commit.id}", "store": "{store.kind}"}}\n', encoding="utf-8")
         try:
             os.replace(tmp, target)
@@ -91,7 +99,7 @@ def snapshot(store: Store, commit: Any) -> Store:
     os.utime(target)
     _prune(home, keep=target)
     found = Store(root, store.kind)
-    found.shared_embeddings = store.local_dir / "cache" / "embeddings.sqlite3"
+    found.shared_embeddings = cache_dir(store.local_dir) / EMBEDDINGS_DB
     return found
 
 

@@ -41,7 +41,7 @@ from ..base.errors import EngramError, SecretError, UsageError, quote
 from ..base import validation
 
 if TYPE_CHECKING:
-    import pygit2
+    from ..git.tracked import TrackedFiles
 
     from ..api import Engram, Remembered
     from ..model.memories import Memory
@@ -181,19 +181,6 @@ def _read_lines(top: Path, path: str) -> list[str] | None:
     return data.decode("utf-8", errors="replace").splitlines()
 
 
-def _untracked(repo: pygit2.Repository, path: str, resolved: Path, real: str) -> str | None:
-    """Why git does not track the file (so its lines must not be copied into a memory, which
-    is pushed), or None when it does: it is in the index."""
-    name = path if real == path else f"{path} (a link to {real})"
-    if real.split("/")[0] == ".git" or resolved.is_relative_to(Path(repo.path).resolve()):
-        return f"{name} is inside .git/, git's own files"
-    if real in repo.index:
-        return None
-    if repo.path_is_ignored(real):
-        return f"{name} is ignored by git"
-    return f"{name} is not tracked by git (git add it to have its lines kept)"
-
-
 def _matches(wanted: str, line: str) -> bool:
     """`line` is `wanted`, where a secret redacted in `wanted` stands for any text."""
     if wanted == line:
@@ -225,22 +212,10 @@ def _find(lines: Sequence[str], block: Sequence[str], limit: int = 5) -> list[tu
     return found
 
 
-def _repo(top: Path) -> pygit2.Repository:
-    from ..git.repo import open_repository
+def _tracked(top: Path) -> TrackedFiles:
+    from ..git.tracked import TrackedFiles  # pygit2: only when a citation is pinned or checked
 
-    return open_repository(top)
-
-
-def _lines_at(repo: pygit2.Repository, commit: str, path: str) -> list[str] | None:
-    import pygit2
-
-    try:
-        blob = repo.revparse_single(f"{commit}:{path}")
-    except (KeyError, ValueError, pygit2.GitError):
-        return None
-    if not isinstance(blob, pygit2.Blob):
-        return None
-    return blob.data.decode("utf-8", errors="replace").splitlines()
+    return TrackedFiles(top)
 
 
 def pin(engram: Engram, citations: Sequence[Mapping[str, Any]], *,
@@ -255,11 +230,11 @@ def pin(engram: Engram, citations: Sequence[Mapping[str, Any]], *,
     checks = engram.checks()
     most_lines = checks.limit("limits.citation_lines")
     top = work_tree(engram)
-    repo = _repo(top)
-    if repo.head_is_unborn:
+    repo = _tracked(top)
+    head = repo.head
+    if head is None:
         raise UsageError("the repository has no commit yet; commit first so that citations "
                          "can be pinned to one")
-    head = str(repo.head.target)
     pinned = []
     for raw in citations:
         path = clean_path(str(raw.get("path") or ""), limit=checks.limit("limits.path_chars"))
@@ -280,7 +255,7 @@ def pin(engram: Engram, citations: Sequence[Mapping[str, Any]], *,
         if end > len(lines):
             raise UsageError(f"{path} has {len(lines)} lines; {start}-{end} is past its end")
         current = lines[start - 1 : end]
-        untracked = _untracked(repo, path, resolved, real)
+        untracked = repo.untracked(path, resolved, real)
         excerpt = raw.get("excerpt")
         if excerpt is not None and str(excerpt).strip():
             given = str(excerpt).strip("\n").splitlines()
@@ -297,7 +272,7 @@ def pin(engram: Engram, citations: Sequence[Mapping[str, Any]], *,
         if untracked is not None:
             pinned.append(Citation(path, start, end, head, note=f"no excerpt: {untracked}"))
             continue
-        committed = _lines_at(repo, head, path)
+        committed = repo.lines_at(head, path)
         same_as_head = committed is not None and end <= len(committed) and \
             _same(committed[start - 1 : end], current)
         pinned.append(Citation(path, start, end, head, None if same_as_head else
@@ -395,7 +370,7 @@ def check(engram: Engram, discovery: Discovery) -> list[CitationCheck]:
     """Is each citation still true of the current work tree?"""
     top = work_tree(engram)
     try:
-        repo = _repo(top)
+        repo: TrackedFiles | None = _tracked(top)
     except EngramError:
         repo = None
     out = []
@@ -404,13 +379,13 @@ def check(engram: Engram, discovery: Discovery) -> list[CitationCheck]:
     return out
 
 
-def _check_one(top: Path, repo: pygit2.Repository | None, citation: Citation) -> CitationCheck:
+def _check_one(top: Path, repo: TrackedFiles | None, citation: Citation) -> CitationCheck:
     expected: list[str] | None = list(citation.excerpt) if citation.excerpt is not None else None
     if expected is None and repo is not None:
-        then = _lines_at(repo, citation.commit, citation.path)
+        then = repo.lines_at(citation.commit, citation.path)
         if then is not None and citation.end <= len(then):
             expected = then[citation.start - 1 : citation.end]
-        elif then is None and citation.commit in repo:
+        elif then is None and repo.has_commit(citation.commit):
             return CitationCheck(citation, "unknown",
                                  f"{citation.path} was not tracked by git at commit "
                                  f"{citation.commit[:12]} and no excerpt was kept, so there is "

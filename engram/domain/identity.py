@@ -25,6 +25,9 @@ from typing import Any
 import orjson
 import pygit2
 
+from ..base.files import atomic_write
+from ..storage.layout import PROJECTS_CACHE
+
 ROOT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 CACHED_REPOSITORIES = 200
 
@@ -135,7 +138,7 @@ def _load(cache_dir: Path | None) -> dict[str, Any]:
     if cache_dir is None:
         return {}
     try:
-        value = orjson.loads((cache_dir / "projects.json").read_bytes())
+        value = orjson.loads((cache_dir / PROJECTS_CACHE).read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return {}
     return value if isinstance(value, dict) else {}
@@ -144,8 +147,6 @@ def _load(cache_dir: Path | None) -> dict[str, Any]:
 def _save(cache_dir: Path, cache: dict[str, Any]) -> None:
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = cache_dir / f".projects.{os.getpid()}.tmp"
-        tmp.write_bytes(orjson.dumps(cache))
-        os.replace(tmp, cache_dir / "projects.json")
+        atomic_write(cache_dir / PROJECTS_CACHE, orjson.dumps(cache), durable=False, hidden=True)
     except OSError:
         pass  # a cache: the next call walks the history again

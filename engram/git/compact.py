@@ -33,14 +33,14 @@ merge; `engram sync` keeps the appended file (its lines are a superset; readers 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..storage import lines
 from ..base.errors import GitError
-from ..storage.store import MAX_FILE_BYTES, Store, WriterState, _fsync_dir
+from ..base.files import atomic_write, fsync_dir
+from ..storage.store import MAX_FILE_BYTES, Store, WriterState
 
 if TYPE_CHECKING:
     from .repo import StoreRepo
@@ -96,7 +96,7 @@ def closed_counts(store: Store, repo: StoreRepo) -> dict[str, int]:
     if tree is None:
         return {}
     counts: dict[str, int] = {}
-    for rel in repo._committed_event_files(tree):
+    for rel in repo.committed_event_files(tree):
         counts[_month_of(rel)] = counts.get(_month_of(rel), 0) + 1
     return counts
 
@@ -112,7 +112,7 @@ def plan(store: Store, repo: StoreRepo, *, months: set[str] | None = None
     tree = repo.head_tree()
     if tree is None:
         return [], []
-    committed = repo._committed_event_files(tree)
+    committed = repo.committed_event_files(tree)
     state = WriterState.load(store)
     live = state.segment if state.head == store.head_id() else None
     by_month: dict[str, list[str]] = {}
@@ -221,7 +221,7 @@ def apply(store: Store, repo: StoreRepo, plans: list[MonthPlan], *, author: str)
     import pygit2
     from pygit2.enums import FileMode
 
-    from .repo import _IndexLock, _StatCache, git_identity, signature
+    from .repo import IndexLock, StatCache, git_identity, signature
 
     reason = repo.busy()
     if reason:
@@ -233,21 +233,12 @@ def apply(store: Store, repo: StoreRepo, plans: list[MonthPlan], *, author: str)
         path = store.root / rel
         if path.exists() and path.read_bytes() == data:
             continue
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        _fsync_dir(path.parent)
+        atomic_write(path, data, hidden=True)
     # 2. The folded files.
     for rel in removed:
         (store.root / rel).unlink(missing_ok=True)
     for folder in {_month_of(rel) for rel in removed}:
-        _fsync_dir(store.root / folder)
+        fsync_dir(store.root / folder)
     # 3. One commit: HEAD's tree less the folded files, plus the merged ones.
     blobs = {rel: repo.repo.create_blob(data) for rel, data in outputs.items()}
     index = pygit2.Index()
@@ -260,7 +251,7 @@ def apply(store: Store, repo: StoreRepo, plans: list[MonthPlan], *, author: str)
         index.add(pygit2.IndexEntry(store.repo_path(rel), oid, FileMode.BLOB))
     new_tree = index.write_tree(repo.repo)
     committer = signature(git_identity(store.work_tree) or author)
-    with _IndexLock(repo.repo) as user_index:
+    with IndexLock(repo.repo) as user_index:
         try:
             oid = repo.repo.create_commit("HEAD", signature(author), committer, message(plans),
                                           new_tree, [repo.repo.head.target])
@@ -274,7 +265,7 @@ def apply(store: Store, repo: StoreRepo, plans: list[MonthPlan], *, author: str)
                 pass
         for rel, blob_id in blobs.items():
             user_index.add(pygit2.IndexEntry(store.repo_path(rel), blob_id, FileMode.BLOB))
-    cache = _StatCache(store)
+    cache = StatCache(store)
     for rel in removed:
         if cache.entries.pop(rel, None) is not None:
             cache.dirty = True
@@ -291,7 +282,7 @@ def compact(store: Store, repo: StoreRepo, *, author: str, dry_run: bool = False
     result = CompactResult(store=store.kind)
     plans, result.skipped = plan(store, repo, months=months)
     tree = repo.head_tree()
-    files = list(repo._committed_event_files(tree)) if tree is not None else []
+    files = list(repo.committed_event_files(tree)) if tree is not None else []
     result.files_before = len(files)
     result.files_after = len(files) - sum(len(p.sources) for p in plans) + sum(
         len({rel for rel, _ in p.outputs} - set(p.sources)) for p in plans)

@@ -16,19 +16,23 @@ script is left alone, and the user is told what to add. `engram hooks uninstall`
 blocks and nothing else.
 
     python -m engram.githooks pre-commit|refresh [--background]
+
+(that command, and the refresh it runs, are `engram.cli.githooks`: installing the hooks and the
+staged-file check are here)
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..base.errors import UsageError
-from ..storage.store import EVENTS_DIR, Store
+from ..base.files import atomic_write
+from ..storage.layout import EVENT_SUFFIX, EVENTS_DIR
+from ..storage.store import Store
 
 BEGIN = "# >>> engram >>>"
 END = "# <<< engram <<<"
@@ -109,10 +113,8 @@ def install(store: Store) -> list[str]:
         else:
             text = f"#!/bin/sh\n{_block(hook)}"
             verb = "installed"
-        tmp = path.with_name(f".{hook}.engram-{os.getpid()}")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.chmod(0o755)
-        os.replace(tmp, path)
+        atomic_write(path, text, durable=False, mode=0o755,
+                     temp=path.with_name(f".{hook}.engram-{os.getpid()}"))
         report.append(f"{hook}: {verb} ({path})")
     return report
 
@@ -137,40 +139,7 @@ def uninstall(store: Store) -> list[str]:
     return report
 
 
-# -- what the hooks run --------------------------------------------------------------------------
-
-
-def _store_here() -> Store | None:
-    """The store of the repository git runs this hook in, if it has one."""
-    from ..base.config import CONFIG_FILE, PROJECT_DIR, engram_home
-
-    top = Path(os.environ.get("GIT_WORK_TREE") or Path.cwd())
-    if (top / PROJECT_DIR / CONFIG_FILE).exists():
-        return Store(top / PROJECT_DIR, "project")
-    if (top / CONFIG_FILE).exists() and top.resolve() == engram_home().resolve():
-        return Store(top, "personal")
-    return None
-
-
-def refresh(store: Store) -> dict[str, object]:
-    from dataclasses import asdict
-
-    from ..api import Engram
-
-    with Engram(cwd=store.work_tree, use=store.kind) as engram:
-        return asdict(engram.refresh_indexes())
-
-
-def _refresh_in_background(store: Store) -> None:
-    """Detach a refresh from git: the hook returns at once; output goes to a log file."""
-    log_path = store.local_dir / "hooks.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
-        subprocess.Popen(
-            [sys.executable, "-m", "engram.githooks", "refresh"],
-            cwd=store.work_tree, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            start_new_session=True,
-        )
+# -- the pre-commit check ---------------------------------------------------------------------
 
 
 def staged_problems(store: Store) -> list[str]:
@@ -189,7 +158,7 @@ def staged_problems(store: Store) -> list[str]:
             problems.append(f"{entry.path}: a symbolic link inside the Engram store; Engram "
                             f"never follows one: `git rm --cached -- {entry.path}`")
             continue
-        if not (entry.path.startswith(prefix) and entry.path.endswith(".jsonl")):
+        if not (entry.path.startswith(prefix) and entry.path.endswith(EVENT_SUFFIX)):
             continue
         if head is not None:
             try:
@@ -227,7 +196,7 @@ def _event_blobs(repo: Any, node: Any, path: str) -> dict[str, Any]:
         where = f"{path}/{entry.name}"
         if entry.type_str == "tree":
             found.update(_event_blobs(repo, repo[entry.id], where))
-        elif entry.name.endswith(".jsonl") and entry.filemode != pygit2.enums.FileMode.LINK:
+        elif entry.name.endswith(EVENT_SUFFIX) and entry.filemode != pygit2.enums.FileMode.LINK:
             found[where] = entry.id
     return found
 
@@ -262,7 +231,7 @@ def lost_lines(store: Store, repo: Any, head: Any) -> list[str]:
         return []
     committed = _event_blobs(repo, node, top)
     staged = {e.path: e.id for e in repo.index
-              if e.path.startswith(top + "/") and e.path.endswith(".jsonl")}
+              if e.path.startswith(top + "/") and e.path.endswith(EVENT_SUFFIX)}
     touched = [p for p, oid in committed.items() if staged.get(p) != oid]
     if not touched:
         return []
@@ -307,32 +276,3 @@ def _strings(value: object) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in _strings(v)]
     return []
-
-
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("pre-commit", "refresh"):
-        print("usage: python -m engram.githooks pre-commit|refresh [--background]",
-              file=sys.stderr)
-        return 2
-    store = _store_here()
-    if store is None:
-        return 0
-    if argv[0] == "pre-commit":
-        problems = staged_problems(store)
-        for problem in problems[:20]:
-            print(f"engram: {problem}", file=sys.stderr)
-        if problems:
-            print(f"engram: commit refused: {len(problems)} problem(s) in staged event files "
-                  "(`engram verify` shows them all)", file=sys.stderr)
-            return 1
-        return 0
-    if "--background" in argv[1:]:
-        _refresh_in_background(store)
-        return 0
-    report = refresh(store)
-    print(f"engram: caches refreshed: {report}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

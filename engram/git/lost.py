@@ -4,20 +4,10 @@ Git deletes files Engram wrote: `git clean` and `git stash -u` take uncommitted 
 are untracked until Engram commits them), `git worktree remove --force` takes a whole work tree,
 and `git reset --hard`, `git revert` or a `git pull --rebase` after someone else's force-push drop
 committed ones. Nothing in the event files can say what is missing from them, so Engram keeps a
-ledger of the events that could go missing:
-
-- every line this clone's writer appends is noted there as it is written, and
-- every event the read model drops because its file vanished is noted there as it is dropped.
-
-Entries for events the read model holds again are settled (removed) whenever the ledger is
-examined, so it holds little more than the events written since the last read and those gone.
-An event noted there that is in neither the store nor the tip of any branch, tag or remote branch
-is lost: `status` and `doctor` count it, and `recover` writes it back.
-
-The ledger is `<common-git-dir>/engram/ledger/<worktree>-<store kind>.tsv`, one `<file>\\t<event
-line>` per line. It lives in the git directory that every work tree shares, because `git worktree
-remove` deletes a linked worktree's own git directory along with its files; `engram reindex`
-does not touch it. It is local state, never committed, and read as untrusted input all the same.
+ledger of the events that could go missing (`engram.storage.ledger`): every line this clone's
+writer appends, and every event the read model drops because its file vanished. An event noted
+there that is in neither the store nor the tip of any branch, tag or remote branch is lost:
+`status` and `doctor` count it, and `recover` writes it back.
 
 Recovery reads the event lines back from git where they are: the reflogs of HEAD and every ref,
 the entries of `git stash list` (their untracked-files commits included), and the objects `git
@@ -29,17 +19,23 @@ is never rewritten.
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 from ..storage import events as ev
 from ..storage import lines
-
-MAIN_WORKTREE = ".main"  # the main work tree's name (`Store.worktree_name`)
+from ..storage.ledger import (  # noqa: F401 (note, settle_if_large: the read model's calls)
+    Noted,
+    ledgers,
+    note,
+    plain,
+    read_ledger,
+    settle,
+    settle_if_large,
+    unique,
+)
+from ..storage.layout import EVENTS_DIR
 
 if TYPE_CHECKING:
     import pygit2
@@ -47,178 +43,7 @@ if TYPE_CHECKING:
     from ..readmodel.projection import Projection
     from ..storage.store import Store
 
-LEDGER_DIR = ("engram", "ledger")
-SETTLE_BYTES = 1024 * 1024  # a ledger past this size is settled by the next read
 MAX_BLOB_BYTES = 64 * 1024 * 1024  # an unreachable blob larger than this is not an event file
-
-
-# -- the ledger -----------------------------------------------------------------------------------
-
-
-def ledger_path(store: Store, worktree: str | None = None) -> Path:
-    name = f"{worktree or store.worktree_name}-{store.kind}.tsv"
-    return store.common_dir.joinpath(*LEDGER_DIR, name)
-
-
-def note(store: Store, rel: str, data: bytes) -> None:
-    """Note complete event lines (`data`, each ending in a newline) read from or written to
-    `rel`. Never fails the caller: without the note, only a loss before the next read goes
-    unnoticed."""
-    entries = [line for line in data.split(b"\n") if line.strip()]
-    if not entries:
-        return
-    prefix = rel.encode("utf-8", "surrogateescape") + b"\t"
-    try:
-        path = ledger_path(store)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "ab") as handle, _locked(handle):
-            handle.write(b"".join(prefix + line + b"\n" for line in entries))
-    except OSError:
-        pass
-
-
-@contextlib.contextmanager
-def _locked(handle: BinaryIO) -> Iterator[None]:
-    """Hold an exclusive lock on an open ledger: notes (from writers and from readers, which
-    do not take the store's write lock) and settling never interleave."""
-    try:
-        import fcntl
-    except ImportError:  # no advisory locks here: a rare lost note, never a failure
-        yield
-        return
-    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-    try:
-        yield
-    finally:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-@dataclass(frozen=True)
-class Noted:
-    """An event the ledger holds, as it holds it."""
-
-    rel: str  # the store-relative file it was in
-    raw: bytes  # its line, without the newline
-    event: ev.Event
-    worktree: str  # whose ledger
-
-
-def _ledgers(store: Store) -> list[tuple[str, Path]]:
-    """(worktree, ledger) for this work tree and for linked worktrees that no longer exist
-    (`git worktree remove`): their events are this repository's to bring back."""
-    folder = store.common_dir.joinpath(*LEDGER_DIR)
-    own = store.worktree_name
-    found = [(own, ledger_path(store))]
-    suffix = f"-{store.kind}.tsv"
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return found
-    for name in names:
-        if not name.endswith(suffix):
-            continue
-        worktree = name[: -len(suffix)]
-        if worktree in (own, MAIN_WORKTREE) or \
-                (store.common_dir / "worktrees" / worktree).is_dir():
-            continue
-        found.append((worktree, folder / name))
-    return found
-
-
-def _read_ledger(worktree: str, path: Path) -> list[Noted]:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return []
-    return _parse(worktree, data)
-
-
-def _parse(worktree: str, data: bytes) -> list[Noted]:
-    out = []
-    for entry in data.split(b"\n"):
-        rel, tab, raw = entry.partition(b"\t")
-        name = _event_file(rel) if tab else None
-        if name is None:
-            continue
-        found = lines.classify(raw)
-        if found.problem is not None or found.event is None:
-            continue  # untrusted like any event line: skipped, never fatal
-        out.append(Noted(name, _plain(raw), found.event, worktree))
-    return out
-
-
-def _event_file(rel: bytes) -> str | None:
-    """`rel` as a store-relative event file (`events/.../*.jsonl`), or None if it is not one
-    or could point out of the store."""
-    try:
-        text = rel.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    parts = text.split("/")
-    if parts[0] != "events" or len(parts) < 2 or not text.endswith(".jsonl") or \
-            any(p in ("", ".", "..") or "\0" in p or "\\" in p for p in parts):
-        return None
-    return text
-
-
-def _plain(raw: bytes) -> bytes:
-    return raw[:-1] if raw.endswith(b"\r") else raw
-
-
-def settle(store: Store, proj: Projection) -> None:
-    """Drop from the ledgers the events the read model holds (a later loss of those is noted
-    when the read model drops them); remove the emptied ledger of a removed worktree."""
-    for worktree, path in _ledgers(store):
-        try:
-            with open(path, "r+b") as handle, _locked(handle):
-                data = handle.read()
-                noted = _parse(worktree, data)
-                present = proj.present({n.event.id for n in noted})
-                kept = _unique(n for n in noted if n.event.id not in present)
-                if len(kept) == len(noted) and noted:
-                    continue
-                handle.seek(0)
-                handle.write(b"".join(n.rel.encode("utf-8", "surrogateescape") + b"\t" +
-                                      n.raw + b"\n" for n in kept))
-                handle.truncate()
-                if not kept and worktree != store.worktree_name:
-                    path.unlink(missing_ok=True)
-        except OSError:
-            continue  # missing, or a read-only store: settled another time
-
-
-def settle_if_large(store: Store, proj: Projection) -> None:
-    """Settle the ledger when it has grown (writes with no `status` in between): past
-    `SETTLE_BYTES`, and twice what the last settling left (events only on other branches stay
-    in it, and are not read again on every refresh)."""
-    path = ledger_path(store)
-    try:
-        size = path.stat().st_size
-    except OSError:
-        return
-    if size < SETTLE_BYTES:
-        return
-    try:
-        left = int(path.with_name(path.name + ".settled").read_text() or 0)
-    except (OSError, ValueError):
-        left = 0
-    if size < 2 * left:
-        return
-    settle(store, proj)
-    try:
-        path.with_name(path.name + ".settled").write_text(str(path.stat().st_size))
-    except OSError:
-        pass
-
-
-def _unique(noted: Iterable[Noted]) -> list[Noted]:
-    seen: set[str] = set()
-    out = []
-    for item in noted:
-        if item.event.id not in seen:
-            seen.add(item.event.id)
-            out.append(item)
-    return out
 
 
 # -- what is lost ---------------------------------------------------------------------------------
@@ -322,8 +147,8 @@ def find(store: Store, proj: Projection) -> LostReport:
     """What is lost from `store` now (`proj` is its read model, refreshed)."""
     from ..storage.store import WriterState
 
-    noted = _unique(n for worktree, path in _ledgers(store)
-                    for n in _read_ledger(worktree, path))
+    noted = unique(n for worktree, path in ledgers(store)
+                    for n in read_ledger(worktree, path))
     present = proj.present({n.event.id for n in noted})
     candidates = [n for n in noted if n.event.id not in present]
     lost: list[Noted] = []
@@ -388,14 +213,14 @@ class Found:
             return  # not an event file; unreachable blobs are any file the repository had
         for line in lines.read(data)[0]:
             if line.problem is None and line.event is not None:
-                self.lines.setdefault(line.event.id, (line.event, _plain(line.raw)))
+                self.lines.setdefault(line.event.id, (line.event, plain(line.raw)))
 
 
 def _events_tree(store: Store, tree: pygit2.Tree) -> pygit2.Tree | None:
     import pygit2
 
     try:
-        top = tree[store.repo_path("events")]
+        top = tree[store.repo_path(EVENTS_DIR)]
     except KeyError:
         return None
     return top if isinstance(top, pygit2.Tree) else None
@@ -481,7 +306,7 @@ def search_unreachable(store: Store, repo: pygit2.Repository, found: Found) -> s
     import pygit2
 
     from ..base.errors import EngramError
-    from .sync import _why, run_git
+    from .sync import run_git, why_failed
 
     try:
         done = run_git(store.work_tree, "fsck", "--connectivity-only", "--unreachable",
@@ -489,7 +314,7 @@ def search_unreachable(store: Store, repo: pygit2.Repository, found: Found) -> s
     except (EngramError, OSError) as exc:
         return str(exc)
     if done.returncode not in (0, 1) and not done.stdout:
-        return _why(done)
+        return why_failed(done)
     for row in done.stdout.splitlines():
         parts = row.split()
         if len(parts) != 3 or parts[0] not in ("unreachable", "dangling"):

@@ -142,11 +142,11 @@ def recover_interrupted_commit(store: Store, *, min_age: float = 2.0) -> str | N
     if behind:
         import pygit2
 
-        from .repo import _IndexLock
+        from .repo import IndexLock
 
         tree = repo.head_tree()
         try:
-            with _IndexLock(repo.repo) as index:  # git's own protocol: index.lock, rename
+            with IndexLock(repo.repo) as index:  # git's own protocol: index.lock, rename
                 for path in behind:
                     index.add(pygit2.IndexEntry(path, tree[path].id, tree[path].filemode))
             done.append(f"brought git's index up to the last commit for {len(behind)} file(s)")

@@ -26,7 +26,9 @@ from pygit2.enums import FileMode, RepositoryState
 
 from ..storage import events as ev
 from ..base.errors import GitError
-from ..storage.store import EVENTS_DIR, TRACKED, Store, git_c
+from ..base.files import atomic_write
+from ..storage.layout import COMMITTED_STAT, EVENTS_DIR, TRACKED, local_dir
+from ..storage.store import Store, git_c
 
 _ACTOR_RE = re.compile(r"^\s*(?P<name>[^<>]*?)\s*<(?P<email>[^<>]*)>\s*$")
 
@@ -158,10 +160,10 @@ class StoreRepo:
 
     def pending(self) -> Pending:
         tree = self.head_tree()
-        committed = self._committed_event_files(tree) if tree is not None else {}
+        committed = self.committed_event_files(tree) if tree is not None else {}
         result = Pending()
         on_disk = set()
-        stat_cache = _StatCache(self.store)
+        stat_cache = StatCache(self.store)
         root = self.store.root
         prefix = f"{root}{os.sep}"
         for rel in self._tracked_files():
@@ -207,7 +209,7 @@ class StoreRepo:
 
     @staticmethod
     def _same_as_committed(path: Path, rel: str, st: os.stat_result, blob: pygit2.Blob,
-                           cache: _StatCache) -> bool:
+                           cache: StatCache) -> bool:
         """Same size as committed: is it the same bytes? Hashes only when the stat changed."""
         key = [st.st_size, st.st_mtime_ns, st.st_ino, str(blob.id)]
         if cache.get(rel) == key:
@@ -217,7 +219,7 @@ class StoreRepo:
         cache.put(rel, key)
         return True
 
-    def _committed_event_files(self, tree: pygit2.Tree) -> dict[str, pygit2.Oid]:
+    def committed_event_files(self, tree: pygit2.Tree) -> dict[str, pygit2.Oid]:
         """Every committed event file (store-relative path) and its blob's id, from one walk of
         the tree: no blob is read."""
         try:
@@ -284,7 +286,7 @@ class StoreRepo:
         new_tree = index.write_tree(self.repo)
         parents = [] if self.repo.head_is_unborn else [self.repo.head.target]
 
-        with _IndexLock(self.repo) as user_index:
+        with IndexLock(self.repo) as user_index:
             try:
                 oid = self.repo.create_commit("HEAD", author_sig, committer, text, new_tree, parents)
             except (pygit2.GitError, ValueError) as exc:
@@ -295,7 +297,7 @@ class StoreRepo:
             for path, blob_id in entries:
                 user_index.add(pygit2.IndexEntry(path, blob_id, FileMode.BLOB))
         # Remember what was committed by stat, so the next look reads nothing it need not.
-        cache = _StatCache(self.store)
+        cache = StatCache(self.store)
         for change, (_, blob_id) in zip(pending.changes, entries, strict=True):
             if change.rel.startswith(EVENTS_DIR + "/"):
                 try:
@@ -324,11 +326,11 @@ class StoreRepo:
         return [{"name": r.name, "url": r.url or ""} for r in self.repo.remotes]
 
 
-class _StatCache:
+class StatCache:
     """Event files already checked against their committed blob, by stat (like git's index)."""
 
     def __init__(self, store: Store) -> None:
-        self.path = store.local_dir / "committed-stat.json"
+        self.path = store.local_dir / COMMITTED_STAT
         try:
             self.entries: dict[str, list] = orjson.loads(self.path.read_bytes())
         except (FileNotFoundError, orjson.JSONDecodeError):
@@ -346,14 +348,12 @@ class _StatCache:
         if not self.dirty:
             return
         try:
-            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(orjson.dumps(self.entries))
-            os.replace(tmp, self.path)
+            atomic_write(self.path, orjson.dumps(self.entries), durable=False)
         except OSError:
             pass  # only a cache; a read-only store is still readable
 
 
-class _IndexLock:
+class IndexLock:
     """Git's own protocol for changing the index: hold `index.lock`, write it, rename it over.
 
     Only Engram's entries change; every other entry (the user's staged work) is kept as read.
@@ -363,7 +363,7 @@ class _IndexLock:
         self.git_dir = Path(repo.path)
         self.index_path = self.git_dir / "index"
         self.lock_path = self.git_dir / "index.lock"
-        self.work_copy = self.git_dir / "engram" / f"index.{os.getpid()}.tmp"
+        self.work_copy = local_dir(self.git_dir) / f"index.{os.getpid()}.tmp"
         self.fd: int | None = None
         self.index: pygit2.Index | None = None
 
@@ -402,3 +402,5 @@ class _IndexLock:
                 os.close(self.fd)
                 self.lock_path.unlink(missing_ok=True)
             self.work_copy.unlink(missing_ok=True)
+
+

@@ -1,4 +1,5 @@
-"""Moving a store between machines: remotes, fetch/merge/push, and cloning a personal store.
+"""Git's side of moving a store between machines: remotes, fetch, merge, push, and cloning a
+personal store (`engram.domain.syncing` runs a sync of every store with them).
 
 Network work runs the `git` executable, so it goes exactly where `git fetch` and `git push` would
 go, the same way: ssh keys and agents, credential helpers, `insteadOf` rewrites, proxies, hooks.
@@ -25,18 +26,19 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..base.config import CONFIG_FILE
 from ..base.errors import EngramError, UsageError
+from ..storage.layout import EVENT_SUFFIX, EVENTS_DIR
 from ..storage.store import Store
 
 if TYPE_CHECKING:
     import pygit2
 
-    from ..api import Engram
     from .repo import StoreRepo
 
-PUSH_ATTEMPTS = 3
 _REMOTE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -97,7 +99,7 @@ def _split_identity(actor: str) -> tuple[str, str]:
     return sig.name, sig.email
 
 
-def _why(done: subprocess.CompletedProcess[str]) -> str:
+def why_failed(done: subprocess.CompletedProcess[str]) -> str:
     """The line of git's stderr that says what went wrong."""
     lines = [line.strip() for line in (done.stderr or "").splitlines() if line.strip()]
     for line in lines:
@@ -165,7 +167,7 @@ def _personal_only(store: Store, git_command: str) -> None:
 
 
 @dataclass
-class _Target:
+class Target:
     remote: str
     branch: str  # local branch
     remote_branch: str  # branch name at the remote
@@ -176,7 +178,7 @@ class _Target:
         return f"refs/remotes/{self.remote}/{self.remote_branch}"
 
 
-def _target(store: Store, repo: pygit2.Repository, remote: str | None) -> _Target | None:
+def target(store: Store, repo: pygit2.Repository, remote: str | None) -> Target | None:
     if repo.head_is_detached:
         raise SyncError(f"HEAD of {store.work_tree} is detached; check out a branch, then sync")
     branch = str(repo.references["HEAD"].target).removeprefix("refs/heads/") \
@@ -188,7 +190,7 @@ def _target(store: Store, repo: pygit2.Repository, remote: str | None) -> _Targe
     upstream_merge = config[f"branch.{branch}.merge"] \
         if f"branch.{branch}.merge" in config else None
     if remote is None and upstream_remote in names and upstream_merge:
-        return _Target(upstream_remote, branch, upstream_merge.removeprefix("refs/heads/"), True)
+        return Target(upstream_remote, branch, upstream_merge.removeprefix("refs/heads/"), True)
     if remote is None:
         if "origin" in names:
             remote = "origin"
@@ -204,98 +206,42 @@ def _target(store: Store, repo: pygit2.Repository, remote: str | None) -> _Targe
     same = remote == upstream_remote and bool(upstream_merge)
     remote_branch = upstream_merge.removeprefix("refs/heads/") if same and upstream_merge \
         else branch
-    return _Target(remote, branch, remote_branch, same)
+    return Target(remote, branch, remote_branch, same)
 
 
-def _no_remote_hint(store: Store) -> str:
+def no_remote_hint(store: Store) -> str:
     if store.kind == "project":
         return ("the project repository has no remote; add one with "
                 "`git remote add origin URL`")
     return "the personal store has no remote; add one with `engram remote add origin URL`"
 
 
-def sync(engram: Engram, *, pull: bool = True, push: bool = True, remote: str | None = None,
-         explicit: bool = False) -> list[SyncResult]:
-    """Commit pending events, then fetch + merge (pull) and/or push, then catch the indexes up.
-
-    `explicit`: the caller named the store(s); a store without a remote is then an error rather
-    than skipped.
-    """
-    results = []
-    for store in engram.stores():
-        result = SyncResult(store=store.kind)
-        from .repo import StoreRepo
-
-        store_repo = StoreRepo(store)  # one repository object for the whole sync of a store
-        repo = store_repo.repo
-        target = _target(store, repo, remote)
-        if target is None:
-            if explicit or len(engram.stores()) == 1:
-                raise SyncError(_no_remote_hint(store))
-            result.skipped = _no_remote_hint(store)
-            results.append(result)
-            continue
-        result.remote, result.branch = target.remote, target.remote_branch
-        _check_not_busy(store, store_repo)
-        result.committed = engram.commit_store(store, repo=store_repo).events
-        received = 0
-        if pull:
-            _fetch(store, target)
-            result.merge, received = _merge(engram, store, repo, target)
-            if result.merge in ("merged", "fast-forward"):
-                with store.lock():
-                    engram.compact_if_due(store, store_repo)
-        if push:
-            for attempt in range(PUSH_ATTEMPTS):
-                try:
-                    result.pushed = _push(store, repo, target)
-                    break
-                except _Rejected:
-                    if not pull or attempt == PUSH_ATTEMPTS - 1:
-                        raise SyncError(
-                            f"{target.remote} has commits on {target.remote_branch} that this "
-                            "clone lacks; run `engram sync` to merge them first"
-                        ) from None
-                    _fetch(store, target)
-                    result.merge, more = _merge(engram, store, repo, target)
-                    received += more
-        result.received = received
-        if pull:
-            result.indexes = asdict(engram.refresh_indexes(stores=[store]))
-        results.append(result)
-    if results and all(r.skipped for r in results):
-        raise SyncError(results[0].skipped or "nothing to sync")
-    return results
-
-
-def _check_not_busy(store: Store, store_repo: StoreRepo) -> None:
+def check_not_busy(store: Store, store_repo: StoreRepo) -> None:
     reason = store_repo.busy()
     if reason:
         raise SyncError(f"{reason} in {store.work_tree}; finish or abort it, then sync")
 
 
-def _fetch(store: Store, target: _Target) -> None:
+def fetch(store: Store, target: Target) -> None:
     done = run_git(store.work_tree, "fetch", "--quiet", target.remote)
     if done.returncode != 0:
         raise SyncError(
-            f"could not fetch from {target.remote} ({_why(done)}); your events are committed "
+            f"could not fetch from {target.remote} ({why_failed(done)}); your events are committed "
             "here and go out with the next `engram sync`"
         )
 
 
-def _tracking_id(repo: pygit2.Repository, target: _Target) -> pygit2.Oid | None:
+def _tracking_id(repo: pygit2.Repository, target: Target) -> pygit2.Oid | None:
     """Where the remote-tracking branch points (as the last fetch left it), if it exists."""
     ref = repo.references.get(target.tracking)
     return None if ref is None else ref.resolve().target
 
 
-def _events(engram: Engram, store: Store) -> int:
-    return engram.projection(store).counts()["events"]
-
-
-def _merge(engram: Engram, store: Store, repo: pygit2.Repository,
-           target: _Target) -> tuple[str, int]:
-    """Merge what the last fetch brought: how it went, and how many events it brought."""
+def merge(store: Store, repo: pygit2.Repository, target: Target, *,
+          count_events: Callable[[], int], actor: Callable[[], str]) -> tuple[str, int]:
+    """Merge what the last fetch brought: how it went, and how many events it brought
+    (`count_events` counts the store's events, before and after; `actor` is the merge commit's
+    identity when git has none)."""
     theirs = _tracking_id(repo, target)
     if theirs is None:
         return "no-remote-branch", 0
@@ -303,10 +249,10 @@ def _merge(engram: Engram, store: Store, repo: pygit2.Repository,
                                                                           theirs)
     if behind == 0:
         return "up-to-date", 0
-    before = _events(engram, store)
+    before = count_events()
     # git needs an identity for the merge commit: the user's own when git has one.
     has_identity = run_git(store.work_tree, "var", "GIT_COMMITTER_IDENT").returncode == 0
-    identity = None if has_identity else engram.actor(store)
+    identity = None if has_identity else actor()
     args = ["merge", "--no-edit", "--quiet"]
     if ahead == 0:
         args.append("--ff-only")
@@ -316,11 +262,11 @@ def _merge(engram: Engram, store: Store, repo: pygit2.Repository,
             args.append("--allow-unrelated-histories")  # two machines that each ran init
     done = run_git(store.work_tree, *args, target.tracking, identity=identity)
     if done.returncode == 0:
-        received = max(0, _events(engram, store) - before)
+        received = max(0, count_events() - before)
         return ("fast-forward" if ahead == 0 else "merged"), received
     conflicted = run_git(store.work_tree, "diff", "--name-only", "--diff-filter=U").stdout.split()
     if conflicted and _keep_changed_event_files(store, conflicted, identity):
-        received = max(0, _events(engram, store) - before)
+        received = max(0, count_events() - before)
         return "merged", received
     if conflicted:
         run_git(store.work_tree, "merge", "--abort")
@@ -330,7 +276,7 @@ def _merge(engram: Engram, store: Store, repo: pygit2.Repository,
             f"changed; merge by hand (`git merge {target.remote}/{target.remote_branch}` in "
             f"{store.work_tree}), then run `engram sync`"
         )
-    raise SyncError(f"could not merge {target.remote}/{target.remote_branch} ({_why(done)}); "
+    raise SyncError(f"could not merge {target.remote}/{target.remote_branch} ({why_failed(done)}); "
                     "nothing was changed")
 
 
@@ -339,7 +285,7 @@ def changed_and_removed(store: Store, conflicted: list[str]) -> list[str] | None
     folded it into another file while a clone appended to it), those files; else None."""
     if not conflicted:
         return None
-    prefix = store.repo_path("events") + "/"
+    prefix = store.repo_path(EVENTS_DIR) + "/"
     done = run_git(store.work_tree, "ls-files", "-u", "-z", "--", *conflicted)
     stages: dict[str, set[str]] = {}
     for record in done.stdout.split("\0"):
@@ -349,7 +295,7 @@ def changed_and_removed(store: Store, conflicted: list[str]) -> list[str] | None
     if set(stages) != set(conflicted):
         return None
     for path, found in stages.items():
-        if not (path.startswith(prefix) and path.endswith(".jsonl")) or "1" not in found \
+        if not (path.startswith(prefix) and path.endswith(EVENT_SUFFIX)) or "1" not in found \
                 or len(found) != 2:
             return None
     return sorted(stages)
@@ -374,11 +320,11 @@ def _keep_changed_event_files(store: Store, conflicted: list[str], identity: str
     return done.returncode == 0
 
 
-class _Rejected(Exception):
-    pass
+class Rejected(Exception):
+    """The remote has commits this clone lacks: fetch and merge, then push again."""
 
 
-def _push(store: Store, repo: pygit2.Repository, target: _Target) -> int:
+def push(store: Store, repo: pygit2.Repository, target: Target) -> int:
     """Push the branch; the number of commits sent."""
     if repo.head_is_unborn:
         return 0
@@ -398,10 +344,10 @@ def _push(store: Store, repo: pygit2.Repository, target: _Target) -> int:
     if done.returncode != 0:
         text = (done.stdout or "") + (done.stderr or "")
         if "[rejected]" in text or "non-fast-forward" in text or "fetch first" in text:
-            raise _Rejected()
+            raise Rejected()
         raise SyncError(
-            f"could not push to {target.remote} ({_why(done)}); your events are committed here "
-            "and go out with the next `engram sync`"
+            f"could not push to {target.remote} ({why_failed(done)}); your events are committed "
+            "here and go out with the next `engram sync`"
         )
     return ahead
 
@@ -415,8 +361,6 @@ def clone(url: str, destination: Path, *, progress: bool = False) -> None:
     The clone is made next to the destination and moved into place only when it is complete and
     holds a store: an interrupted or refused clone leaves nothing behind.
     """
-    from ..base.config import CONFIG_FILE
-
     url = _url(url)
     if destination.exists() and any(destination.iterdir()):
         if (destination / CONFIG_FILE).exists():
@@ -433,7 +377,7 @@ def clone(url: str, destination: Path, *, progress: bool = False) -> None:
         args = ["clone", "--progress" if progress else "--quiet", url, str(staging)]
         done = run_git(None, *args, progress=progress)
         if done.returncode != 0:
-            why = _why(done) if not progress else "see git's message above"
+            why = why_failed(done) if not progress else "see git's message above"
             raise SyncError(f"could not clone {url} ({why})")
         if run_git(staging, "rev-parse", "--verify", "--quiet", "HEAD").returncode != 0:
             _check_out_a_branch(staging)

@@ -35,6 +35,13 @@ from .embed import Embedder, EmbeddingCache, embed_with_cache
 from .text import TextIndex, TextIndexDamaged, failed
 from ..readmodel.projection import Projection
 from .ranking import Candidate, dates_said
+from ..storage.layout import (
+    EMBEDDINGS_DB,
+    INDEX_LOCK,
+    TEXT_INDEX_DIR,
+    VECTOR_INDEX,
+    cache_dir,
+)
 from ..storage.store import Store
 
 if TYPE_CHECKING:
@@ -131,12 +138,12 @@ class StoreSearch:
     def __init__(self, store: Store, projection: Projection) -> None:
         self.store = store
         self.projection = projection
-        self.cache_dir = store.local_dir / "cache"
+        self.cache_dir = cache_dir(store.local_dir)
         self._text: TextIndex | None = None
         self._vectors: Any = None
         self._vectors_stamp: tuple[int, int] | None = None
         self.embeddings = EmbeddingCache(store.shared_embeddings or
-                                         self.cache_dir / "embeddings.sqlite3")
+                                         self.cache_dir / EMBEDDINGS_DB)
         # The cache directory cannot be written (read-only, full): this process searches
         # indexes kept in memory and leaves the saved ones, and their dirty marks, as they are.
         self.read_only = False
@@ -155,7 +162,7 @@ class StoreSearch:
 
         try:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(self.cache_dir / "index.lock", timeout=120, thread_local=False)
+            lock = FileLock(self.cache_dir / INDEX_LOCK, timeout=120, thread_local=False)
             lock.acquire()
         except OSError as exc:
             if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
@@ -172,7 +179,7 @@ class StoreSearch:
     def text(self) -> TextIndex:
         if self._text is None:
             try:
-                self._text = TextIndex(None if self.read_only else self.cache_dir / "text")
+                self._text = TextIndex(None if self.read_only else self.cache_dir / TEXT_INDEX_DIR)
             except BaseException as exc:
                 if not _unwritable(exc):
                     raise
@@ -183,7 +190,7 @@ class StoreSearch:
     def vectors(self, embedder: Embedder) -> Any:
         from .vectors import VectorIndex
 
-        path = self.cache_dir / "vectors.usearch"
+        path = self.cache_dir / VECTOR_INDEX
         stamp = _stamp(path)
         if self._vectors is None or self._vectors.identity != embedder.identity or \
                 stamp != self._vectors_stamp:

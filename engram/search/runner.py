@@ -20,13 +20,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
 
-Pooling = Literal["mean", "cls"]
-POOLINGS: tuple[str, ...] = ("mean", "cls")
+from ..base.models import POOLINGS, Pooling  # noqa: F401 (POOLINGS: the poolings it runs)
 
 # Tokens per batch, padded (rows x longest). On CPU the model runs at about the same tokens per
 # second from a thousand tokens a batch on (measured on 2 cores: no gain from 1,024 to 8,192),

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import tantivy
 
+from ..base.files import atomic_write
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 VERSION = "3"  # bump when what is indexed changes: old indexes rebuild themselves
 STAMP = "engram-stamp.json"
@@ -109,9 +111,8 @@ class TextIndex:
     def _write_stamp(self) -> None:
         if self.path is None:
             return
-        tmp = self.path / f"{STAMP}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(_stamp(self.path), sort_keys=True))
-        os.replace(tmp, self.path / STAMP)
+        atomic_write(self.path / STAMP, json.dumps(_stamp(self.path), sort_keys=True),
+                     durable=False)
 
     def intact(self) -> bool:
         return self.path is None or intact(self.path)

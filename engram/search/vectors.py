@@ -9,9 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..base.files import atomic_write, temp_path
+from ..storage.events import CROCKFORD
 from . import usearch_index
 
-_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_CROCKFORD = CROCKFORD.lower()  # entity ids are lower case
 # Crockford digits to the digits int(..., 32) reads; every other ASCII character to one it refuses.
 _TO_DIGITS = {code: "!" for code in range(128)}
 _TO_DIGITS |= {ord(c): "0123456789abcdefghijklmnopqrstuv"[i] for i, c in enumerate(_CROCKFORD)}
@@ -80,14 +82,12 @@ class VectorIndex:
         """Write the index then its sidecar, each by rename: a crash leaves the old pair or a
         mismatch that the next open detects (and rebuilds)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        tmp = temp_path(self.path)  # usearch writes the file itself
         self.index.save(str(tmp))
         os.replace(tmp, self.path)
         meta = {"identity": self.identity, "dim": self.dim, "count": len(self.index),
                 "complete": True, "file": file_stamp(self.path)}
-        tmp_meta = self.meta_path.with_name(f"{self.meta_path.name}.{os.getpid()}.tmp")
-        tmp_meta.write_text(json.dumps(meta))
-        os.replace(tmp_meta, self.meta_path)
+        atomic_write(self.meta_path, json.dumps(meta), durable=False)
 
     def search(self, vector: np.ndarray, limit: int) -> list[tuple[str, float]]:
         if len(self.index) == 0:

@@ -51,7 +51,7 @@ def substantive(kind: str) -> bool:
 # Ordered upgrades: UPGRADES[n] turns a schema-n event dict into a schema-(n+1) one.
 UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
-CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # the base-32 digits of ULIDs and entity ids
 EVENT_ID_RE = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
 ENTITY_ID_RE = re.compile(r"^[0-9a-hjkmnp-tv-z]{12}$")
 ENTITY_ID_LEN = 12

@@ -1,13 +1,8 @@
 """One store on disk: its layout, the append path, and reading event files back.
 
-Layout of a store root (`~/.engram`, or `.engram/` in a project's work tree):
-
-    config.yaml                      settings (committed)
-    README.md, .gitattributes        for people browsing the repository (committed)
-    events/YYYY/MM/<writer>.jsonl    the events (committed)
-
-Per-clone state that must never be committed lives in the git directory, `<git-dir>/engram/`:
-the write lock, the writer's position, caches, and torn lines set aside after a crash.
+A store root (`~/.engram`, or `.engram/` in a project's work tree) holds config.yaml, README.md,
+.gitattributes and `events/YYYY/MM/<writer>.jsonl`; per-clone state lives in the git directory
+(`engram.storage.layout` names every path, `engram.storage.local` holds the writer's state).
 
 One writer, one file: each clone appends to files named after a writer id that no other clone
 uses, so two clones never change the same file and plain `git merge` joins them. The writer
@@ -24,7 +19,6 @@ of the original branch meets identical files.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
@@ -34,29 +28,32 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
-
-import orjson
+from typing import Literal
 
 from . import events as ev
-from . import lines
-from ..git import lost
-from ..base.config import (
+from . import gitdir, ledger, lines
+from ..base.config import ConfigFile, Layer, default_config_text, personal_only
+from ..base.errors import EngramError, NoStoreError
+from ..base.files import atomic_write, fsync_dir
+from .layout import (  # noqa: F401 (HANDOFFS_DIR: named here for the store's users)
     CONFIG_FILE,
+    CONFIG_PARSED,
+    EVENT_SUFFIX,
+    EVENTS_DIR,
+    GITATTRIBUTES_FILE,
+    GITATTRIBUTES_LINE,
+    HANDOFFS_DIR,
+    MAIN_WORKTREE,
+    OBSERVED_CLOCK,
     PROJECT_DIR,
-    ConfigFile,
-    Layer,
-    default_config_text,
-    personal_only,
+    README_FILE,
+    TORN_DIR,
+    TRACKED,
+    local_dir,
 )
-from ..base.errors import EngramError, NoStoreError, UsageError, quote
+from .local import StoreLock, WriterState, unwritable
 
 StoreKind = Literal["personal", "project"]
-
-EVENTS_DIR = "events"
-# Paths under a store root that Engram owns and commits. Anything else is left alone.
-HANDOFFS_DIR = "handoffs"
-TRACKED = (CONFIG_FILE, "README.md", ".gitattributes", EVENTS_DIR, HANDOFFS_DIR)
 
 LOCK_TIMEOUT_SECONDS = 30.0
 # A writer starts a new file past this size, so that a commit (which stores whole files, as git
@@ -76,7 +73,6 @@ This directory is an [Engram](https://pypi.org/project/engram/) store: what codi
 Do not edit event files by hand: `engram verify` checks them, and `engram log` reads them.
 """
 
-GITATTRIBUTES_LINE = "*.jsonl text eol=lf merge=union"
 _GITATTRIBUTES = f"""\
 # Event files are LF-only JSON Lines on every platform; never convert line endings. They are sets
 # of lines (readers dedupe events by id), so should two sides ever change one, keep both sides.
@@ -108,27 +104,9 @@ class Chunk:
     tail: bytes = b""  # the last complete line, for detecting rewrites later
 
 
-def _git_dir(work_tree: Path) -> Path:
-    dot_git = work_tree / ".git"
-    if dot_git.is_file():  # a linked worktree or submodule: "gitdir: <path>"
-        text = dot_git.read_text(encoding="utf-8").strip()
-        if text.startswith("gitdir:"):
-            target = Path(text.split(":", 1)[1].strip())
-            return target if target.is_absolute() else (work_tree / target).resolve()
-    return dot_git
-
-
 def git_c(store: Store) -> str:
     """`git -C <work tree>`: a printed git command that works wherever the user stands."""
     return f"git -C {shlex.quote(str(store.work_tree))}"
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _slug(text: str, limit: int = 20) -> str:
@@ -161,32 +139,27 @@ class Store:
     @property
     def git_dir(self) -> Path:
         if self._git_dir is None:
-            self._git_dir = _git_dir(self.work_tree)
+            self._git_dir = gitdir.git_dir(self.work_tree)
         return self._git_dir
 
     @property
     def local_dir(self) -> Path:
         """Per-clone state, inside the git directory so that it is never committed."""
-        return self.git_dir / "engram"
+        return local_dir(self.git_dir)
 
     @property
     def common_dir(self) -> Path:
         """The git directory shared by every work tree of the repository (the git directory
         itself, except in a linked worktree). `git worktree remove` leaves it in place."""
         if self._common_dir is None:
-            try:
-                pointer = (self.git_dir / "commondir").read_text(encoding="utf-8").strip()
-                self._common_dir = (self.git_dir / pointer).resolve()
-            except (OSError, UnicodeDecodeError):
-                self._common_dir = self.git_dir
+            self._common_dir = gitdir.common_dir(self.git_dir)
         return self._common_dir
 
     @property
     def worktree_name(self) -> str:
         """The linked worktree's name (its folder in `<common-git-dir>/worktrees/`), or ".main"
         for the main work tree (git never starts a worktree's name with a dot)."""
-        linked = (self.git_dir / "commondir").is_file()
-        return self.git_dir.name if linked else lost.MAIN_WORKTREE
+        return self.git_dir.name if gitdir.is_linked(self.git_dir) else MAIN_WORKTREE
 
     @property
     def config_file(self) -> ConfigFile:
@@ -202,7 +175,7 @@ class Store:
             stamp = None
         cached = self._config_cache
         if cached is None or cached[0] != stamp:
-            kept: Path | None = self.local_dir / "config-parsed.json"
+            kept: Path | None = self.local_dir / CONFIG_PARSED
             if not self.local_dir.is_dir():
                 kept = None
             values = self.config_file.load(kept)
@@ -246,7 +219,7 @@ class Store:
                         links.append(entry.path[skip:].replace(os.sep, "/"))
                     elif entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
-                    elif entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
+                    elif entry.name.endswith(EVENT_SUFFIX) and entry.is_file(follow_symlinks=False):
                         found.append(entry.path[skip:].replace(os.sep, "/"))
         self.symlinks = sorted(links)  # not followed: reported by the readers
         return sorted(found, key=lambda rel: rel.split("/"))  # the order of sorted Paths
@@ -295,8 +268,8 @@ class Store:
         created = []
         for name, text in (
             (CONFIG_FILE, default_config_text()),
-            ("README.md", _README),
-            (".gitattributes", _GITATTRIBUTES),
+            (README_FILE, _README),
+            (GITATTRIBUTES_FILE, _GITATTRIBUTES),
         ):
             path = self.root / name
             if not path.exists():
@@ -307,8 +280,8 @@ class Store:
 
     # -- the write path ----------------------------------------------------------------------
 
-    def lock(self, timeout: float = LOCK_TIMEOUT_SECONDS) -> _StoreLock:
-        return _StoreLock(self, timeout)
+    def lock(self, timeout: float = LOCK_TIMEOUT_SECONDS) -> StoreLock:
+        return StoreLock(self, timeout)
 
     def append(self, events: Iterable[ev.Event], *, now: float | None = None,
                fresh: bool = False, raw: Sequence[bytes] | None = None) -> None:
@@ -347,7 +320,7 @@ class Store:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise _unwritable(self, exc) from None
+            raise unwritable(self, exc) from None
         try:
             before = os.fstat(fd).st_size
             try:
@@ -364,14 +337,14 @@ class Store:
                         path.unlink()  # and the file this write created
                 except OSError:
                     pass
-                raise _unwritable(self, exc) from None
+                raise unwritable(self, exc) from None
         finally:
             os.close(fd)
         if new_file:
-            _fsync_dir(path.parent)
-            _fsync_dir(path.parent.parent)
+            fsync_dir(path.parent)
+            fsync_dir(path.parent.parent)
         last = raw[-1] if raw is not None else batch[-1].to_line()
-        lost.note(self, self.rel(path), data)
+        ledger.note(self, self.rel(path), data)
         state.segment = self.rel(path)
         state.head = head
         state.size = path.stat().st_size
@@ -395,7 +368,7 @@ class Store:
 
     def observed_clock(self) -> int:
         try:
-            return int((self.local_dir / "observed-clock").read_text() or 0)
+            return int((self.local_dir / OBSERVED_CLOCK).read_text() or 0)
         except (FileNotFoundError, ValueError):
             return 0
 
@@ -408,34 +381,12 @@ class Store:
         if clock <= self.observed_clock() or clock <= WriterState.load(self).clock:
             return
         self.local_dir.mkdir(parents=True, exist_ok=True)
-        _replace(self.local_dir / "observed-clock", str(clock).encode())
+        atomic_write(self.local_dir / OBSERVED_CLOCK, str(clock).encode(), durable=False)
 
     def head_id(self) -> str:
-        """The commit HEAD points at ("" when unborn), read from the ref files: no repository
-        object on the write path."""
-        try:
-            head = (self.git_dir / "HEAD").read_text(encoding="utf-8").strip()
-            if not head.startswith("ref:"):
-                return head
-            ref = head[4:].strip()
-            common = self.git_dir
-            if (self.git_dir / "commondir").is_file():  # a linked worktree
-                common = (self.git_dir / (self.git_dir / "commondir").read_text().strip())
-            for base in (self.git_dir, common):
-                try:
-                    return (base / ref).read_text(encoding="utf-8").strip()
-                except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-                    continue
-            try:
-                packed = (common / "packed-refs").read_text(encoding="utf-8")
-            except FileNotFoundError:
-                return ""
-            for line in packed.splitlines():
-                if line.endswith(" " + ref) and not line.startswith(("#", "^")):
-                    return line.split(" ", 1)[0]
-            return ""
-        except (OSError, UnicodeDecodeError):
-            return "?"  # unreadable: never equal to a recorded head, so a new file is started
+        """The commit HEAD points at ("" when unborn; "?" when unreadable), read from the ref
+        files: no repository object on the write path."""
+        return gitdir.head_id(self.git_dir)
 
     def _writable_path(self, state: WriterState, first: ev.Event, head: str) -> Path:
         """The file to append to: this writer's file for the event's month, if it is untouched
@@ -461,31 +412,17 @@ class Store:
         staged copy would be committed by the user's next commit, and Engram's own commit of the
         lines after it would then change a committed file: a new file is started instead. Only
         an index changed since the last look is read."""
-        index = self.git_dir / "index"
-        try:
-            st = index.stat()
-        except OSError:
+        stamp = gitdir.index_stamp(self.git_dir)
+        if stamp is None or stamp == state.index_stamp:
             return False
-        stamp = f"{st.st_mtime_ns}:{st.st_size}"
-        if stamp == state.index_stamp:
-            return False
-        name = self.repo_path(self.rel(path))
-        try:
-            data = index.read_bytes()
-            staged = name.encode() + b"\0" in data
-            if not staged and data[4:8] == b"\0\0\0\x04":  # version 4 compresses paths
-                import pygit2
-
-                staged = name in pygit2.Index(str(index))
-        except (OSError, ValueError):
-            return False
-        except Exception:  # pygit2.GitError: an index git itself could not read
+        staged = gitdir.staged(self.git_dir, self.repo_path(self.rel(path)))
+        if staged is None:
             return False
         state.index_stamp = stamp
         return staged
 
     def _month_path(self, moment: datetime, writer: str) -> Path:
-        return self.events_dir / f"{moment:%Y}" / f"{moment:%m}" / f"{writer}.jsonl"
+        return self.events_dir / f"{moment:%Y}" / f"{moment:%m}" / f"{writer}{EVENT_SUFFIX}"
 
     def _new_writer_name(self) -> str:
         return f"{_slug(ev.machine_name())}-{ev.new_entity_id()[:8]}"
@@ -535,7 +472,7 @@ class Store:
             state.tail = hashlib.sha1(last_line).hexdigest()
             state.tail_len = len(last_line)
         if state.size < path.stat().st_size:
-            torn_dir = self.local_dir / "torn"
+            torn_dir = self.local_dir / TORN_DIR
             torn_dir.mkdir(parents=True, exist_ok=True)
             aside = torn_dir / f"{path.stem}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}.bad"
             aside.write_bytes(extra[keep:])
@@ -597,120 +534,6 @@ class Store:
         return sorted(seen.values(), key=lambda e: e.sort_key), problems
 
 
-@dataclass
-class WriterState:
-    """Where this clone's writer stands. Kept in `<git-dir>/engram/writer.json`.
-
-    It is written after every append without fsync: if it is lost, the next append merely
-    starts a new writer file, which is always safe.
-    """
-
-    writer: str | None = None
-    segment: str | None = None  # store-relative path of the file last appended to
-    head: str | None = None  # the commit HEAD pointed at when the segment was started
-    size: int = 0
-    tail: str = ""
-    tail_len: int = 0
-    clock: int = 0
-    pending: int = 0  # substantive events written since the last commit
-    pending_since: float = 0.0  # when the first of them was written
-    index_stamp: str = ""  # git's index (mtime:size) when last looked at for the live file
-
-    @classmethod
-    def load(cls, store: Store) -> WriterState:
-        try:
-            raw: Any = orjson.loads((store.local_dir / "writer.json").read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            return cls()
-        return cls.from_raw(raw) or cls()  # damaged: a new writer file is always safe
-
-    @classmethod
-    def from_raw(cls, raw: Any) -> WriterState | None:
-        """The state `raw` (parsed writer.json) holds, or None if it is not a sound one."""
-        if not isinstance(raw, dict):
-            return None
-        kept = {k: v for k, v in raw.items() if k in _WRITER_FIELDS}
-        if any(not isinstance(v, _WRITER_FIELDS[k]) for k, v in kept.items()):
-            return None
-        return cls(**kept)
-
-    def save(self, store: Store) -> None:
-        store.local_dir.mkdir(parents=True, exist_ok=True)
-        _replace(store.local_dir / "writer.json", orjson.dumps(self.__dict__))
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """Write a small file whole or not at all (by rename); no temporary file stays behind."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-        raise
-
-
-_OPTIONAL_TEXT = (str, type(None))
-_WRITER_FIELDS: dict[str, Any] = {
-    "writer": _OPTIONAL_TEXT, "segment": _OPTIONAL_TEXT, "head": _OPTIONAL_TEXT, "size": int,
-    "tail": str, "tail_len": int, "clock": int, "pending": int, "pending_since": (int, float),
-    "index_stamp": str,
-}
-
-
-class _StoreLock:
-    """Serialises writers on one clone. The OS frees it when its process dies."""
-
-    def __init__(self, store: Store, timeout: float) -> None:
-        self.store = store
-        self.timeout = timeout
-        self._lock: Any = None
-
-    def __enter__(self) -> Store:
-        from filelock import FileLock, Timeout  # ~15 ms to import: only when writing
-
-        try:
-            self.store.local_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise _unwritable(self.store, exc) from None
-        self._lock = FileLock(
-            self.store.local_dir / "write.lock", timeout=self.timeout, poll_interval=0.002,
-            thread_local=False,
-        )
-        try:
-            self._lock.acquire()
-        except Timeout:
-            raise EngramError(
-                f"another Engram process has held the write lock of {self.store.root} for "
-                f"{self.timeout:.0f}s; wait for it to finish or stop it"
-            ) from None
-        except OSError as exc:
-            raise _unwritable(self.store, exc) from None
-        return self.store
-
-    def __exit__(self, *exc: object) -> None:
-        if self._lock is not None:
-            self._lock.release()
-
-
-def _unwritable(store: Store, exc: OSError) -> EngramError:
-    reason, remedy = {
-        errno.EROFS: ("its file system is read-only", "remount it read-write"),
-        errno.EACCES: ("permission denied", f"give yourself write access (chmod -R u+w "
-                                            f"{store.root})"),
-        errno.EPERM: ("permission denied", f"give yourself write access (chmod -R u+w "
-                                           f"{store.root})"),
-        errno.ENOSPC: ("the disk is full", "free some space"),
-        errno.EDQUOT: ("the disk quota is used up", "free some space"),
-        errno.EFBIG: ("a file size limit was reached", "raise it (ulimit -f)"),
-    }.get(exc.errno or 0, (exc.strerror or str(exc), "fix that"))
-    return EngramError(f"cannot write to the store at {store.root}: {reason}; {remedy}, "
-                       "then retry (nothing was written; reads still work)")
-
-
 def require(store: Store | None, kind: StoreKind) -> Store:
     if store is None or not store.exists():
         if kind == "project":
@@ -719,10 +542,3 @@ def require(store: Store | None, kind: StoreKind) -> Store:
             )
         raise NoStoreError("no personal store yet; run `engram init` to create one")
     return store
-
-
-def check_relative(name: str, what: str) -> str:
-    """Refuse path-like names that could escape a directory when used as paths."""
-    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in name.split("/"):
-        raise UsageError(f"{what} {quote(name)} must not be an absolute path or contain '..'")
-    return name

@@ -16,7 +16,7 @@ from ...base.validation import Checks, name_form, reference
 from ...model import tasks
 from ...model.memories import Memory
 from ...storage import events as ev
-from ...storage.store import check_relative
+from ...base.validation import check_relative
 from ..messages import describe
 from ..records import Records
 from ..workspace import Workspace

@@ -30,7 +30,7 @@ from ...base.config import TEXT_SETTING_CHARS
 from ..continuity import checkpoints as cp
 from ...model import sessions, tasks
 from ...base.errors import UsageError, quote
-from ...storage.store import check_relative
+from ...base.validation import check_relative
 from ...base.validation import COMMIT, session_id, well_formed
 from .plan import FORMATS, Checker, Input, Plan, Record, derived_event_id
 

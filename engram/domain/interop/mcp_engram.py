@@ -42,7 +42,7 @@ from ...storage import events as ev
 from ..continuity import checkpoints as cp
 from ...model.sessions import REASONS as INTERRUPTION_REASONS
 from ...base.errors import UsageError, quote
-from ...storage.store import check_relative
+from ...base.validation import check_relative
 from ...base.validation import EVENT_KIND, well_formed
 from .mcp_engram_log import (
     CHECKPOINT_REASON,

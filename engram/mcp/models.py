@@ -1,0 +1,398 @@
+"""What the MCP tools take and return: scopes, output budgets, parameter types and the pydantic
+result models whose schemas agents see.
+
+Every result derives from `Result`, whose `warnings` carry what the library warned about
+during the call (e.g. recall fell back to words only). Lists in results are bounded
+(`OUTPUT_CHARS`, `ITEM_CHARS`, `LIST_ITEMS`) and say when they were cut.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+SCOPES = ("memory:read", "memory:write", "session:write")
+READ, WRITE, SESSION = SCOPES
+OUTPUT_CHARS = 24_000  # budget for the JSON of one result's items
+ITEM_CHARS = 2_000  # a memory's content in lists and search results
+FULL_CHARS = 100_000  # a memory's content on its own (memory_get)
+LIST_ITEMS = 100  # items of each list of a checkpoint (the latest; the first of `next`)
+
+
+Kind = Literal["fact", "decision", "preference", "convention", "gotcha", "failure", "lesson",
+               "procedure", "note"]
+TaskStatus = Literal["open", "in_progress", "blocked", "done", "abandoned"]
+ProgressStatus = Literal["done", "in_progress", "blocked", "todo"]
+Outcome = Literal["success", "failure", "unknown"]
+Interruption = Literal["crash", "overflow", "rate_limit", "tool_failure", "user_away", "unknown"]
+
+
+Id = Annotated[str, Field(description="A memory id, or any unique prefix of 4+ characters.")]
+TaskRef = Annotated[str, Field(description="A task id (or unique prefix of 4+ characters), or "
+                                           "the task's exact name.")]
+Tags = Annotated[list[str], Field(description="Tags (lower-cased); e.g. [\"db\", \"testing\"].")]
+
+
+# -- results ---------------------------------------------------------------------------------
+
+
+class Result(BaseModel):
+    warnings: list[str] = Field(default_factory=list,
+                                description="Things to know about this answer (e.g. recall fell "
+                                            "back to words only).")
+
+
+class MemoryView(BaseModel):
+    id: str
+    kind: str
+    content: str
+    content_truncated: bool = Field(False, description="The content was cut; memory_get has "
+                                                       "all of it.")
+    tags: list[str]
+    scope: str | None
+    store: str | None = Field(description="personal or project")
+    status: str = Field(description="active, forgotten or superseded")
+    importance: float
+    source: str
+    task: str | None
+    created_at: str
+    updated_at: str
+    created_by: str
+    version: int
+    valid_from: str | None
+    valid_until: str | None
+    supersedes: list[str]
+    superseded_by: str | None
+    forgotten_reason: str | None
+    reinforced: int
+
+
+class Related(BaseModel):
+    id: str
+    similarity: float
+    summary: str
+
+
+class RememberResult(Result):
+    memory: MemoryView
+    duplicate: bool = Field(description="True when an existing near-duplicate was reinforced "
+                                        "instead of adding a memory; `memory` is that one.")
+    related: list[Related] = Field(description="Close but different memories: possible "
+                                               "contradictions.")
+    note: str
+
+
+class RecallHit(BaseModel):
+    memory: MemoryView
+    score: float
+    relevance: float
+    strength: float
+
+
+class RecallResult(Result):
+    query: str
+    hits: list[RecallHit]
+    truncated: bool = Field(description="Some hits were left out to keep the answer short.")
+    note: str | None = None
+
+
+class MemoryList(Result):
+    memories: list[MemoryView]
+    truncated: bool
+    note: str | None = None
+
+
+class Version(BaseModel):
+    event: str
+    kind: str
+    time: str
+    actor: str
+    memory: MemoryView
+
+
+class MemoryResult(Result):
+    memory: MemoryView
+    history: list[Version] | None = Field(None, description="Every version, oldest first "
+                                                            "(when asked for).")
+    truncated: bool = False
+    note: str | None = None
+
+
+class ForgetResult(Result):
+    memory: MemoryView = Field(description="The retired memory.")
+    replacement: MemoryView | None = Field(description="The memory that supersedes it, when "
+                                                       "replace_with was given.")
+
+
+class ClusterMember(BaseModel):
+    id: str
+    summary: str
+
+
+class Cluster(BaseModel):
+    store: str
+    members: list[ClusterMember]
+    content: str
+    kind: str
+    tags: list[str]
+    importance: float
+    merged_into: str | None
+
+
+class ConsolidateResult(Result):
+    applied: bool
+    clusters: list[Cluster]
+    truncated: bool
+    note: str
+
+
+class StoreStats(BaseModel):
+    store: str
+    path: str
+    memories: int
+    forgotten: int
+    superseded: int
+    events: int
+    by_kind: dict[str, int]
+    by_scope: dict[str, int]
+    average_strength: float | None
+    decayed: int
+    index_current: bool | None
+    index: dict[str, Any] | None
+
+
+class RuntimeView(BaseModel):
+    version: str
+    session: str | None = Field(description="The agent session this server opened.")
+    agent: str | None
+    client: str | None = Field(description="The client's name, as it introduced itself.")
+    actor: str | None = Field(description="Who the events you write are attributed to.")
+    scopes: list[str]
+    cwd: str
+    stores: list[str]
+    embedding_model_loaded: bool
+    uptime_seconds: float
+    interruptions_found: list[str] = Field(description="Sessions found interrupted at start.")
+    problems: list[str]
+
+
+class StatsResult(Result):
+    stores: list[StoreStats]
+    runtime: RuntimeView
+
+
+class ProgressView(BaseModel):
+    feature: str
+    status: str
+    note: str | None
+    component: str | None
+    files: list[str]
+    time: str
+    actor: str
+
+
+class FailureView(BaseModel):
+    error: str
+    component: str | None
+    root_cause: str | None
+    fix: str | None
+    time: str
+    actor: str
+
+
+class WorkingFile(BaseModel):
+    path: str
+    commit: str | None
+
+
+class WorkingSet(BaseModel):
+    files: list[WorkingFile] = Field(default_factory=list)
+    commands: list[str] = Field(default_factory=list)
+    artifacts: list[str] = Field(default_factory=list)
+
+
+class CheckpointView(BaseModel):
+    """A continuation package. Each list holds at most 100 items (the latest ones; the first
+    100 next steps)."""
+
+    checkpoint: str
+    seq: int
+    reason: str
+    summary: str
+    goal: str
+    completed: list[str]
+    in_progress: list[str]
+    blocked: list[str]
+    next: list[str]
+    must_not_redo: list[str]
+    must_preserve: list[str]
+    open_questions: list[str]
+    working_set: WorkingSet
+    confidence: float
+    time: str
+    actor: str
+    session: str | None
+
+
+class TaskView(BaseModel):
+    id: str
+    name: str
+    goal: str
+    status: str
+    parent: str | None
+    tags: list[str]
+    store: str | None
+    created_at: str
+    updated_at: str
+    created_by: str
+    progress: list[ProgressView] = Field(description="Newest last; the latest 50 at most.")
+    failures: list[FailureView] = Field(description="Newest last; the latest 50 at most.")
+    checkpoints: int = Field(description="How many checkpoints the task has.")
+    latest_checkpoint: CheckpointView | None
+
+
+class TaskSummary(BaseModel):
+    id: str
+    name: str
+    status: str
+    goal: str
+    parent: str | None
+    tags: list[str]
+    updated_at: str
+    latest_summary: str | None = Field(description="The latest checkpoint's summary.")
+
+
+class EarlierFailure(BaseModel):
+    task: str
+    task_name: str
+    error: str
+    component: str | None
+    root_cause: str | None
+    fix: str | None
+    time: str
+
+
+class TaskResult(Result):
+    task: TaskView
+    memories: list[MemoryView] = Field(default_factory=list)
+    children: list[str] = Field(default_factory=list)
+    checkpoints: list[CheckpointView] | None = None
+    truncated: bool = False
+    note: str | None = None
+
+
+class TaskChange(Result):
+    task: TaskSummary
+    checkpoint: CheckpointView | None = Field(None, description="A checkpoint this saved, if "
+                                                                "any.")
+    earlier_failures: list[EarlierFailure] = Field(
+        default_factory=list, description="Failures already recorded on the same component "
+                                          "(any task): do not repeat them.")
+
+
+class TaskList(Result):
+    tasks: list[TaskSummary]
+    truncated: bool
+
+
+class ContinuityResult(Result):
+    task: str
+    before: int
+    after: int
+    goal_retention: float
+    action_consistency: float
+    failure_recall: float
+    working_set_stability: float
+    replanning_rate: float
+    redundant_exploration: float
+    composite: float
+
+
+class HandoffResult(Result):
+    task: str
+    checkpoint: CheckpointView
+    note: str
+
+
+class ResumeResult(Result):
+    task: str | None
+    confidence: float | None
+    truncated: bool
+    markdown: str
+
+
+class SessionView(BaseModel):
+    id: str
+    agent: str
+    actor: str
+    machine: str | None
+    state: str = Field(description="open, ended or interrupted")
+    started_at: str
+    ended_at: str | None
+    outcome: str | None
+    how: str | None
+    reason: str | None = Field(description="Why it was interrupted.")
+    reported: str | None
+    evidence: str | None
+    current: bool = Field(description="This server's own session.")
+
+
+class SessionList(Result):
+    sessions: list[SessionView]
+    truncated: bool
+
+
+class ReportResult(Result):
+    session: str | None
+    outcome: str | None = Field(description="The outcome the session will close with.")
+    interruption: str | None = Field(description="The interruption reason recorded now.")
+    note: str
+
+
+class CitationIn(BaseModel):
+    path: Annotated[str, Field(description="File path relative to the repository root "
+                                           "(no absolute paths, no '..').")]
+    start_line: Annotated[int, Field(ge=1, description="First cited line, counting from 1.")]
+    end_line: Annotated[int | None, Field(ge=1, description="Last cited line (inclusive); "
+                                                            "default: start_line.")] = None
+    excerpt: Annotated[str | None, Field(description="The cited lines as you read them; if "
+                                                     "given, they must match the file.")] = None
+
+
+class CitationView(BaseModel):
+    path: str
+    start_line: int
+    end_line: int
+    commit: str
+    excerpt_kept: bool = Field(description="The excerpt is stored in the memory because git "
+                                           "cannot give it back (uncommitted lines of a "
+                                           "tracked file). Never for an untracked or ignored "
+                                           "file: warnings then say so.")
+
+
+class CitationCheckView(CitationView):
+    status: Literal["valid", "moved", "broken", "unknown"]
+    reason: str
+    moved_to: list[dict[str, int]]
+
+
+class DiscoveryResult(Result):
+    memory: MemoryView
+    fact: str
+    citations: list[CitationView]
+    duplicate: bool
+
+
+class DiscoveryCheck(BaseModel):
+    id: str
+    fact: str
+    status: Literal["valid", "moved", "broken", "unknown"] = Field(
+        description="The worst status among its citations.")
+    citations: list[CitationCheckView]
+
+
+class CheckResult(Result):
+    discoveries: list[DiscoveryCheck]
+    counts: dict[str, int] = Field(description="Citations by status.")
+    truncated: bool
