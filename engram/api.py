@@ -15,23 +15,16 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from .base.config import Settings, SettingValue
 from .base.validation import Checks
 from .domain.browse import Browse
-from .domain.continuity.handoffs import Checkpoints
+from .domain.continuity.handoffs import Checkpoint, Checkpoints, Handoff, HandoffPackage
 from .domain.continuity.lifecycle import Sessions
-from .domain.continuity.service import Continuity
+from .domain.continuity.service import (Continuity, ContinuityScore, EarlierFailure,
+                                        TaskChange, TaskView)
 from .domain.doctor.report import DoctorReport
 from .domain.interop.service import ExportReport, ImportReport, Interop, JsonlExport, MarkdownExport
-from .domain.maintenance import (
-    EffectiveSetting,
-    IndexRefresh,
-    IndexState,
-    Maintenance,
-    MissingReadModel,
-    ReindexReport,
-    StoreIndexState,
-    StoreStatistics,
-    StoreStatus,
-)
-from .domain.memories import Memories, MergePlan, Remembered
+from .domain.maintenance import (EffectiveSetting, IndexRefresh, IndexState, Maintenance,
+                                 MissingReadModel, ReindexReport, StoreIndexState,
+                                 StoreStatistics, StoreStatus)
+from .domain.memories import Memories, MergePlan, Remembered, Superseded
 from .domain.messages import commit_message, describe
 from .domain.records import EntityRecord, EventRecord, MemoryRecord, Record, Records
 from .domain.verify import VerifyReport
@@ -51,11 +44,13 @@ if TYPE_CHECKING:
     from .git.lost import Recovered
     from .search.retrieval import Hit
 
-__all__ = ["Browse", "CommitResult", "DoctorReport", "EffectiveSetting", "Engram", "EntityRecord",
-           "EventRecord", "ExportReport", "ImportReport", "IndexRefresh", "IndexState",
-           "JsonlExport", "MarkdownExport", "MemoryRecord", "MergePlan", "MissingReadModel",
-           "Record", "ReindexReport", "Remembered", "SettingValue", "StoreIndexState",
-           "StoreStatistics", "StoreStatus", "VerifyReport", "commit_message", "describe"]
+__all__ = ["Browse", "Checkpoint", "CommitResult", "ContinuityScore", "DoctorReport",
+           "EarlierFailure", "EffectiveSetting", "Engram", "EntityRecord", "EventRecord",
+           "ExportReport", "Handoff", "HandoffPackage", "ImportReport", "IndexRefresh",
+           "IndexState", "JsonlExport", "MarkdownExport", "MemoryRecord", "MergePlan",
+           "MissingReadModel", "Record", "ReindexReport", "Remembered", "SettingValue",
+           "StoreIndexState", "StoreStatistics", "StoreStatus", "Superseded", "TaskChange",
+           "TaskView", "VerifyReport", "commit_message", "describe"]
 
 
 class Engram:
@@ -277,6 +272,11 @@ class Engram:
         """Retire a memory with a reason (a tombstone event). Its history stays readable."""
         return self._memories.forget(memory_id, reason=reason)
 
+    def supersede(self, memory_id: str, content: str, *, redact: bool = False) -> Superseded:
+        """Replace a memory that is no longer true: a new memory holding `content`, with the
+        old one's kind, tags, scope, importance, source and task, supersedes it in one step."""
+        return self._memories.supersede(memory_id, content, redact=redact)
+
     def get(self, memory_id: str) -> mem.Memory:
         return self._memories.get(memory_id)
 
@@ -375,29 +375,30 @@ class Engram:
 
     def progress(self, ident: str, feature: str, *, status: str = "done",
                  note: str | None = None, component: str | None = None,
-                 files: Iterable[str] = ()) -> dict[str, Any]:
+                 files: Iterable[str] = ()) -> TaskChange:
         """Record progress on a task. Returns the task, earlier failures of the same
         component (so they are not repeated), and any checkpoint it triggered."""
         return self._continuity.progress(ident, feature, status=status, note=note,
                                          component=component, files=files)
 
     def failure(self, ident: str, error: str, *, component: str | None = None,
-                root_cause: str | None = None, fix: str | None = None) -> dict[str, Any]:
+                root_cause: str | None = None, fix: str | None = None) -> TaskChange:
         """Record a failure on a task; a checkpoint is always saved with it."""
         return self._continuity.failure(ident, error, component=component, root_cause=root_cause,
                                         fix=fix)
 
     def failures_for(self, *, component: str | None = None, files: Sequence[str] = (),
-                     ) -> list[dict[str, Any]]:
+                     ) -> list[EarlierFailure]:
         """Failures recorded on any task for this component, or for a component named in
         one of these file paths: what later work should not repeat."""
         return self._continuity.failures_for(component=component, files=files)
 
-    def task_view(self, ident: str) -> dict[str, Any]:
+    def task_view(self, ident: str) -> TaskView:
         return self._continuity.task_view(ident)
 
-    def handoff(self, ident: str, *, summary: str, package: Mapping[str, Any] | None = None,
-                reason: str = "handoff", **fields: Any) -> dict[str, Any]:
+    def handoff(self, ident: str, *, summary: str,
+                package: Mapping[str, Any] | HandoffPackage | None = None,
+                reason: str = "handoff", **fields: Any) -> Handoff:
         """Record a continuation package for a task, render it for review, and commit now.
 
         `package` (e.g. from a YAML or JSON file) and the keyword fields (completed,
@@ -411,12 +412,12 @@ class Engram:
         return self._handoffs.handoff(ident, summary=summary, package=package, reason=reason,
                                       **fields)
 
-    def read_package(self, handle: BinaryIO, *, name: str = "-") -> dict[str, Any]:
+    def read_package(self, handle: BinaryIO, *, name: str = "-") -> HandoffPackage:
         """A handoff package (YAML, or JSON when `name` ends in .json) read from `handle`, at
         most `limits.package_bytes` of it. Its fields are checked when it is handed off."""
         return self._handoffs.read_package(handle, name=name)
 
-    def checkpoints(self, ident: str) -> list[dict[str, Any]]:
+    def checkpoints(self, ident: str) -> list[Checkpoint]:
         return self._handoffs.checkpoints(ident)
 
     def resume(self, *, task: str | None = None, session: str | None = None,
@@ -432,7 +433,7 @@ class Engram:
                                        max_tokens=max_tokens)
 
     def continuity(self, ident: str, *, before: str | None = None,
-                   after: str | None = None) -> dict[str, Any]:
+                   after: str | None = None) -> ContinuityScore:
         """Score the latest checkpoint (or `after`) against the one before it (or `before`)."""
         return self._continuity.continuity(ident, before=before, after=after)
 

@@ -38,29 +38,32 @@ LAYERS: tuple[Layer, ...] = (
           "(loaded lazily), `python -m engram`, and the stable `python -m` paths written into "
           "users' settings (`engram.hooks`) and git hooks (`engram.githooks`)"),
     Layer("api", ("engram.api",), (),
-          "`engram.api.Engram`, the one object the front ends call: both stores, settings, the "
-          "write and read paths, with results as declared types"),
+          "`engram.api.Engram`, the one object the front ends call: a thin facade that builds "
+          "the workspace and the services and delegates to them, with results as declared "
+          "types"),
     Layer("domain", ("engram.domain",), (),
-          "what Engram does over the layers below: continuity (tasks, checkpoints, sessions, "
-          "resume), import and export, discovery, the timeline, browse, the doctor, verify, "
-          "stores as of a commit, project identity"),
+          "what Engram does over the layers below: the workspace (stores, settings, actor, "
+          "read model, ids, emit, commit) and the services given it: memories, continuity "
+          "(tasks, checkpoints, sessions, resume), import and export, maintenance, sync; "
+          "discovery, the timeline, browse, the doctor, verify, stores as of a commit, project "
+          "identity"),
     Layer("search", ("engram.search",), (),
-          "the tantivy and usearch indexes, embeddings and their cache, retrieval and ranking, "
-          "near-duplicate detection"),
+          "the tantivy and usearch indexes, embeddings and their cache, the recall pipeline and "
+          "its ranking, near-duplicate detection"),
     Layer("readmodel", ("engram.readmodel",), (),
           "the SQLite projection of a store's events, kept fresh by file stat"),
     Layer("model", ("engram.model",), (),
           "the records folded from events (`Memory`, `Task`, `Session`) and the rules that fold "
-          "and check them; no I/O"),
+          "and check them (and sessions' heartbeat files)"),
     Layer("git", ("engram.git",), (),
           "the store's repository (pygit2), sync with remotes, git hooks, compaction, events "
           "lost to git commands"),
     Layer("storage", ("engram.storage",), (),
-          "event files: the store's layout, the write lock, the append path, reading files back, "
-          "the event envelope, the line classifier"),
+          "event files: the write lock, the append path, reading files back, the event "
+          "envelope, the line classifier, the ledger of lines written"),
     Layer("base", ("engram.base",), (),
-          "errors, configuration, input validation, secret scanning, kinds, showing store text "
-          "as data"),
+          "errors, settings, the layout of a store's paths, the one atomic write, input "
+          "validation, the vocabularies, secret scanning, showing store text as data"),
 )
 
 # Private names of other libraries that are their public interface.

@@ -132,7 +132,7 @@ def test_working_set_drift_lowers_confidence(repo: Path) -> None:
     (repo / "src" / "auth.py").write_text("def login(): return 1\n")
     git(repo, "commit", "-q", "-am", "someone else changed it")
     drifted = Engram(cwd=repo).resume(task=task.id).confidence
-    assert saved["confidence"] >= steady > drifted
+    assert saved.checkpoint.confidence >= steady > drifted
 
 
 def test_resume_does_not_guess_between_active_tasks(repo: Path) -> None:
@@ -202,15 +202,15 @@ def test_automatic_checkpoints_on_failure_plan_change_and_working_set(repo: Path
     task = engram.task_create("Fix flaky tests", goal="CI green")
     first = engram.progress(task.id, "Find the flaky test", status="in_progress",
                             files=["tests/test_api.py"])
-    assert first["checkpoint"]["reason"] in ("plan_change", "working_set")
+    assert first.checkpoint.reason in ("plan_change", "working_set")
     again = engram.progress(task.id, "Find the flaky test", status="in_progress")
-    assert again["checkpoint"] is None  # nothing changed enough
+    assert again.checkpoint is None  # nothing changed enough
     failed = engram.failure(task.id, "Timeout in test_upload", component="api")
-    assert failed["checkpoint"]["reason"] == "failure"
+    assert failed.checkpoint.reason == "failure"
     failed = engram.failure(task.id, "Timeout again", component="api")
-    assert failed["checkpoint"]["reason"] == "failure"  # failures always save one
-    assert failed["earlier_failures"][0]["error"] == "Timeout in test_upload"
-    reasons = [c["reason"] for c in engram.checkpoints(task.id)]
+    assert failed.checkpoint.reason == "failure"  # failures always save one
+    assert failed.earlier_failures[0].error == "Timeout in test_upload"
+    reasons = [c.reason for c in engram.checkpoints(task.id)]
     assert reasons.count("failure") == 2
 
 
@@ -221,9 +221,9 @@ def test_a_component_failure_is_surfaced_when_later_work_touches_it(repo: Path) 
                    fix="stream the body")
     new = engram.task_create("New feature", goal="y")
     result = engram.progress(new.id, "Add resumable uploads", component="uploads")
-    assert [f["error"] for f in result["earlier_failures"]] == ["Upload fails over 10 MB"]
+    assert [f.error for f in result.earlier_failures] == ["Upload fails over 10 MB"]
     by_path = engram.progress(new.id, "Touch the handler", files=["src/uploads/handler.py"])
-    assert by_path["earlier_failures"][0]["fix"] == "stream the body"
+    assert by_path.earlier_failures[0].fix == "stream the body"
 
 
 def test_continuity_scores_a_restore(repo: Path) -> None:
@@ -235,16 +235,16 @@ def test_continuity_scores_a_restore(repo: Path) -> None:
     engram.handoff(task.id, summary="Callback done", completed=["Write the callback handler"],
                    next=["Write callback tests"], files=["src/auth.py"])
     good = engram.continuity(task.id)
-    assert good["goal_retention"] == 1.0 and good["action_consistency"] == 1.0
-    assert good["redundant_exploration"] == 0.0 and good["composite"] > 0.9
+    assert good.goal_retention == 1.0 and good.action_consistency == 1.0
+    assert good.redundant_exploration == 0.0 and good.composite > 0.9
     engram.handoff(task.id, summary="Started over", completed=["Create the OAuth app again"],
                    next=["Rewrite everything in Go"], goal="Rewrite the service",
                    files=["main.go"])
     bad = engram.continuity(task.id)
-    assert bad["composite"] < good["composite"]
-    assert bad["redundant_exploration"] > 0 and bad["replanning_rate"] == 1.0
+    assert bad.composite < good.composite
+    assert bad.redundant_exploration > 0 and bad.replanning_rate == 1.0
     result = cli("continuity", "--task", task.id, "--json", cwd=repo)
-    assert json.loads(result.stdout)["composite"] == bad["composite"]
+    assert json.loads(result.stdout)["composite"] == bad.composite
 
 
 def test_task_commands_and_json(repo: Path) -> None:
@@ -484,4 +484,4 @@ def test_continuity_takes_a_number_as_a_seq_before_an_id_prefix(home_store: Engr
                      for n, checkpoint in enumerate(("3aaaaaaaaaaa", "1bbbbbbbbbbb",
                                                      "2ccccccccccc"), start=1)])
     scored = Engram().continuity(task, before="2", after="3")
-    assert (scored["before"], scored["after"]) == (2, 3)
+    assert (scored.before, scored.after) == (2, 3)

@@ -71,18 +71,18 @@ def test_mcp_engram_log_becomes_tasks_checkpoints_failures_memories_sessions(
     assert failure.root_cause == "one Redis connection per request"
     assert failure.fix == "share a connection pool"
     saved = engram.checkpoints(task.id)
-    assert [c["reason"] for c in saved] == ["plan_change", "failure", "handoff"]
+    assert [c.reason for c in saved] == ["plan_change", "failure", "handoff"]
     handoff = saved[-1]
-    assert handoff["summary"] == "Middleware done; Redis pool next"  # from the handoff memory
-    assert handoff["next"] == ["Share one pool across workers", "Load test /search at 2k rps"]
-    assert handoff["must_not_redo"] == ["Create the Redis instance in staging "
+    assert handoff.summary == "Middleware done; Redis pool next"  # from the handoff memory
+    assert handoff.record["next"] == ["Share one pool across workers", "Load test /search at 2k rps"]
+    assert handoff.record["must_not_redo"] == ["Create the Redis instance in staging "
                                         "(side effect emitted)"]
-    assert handoff["must_preserve"] == ["Keep the public API response format unchanged"]
-    assert [f["path"] for f in handoff["working_set"]["files"]] == [
+    assert handoff.record["must_preserve"] == ["Keep the public API response format unchanged"]
+    assert [f["path"] for f in handoff.record["working_set"]["files"]] == [
         "src/ratelimit.py", "tests/test_ratelimit.py"]
-    assert saved[1]["summary"].startswith("failed in ratelimit: Redis timeouts")
+    assert saved[1].summary.startswith("failed in ratelimit: Redis timeouts")
     # The source's own times, not the time of the import.
-    assert handoff["time"].startswith("2026-05-10T11:30:44.290476")
+    assert handoff.time.startswith("2026-05-10T11:30:44.290476")
     memories = {m.content: m for m in engram.memories(include_forgotten=True, limit=None)}
     pool = memories["A Redis pool of 32 connections handles 2k rps (measured with k6)"]
     assert (pool.kind, pool.tags, pool.importance, pool.version) == (
@@ -273,7 +273,7 @@ def test_export_then_import_gives_back_the_same_events(
     assert imported_lines(again) == sorted(line + b"\n" for line in exported.splitlines()
                                            if b'"kind":"store.created"' not in line)
     assert again.task(task_id).failures[0].root_cause == "cookie not set"
-    assert [c["summary"] for c in again.checkpoints(task_id)][-1] == "Callback next"
+    assert [c.summary for c in again.checkpoints(task_id)][-1] == "Callback next"
     assert (again.personal.root / "handoffs" / task_id).is_dir()
     # And it does not come in twice.
     assert Engram().import_from(out).added == []
@@ -442,7 +442,7 @@ HOSTILE_EXPORT = [  # (line, what the report says of it)
      "working-set file '/etc/shadow' must be a path inside the repository"),
     (lambda: _event("session.started", {"session_id": "s1aaaaaaaaaa", "agent": "evil",
                                         "pid": 1, "head": None}),
-     "agent 'evil' is not one of"),
+     "unknown agent 'evil'; use one of"),
     (lambda: _event("memory.created", _memory(origin={"format": "engram", "id": "x",
                                                       "actor": "a\nb"})),
      "origin actor 'a\\nb' must be one line"),

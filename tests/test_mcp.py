@@ -934,8 +934,8 @@ def test_hooks_inject_the_resume_and_checkpoint_before_compaction(repo: Path) ->
     assert hook("precompact", {"cwd": str(repo), "trigger": "auto"}, repo).stdout == ""
     with Engram(cwd=repo) as engram:
         latest = engram.checkpoints(task.id)[-1]
-        assert latest["reason"] == "overflow" and latest["next"] == ["Write the callback"]
-        assert latest["summary"].startswith("App registered [saved before the context")
+        assert latest.reason == "overflow" and latest.record["next"] == ["Write the callback"]
+        assert latest.summary.startswith("App registered [saved before the context")
 
     # Never blocks the client: bad input, no store, several tasks.
     assert hook("precompact", "not json", repo).stdout == ""

@@ -54,6 +54,19 @@ def test_forgotten_memories_do_not_come_back_with_a_concurrent_update(home_store
         home_store.update(memory.id, "resurrected?")
 
 
+def test_supersede_replaces_a_memory_with_its_kind_tags_and_task(home_store: Engram) -> None:
+    engram = home_store
+    task = engram.task_create("Move the API")
+    old = engram.remember("The API listens on port 8080", kind="convention", tags=["api"],
+                          scope="backend", importance=0.8, task=task.id).memory
+    done = engram.supersede(old.id[:6], "The API listens on port 9090")
+    assert done.old.id == old.id and done.old.status == "superseded"
+    assert done.new.content == "The API listens on port 9090"
+    assert (done.new.kind, done.new.tags, done.new.scope, done.new.importance,
+            done.new.task) == ("convention", old.tags, "backend", 0.8, task.id)
+    assert [m.id for m in engram.memories()] == [done.new.id]
+
+
 def test_list_is_newest_first_and_filters(home_store: Engram) -> None:
     a = home_store.remember("a", kind="decision", tags=["db"], scope="backend")
     b = home_store.remember("b", kind="gotcha", tags=["db", "ci"])

@@ -266,13 +266,13 @@ def test_a_pull_request_shows_the_handoff_not_the_automatic_checkpoints(repo: Pa
     engram = Engram(cwd=repo)
     task = engram.task_create("Rate limiting", goal="Answer 429 past the limit")
     saved = [
-        engram.progress(task.id, "Token bucket", files=["src/app.py"])["checkpoint"],
-        engram.progress(task.id, "Share the Redis pool", status="todo")["checkpoint"],
-        engram.failure(task.id, "Redis timeouts under load", component="ratelimit")["checkpoint"],
-        engram.failure(task.id, "Pool exhausted at 2k rps", component="ratelimit")["checkpoint"],
-        engram.failure(task.id, "Flaky test_burst", component="tests")["checkpoint"],
+        engram.progress(task.id, "Token bucket", files=["src/app.py"]).checkpoint,
+        engram.progress(task.id, "Share the Redis pool", status="todo").checkpoint,
+        engram.failure(task.id, "Redis timeouts under load", component="ratelimit").checkpoint,
+        engram.failure(task.id, "Pool exhausted at 2k rps", component="ratelimit").checkpoint,
+        engram.failure(task.id, "Flaky test_burst", component="tests").checkpoint,
     ]
-    assert [c["reason"] for c in saved] == ["working_set", "plan_change", "failure", "failure",
+    assert [c.reason for c in saved] == ["working_set", "plan_change", "failure", "failure",
                                             "failure"]
     assert not (repo / ".engram" / "handoffs").exists()  # nothing rendered so far
     handed = cli("handoff", "--task", task.id, "--summary", "Limiter works; pool next",
@@ -297,7 +297,7 @@ def test_a_pull_request_shows_the_handoff_not_the_automatic_checkpoints(repo: Pa
     engram = Engram(cwd=repo)
     engram.failure(task.id, "Pool still small", component="ratelimit")
     second = engram.handoff(task.id, summary="Pool sized", next=["Load test"])
-    path = repo / ".engram" / "handoffs" / task.id / f"{second['seq']:04d}-" \
-        f"{second['checkpoint'][:8]}.md"
-    assert f"## Changes since checkpoint {saved[-1]['seq'] + 1}" in path.read_text()
+    path = repo / ".engram" / "handoffs" / task.id / f"{second.checkpoint.seq:04d}-" \
+        f"{second.checkpoint.checkpoint[:8]}.md"
+    assert f"## Changes since checkpoint {saved[-1].seq + 1}" in path.read_text()
     assert len(list((repo / ".engram" / "handoffs" / task.id).iterdir())) == 2

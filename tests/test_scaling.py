@@ -224,7 +224,7 @@ def test_a_task_folded_on_from_its_stored_state_is_the_task_folded_from_the_star
         fresh.path = tmp_path / f"fresh-{time.monotonic_ns()}.sqlite3"
         fresh.refresh()
         assert reader.task(task) == fresh.tasks(ids=[task])[0]
-        assert reader.failures_for(component="api") == sorted(
+        assert [f.to_dict() for f in reader.failures_for(component="api")] == sorted(
             fresh.failures({"api"}), key=lambda f: f["time"], reverse=True)
         fresh.close()
 

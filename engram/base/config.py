@@ -24,12 +24,12 @@ import orjson
 
 from .errors import UsageError, quote
 from .files import atomic_write
+from .layout import CONFIG_FILE, EVENTS_DIR, PROJECT_DIR
+from .vocab import MEMORY_KIND
 
 if TYPE_CHECKING:
     from ruamel.yaml import YAML
 
-CONFIG_FILE = "config.yaml"
-PROJECT_DIR = ".engram"
 TEXT_SETTING_CHARS = 200
 INT_CEILING = 2**53  # the largest whole number every JSON reader agrees on
 
@@ -167,10 +167,7 @@ SETTINGS: dict[str, Setting] = {
             Setting(f"decay.{kind}", days, float,
                     f"Days for a {kind} to fade to 37% strength (scaled up by importance and "
                     "by each reinforcement).", minimum=0.001)
-            for kind, days in {
-                "fact": 180, "decision": 365, "preference": 730, "convention": 730,
-                "gotcha": 365, "failure": 120, "lesson": 365, "procedure": 730, "note": 60,
-            }.items()
+            for kind, days in ((term.name, term.data["decay_days"]) for term in MEMORY_KIND.terms)
         ],
     ]
 }
@@ -219,7 +216,7 @@ def foreign_store(root: Path) -> str | None:
     """What `root` is when another tool keeps its files there rather than an Engram store: the
     Go engram, which shares the name, writes `.engram/manifest.json` and `.engram/chunks/` in a
     project (`engram sync`) and keeps `~/.engram/engram.db`. None for anything else."""
-    if not root.is_dir() or (root / CONFIG_FILE).exists() or (root / "events").is_dir():
+    if not root.is_dir() or (root / CONFIG_FILE).exists() or (root / EVENTS_DIR).is_dir():
         return None
     if (root / "manifest.json").is_file() or (root / "chunks").is_dir():
         return f"the sync folder of {GO_ENGRAM}"

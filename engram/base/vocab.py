@@ -173,5 +173,11 @@ RESTORE = _vocabulary(
     default="selective",
 )
 SESSION_STATE = _vocabulary("session state", "open", "ended", "interrupted")
-IMPORT_FORMAT = _vocabulary("import format", "mcp-engram", "mcp-memory", "engram", "engram-go")
+IMPORT_FORMAT = _vocabulary(
+    "import format",
+    ("mcp-engram", "an mcp-engram data directory (events/events-YYYYMMDD.jsonl[.gz])"),
+    ("mcp-memory", "the MCP memory server's knowledge graph (memory.jsonl)"),
+    ("engram", "Engram's own JSON Lines export (engram export)"),
+    ("engram-go", "the Go engram's export (engram-export.json) or sync folder (.engram/)"),
+)
 EXPORT_FORMAT = _vocabulary("export format", "jsonl", "markdown", default="jsonl")

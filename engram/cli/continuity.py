@@ -7,8 +7,8 @@ Tasks, handoffs, sessions and resuming, as click commands; `register(main)` adds
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,6 +16,9 @@ from .common import (at_option, json_option, open_engram, print_json, store_opti
                      task_of)
 from ..base.display import echo, local_time
 from ..base.vocab import DEPTH, INTERRUPTION, OUTCOME, PROGRESS_STATUS, RESTORE, TASK_STATUS
+
+if TYPE_CHECKING:
+    from ..api import EarlierFailure, HandoffPackage
 
 
 # -- continuity ---------------------------------------------------------------------------------
@@ -64,23 +67,23 @@ def task_show(ctx: click.Context, ident: str, project: bool, personal: bool,
     engram = open_engram(ctx, project, personal)
     view = engram.task_view(ident)
     if as_json:
-        print_json(view)
+        print_json(view.to_dict())
         return
-    data = view["task"]
-    echo(f"task {data['id']}  [{data['status']}]  {data['name']}")
-    if data["goal"]:
-        echo(f"goal: {data['goal']}")
-    if data["parent"]:
-        echo(f"parent: {data['parent']}")
-    for item in data["progress"]:
-        where = f" [{item['component']}]" if item.get("component") else ""
-        echo(f"  progress {item['status']:<11} {item['feature']}{where}")
-    for item in data["failures"]:
-        where = f"[{item['component']}] " if item.get("component") else ""
-        echo(f"  failure  {where}{item['error']}")
-    for memory in view["memories"]:
-        echo(f"  memory   {memory['id'][:8]} [{memory['kind']}] {memory['content'][:70]}")
-    latest = data["latest_checkpoint"]
+    data = view.task
+    echo(f"task {data.id}  [{data.status}]  {data.name}")
+    if data.goal:
+        echo(f"goal: {data.goal}")
+    if data.parent:
+        echo(f"parent: {data.parent}")
+    for item in data.progress:
+        where = f" [{item.component}]" if item.component else ""
+        echo(f"  progress {item.status:<11} {item.feature}{where}")
+    for failure in data.failures:
+        where = f"[{failure.component}] " if failure.component else ""
+        echo(f"  failure  {where}{failure.error}")
+    for memory in view.memories:
+        echo(f"  memory   {memory.id[:8]} [{memory.kind}] {memory.content[:70]}")
+    latest = data.latest_checkpoint
     if latest:
         echo(f"latest checkpoint {latest['seq']} ({latest['reason']}, {latest['time']}): "
              f"{latest.get('summary') or ''}")
@@ -133,11 +136,10 @@ def task_list(ctx: click.Context, statuses: tuple[str, ...], include_all: bool, 
         echo("no tasks")
 
 
-def _print_earlier_failures(failures: list[dict[str, Any]]) -> None:
+def _print_earlier_failures(failures: Sequence[EarlierFailure]) -> None:
     for failure in failures[:5]:
-        echo(f"  earlier failure in {failure['component']} ({failure['task_name']}): "
-             f"{failure['error']}" + (f" — fix: {failure['fix']}" if failure.get("fix")
-                                      else ""))
+        echo(f"  earlier failure in {failure.component} ({failure.task_name}): "
+             f"{failure.error}" + (f" — fix: {failure.fix}" if failure.fix else ""))
 
 
 @task.command(name="progress")
@@ -159,14 +161,12 @@ def task_progress(ctx: click.Context, ident: str, feature: str, status: str, not
     result = engram.progress(ident, feature, status=status, note=note, component=component,
                              files=files)
     if as_json:
-        print_json({"task": result["task"].to_dict(), "checkpoint": result["checkpoint"],
-                     "earlier_failures": result["earlier_failures"]})
+        print_json(result.to_dict())
         return
-    echo(f"progress on {result['task'].id[:8]}: [{status}] {feature}")
-    if result["checkpoint"]:
-        echo(f"  checkpoint {result['checkpoint']['seq']} saved "
-             f"({result['checkpoint']['reason']})")
-    _print_earlier_failures(result["earlier_failures"])
+    echo(f"progress on {result.task.id[:8]}: [{status}] {feature}")
+    if result.checkpoint:
+        echo(f"  checkpoint {result.checkpoint.seq} saved ({result.checkpoint.reason})")
+    _print_earlier_failures(result.earlier_failures)
 
 
 @task.command(name="failure")
@@ -185,15 +185,14 @@ def task_failure(ctx: click.Context, ident: str, error: str, component: str | No
     engram = open_engram(ctx, project, personal)
     result = engram.failure(ident, error, component=component, root_cause=root_cause, fix=fix)
     if as_json:
-        print_json({"task": result["task"].to_dict(), "checkpoint": result["checkpoint"],
-                     "earlier_failures": result["earlier_failures"]})
+        print_json(result.to_dict())
         return
-    echo(f"failure on {result['task'].id[:8]} recorded; checkpoint "
-         f"{result['checkpoint']['seq'] if result['checkpoint'] else '-'} saved")
-    _print_earlier_failures(result["earlier_failures"])
+    echo(f"failure on {result.task.id[:8]} recorded; checkpoint "
+         f"{result.checkpoint.seq if result.checkpoint else '-'} saved")
+    _print_earlier_failures(result.earlier_failures)
 
 
-def _load_package(engram: Any, source: str) -> dict[str, Any]:
+def _load_package(engram: Any, source: str) -> HandoffPackage:
     """The package of `--from FILE` (YAML, or JSON for *.json), or of stdin for `-`."""
     if source == "-":
         return engram.read_package(sys.stdin.buffer, name="stdin")
@@ -244,11 +243,11 @@ def handoff(ctx: click.Context, task_id: str, summary: str | None, completed: tu
         commands=commands, artifacts=artifacts, open_questions=open_questions, goal=goal,
     )
     if as_json:
-        print_json(saved)
+        print_json(saved.to_dict())
     else:
-        done = "recorded and committed" if saved["commit"] else "recorded, not committed"
-        echo(f"handoff {saved['seq']} for task {saved['task'][:8]} {done} "
-             f"(confidence {saved['confidence']:.2f})")
+        done = "recorded and committed" if saved.commit else "recorded, not committed"
+        echo(f"handoff {saved.checkpoint.seq} for task {saved.checkpoint.task[:8]} {done} "
+             f"(confidence {saved.checkpoint.confidence:.2f})")
 
 
 @click.command()
@@ -263,11 +262,11 @@ def checkpoints(ctx: click.Context, task_argument: str | None, task_option: str 
     engram = open_engram(ctx, project, personal)
     found = engram.checkpoints(task_id)
     if as_json:
-        print_json(found)
+        print_json([c.to_dict() for c in found])
         return
     for item in found:
-        echo(f"{item['seq']:>3}  {item['checkpoint'][:8]}  {local_time(item['time'])}  "
-             f"{item['reason']:<12} {item['confidence']:.2f}  {item.get('summary') or ''}")
+        echo(f"{item.seq:>3}  {item.checkpoint[:8]}  {local_time(item.time)}  "
+             f"{item.reason:<12} {item.confidence:.2f}  {item.summary}")
     if not found:
         echo("no checkpoints")
 
@@ -425,13 +424,17 @@ def continuity(ctx: click.Context, task_argument: str | None, task_option: str |
     engram = open_engram(ctx, project, personal)
     scores = engram.continuity(task_id, before=before, after=after)
     if as_json:
-        print_json(scores)
+        print_json(scores.to_dict())
         return
-    echo(f"task {scores['task'][:8]}: checkpoint {scores['before']} -> {scores['after']}")
-    for name in ("goal_retention", "action_consistency", "failure_recall",
-                 "working_set_stability", "replanning_rate", "redundant_exploration",
-                 "composite"):
-        echo(f"  {name.replace('_', ' '):<22} {scores[name]:.2f}")
+    echo(f"task {scores.task[:8]}: checkpoint {scores.before} -> {scores.after}")
+    for name, value in (("goal_retention", scores.goal_retention),
+                        ("action_consistency", scores.action_consistency),
+                        ("failure_recall", scores.failure_recall),
+                        ("working_set_stability", scores.working_set_stability),
+                        ("replanning_rate", scores.replanning_rate),
+                        ("redundant_exploration", scores.redundant_exploration),
+                        ("composite", scores.composite)):
+        echo(f"  {name.replace('_', ' '):<22} {value:.2f}")
 
 
 def register(main: click.Group) -> None:

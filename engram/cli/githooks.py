@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..base.config import CONFIG_FILE, PROJECT_DIR, engram_home
 from ..git.hooks import staged_problems
-from ..storage.layout import HOOKS_LOG
+from ..base.layout import HOOKS_LOG
 from ..storage.store import Store
 
 

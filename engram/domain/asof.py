@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import UsageError, quote
-from ..storage.layout import (
+from ..base.layout import (
     ASOF_DIR,
     ASOF_MARK,
     CONFIG_FILE,

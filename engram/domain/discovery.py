@@ -53,6 +53,7 @@ MAX_CITATIONS = 20
 EXCERPT_PREFIX = "  |"
 
 Status = Literal["valid", "moved", "broken", "unknown"]
+WORSE = ("valid", "moved", "unknown", "broken")  # the statuses, from best to worst
 
 _CITE = re.compile(r"^cite: (?P<path>.+):(?P<start>\d+)-(?P<end>\d+)@(?P<commit>[0-9a-f]{40})$")
 _REDACTED = re.compile(r"\[REDACTED:[^\]\n]*\]")
@@ -377,6 +378,37 @@ def check(engram: Engram, discovery: Discovery) -> list[CitationCheck]:
     for citation in discovery.citations:
         out.append(_check_one(top, repo, citation))
     return out
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A discovery with the check of each of its citations, and the worst of them."""
+
+    discovery: Discovery
+    checks: tuple[CitationCheck, ...]
+
+    @property
+    def status(self) -> Status:
+        return max((c.status for c in self.checks), key=WORSE.index, default="valid")
+
+
+@dataclass(frozen=True)
+class Survey:
+    """Discoveries checked against the work tree, and how many citations have each status."""
+
+    checked: tuple[Checked, ...]
+    counts: dict[str, int]
+
+
+def survey(engram: Engram, ident: str | None = None, *, limit: int = 10) -> Survey:
+    """Check one discovery (by id) or the `limit` most recent ones."""
+    found = [get(engram, ident)] if ident else recent(engram, limit=limit)
+    checked = tuple(Checked(item, tuple(check(engram, item))) for item in found)
+    counts = dict.fromkeys(WORSE, 0)
+    for item in checked:
+        for c in item.checks:
+            counts[c.status] += 1
+    return Survey(checked, counts)
 
 
 def _check_one(top: Path, repo: TrackedFiles | None, citation: Citation) -> CitationCheck:

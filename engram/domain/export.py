@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from ..storage import events as ev
 from .continuity import checkpoints as cp
 from ..base.display import md, md_code, md_lines
 from ..base.errors import UsageError
+from ..base.files import atomic_write
 from ..model.memories import MEMORY_KINDS
 
 KIND_TITLES = {
@@ -46,11 +46,8 @@ def write_jsonl(target: Path, events: Iterable[ev.Event], *, force: bool = False
     if target.exists() and not force:
         raise UsageError(f"{target} exists; choose another name or pass --force to replace it")
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as handle:
-        for event in events:
-            handle.write(event.to_line())
-    os.replace(tmp, target)
+    atomic_write(target, b"".join(event.to_line() for event in events), durable=False,
+                 hidden=True)
 
 
 def write_markdown(target: Path, stores: Sequence[StoreContent], *,

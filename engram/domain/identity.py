@@ -26,7 +26,7 @@ import orjson
 import pygit2
 
 from ..base.files import atomic_write
-from ..storage.layout import PROJECTS_CACHE
+from ..base.layout import PROJECTS_CACHE
 
 ROOT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 CACHED_REPOSITORIES = 200

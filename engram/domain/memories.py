@@ -81,6 +81,14 @@ class MergePlan:
     merged_into: str | None
 
 
+@dataclass(frozen=True)
+class Superseded:
+    """What `supersede` did: the old memory (now superseded) and the one that replaced it."""
+
+    old: mem.Memory
+    new: mem.Memory
+
+
 class Memories:
     """Memories over a workspace's stores; what recall found is noted for the session."""
 
@@ -333,6 +341,15 @@ class Memories:
 
     def get(self, memory_id: str) -> mem.Memory:
         return self.workspace.find_memory(memory_id)[1]
+
+    def supersede(self, memory_id: str, content: str, *, redact: bool = False) -> Superseded:
+        """Replace a memory that is no longer true: a new memory holding `content`, with the
+        old one's kind, tags, scope, importance, source and task, supersedes it in one step."""
+        old = self.get(memory_id)
+        new = self.remember(content, kind=old.kind, tags=old.tags, scope=old.scope,
+                            importance=old.importance, source=old.source, task=old.task,
+                            supersedes=[old.id], redact=redact)
+        return Superseded(old=self.get(old.id), new=new.memory)
 
     def history(self, memory_id: str) -> list[tuple[ev.Event, mem.Memory]]:
         store, memory = self.workspace.find_memory(memory_id)

@@ -40,6 +40,7 @@ from ..base.validation import Checks, name_key, reference, well_formed
 from ..model import memories as mem
 from ..model import tasks
 from ..readmodel.projection import Projection
+from ..base import layout
 from ..storage import events as ev
 from ..storage.store import Store, WriterState, git_c, require
 from .messages import commit_message
@@ -130,7 +131,7 @@ class Workspace:
         if self._here is None:
             from .identity import project_of
 
-            cache = self.personal.local_dir / "cache" if self.personal.exists() else None
+            cache = layout.cache_dir(self.personal.local_dir) if self.personal.exists() else None
             top = find_work_tree(self.cwd)
             mine = top is not None and top.resolve() == self.personal.root.resolve()
             self._here = (None if mine else project_of(self.cwd, cache),)  # not a project

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..base.errors import UsageError
 from ..base.files import atomic_write
-from ..storage.layout import EVENT_SUFFIX, EVENTS_DIR
+from ..base.layout import EVENT_SUFFIX, EVENTS_DIR
 from ..storage.store import Store
 
 BEGIN = "# >>> engram >>>"

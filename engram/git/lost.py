@@ -35,7 +35,7 @@ from ..storage.ledger import (  # noqa: F401 (note, settle_if_large: the read mo
     settle_if_large,
     unique,
 )
-from ..storage.layout import EVENTS_DIR
+from ..base.layout import EVENTS_DIR
 
 if TYPE_CHECKING:
     import pygit2

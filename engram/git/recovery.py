@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.config import CONFIG_FILE
+from ..base import layout
 from ..base.errors import EngramError
 
 if TYPE_CHECKING:
@@ -86,7 +87,8 @@ def git_lock_files(store: Store) -> list[Path]:
 
 def temp_files(store: Store) -> Iterator[tuple[Path, int | None]]:
     """Engram's temporary files (`<name>.<pid>.tmp`), with the pid that wrote them."""
-    places = [store.local_dir, store.local_dir / "cache", store.local_dir / "cache" / "text"]
+    cache = layout.cache_dir(store.local_dir)
+    places = [store.local_dir, cache, cache / layout.TEXT_INDEX_DIR]
     for place in places:
         if not place.is_dir():
             continue
@@ -127,7 +129,7 @@ def recover_interrupted_commit(store: Store, *, min_age: float = 2.0) -> str | N
             continue
         if age < min_age or open_by(lock) != []:
             return None  # a git command at work, or no way to tell: leave it
-        aside = store.local_dir / "quarantine" / \
+        aside = store.local_dir / layout.QUARANTINE_DIR / \
             f"{lock.name}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}"
         aside.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(lock), aside)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.config import CONFIG_FILE
 from ..base.errors import EngramError, UsageError
-from ..storage.layout import EVENT_SUFFIX, EVENTS_DIR
+from ..base.layout import EVENT_SUFFIX, EVENTS_DIR
 from ..storage.store import Store
 
 if TYPE_CHECKING:

@@ -40,6 +40,8 @@ from typing import Any
 
 from ..base.config import find_work_tree
 from ..base.errors import UsageError
+from ..base.files import atomic_write
+from ..base.vocab import one_of_message
 
 AGENTS = {"claude": "claude-code", "cursor": "cursor", "codex": "codex"}
 HOOKS = {"SessionStart": "session-start", "PreCompact": "precompact", "SessionEnd": "session-end"}
@@ -76,7 +78,7 @@ def install(client: str, *, project: bool = False, hooks: bool = False, name: st
     """Write (or, with dry_run, only compute) the client's configuration for Engram; with
     `approve` (Claude Code, project scope), also approve the project's server for this user."""
     if client not in AGENTS:
-        raise UsageError(f"unknown client {client!r}; use one of {', '.join(AGENTS)}")
+        raise UsageError(one_of_message("client", client, tuple(AGENTS)))
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
         raise UsageError("a server name is 1-64 letters, digits, '_' or '-'")
     if hooks and client != "claude":
@@ -463,8 +465,5 @@ def _write(path: Path, text: str) -> None:
     """Replace the file atomically, keeping its permissions (~/.claude.json is private)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else None
-    tmp = path.with_name(f".{path.name}.engram-{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    if mode is not None:
-        os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    atomic_write(path, text, durable=False, mode=mode,
+                 temp=path.with_name(f".{path.name}.engram-{os.getpid()}.tmp"))

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from ..api import Engram
+from ..base.vocab import SOURCE
 from ..base.errors import EngramError
 from ..base.results import as_json
 from .models import (FULL_CHARS, ITEM_CHARS, READ, WRITE, Cluster, ClusterMember,
                      ConsolidateResult, ForgetResult, Id, Kind, MemoryList, MemoryResult,
-                     RecallHit, RecallResult, RememberResult, StatsResult, StoreStats, Tags,
-                     Version)
+                     RecallHit, RecallResult, RememberResult, Source, StatsResult, StoreStats,
+                     Tags, Version)
 from .runtime import runtime_of
 from .tools import tool
 from .views import fit, memory_view, remembered
@@ -34,8 +35,7 @@ def add_memory_tools(server: MCPServer) -> None:
                                                        "relative path such as src/api.")] = None,
         importance: Annotated[float, Field(ge=0, le=1, description="0 to 1; 0.7+ comes back at "
                                                                    "every resume.")] = 0.5,
-        source: Annotated[Literal["user-said", "agent-inferred"],
-                          Field(description="Who said it.")] = "agent-inferred",
+        source: Annotated[Source, Field(description="Who said it.")] = SOURCE.default,
         task: Annotated[str | None, Field(description="The task id it belongs to.")] = None,
         valid_until: Annotated[str | None, Field(description="Not valid from this date on "
                                                              "(2026-12-01, or an age like "
@@ -197,12 +197,8 @@ def add_memory_tools(server: MCPServer) -> None:
                                     "replace_with")
                 return ForgetResult(memory=memory_view(engram.forget(id, reason=reason)),
                                     replacement=None)
-            old = engram.get(id)
-            new = engram.remember(replace_with, kind=old.kind, tags=old.tags, scope=old.scope,
-                                  importance=old.importance, source=old.source, task=old.task,
-                                  supersedes=[old.id])
-            return ForgetResult(memory=memory_view(engram.get(old.id)),
-                                replacement=memory_view(new.memory))
+            done = engram.supersede(id, replace_with)
+            return ForgetResult(memory=memory_view(done.old), replacement=memory_view(done.new))
         return runtime_of(ctx).run("memory_forget", WRITE, call)
 
     @tool(server, "Consolidate near-duplicates", destructive=True,

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..base import vocab
+
 SCOPES = ("memory:read", "memory:write", "session:write")
 READ, WRITE, SESSION = SCOPES
 OUTPUT_CHARS = 24_000  # budget for the JSON of one result's items
@@ -20,12 +22,16 @@ FULL_CHARS = 100_000  # a memory's content on its own (memory_get)
 LIST_ITEMS = 100  # items of each list of a checkpoint (the latest; the first of `next`)
 
 
-Kind = Literal["fact", "decision", "preference", "convention", "gotcha", "failure", "lesson",
-               "procedure", "note"]
-TaskStatus = Literal["open", "in_progress", "blocked", "done", "abandoned"]
-ProgressStatus = Literal["done", "in_progress", "blocked", "todo"]
-Outcome = Literal["success", "failure", "unknown"]
-Interruption = Literal["crash", "overflow", "rate_limit", "tool_failure", "user_away", "unknown"]
+# The closed vocabularies as the types of tool parameters (declared in engram.base.vocab).
+Kind = Literal[vocab.MEMORY_KIND.names]
+Source = Literal[vocab.SOURCE.names]
+TaskStatus = Literal[vocab.TASK_STATUS.names]
+ProgressStatus = Literal[vocab.PROGRESS_STATUS.names]
+Outcome = Literal[vocab.OUTCOME.names]
+Interruption = Literal[vocab.INTERRUPTION.names]
+Depth = Literal[vocab.DEPTH.names]
+Restore = Literal[vocab.RESTORE.names]
+SessionState = Literal[vocab.SESSION_STATE.names]
 
 
 Id = Annotated[str, Field(description="A memory id, or any unique prefix of 4+ characters.")]

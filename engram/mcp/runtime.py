@@ -26,8 +26,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from .. import __version__
 from ..api import Engram
 from ..base.config import check_value
-from ..base.errors import EngramError, UsageError, quote
-from ..model.sessions import AGENTS
+from ..base.errors import EngramError
+from ..base.vocab import AGENT
 from .messages import agent_message
 from .models import SCOPES, SESSION, WRITE, Result, RuntimeView
 
@@ -115,8 +115,8 @@ class Runtime:
         self.roots_offered = False
         if cwd is not None or not roots:
             self.located.set()
-        if agent is not None and agent not in AGENTS:
-            raise UsageError(f"unknown agent {quote(agent)}; use one of {', '.join(AGENTS)}")
+        if agent is not None:
+            AGENT.one_of(agent)
         self.agent = agent
         self.actor = check_value("actor", actor) if actor is not None else None
         unknown = set(scopes or ()) - set(SCOPES)

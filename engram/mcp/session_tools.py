@@ -3,7 +3,7 @@ the `resume` prompt."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import anyio
 import anyio.to_thread
@@ -12,11 +12,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from ..api import Engram
+from ..base.vocab import DEPTH, RESTORE
 from ..domain import discovery
 from .models import (ITEM_CHARS, READ, SESSION, WRITE, CheckResult, CitationCheckView,
-                     CitationIn, CitationView, DiscoveryCheck, DiscoveryResult, HandoffResult,
-                     Interruption, Outcome, ReportResult, ResumeResult, SessionList,
-                     SessionView, Tags, TaskRef)
+                     CitationIn, CitationView, Depth, DiscoveryCheck, DiscoveryResult,
+                     HandoffResult, Interruption, Outcome, ReportResult, Restore, ResumeResult,
+                     SessionList, SessionState, SessionView, Tags, TaskRef)
 from .runtime import runtime_of, writes
 from .tools import describe, tool
 from .views import checkpoint_view, fit, for_agents, memory_view
@@ -68,13 +69,14 @@ def add_session_tools(server: MCPServer) -> None:
                 blocked=blocked, next=next, must_not_redo=must_not_redo,
                 must_preserve=must_preserve, files=files, commands=commands,
                 artifacts=artifacts, open_questions=open_questions, goal=goal)
-            view = checkpoint_view(saved)
+            view = checkpoint_view(saved.checkpoint.record)
             assert view is not None
-            done = "recorded and committed" if saved["commit"] else \
+            done = "recorded and committed" if saved.commit else \
                 "recorded, not committed (see warnings)"
-            return HandoffResult(task=saved["task"], checkpoint=view,
-                                 note=f"handoff {saved['seq']} {done} "
-                                      f"(continuation confidence {saved['confidence']:.2f})")
+            return HandoffResult(task=saved.checkpoint.task, checkpoint=view,
+                                 note=f"handoff {saved.checkpoint.seq} {done} "
+                                      f"(continuation confidence "
+                                      f"{saved.checkpoint.confidence:.2f})")
         return runtime_of(ctx).run("session_handoff", SESSION, call)
 
     @tool(server, "Resume", idempotent=True)
@@ -84,15 +86,15 @@ def add_session_tools(server: MCPServer) -> None:
                                                       "default: the only active task.")] = None,
         session: Annotated[str | None, Field(description="Resume what this session id was "
                                                          "working on.")] = None,
-        depth: Annotated[Literal["brief", "standard", "full"],
+        depth: Annotated[Depth,
                          Field(description="How much history: brief, standard (default), "
-                                           "full.")] = "standard",
+                                           "full.")] = DEPTH.default,
         since: Annotated[str | None, Field(description="Only events since a date or age "
                                                        "(2d).")] = None,
-        restore: Annotated[Literal["full", "selective", "none"],
+        restore: Annotated[Restore,
                            Field(description="Which memories come back: selective (default: "
                                              "important ones and failures/gotchas), full, "
-                                             "none.")] = "selective",
+                                             "none.")] = RESTORE.default,
         max_chars: Annotated[int, Field(ge=1000, le=100_000, description="Cut the Markdown at "
                                                                          "this length.")
                              ] = 20_000,
@@ -118,7 +120,7 @@ def add_session_tools(server: MCPServer) -> None:
     @tool(server, "List sessions", read_only=True)
     def session_list(
         ctx: Context,
-        state: Annotated[Literal["open", "ended", "interrupted"] | None,
+        state: Annotated[SessionState | None,
                          Field(description="Only sessions in this state.")] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many.")] = 20,
     ) -> SessionList:
@@ -242,20 +244,14 @@ def add_discovery_tools(server: MCPServer) -> None:
 
         Read-only (reads files and git)."""
         def call(engram: Engram) -> CheckResult:
-            found = [discovery.get(engram, id)] if id else discovery.recent(engram, limit=limit)
-            order = {"valid": 0, "moved": 1, "unknown": 2, "broken": 3}
-            counts = {name: 0 for name in order}
-            views = []
-            for item in found:
-                checks = discovery.check(engram, item)
-                for c in checks:
-                    counts[c.status] += 1
-                worst = max((c.status for c in checks), key=order.__getitem__)
-                views.append(DiscoveryCheck(
-                    id=item.memory.id, fact=item.text[:ITEM_CHARS], status=worst,
-                    citations=[CitationCheckView(**c.to_dict()) for c in checks]))
+            done = discovery.survey(engram, id, limit=limit)
+            views = [DiscoveryCheck(id=item.discovery.memory.id,
+                                    fact=item.discovery.text[:ITEM_CHARS], status=item.status,
+                                    citations=[CitationCheckView(**c.to_dict())
+                                               for c in item.checks])
+                     for item in done.checked]
             kept, cut = fit(views)
-            return CheckResult(discoveries=kept, counts=counts, truncated=cut)
+            return CheckResult(discoveries=kept, counts=done.counts, truncated=cut)
         return runtime_of(ctx).run("discovery_check", READ, call)
 
 

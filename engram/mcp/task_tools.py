@@ -8,7 +8,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
 from ..api import Engram
-from ..model.memories import Memory
 from .models import (OUTPUT_CHARS, READ, WRITE, ContinuityResult, ProgressStatus, TaskChange,
                      TaskList, TaskRef, TaskResult, TaskStatus, Tags)
 from .runtime import runtime_of
@@ -47,18 +46,20 @@ def add_task_tools(server: MCPServer) -> None:
         Read-only. Lists are cut to fit the answer (`truncated`)."""
         def call(engram: Engram) -> TaskResult:
             view = engram.task_view(task)
-            found = engram.task(view["task"]["id"])
-            memories, cut_memories = fit([memory_view(Memory.from_dict(m)) for m in
-                                          view["memories"]], OUTPUT_CHARS // 2)
+            found = engram.task(view.task.id)
+            memories, cut_memories = fit([memory_view(m) for m in view.memories],
+                                         OUTPUT_CHARS // 2)
             saved = None
             cut_saved = False
             if checkpoints:
-                items = [c for c in (checkpoint_view(c) for c in engram.checkpoints(found.id)) if c]
+                items = [c for c in (checkpoint_view(c.record)
+                                     for c in engram.checkpoints(found.id)) if c]
                 kept, cut_saved = fit(items[::-1], OUTPUT_CHARS // 2)
                 saved = kept[::-1]
             long_lists = len(found.progress) > 50 or len(found.failures) > 50
             cut = cut_memories or cut_saved or long_lists
-            return TaskResult(task=task_detail(found), memories=memories, children=view["children"],
+            return TaskResult(task=task_detail(found), memories=memories,
+                              children=list(view.children),
                               checkpoints=saved, truncated=cut,
                               note="left out to keep the answer short: " + ", ".join(
                                   what for what, left in (
@@ -173,4 +174,4 @@ def add_task_tools(server: MCPServer) -> None:
 
         Read-only."""
         return runtime_of(ctx).run("task_continuity", READ, lambda e: ContinuityResult(
-            **e.continuity(task, before=before, after=after)))
+            **e.continuity(task, before=before, after=after).to_dict()))

@@ -3,8 +3,8 @@ turned into the result models, cut to the output budget (`fit`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -12,6 +12,9 @@ from ..search.neardup import describe as describe_differences
 from .models import (ITEM_CHARS, LIST_ITEMS, OUTPUT_CHARS, CheckpointView, EarlierFailure,
                      FailureView, MemoryView, ProgressView, Related, RememberResult, TaskChange,
                      TaskSummary, TaskView, WorkingFile, WorkingSet)
+
+if TYPE_CHECKING:
+    from .. import api
 
 # -- views -----------------------------------------------------------------------------------
 
@@ -35,7 +38,7 @@ def _items(value: Any) -> list[Any]:
     return list(value or [])[-LIST_ITEMS:]
 
 
-def checkpoint_view(data: dict[str, Any] | None) -> CheckpointView | None:
+def checkpoint_view(data: Mapping[str, Any] | None) -> CheckpointView | None:
     if not data:
         return None
     working = data.get("working_set") or {}
@@ -80,10 +83,10 @@ def task_summary(task: Any) -> TaskSummary:
                        latest_summary=latest.get("summary"))
 
 
-def _earlier(items: Sequence[dict[str, Any]]) -> list[EarlierFailure]:
-    return [EarlierFailure(task=f["task"], task_name=f["task_name"], error=f["error"],
-                           component=f.get("component"), root_cause=f.get("root_cause"),
-                           fix=f.get("fix"), time=f["time"]) for f in items[:10]]
+def _earlier(items: Sequence[api.EarlierFailure]) -> list[EarlierFailure]:
+    return [EarlierFailure(task=f.task, task_name=f.task_name, error=f.error,
+                           component=f.component, root_cause=f.root_cause,
+                           fix=f.fix, time=f.time) for f in items[:10]]
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -132,7 +135,8 @@ def for_agents(resumed: Any) -> str:
     return resumed.markdown.replace(CUT.cli, CUT.mcp)
 
 
-def task_change(result: dict[str, Any]) -> TaskChange:
-    return TaskChange(task=task_summary(result["task"]),
-                      checkpoint=checkpoint_view(result["checkpoint"]),
-                      earlier_failures=_earlier(result["earlier_failures"]))
+def task_change(result: api.TaskChange) -> TaskChange:
+    return TaskChange(task=task_summary(result.task),
+                      checkpoint=checkpoint_view(result.checkpoint.record
+                                                 if result.checkpoint else None),
+                      earlier_failures=_earlier(result.earlier_failures))

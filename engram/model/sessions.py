@@ -14,7 +14,6 @@ machines, or processes that hang).
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -26,8 +25,10 @@ import orjson
 
 from ..storage import events as ev
 from ..git.recovery import process_alive
+from ..base.files import atomic_write
 from ..base.validation import session_id as check_session_id
 from ..base.vocab import AGENT, INTERRUPTION, OUTCOME
+from ..base import layout
 
 REASONS = INTERRUPTION.names
 OUTCOMES = OUTCOME.names
@@ -96,7 +97,7 @@ def fold(events: Sequence[ev.Event]) -> Session | None:
 
 
 def beat_path(local_dir: Path, session_id: str) -> Path:
-    return local_dir / "sessions" / f"{check_session_id(session_id)}.json"
+    return layout.session_file(local_dir, check_session_id(session_id))
 
 
 def write_beat(local_dir: Path, session_id: str, *, pid: int, context: float | None = None,
@@ -109,9 +110,7 @@ def write_beat(local_dir: Path, session_id: str, *, pid: int, context: float | N
         beat["context"] = context
     elif "context" in previous:
         beat["context"] = previous["context"]
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(orjson.dumps(beat))
-    os.replace(tmp, path)
+    atomic_write(path, orjson.dumps(beat), durable=False)
 
 
 def read_beat(local_dir: Path, session_id: str) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..base import layout
 from ..storage import events as ev
 from ..storage import lines
 from ..git import lost
@@ -34,7 +35,7 @@ class Projection(Queries):
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.path = store.local_dir / "cache" / "projection.sqlite3"
+        self.path = layout.cache_dir(store.local_dir) / layout.PROJECTION_DB
         self._db: sqlite3.Connection | None = None
         self.in_memory = False
         # The connection for reads: a query that meets a damaged page rebuilds the cache.

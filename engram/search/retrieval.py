@@ -1,4 +1,5 @@
-"""Recall: query -> candidates from BM25 and vectors -> fused, decayed, filtered ranking.
+"""A store's search indexes, kept current from its read model, and the scores recall ranks
+with (the ranking itself is the pipeline in `recall.py`).
 
 Per store, two disposable indexes hang off the read model:
 
@@ -35,7 +36,7 @@ from .embed import Embedder, EmbeddingCache, embed_with_cache
 from .text import TextIndex, TextIndexDamaged, failed
 from ..readmodel.projection import Projection
 from .ranking import Candidate, dates_said
-from ..storage.layout import (
+from ..base.layout import (
     EMBEDDINGS_DB,
     INDEX_LOCK,
     TEXT_INDEX_DIR,

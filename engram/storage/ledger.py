@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from . import events as ev
 from . import lines
-from .layout import EVENT_SUFFIX, EVENTS_DIR, LEDGER_DIR, MAIN_WORKTREE, ledger_file
+from ..base.layout import EVENT_SUFFIX, EVENTS_DIR, LEDGER_DIR, MAIN_WORKTREE, ledger_file
 
 if TYPE_CHECKING:
     from .store import Store

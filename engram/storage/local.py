@@ -13,7 +13,7 @@ import orjson
 
 from ..base.errors import EngramError
 from ..base.files import atomic_write
-from .layout import WRITE_LOCK, WRITER_STATE
+from ..base.layout import WRITE_LOCK, WRITER_STATE
 
 if TYPE_CHECKING:
     from .store import Store

@@ -2,7 +2,7 @@
 
 A store root (`~/.engram`, or `.engram/` in a project's work tree) holds config.yaml, README.md,
 .gitattributes and `events/YYYY/MM/<writer>.jsonl`; per-clone state lives in the git directory
-(`engram.storage.layout` names every path, `engram.storage.local` holds the writer's state).
+(`engram.base.layout` names every path, `engram.storage.local` holds the writer's state).
 
 One writer, one file: each clone appends to files named after a writer id that no other clone
 uses, so two clones never change the same file and plain `git merge` joins them. The writer
@@ -35,7 +35,7 @@ from . import gitdir, ledger, lines
 from ..base.config import ConfigFile, Layer, default_config_text, personal_only
 from ..base.errors import EngramError, NoStoreError
 from ..base.files import atomic_write, fsync_dir
-from .layout import (  # noqa: F401 (HANDOFFS_DIR: named here for the store's users)
+from ..base.layout import (  # noqa: F401 (HANDOFFS_DIR: named here for the store's users)
     CONFIG_FILE,
     CONFIG_PARSED,
     EVENT_SUFFIX,

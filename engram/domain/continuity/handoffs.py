@@ -3,7 +3,8 @@
 A handoff is a continuation package an agent records for a task (what is done, what is next,
 what must not be redone, the working set); an automatic checkpoint is saved when progress or a
 failure changed the picture enough. Both are `checkpoint.saved` events; a handoff also gets its
-Markdown rendering for review and is committed at once.
+Markdown rendering for review and is committed at once. A checkpoint read back is a
+`Checkpoint`, a handoff's result a `Handoff`, a package read from a file a `HandoffPackage`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import os
 import shlex
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ...base.errors import EngramError, GitError, UsageError, quote
@@ -26,14 +29,59 @@ if TYPE_CHECKING:
     from ...storage.store import Store
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """A task's saved checkpoint as shown: its main fields, and `record`, every field in the
+    order it was saved (a package holds what its writer put in it), which `to_dict` gives."""
+
+    task: str
+    checkpoint: str
+    seq: int
+    reason: str
+    summary: str
+    confidence: float
+    time: str
+    clock: int
+    record: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> Checkpoint:
+        return cls(task=record["task"], checkpoint=record["checkpoint"], seq=record["seq"],
+                   reason=record.get("reason") or "", summary=record.get("summary") or "",
+                   confidence=float(record.get("confidence") or 0.0), time=record["time"],
+                   clock=record["clock"], record=MappingProxyType(dict(record)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.record)
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """A handoff's checkpoint and the commit that holds it (None: not committed yet)."""
+
+    checkpoint: Checkpoint
+    commit: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.checkpoint.to_dict(), "commit": self.commit}
+
+
+@dataclass(frozen=True)
+class HandoffPackage:
+    """A handoff package as read from a file: its fields, checked when it is handed off."""
+
+    fields: Mapping[str, Any]
+
+
 class Checkpoints:
     """Saving and reading checkpoints, over a workspace's stores."""
 
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
 
-    def handoff(self, ident: str, *, summary: str, package: Mapping[str, Any] | None = None,
-                reason: str = "handoff", **fields: Any) -> dict[str, Any]:
+    def handoff(self, ident: str, *, summary: str,
+                package: Mapping[str, Any] | HandoffPackage | None = None,
+                reason: str = "handoff", **fields: Any) -> Handoff:
         """Record a continuation package for a task, render it for review, and commit now.
 
         `package` (e.g. from a YAML or JSON file) and the keyword fields (completed,
@@ -48,6 +96,8 @@ class Checkpoints:
             raise UsageError(f"unknown checkpoint reason {quote(reason)}; use one of "
                              f"{', '.join(cp.REASONS)}")
         store, task = self.workspace.find_task(ident)
+        if isinstance(package, HandoffPackage):
+            package = package.fields
         if package is not None and not isinstance(package, Mapping):
             raise UsageError("a handoff package is a mapping of checkpoint fields")
         merged: dict[str, Any] = dict(package or {})
@@ -79,16 +129,16 @@ class Checkpoints:
         built["goal"] = built["goal"] or current["goal"] or task.goal
         explicit = cp.rendered(reason)
         saved = self._save_checkpoint(store, task, built, reason=reason, render=explicit)
-        saved["commit"] = None
+        commit = None
         if explicit:
             subject = f"handoff: {task.name} — {ev.one_line(built['summary'])}"
             try:
-                saved["commit"] = self.workspace.commit_store(store, subject=subject).commit
+                commit = self.workspace.commit_store(store, subject=subject).commit
             except GitError as exc:  # saved all the same; a later commit takes it
-                self.workspace.warn(f"handoff {saved['seq']} is saved but not committed: {exc}")
-        return saved
+                self.workspace.warn(f"handoff {saved.seq} is saved but not committed: {exc}")
+        return Handoff(saved, commit)
 
-    def read_package(self, handle: BinaryIO, *, name: str = "-") -> dict[str, Any]:
+    def read_package(self, handle: BinaryIO, *, name: str = "-") -> HandoffPackage:
         """A handoff package (YAML, or JSON when `name` ends in .json) read from `handle`, at
         most `limits.package_bytes` of it. Its fields are checked when it is handed off."""
         limit = self.workspace.checks().limit("limits.package_bytes")
@@ -96,7 +146,7 @@ class Checkpoints:
         if len(data) > limit:
             raise UsageError(f"{name} is over the limit of {limit} bytes "
                              "(setting limits.package_bytes); shorten it")
-        return cp.parse_package(data, name=name)
+        return HandoffPackage(cp.parse_package(data, name=name))
 
     def unchanged_share(self, store: Store, files: Sequence[Mapping[str, Any]],
                          ) -> float | None:
@@ -130,7 +180,7 @@ class Checkpoints:
         return same / known if known else None
 
     def _save_checkpoint(self, store: Store, task: tasks.Task, package: dict[str, Any], *,
-                         reason: str, render: bool = False) -> dict[str, Any]:
+                         reason: str, render: bool = False) -> Checkpoint:
         """Save a checkpoint; with `render`, also its Markdown for review (handoffs only)."""
         head = head_commit(store)
         for item in package["working_set"]["files"]:
@@ -157,7 +207,7 @@ class Checkpoints:
         else:
             with store.lock():
                 self.workspace.maybe_commit(store)
-        return {"task": task.id, **saved}
+        return Checkpoint.of({"task": task.id, **saved})
 
     def _render_checkpoint(self, store: Store, task: tasks.Task,
                            checkpoint: Mapping[str, Any]) -> Path:
@@ -187,9 +237,9 @@ class Checkpoints:
         os.replace(tmp, path)
         return path
 
-    def checkpoints(self, ident: str) -> list[dict[str, Any]]:
+    def checkpoints(self, ident: str) -> list[Checkpoint]:
         store, task = self.workspace.find_task(ident)
-        return [{"task": task.id, **checkpoint_from(e, seq)}
+        return [Checkpoint.of({"task": task.id, **checkpoint_from(e, seq)})
                 for seq, e in enumerate(self.checkpoint_events(store, task.id), start=1)]
 
     def checkpoint_events(self, store: Store, task_id: str) -> list[ev.Event]:
@@ -230,7 +280,7 @@ class Checkpoints:
         return package
 
     def auto_checkpoint(self, store: Store, task_id: str, *, cause: str,
-                         ) -> tuple[tasks.Task, dict[str, Any] | None]:
+                         ) -> tuple[tasks.Task, Checkpoint | None]:
         """Save a checkpoint when the picture changed enough (see docs/continuity.md).
         Returns the task as it is now (read once) and the checkpoint saved, if any."""
         task = self.workspace.projection(store).tasks(ids=[task_id])[0]

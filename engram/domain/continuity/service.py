@@ -2,12 +2,14 @@
 
 Everything written is an event; every method here is a thin layer of validation and folding
 over the store. Checkpoints (`handoffs`) and sessions (`lifecycle`) are services of their own,
-which this one uses.
+which this one uses. Results: `TaskChange` (progress or a failure recorded), `EarlierFailure`,
+`TaskView` and `ContinuityScore`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +24,7 @@ from ..records import Records
 from ..workspace import Workspace
 from . import checkpoints as cp
 from . import metrics, rehydrate
-from .handoffs import Checkpoints, checkpoint_from
+from .handoffs import Checkpoint, Checkpoints, checkpoint_from
 from .lifecycle import Sessions
 
 if TYPE_CHECKING:
@@ -42,6 +44,73 @@ class AmbiguousResumeError(EngramError):
                                                           "task=<id> (or the exact name)"))
 
 
+@dataclass(frozen=True)
+class EarlierFailure:
+    """A failure recorded on a task, with the task's id and name: what later work in the same
+    component should not repeat."""
+
+    task: str
+    task_name: str
+    event: str
+    clock: int
+    time: str
+    actor: str
+    session: str | None
+    error: str
+    component: str | None
+    root_cause: str | None
+    fix: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TaskChange:
+    """Progress or a failure recorded: the task as it is now, the checkpoint it triggered (if
+    any) and the failures already recorded for the same component or files."""
+
+    task: tasks.Task
+    checkpoint: Checkpoint | None
+    earlier_failures: tuple[EarlierFailure, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": self.task.to_dict(),
+                "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None,
+                "earlier_failures": [f.to_dict() for f in self.earlier_failures]}
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """A task with its memories and the ids of its subtasks."""
+
+    task: tasks.Task
+    memories: tuple[Memory, ...]
+    children: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": self.task.to_dict(), "memories": [m.to_dict() for m in self.memories],
+                "children": list(self.children)}
+
+
+@dataclass(frozen=True)
+class ContinuityScore:
+    """How well work continued from checkpoint `before` to checkpoint `after` of a task, each
+    score 0..1 (see `metrics`)."""
+
+    task: str
+    before: int
+    after: int
+    goal_retention: float
+    action_consistency: float
+    failure_recall: float
+    working_set_stability: float
+    replanning_rate: float
+    redundant_exploration: float
+    composite: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 class Continuity:
@@ -118,7 +187,7 @@ class Continuity:
 
     def progress(self, ident: str, feature: str, *, status: str = "done",
                  note: str | None = None, component: str | None = None,
-                 files: Iterable[str] = ()) -> dict[str, Any]:
+                 files: Iterable[str] = ()) -> TaskChange:
         """Record progress on a task. Returns the task, earlier failures of the same
         component (so they are not repeated), and any checkpoint it triggered."""
         store, task = self.workspace.find_task(ident, items=False)
@@ -141,11 +210,11 @@ class Continuity:
             items.append(("task.updated", {"task": task.id, "status": "in_progress"}))
         self.workspace.emit_many(store, items)
         current, saved = self.handoffs.auto_checkpoint(store, task.id, cause="progress")
-        return {"task": current, "checkpoint": saved,
-                "earlier_failures": self.failures_for(component=component, files=paths)}
+        return TaskChange(current, saved,
+                          tuple(self.failures_for(component=component, files=paths)))
 
     def failure(self, ident: str, error: str, *, component: str | None = None,
-                root_cause: str | None = None, fix: str | None = None) -> dict[str, Any]:
+                root_cause: str | None = None, fix: str | None = None) -> TaskChange:
         """Record a failure on a task; a checkpoint is always saved with it."""
         store, task = self.workspace.find_task(ident, items=False)
         checks = self.workspace.checks(store)
@@ -162,29 +231,25 @@ class Continuity:
         earlier = self.failures_for(component=component)
         self.workspace.emit(store, "task.failure", data)
         current, saved = self.handoffs.auto_checkpoint(store, task.id, cause="failure")
-        return {"task": current, "checkpoint": saved, "earlier_failures": earlier}
+        return TaskChange(current, saved, tuple(earlier))
 
     def failures_for(self, *, component: str | None = None, files: Sequence[str] = (),
-                     ) -> list[dict[str, Any]]:
+                     ) -> list[EarlierFailure]:
         """Failures recorded on any task for this component, or for a component named in
         one of these file paths: what later work should not repeat."""
         if not component and not files:
             return []
         parts = {p for f in files for p in f.replace("\\", "/").split("/") if p}
         wanted = {c for c in (component, *parts) if c}
-        out = [f for store in self.workspace.stores()
+        out = [EarlierFailure(**f) for store in self.workspace.stores()
                for f in self.workspace.projection(store).failures(wanted)]
-        return sorted(out, key=lambda f: f["time"], reverse=True)
+        return sorted(out, key=lambda f: f.time, reverse=True)
 
-    def task_view(self, ident: str) -> dict[str, Any]:
+    def task_view(self, ident: str) -> TaskView:
         store, task = self.workspace.find_task(ident)
         proj = self.workspace.projection(store)
-        memories = [m for m in proj.memories(task=task.id)]
-        return {
-            "task": task.to_dict(),
-            "memories": [m.to_dict() for m in memories],
-            "children": [t.id for t in proj.tasks() if t.parent == task.id],
-        }
+        return TaskView(task=task, memories=tuple(proj.memories(task=task.id)),
+                        children=tuple(t.id for t in proj.tasks() if t.parent == task.id))
 
     # -- resume ----------------------------------------------------------------------------
 
@@ -259,10 +324,11 @@ class Continuity:
             paths = [f["path"] for f in ((checkpoint or {}).get("working_set") or {})
                      .get("files", [])]
             for other in self.failures_for(files=paths):
-                if other["task"] != chosen.id and other["component"] not in components:
-                    failures.append(tasks.Failure(**{k: other[k] for k in (
-                        "event", "clock", "time", "actor", "session", "error", "component",
-                        "root_cause", "fix")}))
+                if other.task != chosen.id and other.component not in components:
+                    failures.append(tasks.Failure(
+                        event=other.event, clock=other.clock, time=other.time,
+                        actor=other.actor, session=other.session, error=other.error,
+                        component=other.component, root_cause=other.root_cause, fix=other.fix))
             task_memories = list(proj.memories(task=chosen.id,
                                                kinds=("decision", "gotcha", "failure")))
             decisions = [m for m in task_memories if m.kind == "decision"]
@@ -309,7 +375,7 @@ class Continuity:
     # -- metrics ---------------------------------------------------------------------------
 
     def continuity(self, ident: str, *, before: str | None = None,
-                   after: str | None = None) -> dict[str, Any]:
+                   after: str | None = None) -> ContinuityScore:
         """Score the latest checkpoint (or `after`) against the one before it (or `before`)."""
         store, task = self.workspace.find_task(ident)
         saved = self.handoffs.checkpoints(task.id)
@@ -317,13 +383,13 @@ class Continuity:
             raise UsageError("continuity compares two checkpoints; this task has "
                              f"{len(saved)} — record a handoff first")
 
-        def pick(ref: str | None, default: dict[str, Any]) -> dict[str, Any]:
+        def pick(ref: str | None, default: Checkpoint) -> Checkpoint:
             if ref is None:
                 return default
             ref = reference(ref, "checkpoint", hint="give its seq number or id")
             # A number is a seq first: a checkpoint's random id may start with the same digit.
-            for match in (lambda c: str(c["seq"]) == ref,
-                          lambda c: c["checkpoint"].startswith(ref)):
+            for match in (lambda c: str(c.seq) == ref,
+                          lambda c: c.checkpoint.startswith(ref)):
                 for item in saved:
                     if match(item):
                         return item
@@ -331,10 +397,10 @@ class Continuity:
 
         late = pick(after, saved[-1])
         early = pick(before, saved[saved.index(late) - 1] if saved.index(late) else saved[0])
-        if early["clock"] >= late["clock"]:
+        if early.clock >= late.clock:
             raise UsageError("the first checkpoint must be older than the second")
-        failures_before = [f for f in task.failures if f.clock <= early["clock"]]
-        failures_after = [f for f in task.failures if f.clock > early["clock"]]
-        scores = metrics.score(early, late, failures_before=failures_before,
+        failures_before = [f for f in task.failures if f.clock <= early.clock]
+        failures_after = [f for f in task.failures if f.clock > early.clock]
+        scores = metrics.score(early.record, late.record, failures_before=failures_before,
                                failures_after=failures_after)
-        return {"task": task.id, "before": early["seq"], "after": late["seq"], **scores}
+        return ContinuityScore(task=task.id, before=early.seq, after=late.seq, **scores)

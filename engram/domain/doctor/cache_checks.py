@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 import orjson
 
+from ...base import layout
 from ...storage.store import Store, WriterState
 from .report import Finding, Host, Level, flag
 
@@ -48,10 +49,10 @@ def cache_lock(store: Store) -> contextlib.AbstractContextManager[Any]:
     """The search index lock, so that no index is caught half-saved; skipped if unavailable."""
     from filelock import FileLock, Timeout
 
-    cache = store.local_dir / "cache"
+    cache = layout.cache_dir(store.local_dir)
     if not cache.is_dir():
         return contextlib.nullcontext()
-    lock = FileLock(cache / "index.lock", timeout=5, thread_local=False)
+    lock = FileLock(cache / layout.INDEX_LOCK, timeout=5, thread_local=False)
     try:
         lock.acquire()
     except (Timeout, OSError):
@@ -73,22 +74,22 @@ def damaged_caches(store: Store) -> list[tuple[Path, str, Level]]:
     from ...search.text import STAMP, intact
     from ...search.vectors import file_stamp
 
-    cache = store.local_dir / "cache"
+    cache = layout.cache_dir(store.local_dir)
     out: list[tuple[Path, str, Level]] = []
-    for name, table in (("projection.sqlite3", "meta"), ("embeddings.sqlite3", "vectors")):
+    for name, table in ((layout.PROJECTION_DB, "meta"), (layout.EMBEDDINGS_DB, "vectors")):
         path = cache / name
         if path.is_file() and path.stat().st_size:
             problem = _sqlite_problem(path, table)
             if problem:
                 out.append((path, f"damaged ({problem})", "warning"))
-    text = cache / "text"
+    text = cache / layout.TEXT_INDEX_DIR
     if text.is_dir() and any(text.iterdir()) and not intact(text):
         if (text / STAMP).exists():
             out.append((text, "damaged: its files are not those its last save wrote",
                         "warning"))
         else:
             out.append((text, "saved by an earlier version of Engram", "note"))
-    index, meta_path = cache / "vectors.usearch", cache / "vectors.json"
+    index, meta_path = cache / layout.VECTOR_INDEX, cache / layout.VECTOR_META
     if index.exists() or meta_path.exists():
         try:
             meta = orjson.loads(meta_path.read_bytes())
@@ -104,9 +105,9 @@ def damaged_caches(store: Store) -> list[tuple[Path, str, Level]]:
 
 
 def check_caches(engram: Host, store: Store) -> list[Finding]:
-    cache = store.local_dir / "cache"
+    cache = layout.cache_dir(store.local_dir)
     reindex = f"`engram reindex {flag(store)}`"
-    if not (cache / "projection.sqlite3").exists():
+    if not (cache / layout.PROJECTION_DB).exists():
         return [Finding("cache", "note", "the caches are not built yet; the first read builds "
                                          "them", reindex)]
     with cache_lock(store):
@@ -119,7 +120,8 @@ def check_caches(engram: Host, store: Store) -> list[Finding]:
         for path, why, level in damaged
     ]
     missing = [name for name, wanted in (
-        ("text", True), ("vectors.usearch", engram.settings(store)["search.model"] != "off"),
+        (layout.TEXT_INDEX_DIR, True),
+        (layout.VECTOR_INDEX, engram.settings(store)["search.model"] != "off"),
     ) if wanted and not (cache / name).exists()]
     if missing:
         out.append(Finding("cache", "note", f"not built yet (or a reindex was interrupted): "

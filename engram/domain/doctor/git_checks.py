@@ -10,6 +10,7 @@ import time
 
 import orjson
 
+from ...base import layout
 from ...storage import events as ev
 from ...base.errors import EngramError
 from ...git.recovery import index_behind
@@ -142,7 +143,7 @@ def check_lost(engram: Host, store: Store) -> list[Finding]:
 def _quarantined(store: Store) -> set[str]:
     """Event files that `engram doctor --fix` has repaired (from the quarantine manifests)."""
     found: set[str] = set()
-    for manifest in (store.local_dir / "quarantine").glob("*/manifest.json"):
+    for manifest in (store.local_dir / layout.QUARANTINE_DIR).glob("*/manifest.json"):
         try:
             found.update(entry["path"] for entry in orjson.loads(manifest.read_bytes()))
         except (OSError, orjson.JSONDecodeError, TypeError, KeyError):

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from ...base import layout
 from ...base.config import CONFIG_FILE
 from ...storage.store import Store
 
@@ -22,7 +23,7 @@ Level = Literal["error", "warning", "note"]
 
 HOLD_SECONDS = 1.0  # a lock held this long by one process is worth reporting
 MIN_FREE_BYTES = 1024 * 1024  # below this, a store's disk counts as full
-SKELETON = (CONFIG_FILE, "README.md", ".gitattributes")
+SKELETON = (CONFIG_FILE, layout.README_FILE, layout.GITATTRIBUTES_FILE)
 
 
 class Host(Protocol):

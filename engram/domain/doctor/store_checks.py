@@ -11,6 +11,7 @@ import shlex
 import time
 from pathlib import Path
 
+from ...base import layout
 from ...storage import events as ev
 from ...git.recovery import git_lock_files, open_by, process_alive, temp_files
 from ...storage.store import Store
@@ -169,8 +170,9 @@ def _unwritable(store: Store, directory: Path, mount: Path, exc: OSError) -> Fin
 
 def check_locks(engram: Host, store: Store) -> list[Finding]:
     out = []
-    for path, what in ((store.local_dir / "write.lock", "write lock"),
-                       (store.local_dir / "cache" / "index.lock", "search index lock")):
+    for path, what in ((store.local_dir / layout.WRITE_LOCK, "write lock"),
+                       (layout.cache_dir(store.local_dir) / layout.INDEX_LOCK,
+                        "search index lock")):
         if not path.exists():
             continue
         deadline = time.monotonic() + HOLD_SECONDS

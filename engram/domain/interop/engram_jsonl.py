@@ -32,6 +32,7 @@ from ...model import sessions, tasks
 from ...base.errors import UsageError, quote
 from ...base.validation import check_relative
 from ...base.validation import COMMIT, session_id, well_formed
+from ...base.vocab import one_of_message
 from .plan import FORMATS, Checker, Input, Plan, Record, derived_event_id
 
 FORMAT = "engram"
@@ -168,7 +169,7 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
         def run(value: Any, name: str) -> Any:
             if (value is None and none) or value in choices:
                 return value
-            raise UsageError(f"{name} {quote(value)} is not one of {', '.join(choices)}")
+            raise UsageError(one_of_message(name, value, tuple(choices)))
         return run
 
     def share(value: Any, name: str) -> Any:
@@ -290,8 +291,7 @@ def _origin(value: Any, check: Checker, depth: int = 1) -> dict[str, Any]:
         raise UsageError(f"origin with unknown field(s) "
                          f"{', '.join(quote(k, 20) for k in unknown[:5])}")
     if value.get("format") not in FORMATS:
-        raise UsageError(f"origin format {quote(value.get('format'))} is not one of "
-                         f"{', '.join(FORMATS)}")
+        raise UsageError(one_of_message("origin format", value.get("format"), tuple(FORMATS)))
     out: dict[str, Any] = {"format": value["format"]}
     if "id" in value:
         out["id"] = check.text(value["id"], "origin id", "limits.item_bytes")

@@ -20,13 +20,9 @@ from typing import Any
 from ...storage import events as ev
 from ...base.config import SETTINGS
 from ...base.errors import UsageError
+from ...base.vocab import IMPORT_FORMAT
 
-FORMATS: dict[str, str] = {
-    "mcp-engram": "an mcp-engram data directory (events/events-YYYYMMDD.jsonl[.gz])",
-    "mcp-memory": "the MCP memory server's knowledge graph (memory.jsonl)",
-    "engram": "Engram's own JSON Lines export (engram export)",
-    "engram-go": "the Go engram's export (engram-export.json) or sync folder (.engram/)",
-}
+FORMATS: dict[str, str] = IMPORT_FORMAT.descriptions()
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -247,9 +243,7 @@ def readable_memory(data: dict[str, Any]) -> None:
 
 
 def check_format(name: str) -> str:
-    if name not in FORMATS:
-        raise UsageError(f"unknown import format {name!r}; use one of {', '.join(FORMATS)}")
-    return name
+    return IMPORT_FORMAT.one_of(name)
 
 
 # -- deterministic identities ------------------------------------------------------------------

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..base.config import CONFIG_FILE, PROJECT_DIR  # noqa: F401 (named here with the rest)
+CONFIG_FILE = "config.yaml"
+PROJECT_DIR = ".engram"  # a project store, at the top of its repository
 
 # -- committed, under a store root ---------------------------------------------------------------
 
@@ -74,3 +75,8 @@ def ledger_file(common_dir: Path, worktree: str, kind: str) -> Path:
     """The ledger of one work tree's store of one kind."""
     return common_dir.joinpath(*LEDGER_DIR, f"{worktree}-{kind}.tsv")
 
+
+
+def session_file(local: Path, session_id: str, suffix: str = ".json") -> Path:
+    """A session's heartbeat (`.json`) or the memories it recalled (`.recalled`)."""
+    return local / SESSIONS_DIR / f"{session_id}{suffix}"
