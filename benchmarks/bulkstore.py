@@ -353,7 +353,7 @@ def build(base: Path, spec: StoreSpec) -> Built:
 
     out = e.reindex(progress=progress)
     info["reindex_s"] = round(time.perf_counter() - t0, 1)
-    info["reindex"] = {k: v for k, v in out.items() if k != "stores"}
+    info["reindex"] = {k: v for k, v in asdict(out).items() if k != "stores"}
     return finish(base, spec, info, e, t_start, store)
 
 

@@ -428,17 +428,17 @@ def stage_reindex(work: Path, p: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         report = e.reindex(progress=progress)
         total = time.perf_counter() - t0
-        out["full"] = {"split_s": split.result(total), "embedded": report["embedded"],
-                       "reused": report["reused"], "memories": report["memories"]}
-        out["full"]["embed_per_s"] = report["embedded"] / max(
+        out["full"] = {"split_s": split.result(total), "embedded": report.embedded,
+                       "reused": report.reused, "memories": report.memories}
+        out["full"]["embed_per_s"] = report.embedded / max(
             out["full"]["split_s"]["embedding (ONNX)"], 1e-9)
         log(f"reindex full: {total:.1f}s {out['full']['split_s']}")
         split.reset()
         t0 = time.perf_counter()
         report = e.reindex()
         total = time.perf_counter() - t0
-        out["again"] = {"split_s": split.result(total), "embedded": report["embedded"],
-                        "reused": report["reused"]}
+        out["again"] = {"split_s": split.result(total), "embedded": report.embedded,
+                        "reused": report.reused}
         log(f"reindex again (every text cached): {total:.1f}s")
     e.close()
     out["incremental"] = incremental(built, p, split)
@@ -528,8 +528,8 @@ def incremental(built: bulkstore.Built, p: dict[str, Any], split: Split) -> dict
     emb.embed(texts)
     t_embed = (t_before + time.perf_counter() - t0) / 2
     out = {"pulled_events": count, "git_pull_s": t_pull, "refresh_indexes_s": total,
-           "split_s": split_s, "embedded": report["embedded"],
-           "events_added": report["events_added"], "bare_embedding_s": t_embed,
+           "split_s": split_s, "embedded": report.embedded,
+           "events_added": report.events_added, "bare_embedding_s": t_embed,
            "ratio": ratio(total, t_embed),
            "floor_is": f"a bare embedding of {count} new texts (mean of one before the pull, "
                        "other texts, and one after, the same texts)"}

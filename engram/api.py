@@ -12,17 +12,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .base.config import Settings
+from .base.config import Settings, SettingValue
 from .base.validation import Checks
+from .domain.browse import Browse
 from .domain.continuity.handoffs import Checkpoint, Checkpoints, Handoff, HandoffPackage
 from .domain.continuity.lifecycle import Sessions
 from .domain.continuity.service import (Continuity, ContinuityScore, EarlierFailure,
                                         TaskChange, TaskView)
-from .domain.interop.service import ImportReport, Interop
-from .domain.maintenance import Maintenance
-from .domain.memories import Memories, Remembered, Superseded
+from .domain.doctor.report import DoctorReport
+from .domain.interop.service import ExportReport, ImportReport, Interop, JsonlExport, MarkdownExport
+from .domain.maintenance import (EffectiveSetting, IndexRefresh, IndexState, Maintenance,
+                                 MissingReadModel, ReindexReport, StoreIndexState,
+                                 StoreStatistics, StoreStatus)
+from .domain.memories import Memories, MergePlan, Remembered, Superseded
 from .domain.messages import commit_message, describe
-from .domain.records import Records
+from .domain.records import EntityRecord, EventRecord, MemoryRecord, Record, Records
+from .domain.verify import VerifyReport
 from .domain.workspace import CommitResult, Use, Workspace
 from .model import memories as mem
 from .model import sessions, tasks
@@ -39,10 +44,13 @@ if TYPE_CHECKING:
     from .git.lost import Recovered
     from .search.retrieval import Hit
 
-__all__ = ["CommitResult", "Engram", "ImportReport", "Remembered", "Superseded", "commit_message",
-           "describe",
-           "Checkpoint", "ContinuityScore", "EarlierFailure", "Handoff", "HandoffPackage",
-           "TaskChange", "TaskView"]
+__all__ = ["Browse", "Checkpoint", "CommitResult", "ContinuityScore", "DoctorReport",
+           "EarlierFailure", "EffectiveSetting", "Engram", "EntityRecord", "EventRecord",
+           "ExportReport", "Handoff", "HandoffPackage", "ImportReport", "IndexRefresh",
+           "IndexState", "JsonlExport", "MarkdownExport", "MemoryRecord", "MergePlan",
+           "MissingReadModel", "Record", "ReindexReport", "Remembered", "SettingValue",
+           "StoreIndexState", "StoreStatistics", "StoreStatus", "Superseded", "TaskChange",
+           "TaskView", "VerifyReport", "commit_message", "describe"]
 
 
 class Engram:
@@ -134,7 +142,7 @@ class Engram:
     def clock(self, value: Callable[[], float]) -> None:
         self.workspace.clock = value
 
-    def doctor(self, *, fix: bool = False) -> dict[str, Any]:
+    def doctor(self, *, fix: bool = False) -> DoctorReport:
         """Diagnose the selected stores: every problem, where it is, and the command that fixes
         it. With `fix`, apply the repairs that lose nothing (keeping backups), then diagnose
         again."""
@@ -318,7 +326,7 @@ class Engram:
                                      include_decayed=include_decayed, now=now)
 
     def consolidate(self, *, apply: bool = False, similarity: float | None = None,
-                    ) -> list[dict[str, Any]]:
+                    ) -> list[MergePlan]:
         """Find clusters of near-duplicate memories; with `apply`, merge each into one.
 
         A merge is events only: a new memory (the longest text of the cluster, the union of its
@@ -340,7 +348,7 @@ class Engram:
         """Events newest first, as (store kind, event)."""
         return self._records.log(kinds=kinds, task=task, actor=actor, since=since, limit=limit)
 
-    def show(self, ident: str) -> dict[str, Any]:
+    def show(self, ident: str) -> Record:
         """Any record by id or prefix: a memory, task or session with its events, or one
         event."""
         return self._records.show(ident)
@@ -491,12 +499,12 @@ class Engram:
         return self._interop.export_events()
 
     def export(self, out: str | Path, *, format: str = "jsonl", force: bool = False,
-               ) -> dict[str, Any]:
+               ) -> ExportReport:
         """Write the selected stores out: `jsonl` (the events, re-importable with `engram
         import`) or `markdown` (a directory: one file per task, the memories by kind)."""
         return self._interop.export(out, format=format, force=force)
 
-    def browse(self) -> Any:
+    def browse(self) -> Browse:
         """What `engram browse` shows (`engram.browse.Browse`): every memory of the selected
         stores (forgotten and superseded ones too) with its history, and every task with its
         checkpoints. Inside a repository, personal memories of other projects are left out,
@@ -528,7 +536,7 @@ class Engram:
         return self._maintenance.compact(dry_run=dry_run)
 
     def reindex(self, *, progress: Callable[[str, int, int], None] | None = None,
-                ) -> dict[str, Any]:
+                ) -> ReindexReport:
         """Rebuild every cache of the selected stores from the event files.
 
         Embeddings come from the embedding cache where the same text was embedded before by the
@@ -539,7 +547,7 @@ class Engram:
 
     def refresh_indexes(self, *, stores: Sequence[Store] | None = None,
                         progress: Callable[[str, int, int], None] | None = None,
-                        ) -> dict[str, Any]:
+                        ) -> IndexRefresh:
         """Bring every cache up to date with the event files, doing only what changed.
 
         What `reindex` does from scratch, this does incrementally: after a pull, a merge or a
@@ -548,7 +556,7 @@ class Engram:
         """
         return self._maintenance.refresh_indexes(stores=stores, progress=progress)
 
-    def index_state(self) -> list[dict[str, Any]]:
+    def index_state(self) -> list[StoreIndexState]:
         """Whether each store's caches are current, without changing anything.
 
         `current`: every cache has caught up with the files. `healthy`: nothing needs a rebuild.
@@ -560,11 +568,11 @@ class Engram:
         """
         return self._maintenance.index_state()
 
-    def stats(self, *, now: datetime | None = None) -> list[dict[str, Any]]:
+    def stats(self, *, now: datetime | None = None) -> list[StoreStatistics]:
         """Counts by kind, scope and store, average strength, and index freshness."""
         return self._maintenance.stats(now=now)
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self) -> list[StoreStatus]:
         return self._maintenance.status()
 
     def recover(self, *, everything: bool = False) -> list[Recovered]:
@@ -575,18 +583,18 @@ class Engram:
         store nor any branch. Running it again writes nothing."""
         return self._maintenance.recover(everything=everything)
 
-    def verify(self) -> dict[str, Any]:
+    def verify(self) -> VerifyReport:
         """Re-read every event file of the selected stores from disk; report all damage."""
         return self._maintenance.verify()
 
     def config_target(self) -> Store:
         return self._maintenance.config_target()
 
-    def config_set(self, key: str, text: str) -> Any:
+    def config_set(self, key: str, text: str) -> SettingValue:
         return self._maintenance.config_set(key, text)
 
-    def config_get(self, key: str) -> Any:
+    def config_get(self, key: str) -> SettingValue:
         return self._maintenance.config_get(key)
 
-    def config_list(self) -> list[dict[str, Any]]:
+    def config_list(self) -> list[EffectiveSetting]:
         return self._maintenance.config_list()

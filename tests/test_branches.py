@@ -129,7 +129,7 @@ def test_pull_request_merges_bring_the_events_into_main_without_conflict(
         assert "Keep the /health endpoint unthrottled" in resumed
         found = engram.recall("where do release notes go")
         assert any("CHANGES.md" in r.memory.content for r in found)
-        assert engram.verify()["ok"]
+        assert engram.verify().ok
 
 
 # -- many clones, random histories ---------------------------------------------------------------
@@ -214,7 +214,7 @@ def _run_history(count: int, steps: list[tuple[str, int]]) -> None:
         for repo in clones.repos:
             assert _event_ids(repo) == clones.written
             with Engram(cwd=repo, use="project") as engram:
-                assert engram.verify()["ok"]
+                assert engram.verify().ok
                 contents = {m.content for m in engram.memories(limit=10_000)}
             assert contents == {f"fact {n} written on clone {c}"
                                 for n, c in _facts(clones, steps, count)}
@@ -257,20 +257,20 @@ def test_switching_branches_changes_what_engram_sees_without_a_rebuild(project: 
     with Engram(cwd=project) as engram:
         engram.remember("Switched the cache layer to memcached", kind="decision")
         engram.commit()
-        assert engram.refresh_indexes()["embedded"] == 0  # embedded when remembered
+        assert engram.refresh_indexes().embedded == 0  # embedded when remembered
     for branch, present, absent in (("main", "Redis", "memcached"),
                                     ("memcached", "memcached", None),
                                     ("main", "Redis", "memcached")):
         git(project, "switch", "-q", branch)
         with Engram(cwd=project) as engram:
             refreshed = engram.refresh_indexes()
-            assert refreshed["embedded"] == 0  # vectors come from the embedding cache
-            assert refreshed["events_added"] + refreshed["events_removed"] <= 2
+            assert refreshed.embedded == 0  # vectors come from the embedding cache
+            assert refreshed.events_added + refreshed.events_removed <= 2
             texts = [r.memory.content for r in engram.recall("which cache layer")]
             assert any(present in t for t in texts)
             if absent:
                 assert not any(absent in t for t in texts)
-            assert all(state["current"] for state in engram.index_state())
+            assert all(state.current for state in engram.index_state())
 
 
 # -- hooks ---------------------------------------------------------------------------------------
@@ -345,7 +345,7 @@ def test_post_merge_hook_brings_the_caches_up_to_date(tmp_path: Path) -> None:
     git(second, "pull", "-q", "--no-rebase", "origin", "main")
     deadline = time.monotonic() + 60
     with Engram(cwd=second, use="project") as engram:
-        while not all(s["current"] for s in engram.index_state()):
+        while not all(s.current for s in engram.index_state()):
             assert time.monotonic() < deadline, engram.index_state()
             time.sleep(0.2)
     log = (second / ".git" / "engram" / "hooks.log")

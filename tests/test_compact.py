@@ -107,7 +107,7 @@ def test_two_thousand_events_fold_into_one_file_and_verify_passes(
     assert len(after) == len(months) == report["files_after"]
     assert report["files_before"] == before
     assert all(comp.is_compacted(rel) for rel in after)
-    assert Engram().verify()["ok"]
+    assert Engram().verify().ok
     assert git(store.root, "status", "--porcelain") == ""
     figures(f"{before} files, {events_before} events -> {len(after)} file(s) in {took:.2f}s "
             f"(writing took {written:.1f}s)")
@@ -202,7 +202,7 @@ def test_the_hook_lets_doctors_repair_through_and_then_the_month_compacts(
     done = run_engram("compact", cwd=project)
     assert done.returncode == 0 and "folded" in done.stdout, done.stdout + done.stderr
     assert memory_ids(project) == ids
-    assert Engram(cwd=project, use="project").verify()["ok"]
+    assert Engram(cwd=project, use="project").verify().ok
 
 
 def test_a_month_with_a_damaged_line_is_left_alone_naming_doctor(project: Path) -> None:
@@ -246,7 +246,7 @@ def test_a_compaction_killed_before_its_commit_loses_nothing_and_the_next_finish
     assert git(project, "status", "--porcelain") == ""
     assert git(project, "ls-files", ".engram/events").count(".jsonl") == 1
     assert memory_ids(project) == ids
-    assert Engram(cwd=project).verify()["ok"]
+    assert Engram(cwd=project).verify().ok
 
 
 def test_the_threshold_compacts_by_itself_at_commit_time(project: Path) -> None:
@@ -258,7 +258,7 @@ def test_the_threshold_compacts_by_itself_at_commit_time(project: Path) -> None:
     subjects = git(project, "log", "--format=%s")
     assert "engram compact: fold 4 event files into 1" in subjects
     assert memory_ids(project) == ids
-    assert Engram(cwd=project).verify()["ok"]
+    assert Engram(cwd=project).verify().ok
     assert git(project, "status", "--porcelain") == ""
 
 
@@ -311,7 +311,7 @@ def test_clones_and_branches_made_before_a_compaction_merge_cleanly_and_lose_not
     assert "CONFLICT" not in pull(a)
     for repo in (a, b):
         assert memory_ids(repo) == written
-        assert Engram(cwd=repo, use="project").verify()["ok"]
+        assert Engram(cwd=repo, use="project").verify().ok
         assert git(repo, "status", "--porcelain") == ""
 
 
@@ -323,7 +323,7 @@ def test_a_compaction_pulled_from_another_clone_moves_no_event_and_embeds_nothin
     push(a)
     pull(b)
     first = Engram(cwd=b, use="project").refresh_indexes()
-    assert first["embedded"] == 12
+    assert first.embedded == 12
     assert run_engram("compact", cwd=a).returncode == 0
     push(a)
     assert "CONFLICT" not in pull(b)
@@ -331,7 +331,7 @@ def test_a_compaction_pulled_from_another_clone_moves_no_event_and_embeds_nothin
     report = Projection(project_store(b)).refresh()
     assert (report.events_added, report.events_removed, report.entities) == (0, 0, set())
     again = Engram(cwd=b, use="project").refresh_indexes()
-    assert (again["events_added"], again["events_removed"], again["embedded"]) == (0, 0, 0)
+    assert (again.events_added, again.events_removed, again.embedded) == (0, 0, 0)
     assert memory_ids(b) == written
 
 
@@ -352,7 +352,7 @@ def test_two_clones_compacting_the_same_month_merge_without_conflict(tmp_path: P
     pull(a)
     for repo in (a, b):
         assert memory_ids(repo) == written
-        assert Engram(cwd=repo, use="project").verify()["ok"]
+        assert Engram(cwd=repo, use="project").verify().ok
     # Both fold their new files while the merged file they share stays: folded into two
     # different files, git would take it for renamed twice (a rename/rename conflict).
     shared = set(event_files(project_store(a)))
@@ -418,7 +418,7 @@ def test_an_offline_clone_that_appended_to_a_compacted_file_syncs_without_loss(
     assert (project_store(b).root / removed).exists()
     assert git(b, "status", "--porcelain") == ""
     assert memory_ids(b) == written
-    assert Engram(cwd=b, use="project").verify()["ok"]
+    assert Engram(cwd=b, use="project").verify().ok
 
     # c did the same and merges with plain git: the conflict is explained, with the fix.
     _, ids = _append_to_a_committed_file(c, "c", 1)
@@ -426,10 +426,10 @@ def test_an_offline_clone_that_appended_to_a_compacted_file_syncs_without_loss(
     git(c, "fetch", "-q", "origin")
     out = git(c, "merge", "--no-edit", "origin/main", check=False)
     assert "CONFLICT (modify/delete)" in out
-    findings = [f for s in Engram(cwd=c, use="project").doctor()["stores"]
-                for f in s["findings"] if f["check"] == "merge-removed-changed"]
+    findings = [f for s in Engram(cwd=c, use="project").doctor().stores
+                for f in s.findings if f.check == "merge-removed-changed"]
     assert len(findings) == 1
-    fix = findings[0]["fix"]
+    fix = findings[0].fix
     assert " add -- " in fix and " commit --no-edit" in fix
     paths = fix.split("add -- ", 1)[1].split("`", 1)[0].split()
     git(c, "add", "--", *paths)
@@ -438,7 +438,7 @@ def test_an_offline_clone_that_appended_to_a_compacted_file_syncs_without_loss(
     push(c)
     assert "CONFLICT" not in pull(b)
     assert memory_ids(b) == written
-    assert Engram(cwd=b, use="project").verify()["ok"]
+    assert Engram(cwd=b, use="project").verify().ok
 
 
 # -- the property --------------------------------------------------------------------------------
@@ -497,7 +497,7 @@ def run_scenario(clone_count: int, steps: list[tuple[str, int, int]]) -> None:
                 assert "CONFLICT" not in pull(repo)
         for repo in repos:
             assert memory_ids(repo) == written
-            assert Engram(cwd=repo, use="project").verify()["ok"]
+            assert Engram(cwd=repo, use="project").verify().ok
             assert git(repo, "status", "--porcelain") == ""
         store = project_store(repos[0])
         before = len(event_files(store))

@@ -40,8 +40,8 @@ def test_processes_writing_to_one_clone_lose_and_duplicate_nothing(project: Path
     found = [m.id for m in engram.memories(limit=None)]
     assert sorted(found) == sorted(ids)
     report = engram.verify()
-    assert report["ok"], report
-    assert report["stores"][0]["events"] == 161  # and store.created
+    assert report.ok, report
+    assert report.stores[0].events == 161  # and store.created
     # Every line is whole: the lock kept appends from interleaving.
     for path in engram.write_store().event_files():
         assert path.read_bytes().endswith(b"\n")
@@ -67,4 +67,4 @@ def test_two_clones_written_at_once_merge_with_plain_git(tmp_path: Path) -> None
         engram = Engram(cwd=clone, use="project")
         found = [m.id for m in engram.memories(limit=None)]
         assert sorted(found) == sorted(ids)
-        assert engram.verify()["ok"]
+        assert engram.verify().ok

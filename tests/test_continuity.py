@@ -83,7 +83,7 @@ def test_sigterm_closes_the_session_and_nothing_is_lost(repo: Path) -> None:
     assert session["state"] == "ended" and session["how"] == "sigterm"
     assert_recovered(resume_text(repo, "--task", task_id))
     # Closing a session commits: everything acknowledged is in git.
-    assert Engram(cwd=repo).status()[0]["uncommitted"] == 0
+    assert Engram(cwd=repo).status()[0].uncommitted == 0
 
 
 def test_normal_handoff_then_resume(repo: Path) -> None:

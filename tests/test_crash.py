@@ -171,7 +171,7 @@ def test_writers_killed_at_random_moments_lose_no_acknowledged_event(
     assert not missing, f"{len(missing)} acknowledged events lost"
     assert len(set(acknowledged)) == len(acknowledged)
     assert reader.warnings == []  # every file reads whole
-    assert reader.verify()["ok"]
+    assert reader.verify().ok
     for path in store.event_files():
         assert path.read_bytes().endswith(b"\n")
     assert git(project, "status", "--porcelain", "--", ".engram") == ""
@@ -257,7 +257,7 @@ def test_api_cli_and_mcp_writers_at_once_lose_and_duplicate_nothing(
     assert sorted(m.id for m in memories) == sorted(written)  # nothing lost, nothing extra
     assert len({m.content for m in memories}) == len(memories)  # nothing duplicated
     report = engram.verify()
-    assert report["ok"], report
+    assert report.ok, report
     for path in engram.project.event_files():
         assert path.read_bytes().endswith(b"\n")
     assert engram_cli("commit", cwd=project).returncode == 0

@@ -102,9 +102,9 @@ def test_a_damaged_line_is_reported_skipped_and_the_rest_reads(project: Path, na
     assert added.id in {m.id for m in Engram(cwd=project).memories()}
 
     report = Engram(cwd=project).verify()  # strict
-    assert not report["ok"]
-    assert [p["line"] for p in report["stores"][0]["problems"]
-            if p["severity"] == "error"][: len(reported)] == reported
+    assert not report.ok
+    assert [p.line for p in report.stores[0].problems
+            if p.severity == "error"][: len(reported)] == reported
 
 
 def test_damage_in_another_clones_file_stops_nothing_here(tmp_path: Path, project: Path) -> None:
@@ -346,7 +346,7 @@ def test_a_write_stopped_part_way_by_a_file_size_limit_leaves_no_partial_line(
     reader = Engram()
     assert [m.id for m in reader.memories()] == [kept.id] and reader.warnings == []
     reader.remember("x" * 6000, check_duplicates=False)
-    assert len(Engram().memories()) == 2 and Engram().verify()["ok"]
+    assert len(Engram().memories()) == 2 and Engram().verify().ok
 
 
 @pytest.mark.skipif(not fsjail.can_mount(), reason="needs a mount namespace (CAP_SYS_ADMIN)")

@@ -87,7 +87,7 @@ def test_a_torn_last_line_is_reported_and_set_aside_by_fix(home_store: Engram) -
     assert (folder / home_store.personal.rel(path)).read_bytes().endswith(b'"da')  # the original
     fresh = Engram()
     assert [m.id for m in fresh.memories()] == [kept.id] and fresh.warnings == []
-    assert fresh.verify()["ok"]
+    assert fresh.verify().ok
 
 
 def test_conflict_markers_are_set_aside_and_the_repair_committed_with_plain_git(
@@ -134,7 +134,7 @@ def test_conflict_markers_are_set_aside_and_the_repair_committed_with_plain_git(
     assert result.commit and result.refused == []
     fresh = Engram(cwd=project)
     assert {m.id for m in fresh.memories()} == {one.id, two.id, three.id}
-    assert fresh.verify()["ok"] and fresh.warnings == []
+    assert fresh.verify().ok and fresh.warnings == []
 
 
 def _cut_in_the_middle(lines: list[bytes]) -> list[bytes]:
@@ -166,7 +166,7 @@ def test_a_damaged_line_is_reported_with_file_and_line_and_set_aside(
         expected -= {memories[1].id, memories[2].id}  # their lines were run together
     fresh = Engram()
     assert {m.id for m in fresh.memories()} == expected
-    assert fresh.verify()["ok"]
+    assert fresh.verify().ok
 
 
 def test_a_write_lock_held_by_a_hung_process_names_it(home_store: Engram) -> None:

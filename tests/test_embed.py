@@ -249,7 +249,7 @@ def test_search_model_takes_a_folder_and_recall_uses_it(home_store: Engram,
     home_store.config_set("search.model", str(model_folder))
     engram = Engram()
     assert engram.recall("which database backs our background work")[0].memory.id == memory.id
-    assert engram.index_state()[0]["vector_model"].startswith("local:minilm@")
+    assert engram.index_state()[0].vector_model.startswith("local:minilm@")
     assert not engram.warnings
 
 

@@ -80,10 +80,10 @@ def test_commits_are_batched_by_event_count(project: Path) -> None:
     engram.remember("one")
     engram.remember("two")
     assert git(project, "rev-parse", "HEAD").strip() == head
-    assert Engram(cwd=project).status()[0]["uncommitted"] == 2
+    assert Engram(cwd=project).status()[0].uncommitted == 2
     engram.remember("three")
     assert git(project, "rev-parse", "HEAD").strip() != head
-    assert Engram(cwd=project).status()[0]["uncommitted"] == 0
+    assert Engram(cwd=project).status()[0].uncommitted == 0
 
 
 def test_commits_are_batched_by_age_on_the_next_write(project: Path) -> None:

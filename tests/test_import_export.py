@@ -99,7 +99,7 @@ def test_mcp_engram_log_becomes_tasks_checkpoints_failures_memories_sessions(
             assert event.data["origin"]["id"].split(":")[0] in ("task", "memory",
                                                                 "checkpoint", "session")
             assert isinstance(event.data["origin"]["seq"], int)
-    assert engram.verify()["ok"]
+    assert engram.verify().ok
     # Only the handoff is rendered for review; the automatic checkpoints stay in the events.
     [rendered] = sorted((engram.personal.root / "handoffs" / task.id).iterdir())
     assert rendered.name.startswith("0003-")
@@ -219,7 +219,7 @@ def test_a_damaged_line_is_skipped_and_reported_and_the_rest_imported(
     assert reported.startswith(expected)
     engram = Engram()
     assert len(engram.export_events()) > 2  # more than the store's own event and one more
-    assert engram.verify()["ok"]
+    assert engram.verify().ok
 
 
 def test_a_secret_in_the_input_is_refused_unless_redacted(home_store: Engram,
@@ -268,7 +268,7 @@ def test_export_then_import_gives_back_the_same_events(
     other.init()
     report = other.import_from(out)
     assert report.ignored == {"store.created (it describes the exported store)": 1}
-    assert other.verify()["ok"]
+    assert other.verify().ok
     again = Engram()
     assert imported_lines(again) == sorted(line + b"\n" for line in exported.splitlines()
                                            if b'"kind":"store.created"' not in line)
@@ -474,7 +474,7 @@ def test_an_export_is_checked_like_a_write_and_a_bad_record_is_skipped(
     assert sorted(m.content for m in engram.memories()) == [
         "Releases are tagged vX.Y.Z", "Staging is rebuilt every night"]
     assert engram.tasks(include_closed=True) == [] and engram.sessions() == []
-    assert engram.verify()["ok"]
+    assert engram.verify().ok
 
 
 def test_a_secret_in_an_export_is_refused_or_redacted_like_in_a_write(
@@ -649,7 +649,7 @@ def test_an_mcp_engram_log_is_checked_like_writes(home_store: Engram, tmp_path: 
     [task] = engram.tasks()
     assert task.name == "Ship the API" and task.checkpoints == ()
     assert [m.content for m in engram.memories()] == ["Keys rotate monthly"]
-    assert engram.verify()["ok"]
+    assert engram.verify().ok
 
 
 def test_an_mcp_memory_graph_is_checked_like_writes(home_store: Engram,

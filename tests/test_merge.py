@@ -79,7 +79,7 @@ def run_scenario(steps: list[tuple[str, str, int]]) -> None:
             assert set(ids) == written
             events = [e for _, e in engram.log(kinds=["memory"], limit=None)]
             assert len(events) == len(written)
-            assert engram.verify()["ok"]
+            assert engram.verify().ok
             assert git(clones[name], "status", "--porcelain") == ""
 
 

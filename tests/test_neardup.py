@@ -218,8 +218,8 @@ def test_consolidate_does_not_merge_memories_that_differ_in_a_fact(home_store: E
     c = home_store.remember("The API rate limit is 100 requests per second.",
                             check_duplicates=False)
     plans = Engram().consolidate(similarity=0.85)
-    assert [sorted(m["id"] for m in p["members"]) for p in plans] == [sorted([a.id, c.id])]
-    assert b.id not in {m["id"] for p in plans for m in p["members"]}
+    assert [sorted(m.id for m in p.members) for p in plans] == [sorted([a.id, c.id])]
+    assert b.id not in {m.id for p in plans for m in p.members}
 
 
 def test_the_mcp_note_says_what_differs_and_how_to_replace_it(home_store: Engram) -> None:

@@ -159,17 +159,17 @@ def test_a_model_change_invalidates_vectors_and_re_embeds_exactly_once(
     another identity: what is checked is that the identity, not the weights, keys the vectors."""
     fill(home_store)
     first = Engram().reindex()
-    assert first["memories"] == len(MEMORIES)
-    assert first["embedded"] == 0  # remember's duplicate check already embedded them all
+    assert first.memories == len(MEMORIES)
+    assert first.embedded == 0  # remember's duplicate check already embedded them all
     real = embed.load_embedder("builtin")
     other = embed.Embedder(real._model, "other-model@1", real.dim)
     monkeypatch.setitem(embed._loaded, "builtin", other)
     engram = Engram()
     assert engram.recall("job queue database")  # vectors rebuilt for the new identity
     state = engram.index_state()[0]
-    assert state["vector_model"] == "other-model@1" and state["current"]
+    assert state.vector_model == "other-model@1" and state.current
     again = Engram().reindex()
-    assert again["embedded"] == 0 and again["reused"] == len(MEMORIES)
+    assert again.embedded == 0 and again.reused == len(MEMORIES)
     cache = engram.workspace.search(engram.personal).embeddings
     texts = [memory_embedding_text(m) for m in engram.memories()]
     assert len(cache.get("other-model@1", [embed.content_hash(t) for t in texts])) == \
@@ -179,11 +179,11 @@ def test_a_model_change_invalidates_vectors_and_re_embeds_exactly_once(
 def test_reindex_check_reports_without_changing(home_store: Engram) -> None:
     fill(home_store)
     Engram().reindex()
-    assert Engram().index_state()[0]["current"]
+    assert Engram().index_state()[0].current
     home_store.remember("A new memory after the reindex")
     state = Engram().index_state()[0]
-    assert not state["current"] and state["healthy"] and state["projection"] == "behind"
-    assert not Engram().index_state()[0]["current"]  # the check itself changed nothing
+    assert not state.current and state.healthy and state.projection == "behind"
+    assert not Engram().index_state()[0].current  # the check itself changed nothing
     result = cli("reindex", "--check")
     assert result.exit_code == 0 and "behind by design" in result.stdout
     assert cli("recall", "new memory").exit_code == 0  # a search catches up
@@ -217,10 +217,10 @@ def test_consolidate_merges_near_duplicates_as_events(home_store: Engram) -> Non
                             check_duplicates=False)
     other = home_store.remember("The cache lives in Redis", check_duplicates=False)
     plans = Engram().consolidate(similarity=0.85)
-    assert [sorted(m["id"] for m in p["members"]) for p in plans] == [sorted([a.id, b.id])]
+    assert [sorted(m.id for m in p.members) for p in plans] == [sorted([a.id, b.id])]
     assert {m.id for m in Engram().memories()} == {a.id, b.id, other.id}  # dry run
     [plan] = Engram().consolidate(similarity=0.85, apply=True)
-    merged = Engram().get(plan["merged_into"])
+    merged = Engram().get(plan.merged_into)
     assert set(merged.tags) == {"ci", "lint"} and set(merged.supersedes) == {a.id, b.id}
     assert {m.id for m in Engram().memories()} == {merged.id, other.id}
     assert Engram().get(a.id).status == "superseded"
@@ -229,10 +229,10 @@ def test_consolidate_merges_near_duplicates_as_events(home_store: Engram) -> Non
 def test_stats_counts_and_freshness(home_store: Engram) -> None:
     fill(home_store)
     [entry] = Engram().stats()
-    assert entry["memories"] == len(MEMORIES)
-    assert entry["by_kind"]["decision"] == 1
-    assert 0.9 < entry["average_strength"] <= 1.0
-    assert "current" in entry["index"]
+    assert entry.memories == len(MEMORIES)
+    assert entry.by_kind["decision"] == 1
+    assert 0.9 < entry.average_strength <= 1.0
+    assert hasattr(entry.index, "current")
 
 
 def test_question_words_do_not_drown_the_words_that_matter(home_store: Engram) -> None:

@@ -55,7 +55,7 @@ def test_torn_last_line_is_reported_then_set_aside_by_the_next_write(home_store:
     fresh = Engram()
     assert {m.id for m in fresh.memories()} == {kept.id, after.id}
     assert fresh.warnings == []
-    assert fresh.verify()["ok"]
+    assert fresh.verify().ok
 
 
 def test_conflict_markers_are_reported_with_file_and_line_and_skipped(home_store: Engram,
@@ -71,8 +71,8 @@ def test_conflict_markers_are_reported_with_file_and_line_and_skipped(home_store
     assert reader.warnings[0].startswith(f"{path}:2: git conflict marker")
     assert [w.split(":")[1] for w in reader.warnings] == ["2", "4", "5"]
     report = Engram().verify()
-    assert not report["ok"]
-    lines_flagged = [p["line"] for p in report["stores"][0]["problems"]]
+    assert not report.ok
+    lines_flagged = [p.line for p in report.stores[0].problems]
     assert lines_flagged == [2, 4, 5]
 
 
@@ -88,7 +88,7 @@ def test_invalid_json_in_the_middle_is_reported_with_file_and_line(home_store: E
     assert len(reader.warnings) == 1
     assert reader.warnings[0].startswith(f"{path}:2: invalid JSON")
     assert reader.warnings[0].endswith("`engram doctor` says how to repair it")
-    assert not Engram().verify()["ok"]
+    assert not Engram().verify().ok
 
 
 def test_duplicate_lines_are_read_once(home_store: Engram) -> None:
@@ -99,7 +99,7 @@ def test_duplicate_lines_are_read_once(home_store: Engram) -> None:
     fresh = Engram()
     assert [m.id for m in fresh.memories()] == [memory.id]
     assert len([e for _, e in fresh.log(kinds=["memory"])]) == 1
-    assert fresh.verify()["stores"][0]["duplicates"] == 1
+    assert fresh.verify().stores[0].duplicates == 1
 
 
 def test_events_order_by_clock_then_id_not_by_file(home_store: Engram) -> None:
@@ -131,7 +131,7 @@ def test_a_branch_switch_starts_a_new_writer_file_so_branches_merge(tmp_path: Pa
     assert "CONFLICT" not in merged
     texts = {m.content for m in Engram(cwd=repo).memories()}
     assert texts == {"on main before branching", "on feature", "on main after the branch"}
-    assert Engram(cwd=repo).verify()["ok"]
+    assert Engram(cwd=repo).verify().ok
 
 
 def test_caches_follow_a_checkout_made_with_plain_git(tmp_path: Path) -> None:
@@ -181,7 +181,7 @@ def test_a_full_writer_file_is_left_for_a_new_one(home_store: Engram,
     assert all(p.stat().st_size < 2000 + 700 for p in files)
     fresh = Engram()
     assert {m.id for m in fresh.memories(limit=None)} == ids
-    assert fresh.verify()["ok"]
+    assert fresh.verify().ok
 
 
 def test_reads_stat_only_what_can_have_changed_and_still_see_every_change(

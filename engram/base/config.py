@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 TEXT_SETTING_CHARS = 200
 INT_CEILING = 2**53  # the largest whole number every JSON reader agrees on
 
+SettingValue = str | int | float | bool | None  # a setting's value (None: not set)
+
 
 @dataclass(frozen=True)
 class Setting:

@@ -9,6 +9,7 @@ import click
 
 from .common import json_option, open_engram, print_json
 from ..base.display import echo
+from ..base.results import as_json as as_json_value
 
 
 # -- settings -----------------------------------------------------------------------------------
@@ -28,12 +29,12 @@ def config_list(ctx: click.Context, personal: bool, as_json: bool) -> None:
     engram = open_engram(ctx, personal=personal)
     rows = engram.config_list()
     if as_json:
-        print_json(rows)
+        print_json(as_json_value(rows))
         return
     for row in rows:
-        value = "null" if row["value"] is None else str(row["value"]).lower() \
-            if isinstance(row["value"], bool) else row["value"]
-        echo(f"{row['key']} = {value}    # {row['origin']}")
+        value = "null" if row.value is None else str(row.value).lower() \
+            if isinstance(row.value, bool) else row.value
+        echo(f"{row.key} = {value}    # {row.origin}")
 
 
 @config.command(name="get")

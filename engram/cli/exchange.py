@@ -12,6 +12,7 @@ import click
 
 from .common import json_option, open_engram, print_json, store_options, task_choice, task_of
 from ..base.display import echo
+from ..base.results import as_json as as_json_value
 from ..base.vocab import EXPORT_FORMAT, IMPORT_FORMAT
 
 
@@ -75,6 +76,8 @@ def import_(ctx: click.Context, path: str, fmt: str | None, dry_run: bool, redac
 def export(ctx: click.Context, out: str, fmt: str, force: bool, project: bool, personal: bool,
            as_json: bool) -> None:
     """Write the stores out to OUT: a .jsonl file (- for stdout) or a Markdown directory."""
+    from ..api import JsonlExport
+
     engram = open_engram(ctx, project, personal)
     if out == "-" and fmt == "jsonl":
         events = engram.export_events()
@@ -84,14 +87,14 @@ def export(ctx: click.Context, out: str, fmt: str, force: bool, project: bool, p
         return
     report = engram.export(out, format=fmt, force=force)
     if as_json:
-        print_json(report)
-    elif fmt == "jsonl":
-        echo(f"exported {report['events']} events to {report['path']}")
+        print_json(as_json_value(report))
+    elif isinstance(report, JsonlExport):
+        echo(f"exported {report.events} events to {report.path}")
     else:
-        tasks = f"{report['tasks']} task" + ("" if report["tasks"] == 1 else "s")
-        memories = f"{report['memories']} memor" + ("y" if report["memories"] == 1 else "ies")
-        echo(f"exported {tasks} and {memories} as Markdown to {report['path']} "
-             f"({report['files']} files)")
+        tasks = f"{report.tasks} task" + ("" if report.tasks == 1 else "s")
+        memories = f"{report.memories} memor" + ("y" if report.memories == 1 else "ies")
+        echo(f"exported {tasks} and {memories} as Markdown to {report.path} "
+             f"({report.files} files)")
 
 
 @click.command()

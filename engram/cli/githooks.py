@@ -30,10 +30,12 @@ def store_here() -> Store | None:
 
 
 def refresh(store: Store) -> dict[str, object]:
+    from dataclasses import asdict
+
     from ..api import Engram  # the facade loads the read model: only when refreshing
 
     with Engram(cwd=store.work_tree, use=store.kind) as engram:
-        return engram.refresh_indexes()
+        return asdict(engram.refresh_indexes())
 
 
 def refresh_in_background(store: Store) -> None:

@@ -12,6 +12,7 @@ import click
 
 from .common import at_option, json_option, open_engram, print_json, read_text, store_options
 from ..base.display import echo, local_time
+from ..base.results import as_json as as_json_value
 from ..search.neardup import describe as describe_differences
 
 
@@ -302,19 +303,19 @@ def consolidate(ctx: click.Context, apply: bool, similarity: float | None, proje
     engram = open_engram(ctx, project, personal)
     plans = engram.consolidate(apply=apply, similarity=similarity)
     if as_json:
-        print_json(plans)
+        print_json(as_json_value(plans))
         return
     if not plans:
         echo("no near-duplicates found")
         return
     for plan in plans:
-        ids = ", ".join(m["id"][:8] for m in plan["members"])
-        if plan["merged_into"]:
-            echo(f"merged {ids} into {plan['merged_into'][:8]}: {plan['content'][:60]}")
+        ids = ", ".join(m.id[:8] for m in plan.members)
+        if plan.merged_into:
+            echo(f"merged {ids} into {plan.merged_into[:8]}: {plan.content[:60]}")
         else:
-            echo(f"would merge {ids}: {plan['content'][:60]}")
-            for member in plan["members"]:
-                echo(f"  {member['id'][:8]}  {member['summary']}")
+            echo(f"would merge {ids}: {plan.content[:60]}")
+            for member in plan.members:
+                echo(f"  {member.id[:8]}  {member.summary}")
     if not apply:
         echo("dry run: nothing changed; run with --apply to merge")
 

@@ -14,6 +14,7 @@ import orjson
 
 from .common import json_option, open_engram, print_json, store_options
 from ..base.display import echo, local_time, visible_json
+from ..base.results import as_json as as_json_value
 
 
 @click.command()
@@ -69,27 +70,29 @@ def log(ctx: click.Context, kinds: tuple[str, ...], task: str | None, actor: str
 @click.pass_context
 def show(ctx: click.Context, ident: str, project: bool, personal: bool, as_json: bool) -> None:
     """Show any record by id: a memory, task or session with all its events, or one event."""
+    from ..api import EntityRecord, MemoryRecord
+
     engram = open_engram(ctx, project, personal)
     record = engram.show(ident)
     if as_json:
-        print_json(record)
+        print_json(record.to_dict())
         return
-    if record["type"] == "memory":
-        memory = record["memory"]
-        echo(f"memory {memory['id']} ({record['store']} store, {memory['status']})")
-        echo(memory["content"])
+    if isinstance(record, MemoryRecord):
+        memory = record.memory
+        echo(f"memory {memory.id} ({record.store} store, {memory.status})")
+        echo(memory.content)
         echo()
-        events = record["events"]
-    elif record["type"] in ("task", "session"):
-        more = (f"`engram task show {record['id']}`" if record["type"] == "task" else
+        events = record.events
+    elif isinstance(record, EntityRecord):
+        more = (f"`engram task show {record.id}`" if record.type == "task" else
                 "`engram sessions`")
-        echo(f"{record['type']} {record['id']} ({record['store']} store; {more} "
+        echo(f"{record.type} {record.id} ({record.store} store; {more} "
              "shows its state)")
-        events = record["events"]
+        events = record.events
     else:
-        events = [record["event"]]
+        events = (record.event,)
     for event in events:
-        echo(visible_json(orjson.dumps(event, option=orjson.OPT_SORT_KEYS).decode()))
+        echo(visible_json(orjson.dumps(event.to_dict(), option=orjson.OPT_SORT_KEYS).decode()))
 
 
 @click.command()
@@ -101,41 +104,41 @@ def status(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> 
     engram = open_engram(ctx, project, personal)
     report = engram.status()
     if as_json:
-        print_json(report)
+        print_json(as_json_value(report))
         return
     for entry in report:
-        echo(f"{entry['store']} store  {entry['path']}")
-        head = entry["head"][:8] if entry["head"] else "no commits"
-        echo(f"  branch {entry['branch'] or '(detached)'} at {head}; "
-             f"{entry['memories']} memories ({entry['forgotten']} forgotten), "
-             f"{entry['events']} events in {entry['files']} files")
-        if entry["uncommitted"]:
-            echo(f"  uncommitted: {entry['uncommitted']} events; "
+        echo(f"{entry.store} store  {entry.path}")
+        head = entry.head[:8] if entry.head else "no commits"
+        echo(f"  branch {entry.branch or '(detached)'} at {head}; "
+             f"{entry.memories} memories ({entry.forgotten} forgotten), "
+             f"{entry.events} events in {entry.files} files")
+        if entry.uncommitted:
+            echo(f"  uncommitted: {entry.uncommitted} events; "
                  "`engram commit` commits them now")
         else:
             echo("  uncommitted: none")
-        upstream = entry["upstream"]
+        upstream = entry.upstream
         if upstream:
-            echo(f"  remote: {upstream['upstream']} ahead {upstream['ahead']}, "
-                 f"behind {upstream['behind']} (as of the last fetch)")
-        elif entry["remotes"]:
-            names = ", ".join(r["name"] for r in entry["remotes"])
+            echo(f"  remote: {upstream.upstream} ahead {upstream.ahead}, "
+                 f"behind {upstream.behind} (as of the last fetch)")
+        elif entry.remotes:
+            names = ", ".join(r.name for r in entry.remotes)
             echo(f"  remote: {names} (no upstream set for this branch)")
         else:
             echo("  remote: none")
-        if entry["busy"]:
-            echo(f"  note: {entry['busy']}; commits wait until it is finished")
-        for rel in entry["refused"]:
+        if entry.busy:
+            echo(f"  note: {entry.busy}; commits wait until it is finished")
+        for rel in entry.refused:
             echo(f"  damaged: {rel} changed in its committed part; run `engram verify`")
-        for rel in entry["missing"]:
+        for rel in entry.missing:
             echo(f"  missing: {rel} is committed but gone from the work tree")
-        if entry["missing"]:
-            echo(f"    restore: `{entry['restore']}`")
-        gone = entry["lost"]
-        if gone["events"]:
-            where = ", ".join(f"{rel} ({count})" for rel, count in gone["files"].items())
-            echo(f"  lost: {gone['events']} events git took away, from {where}; "
-                 f"`engram recover --{entry['store']}` brings them back")
+        if entry.missing:
+            echo(f"    restore: `{entry.restore}`")
+        gone = entry.lost
+        if gone.events:
+            where = ", ".join(f"{rel} ({count})" for rel, count in gone.files.items())
+            echo(f"  lost: {gone.events} events git took away, from {where}; "
+                 f"`engram recover --{entry.store}` brings them back")
 
 
 @click.command()
@@ -147,16 +150,16 @@ def verify(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> 
     engram = open_engram(ctx, project, personal)
     report = engram.verify()
     if as_json:
-        print_json(report)
+        print_json(as_json_value(report))
     else:
-        for entry in report["stores"]:
-            verdict = "ok" if entry["ok"] else f"{len(entry['problems'])} problem(s)"
-            echo(f"{entry['store']} store  {entry['path']}: {entry['events']} events in "
-                 f"{entry['files']} files, {entry['duplicates']} duplicate lines; {verdict}")
-            for problem in entry["problems"]:
-                echo(f"  {problem['severity']}: {problem['path']}:{problem['line']}: "
-                     f"{problem['message']}")
-    if not report["ok"]:
+        for entry in report.stores:
+            verdict = "ok" if entry.ok else f"{len(entry.problems)} problem(s)"
+            echo(f"{entry.store} store  {entry.path}: {entry.events} events in "
+                 f"{entry.files} files, {entry.duplicates} duplicate lines; {verdict}")
+            for problem in entry.problems:
+                echo(f"  {problem.severity}: {problem.path}:{problem.line}: "
+                     f"{problem.message}")
+    if not report.ok:
         ctx.exit(1)
 
 
@@ -171,20 +174,20 @@ def doctor(ctx: click.Context, fix: bool, project: bool, personal: bool, as_json
     engram = open_engram(ctx, project, personal)
     report = engram.doctor(fix=fix)
     if as_json:
-        print_json(report)
+        print_json(as_json_value(report))
     else:
-        for entry in report["stores"]:
-            problems = [f for f in entry["findings"] if f["level"] != "note"]
+        for entry in report.stores:
+            problems = [f for f in entry.findings if f.level != "note"]
             verdict = f"{len(problems)} problem(s)" if problems else "healthy"
-            echo(f"{entry['store']} store  {entry['path']}: {verdict}")
-            for line in entry["fixed"]:
+            echo(f"{entry.store} store  {entry.path}: {verdict}")
+            for line in entry.fixed:
                 echo(f"  fixed: {line}")
-            for finding in entry["findings"]:
-                where = f"{finding['path']}:{finding['line']}: " if finding["line"] else \
-                    f"{finding['path']}: " if finding["path"] else ""
-                echo(f"  {finding['level']}: {where}{finding['message']}")
-                echo(f"    fix: {finding['fix']}")
-    if not report["ok"]:
+            for finding in entry.findings:
+                where = f"{finding.path}:{finding.line}: " if finding.line else \
+                    f"{finding.path}: " if finding.path else ""
+                echo(f"  {finding.level}: {where}{finding.message}")
+                echo(f"    fix: {finding.fix}")
+    if not report.ok:
         ctx.exit(1)
 
 
@@ -290,18 +293,18 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool,
     if check:
         states = engram.index_state()
         if as_json:
-            print_json(states)
+            print_json(as_json_value(states))
         else:
             for state in states:
-                verdict = ("current" if state["current"] else
-                           "behind by design (they catch up on their own)" if state["healthy"]
+                verdict = ("current" if state.current else
+                           "behind by design (they catch up on their own)" if state.healthy
                            else "not current: `engram reindex` rebuilds them")
-                echo(f"{state['store']} store: caches {verdict}")
-                for reason in state["stale"]:
+                echo(f"{state.store} store: caches {verdict}")
+                for reason in state.stale:
                     echo(f"  {reason}")
-                for reason in state["behind"]:
+                for reason in state.behind:
                     echo(f"  {reason}")
-        if not all(state["healthy"] for state in states):
+        if not all(state.healthy for state in states):
             ctx.exit(1)
         return
     if sys.stderr.isatty() and not as_json:
@@ -319,11 +322,11 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool,
     else:
         report = engram.reindex()
     if as_json:
-        print_json(report)
+        print_json(as_json_value(report))
         return
-    echo(f"reindexed {report['events']} events, {report['memories']} memories: "
-         f"{report['embedded']} embedded, {report['reused']} reused from the cache, "
-         f"in {report['seconds']:.1f}s")
+    echo(f"reindexed {report.events} events, {report.memories} memories: "
+         f"{report.embedded} embedded, {report.reused} reused from the cache, "
+         f"in {report.seconds:.1f}s")
 
 
 @click.command()
@@ -332,28 +335,32 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool,
 @click.pass_context
 def stats(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> None:
     """Counts by kind, scope and store, average strength, and index freshness."""
+    from ..api import IndexState
+
     engram = open_engram(ctx, project, personal)
     report = engram.stats()
     if as_json:
-        print_json(report)
+        print_json(as_json_value(report))
         return
     for entry in report:
-        echo(f"{entry['store']} store  {entry['path']}")
-        echo(f"  {entry['memories']} memories ({entry['forgotten']} forgotten, "
-             f"{entry['superseded']} superseded), {entry['events']} events")
-        kinds = ", ".join(f"{k} {n}" for k, n in entry["by_kind"].items()) or "-"
+        echo(f"{entry.store} store  {entry.path}")
+        echo(f"  {entry.memories} memories ({entry.forgotten} forgotten, "
+             f"{entry.superseded} superseded), {entry.events} events")
+        kinds = ", ".join(f"{k} {n}" for k, n in entry.by_kind.items()) or "-"
         echo(f"  by kind: {kinds}")
-        scopes = ", ".join(f"{k} {n}" for k, n in entry["by_scope"].items()) or "-"
+        scopes = ", ".join(f"{k} {n}" for k, n in entry.by_scope.items()) or "-"
         echo(f"  by scope: {scopes}")
-        if entry["average_strength"] is not None:
-            echo(f"  average strength: {entry['average_strength']:.2f} "
-                 f"({entry['decayed']} decayed below the floor)")
-        index = entry["index"] or {}
-        verdict = ("current" if index.get("current") else "behind by design"
-                   if index.get("healthy") else "must be rebuilt (`engram reindex`)")
+        if entry.average_strength is not None:
+            echo(f"  average strength: {entry.average_strength:.2f} "
+                 f"({entry.decayed} decayed below the floor)")
+        index = entry.index
+        full = index if isinstance(index, IndexState) else None
+        verdict = ("current" if index and index.current else "behind by design"
+                   if index and index.healthy else "must be rebuilt (`engram reindex`)")
         echo(f"  indexes: {verdict} "
-             f"(text {index.get('text_index')}, vectors {index.get('vector_index')}, "
-             f"model {index.get('vector_model') or index.get('model')})")
+             f"(text {full.text_index if full else None}, "
+             f"vectors {full.vector_index if full else None}, "
+             f"model {(full.vector_model or full.model) if full else None})")
 
 
 def register(main: click.Group) -> None:

@@ -132,9 +132,9 @@ def register(main: click.Group) -> None:
                 report = engram.refresh_indexes(progress=progress)
         else:
             report = engram.refresh_indexes()
-        n = report["embedded"]
-        echo(f"indexed {report['events_added']} events: {n} text{'' if n == 1 else 's'} "
-             f"embedded, in {report['seconds']:.1f}s")
+        n = report.embedded
+        echo(f"indexed {report.events_added} events: {n} text{'' if n == 1 else 's'} "
+             f"embedded, in {report.seconds:.1f}s")
 
     @main.group()
     def remote() -> None:

@@ -10,13 +10,15 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..base.config import (
     PROJECT_DIR,
     SETTINGS,
     Settings,
+    SettingValue,
     find_work_tree,
     foreign_store,
     personal_only,
@@ -25,11 +27,163 @@ from ..base.errors import EngramError, GitError, UsageError
 from ..readmodel.projection import Projection
 from ..storage import events as ev
 from ..storage.store import Store, WriterState, require
+from .verify import VerifyReport
 from .workspace import CommitResult, Workspace
 
 if TYPE_CHECKING:
     from ..git.compact import CompactResult
     from ..git.lost import Recovered
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoreReindex:
+    """What `reindex` rebuilt in one store."""
+
+    store: str
+    events: int
+    memories: int
+    embedded: int
+    reused: int
+    vectors: bool
+
+
+@dataclass(frozen=True)
+class ReindexReport:
+    """What `reindex` rebuilt: totals over the stores, each store, and how long it took."""
+
+    events: int
+    memories: int
+    embedded: int
+    reused: int
+    stores: tuple[StoreReindex, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class IndexRefresh:
+    """What `refresh_indexes` caught up: events read and dropped, texts indexed and embedded."""
+
+    events_added: int
+    events_removed: int
+    indexed_text: int
+    embedded: int
+    reused: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class MissingReadModel:
+    """`index_state` of a store whose read model is missing: everything must be rebuilt."""
+
+    store: str
+    path: str
+    projection: str
+    current: bool
+    healthy: bool
+    behind: tuple[str, ...]
+    stale: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """`index_state` of a store with a read model: each cache current, behind or missing."""
+
+    store: str
+    path: str
+    projection: str  # current | behind
+    text_index: str  # current | behind | missing
+    text_pending: int
+    vector_index: str  # off | current | behind | missing
+    vector_pending: int
+    vector_model: str | None
+    model: str
+    behind: tuple[str, ...]  # why a cache is behind (it catches up on its own)
+    stale: tuple[str, ...]  # why a cache must be rebuilt
+    current: bool
+    healthy: bool
+
+
+StoreIndexState = IndexState | MissingReadModel
+
+
+@dataclass(frozen=True)
+class StoreStatistics:
+    """`stats` of one store: counts by status, kind and scope, strength, index freshness."""
+
+    store: str
+    path: str
+    events: int
+    memories: int
+    forgotten: int
+    superseded: int
+    files: int
+    by_kind: dict[str, int]
+    by_scope: dict[str, int]
+    average_strength: float | None
+    decayed: int
+    index: StoreIndexState | None
+
+
+@dataclass(frozen=True)
+class LostSummary:
+    """Events git took away from a store: how many, from which files, how many elsewhere."""
+
+    events: int
+    files: dict[str, int]
+    elsewhere: int
+
+
+@dataclass(frozen=True)
+class Remote:
+    name: str
+    url: str
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The current branch against its upstream, as of the last fetch."""
+
+    upstream: str
+    ahead: int
+    behind: int
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """`status` of one store: where it is, what it holds, what is not committed, its remotes."""
+
+    store: str
+    path: str
+    branch: str | None
+    head: str | None
+    events: int
+    memories: int
+    forgotten: int
+    superseded: int
+    files: int
+    uncommitted: int
+    uncommitted_files: tuple[str, ...]
+    refused: tuple[str, ...]
+    missing: tuple[str, ...]
+    restore: str | None
+    lost: LostSummary
+    busy: str | None
+    remotes: tuple[Remote, ...]
+    upstream: Upstream | None
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EffectiveSetting:
+    """One setting as it applies here: its value, where the value comes from, what it does."""
+
+    key: str
+    value: SettingValue
+    origin: str
+    help: str
 
 
 class Maintenance:
@@ -121,7 +275,7 @@ class Maintenance:
     # -- search maintenance ------------------------------------------------------------------
 
     def reindex(self, *, progress: Callable[[str, int, int], None] | None = None,
-                ) -> dict[str, Any]:
+                ) -> ReindexReport:
         """Rebuild every cache of the selected stores from the event files.
 
         Embeddings come from the embedding cache where the same text was embedded before by the
@@ -129,7 +283,7 @@ class Maintenance:
         as work advances.
         """
         started = time.perf_counter()
-        totals = {"events": 0, "memories": 0, "embedded": 0, "reused": 0, "stores": []}
+        stores: list[StoreReindex] = []
         for store in self.workspace.stores():
             self.workspace.drop_search(store)
             proj = self.workspace.cached_projection(store) or Projection(store)
@@ -162,21 +316,17 @@ class Maintenance:
 
                 report = search.sync_vectors(embedder, self.workspace.settings(store), force=True,
                                              progress=step)
-            totals["events"] += counts["events"]
-            totals["memories"] += total
-            totals["embedded"] += report.embedded if report else 0
-            totals["reused"] += report.reused if report else 0
-            totals["stores"].append({"store": store.kind, "events": counts["events"],
-                                     "memories": total,
-                                     "embedded": report.embedded if report else 0,
-                                     "reused": report.reused if report else 0,
-                                     "vectors": embedder is not None})
-        totals["seconds"] = round(time.perf_counter() - started, 3)
-        return totals
+            stores.append(StoreReindex(store.kind, counts["events"], total,
+                                       report.embedded if report else 0,
+                                       report.reused if report else 0, embedder is not None))
+        return ReindexReport(
+            events=sum(s.events for s in stores), memories=sum(s.memories for s in stores),
+            embedded=sum(s.embedded for s in stores), reused=sum(s.reused for s in stores),
+            stores=tuple(stores), seconds=round(time.perf_counter() - started, 3))
 
     def refresh_indexes(self, *, stores: Sequence[Store] | None = None,
                         progress: Callable[[str, int, int], None] | None = None,
-                        ) -> dict[str, Any]:
+                        ) -> IndexRefresh:
         """Bring every cache up to date with the event files, doing only what changed.
 
         What `reindex` does from scratch, this does incrementally: after a pull, a merge or a
@@ -184,8 +334,8 @@ class Maintenance:
         their vectors (embedding only texts the embedding cache has not seen) into the index.
         """
         started = time.perf_counter()
-        totals: dict[str, Any] = {"events_added": 0, "events_removed": 0, "indexed_text": 0,
-                                  "embedded": 0, "reused": 0}
+        totals = dict.fromkeys(("events_added", "events_removed", "indexed_text", "embedded",
+                                "reused"), 0)
         for store in stores if stores is not None else self.workspace.stores():
             proj = self.workspace.open_projection(store)
             refreshed = proj.refresh()
@@ -212,10 +362,9 @@ class Maintenance:
                                          progress=step)
             totals["embedded"] += report.embedded
             totals["reused"] += report.reused
-        totals["seconds"] = round(time.perf_counter() - started, 3)
-        return totals
+        return IndexRefresh(**totals, seconds=round(time.perf_counter() - started, 3))
 
-    def index_state(self) -> list[dict[str, Any]]:
+    def index_state(self) -> list[StoreIndexState]:
         """Whether each store's caches are current, without changing anything.
 
         `current`: every cache has caught up with the files. `healthy`: nothing needs a rebuild.
@@ -227,15 +376,14 @@ class Maintenance:
         """
         import json
 
-        out = []
+        out: list[StoreIndexState] = []
         for store in self.workspace.stores():
             cache = store.local_dir / "cache"
             proj_path = cache / "projection.sqlite3"
-            entry: dict[str, Any] = {"store": store.kind, "path": str(store.root)}
             if not proj_path.exists():
-                entry.update(projection="missing", current=False, healthy=False,
-                             behind=[], stale=["read model missing"])
-                out.append(entry)
+                out.append(MissingReadModel(store.kind, str(store.root), projection="missing",
+                                            current=False, healthy=False, behind=(),
+                                            stale=("read model missing",)))
                 continue
             proj = self.workspace.cached_projection(store) or Projection(store)
             stale = proj.stale()
@@ -265,7 +413,9 @@ class Maintenance:
                     behind.append(f"{dirty_vec} change(s) not yet saved in the vector index "
                                   f"(searches score them; saved every "
                                   f"{settings['search.vector_flush']})")
-            entry.update(
+            entry = IndexState(
+                store=store.kind,
+                path=str(store.root),
                 projection="behind" if stale else "current",
                 text_index="missing" if not text_ok else "behind" if dirty_text or stale
                 else "current",
@@ -275,22 +425,22 @@ class Maintenance:
                 vector_pending=dirty_vec,
                 vector_model=identity,
                 model=model,
-                behind=behind,
-                stale=broken,
+                behind=tuple(behind),
+                stale=tuple(broken),
+                current=not behind and not broken,
+                healthy=not broken,
             )
-            entry["current"] = not behind and not broken
-            entry["healthy"] = not broken
             if self.workspace.cached_projection(store) is None:
                 proj.close()
             out.append(entry)
         return out
 
-    def stats(self, *, now: datetime | None = None) -> list[dict[str, Any]]:
+    def stats(self, *, now: datetime | None = None) -> list[StoreStatistics]:
         """Counts by kind, scope and store, average strength, and index freshness."""
         from ..search.retrieval import strength
 
         moment = now or ev.utc_now()
-        freshness = {entry["store"]: entry for entry in self.index_state()}
+        freshness = {entry.store: entry for entry in self.index_state()}
         out = []
         for store in self.workspace.stores():
             settings = self.workspace.settings(store)
@@ -299,22 +449,22 @@ class Maintenance:
             by_kind = Counter(m.kind for m in active)
             by_scope = Counter(m.scope or "-" for m in active)
             strengths = [strength(m, moment, settings) for m in active]
-            out.append({
-                "store": store.kind,
-                "path": str(store.root),
+            out.append(StoreStatistics(
+                store=store.kind,
+                path=str(store.root),
                 **proj.counts(),
-                "by_kind": dict(by_kind.most_common()),
-                "by_scope": dict(by_scope.most_common(20)),
-                "average_strength": round(sum(strengths) / len(strengths), 4)
+                by_kind=dict(by_kind.most_common()),
+                by_scope=dict(by_scope.most_common(20)),
+                average_strength=round(sum(strengths) / len(strengths), 4)
                 if strengths else None,
-                "decayed": sum(1 for value in strengths
-                               if value < settings["recall.strength_floor"]),
-                "index": freshness.get(store.kind),
-            })
+                decayed=sum(1 for value in strengths
+                            if value < settings["recall.strength_floor"]),
+                index=freshness.get(store.kind),
+            ))
         return out
 
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self) -> list[StoreStatus]:
         from ..git import repo as git, lost
 
         out = []
@@ -324,24 +474,26 @@ class Maintenance:
             pending = repo.pending()
             lost.settle(store, proj)
             gone = lost.find(store, proj)
-            out.append({
-                "store": store.kind,
-                "path": str(store.root),
-                "branch": repo.branch(),
-                "head": repo.head_id(),
+            ahead = repo.upstream_state()
+            upstream = Upstream(**ahead) if ahead is not None else None  # type: ignore[arg-type]
+            out.append(StoreStatus(
+                store=store.kind,
+                path=str(store.root),
+                branch=repo.branch(),
+                head=repo.head_id(),
                 **proj.counts(),
-                "uncommitted": len(pending.events),
-                "uncommitted_files": [c.rel for c in pending.changes],
-                "refused": pending.refused,
-                "missing": pending.missing,
-                "restore": git.restore_command(store, pending.missing) if pending.missing
+                uncommitted=len(pending.events),
+                uncommitted_files=tuple(c.rel for c in pending.changes),
+                refused=tuple(pending.refused),
+                missing=tuple(pending.missing),
+                restore=git.restore_command(store, pending.missing) if pending.missing
                 else None,
-                "lost": gone.to_dict(),
-                "busy": repo.busy(),
-                "remotes": repo.remotes(),
-                "upstream": repo.upstream_state(),
-                "warnings": [str(p) for p in proj.problems()],
-            })
+                lost=LostSummary(gone.count, gone.files, gone.elsewhere),
+                busy=repo.busy(),
+                remotes=tuple(Remote(r["name"], r["url"]) for r in repo.remotes()),
+                upstream=upstream,
+                warnings=tuple(str(p) for p in proj.problems()),
+            ))
         return out
 
     def recover(self, *, everything: bool = False) -> list[Recovered]:
@@ -381,15 +533,12 @@ class Maintenance:
         return lost.Recovered(store.kind, len(found), tuple(files), from_git, missing, commit,
                               tuple(notes))
 
-    def verify(self) -> dict[str, Any]:
+    def verify(self) -> VerifyReport:
         """Re-read every event file of the selected stores from disk; report all damage."""
         from .verify import verify_store
 
-        reports = [verify_store(store) for store in self.workspace.stores()]
-        return {
-            "ok": all(r["ok"] for r in reports),
-            "stores": reports,
-        }
+        reports = tuple(verify_store(store) for store in self.workspace.stores())
+        return VerifyReport(ok=all(r.ok for r in reports), stores=reports)
 
 
     # -- settings ----------------------------------------------------------------------------
@@ -399,7 +548,7 @@ class Maintenance:
             return self.workspace.project_store()
         return require(self.workspace.personal, "personal")
 
-    def config_set(self, key: str, text: str) -> Any:
+    def config_set(self, key: str, text: str) -> SettingValue:
         from ..base.config import parse_value
 
         store = self.config_target()
@@ -421,13 +570,10 @@ class Maintenance:
             return self.workspace.settings(self.workspace.personal)
         return self.workspace.settings()
 
-    def config_get(self, key: str) -> Any:
+    def config_get(self, key: str) -> SettingValue:
         return self._effective_settings()[key]
 
-    def config_list(self) -> list[dict[str, Any]]:
+    def config_list(self) -> list[EffectiveSetting]:
         settings = self._effective_settings()
-        return [
-            {"key": key, "value": settings[key], "origin": settings.origin(key),
-             "help": SETTINGS[key].help}
-            for key in SETTINGS
-        ]
+        return [EffectiveSetting(key, settings[key], settings.origin(key), SETTINGS[key].help)
+                for key in SETTINGS]

@@ -9,7 +9,7 @@ session.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -57,6 +57,28 @@ class Remembered:
                          "differences": [d.to_dict() for d in self.differs_from(m.id)]}
                         for m, sim in self.related],
         }
+
+
+@dataclass(frozen=True)
+class ClusterMember:
+    """A memory of a near-duplicate cluster, by id and summary."""
+
+    id: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """A cluster of near-duplicate memories and the one memory that replaces them (`merged_into`
+    once merged, else None)."""
+
+    store: str
+    members: tuple[ClusterMember, ...]
+    content: str
+    kind: str
+    tags: tuple[str, ...]
+    importance: float
+    merged_into: str | None
 
 
 @dataclass(frozen=True)
@@ -436,7 +458,7 @@ class Memories:
             yield Source(store, settings, proj, search, embedder, belongs)
 
     def consolidate(self, *, apply: bool = False, similarity: float | None = None,
-                    ) -> list[dict[str, Any]]:
+                    ) -> list[MergePlan]:
         """Find clusters of near-duplicate memories; with `apply`, merge each into one.
 
         A merge is events only: a new memory (the longest text of the cluster, the union of its
@@ -448,7 +470,7 @@ class Memories:
 
         from ..search.embed import embed_with_cache
 
-        plans = []
+        plans: list[MergePlan] = []
         for store in self.workspace.stores():
             settings = self.workspace.settings(store)
             threshold = settings["consolidate.similarity"] if similarity is None else similarity
@@ -496,28 +518,27 @@ class Memories:
                 group = [active[i] for i in members]
                 keeper = max(group, key=lambda m: (len(m.content), m.importance, m.updated_clock))
                 tags = list(dict.fromkeys(t for m in group for t in m.tags))
-                plan = {
-                    "store": store.kind,
-                    "members": [{"id": m.id, "summary": m.summary()} for m in group],
-                    "content": keeper.content,
-                    "kind": keeper.kind,
-                    "tags": tags[: settings["limits.tags"]],
-                    "importance": max(m.importance for m in group),
-                    "merged_into": None,
-                }
+                plan = MergePlan(
+                    store=store.kind,
+                    members=tuple(ClusterMember(m.id, m.summary()) for m in group),
+                    content=keeper.content,
+                    kind=keeper.kind,
+                    tags=tuple(tags[: settings["limits.tags"]]),
+                    importance=max(m.importance for m in group),
+                    merged_into=None,
+                )
                 if apply:
-                    result = self._merge(store, group, plan)
-                    plan["merged_into"] = result
+                    plan = replace(plan, merged_into=self._merge(store, group, plan))
                 plans.append(plan)
         return plans
 
-    def _merge(self, store: Store, group: list[mem.Memory], plan: dict[str, Any]) -> str:
+    def _merge(self, store: Store, group: list[mem.Memory], plan: MergePlan) -> str:
         new_id = ev.new_entity_id()
         keeper = max(group, key=lambda m: (len(m.content), m.importance, m.updated_clock))
         data: dict[str, Any] = {
-            "memory": new_id, "content": plan["content"], "kind": plan["kind"],
-            "tags": plan["tags"], "scope": keeper.scope, "source": keeper.source,
-            "importance": plan["importance"], "valid_from": None, "valid_until": None,
+            "memory": new_id, "content": plan.content, "kind": plan.kind,
+            "tags": list(plan.tags), "scope": keeper.scope, "source": keeper.source,
+            "importance": plan.importance, "valid_from": None, "valid_until": None,
             "supersedes": [m.id for m in group],
         }
         if keeper.task:

@@ -7,14 +7,58 @@ memory, task, session or event by id or prefix across the stores.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from ..base.errors import AmbiguousIdError, NotFoundError
 from ..base.validation import event_kind, reference
 from ..model import memories as mem
 from ..storage import events as ev
 from .workspace import Workspace
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """`show` of a memory: its state now and every event about it."""
+
+    store: str
+    memory: mem.Memory
+    events: tuple[ev.Event, ...]
+    type: Literal["memory"] = "memory"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "store": self.store, "memory": self.memory.to_dict(),
+                "events": [e.to_dict() for e in self.events]}
+
+
+@dataclass(frozen=True)
+class EntityRecord:
+    """`show` of a task or session: its id and every event about it."""
+
+    type: Literal["task", "session"]
+    store: str
+    id: str
+    events: tuple[ev.Event, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "store": self.store, "id": self.id,
+                "events": [e.to_dict() for e in self.events]}
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """`show` of one event."""
+
+    store: str
+    event: ev.Event
+    type: Literal["event"] = "event"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "store": self.store, "event": self.event.to_dict()}
+
+
+Record = MemoryRecord | EntityRecord | EventRecord
 
 
 class Records:
@@ -52,7 +96,7 @@ class Records:
         out.sort(key=lambda pair: pair[1].sort_key, reverse=True)
         return out[:limit] if limit is not None else out
 
-    def show(self, ident: str) -> dict[str, Any]:
+    def show(self, ident: str) -> Record:
         """Any record by id or prefix: a memory, task or session with its events, or one
         event."""
         found = self.workspace.resolve(ident, what="any")
@@ -65,16 +109,11 @@ class Records:
         if kind == "memory":
             memory = proj.memory(full)
             assert memory is not None
-            return {
-                "type": "memory",
-                "store": store.kind,
-                "memory": memory.to_dict(),
-                "events": [e.to_dict() for e in proj.entity_events(full)],
-            }
+            return MemoryRecord(store.kind, memory, tuple(proj.entity_events(full)))
         if kind in ("task", "session"):
-            return {"type": kind, "store": store.kind, "id": full,
-                    "events": [e.to_dict() for e in proj.entity_events(full)]}
+            return EntityRecord(kind, store.kind, full,  # type: ignore[arg-type]
+                                tuple(proj.entity_events(full)))
         event = proj.event(full)
         if event is None:
             raise NotFoundError("record", ident)
-        return {"type": "event", "store": store.kind, "event": event.to_dict()}
+        return EventRecord(store.kind, event)

@@ -9,7 +9,8 @@ read model and actor it uses along the way.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Protocol
 
 from ..git import sync as git_sync
 from ..git.repo import StoreRepo
@@ -18,6 +19,8 @@ from ..storage.store import Store
 
 if TYPE_CHECKING:
     import pygit2
+
+    from .maintenance import IndexRefresh
 
 PUSH_ATTEMPTS = 3
 
@@ -48,7 +51,7 @@ class Syncable(Protocol):
 
     def compact_if_due(self, store: Store, repo: StoreRepo) -> None: ...
 
-    def refresh_indexes(self, *, stores: Sequence[Store] | None = ...) -> dict[str, Any]: ...
+    def refresh_indexes(self, *, stores: Sequence[Store] | None = ...) -> IndexRefresh: ...
 
 
 def sync(engram: Syncable, *, pull: bool = True, push: bool = True, remote: str | None = None,
@@ -96,7 +99,7 @@ def sync(engram: Syncable, *, pull: bool = True, push: bool = True, remote: str 
                     received += more
         result.received = received
         if pull:
-            result.indexes = engram.refresh_indexes(stores=[store])
+            result.indexes = asdict(engram.refresh_indexes(stores=[store]))
         results.append(result)
     if results and all(r.skipped for r in results):
         raise SyncError(results[0].skipped or "nothing to sync")

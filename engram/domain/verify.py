@@ -10,16 +10,40 @@ merged, clocks never decrease).
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import dataclass
 
 from ..storage import lines
 from ..git.compact import is_compacted
 from ..storage.store import Problem, Store
 
+
+
+@dataclass(frozen=True)
+class StoreVerification:
+    """One store's event files re-read: how much was read, and every line that is not sound."""
+
+    store: str
+    path: str
+    files: int
+    lines: int
+    events: int
+    duplicates: int
+    problems: tuple[Problem, ...]
+    ok: bool
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """`verify` over the selected stores: sound if every store is."""
+
+    ok: bool
+    stores: tuple[StoreVerification, ...]
+
+
 _PATH_RE = re.compile(r"^events/\d{4}/(0[1-9]|1[0-2])/[a-z0-9][a-z0-9-]*\.jsonl$")
 
 
-def verify_store(store: Store) -> dict[str, Any]:
+def verify_store(store: Store) -> StoreVerification:
     problems: list[Problem] = []
     seen: dict[str, tuple[bytes, str, int]] = {}
     lines_read = events_ok = duplicates = 0
@@ -65,16 +89,13 @@ def verify_store(store: Store) -> dict[str, Any]:
     for link in store.links():
         problems.append(Problem(link, 0, "error", "a symbolic link inside the store (not "
                                                   "followed: what it points to is not read)"))
-    return {
-        "store": store.kind,
-        "path": str(store.root),
-        "files": len(files),
-        "lines": lines_read,
-        "events": events_ok,
-        "duplicates": duplicates,
-        "problems": [
-            {"path": p.path, "line": p.line, "severity": p.severity, "message": p.message}
-            for p in problems
-        ],
-        "ok": not problems,
-    }
+    return StoreVerification(
+        store=store.kind,
+        path=str(store.root),
+        files=len(files),
+        lines=lines_read,
+        events=events_ok,
+        duplicates=duplicates,
+        problems=tuple(problems),
+        ok=not problems,
+    )

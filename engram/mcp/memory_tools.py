@@ -11,6 +11,7 @@ from pydantic import Field
 from ..api import Engram
 from ..base.vocab import SOURCE
 from ..base.errors import EngramError
+from ..base.results import as_json
 from .models import (FULL_CHARS, ITEM_CHARS, READ, WRITE, Cluster, ClusterMember,
                      ConsolidateResult, ForgetResult, Id, Kind, MemoryList, MemoryResult,
                      RecallHit, RecallResult, RememberResult, Source, StatsResult, StoreStats,
@@ -222,11 +223,11 @@ def add_memory_tools(server: MCPServer) -> None:
         the embedding model (a few seconds the first time)."""
         def call(engram: Engram) -> ConsolidateResult:
             plans = engram.consolidate(apply=apply, similarity=similarity)
-            clusters = [Cluster(store=p["store"], members=[ClusterMember(**m)
-                                                           for m in p["members"]],
-                                content=p["content"][:ITEM_CHARS], kind=p["kind"],
-                                tags=p["tags"], importance=p["importance"],
-                                merged_into=p["merged_into"]) for p in plans]
+            clusters = [Cluster(store=p.store, members=[ClusterMember(id=m.id, summary=m.summary)
+                                                        for m in p.members],
+                                content=p.content[:ITEM_CHARS], kind=p.kind,
+                                tags=list(p.tags), importance=p.importance,
+                                merged_into=p.merged_into) for p in plans]
             kept, cut = fit(clusters)
             note = ("no near-duplicates found" if not plans else
                     f"merged {len(plans)} cluster(s)" if apply else
@@ -249,11 +250,11 @@ def add_memory_tools(server: MCPServer) -> None:
             except EngramError as exc:  # no store: the runtime part still answers
                 return StatsResult(stores=[], runtime=runtime.view(), warnings=[str(exc)])
             stores = [StoreStats(
-                store=r["store"], path=r["path"], memories=r["memories"],
-                forgotten=r["forgotten"], superseded=r["superseded"], events=r["events"],
-                by_kind=r["by_kind"], by_scope=r["by_scope"],
-                average_strength=r["average_strength"], decayed=r["decayed"],
-                index_current=(r["index"] or {}).get("current"), index=r["index"],
+                store=r.store, path=r.path, memories=r.memories,
+                forgotten=r.forgotten, superseded=r.superseded, events=r.events,
+                by_kind=r.by_kind, by_scope=r.by_scope,
+                average_strength=r.average_strength, decayed=r.decayed,
+                index_current=r.index.current if r.index else None, index=as_json(r.index),
             ) for r in report]
             return StatsResult(stores=stores, runtime=runtime.view())
         return runtime_of(ctx).run("memory_stats", READ, call)

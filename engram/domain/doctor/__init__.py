@@ -27,7 +27,6 @@ Everything else is reported with the command a person should run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ...storage import events as ev
 from ...base.config import CONFIG_FILE
@@ -38,7 +37,16 @@ from .cache_checks import check_caches, check_local_state, damaged_caches
 from .event_checks import Scan, check_events, scan
 from .git_checks import check_git, check_lost
 from .repair import repair, same_facade
-from .report import Finding, Fresh, Host, Level, StoreReport, restore_command
+from .report import (
+    DoctorReport,
+    Finding,
+    Fresh,
+    Host,
+    Level,
+    StoreDiagnosis,
+    StoreReport,
+    restore_command,
+)
 from .store_checks import check_disk, check_layout, check_links, check_locks, check_temp_files
 
 # -- which stores -------------------------------------------------------------------------------
@@ -76,7 +84,7 @@ def stores_to_examine(engram: Host) -> list[Store]:
 
 
 def run(engram: Host, *, fix: bool = False,
-        reopen: Callable[[Store], Fresh] | None = None) -> dict[str, Any]:
+        reopen: Callable[[Store], Fresh] | None = None) -> DoctorReport:
     """Diagnose every store selected; with `fix`, repair what can be repaired safely and
     diagnose again. `reopen` opens a new facade over one store for the repairs that run one of
     its commands (by default, one of the same class as `engram`)."""
@@ -89,7 +97,8 @@ def run(engram: Host, *, fix: bool = False,
             report.fixed = repair(engram, store, report.findings, reopen)
             report.findings = diagnose(engram, store)
         reports.append(report)
-    return {"ok": all(r.ok for r in reports), "stores": [r.to_dict() for r in reports]}
+    return DoctorReport(ok=all(r.ok for r in reports),
+                        stores=tuple(r.result() for r in reports))
 
 
 def diagnose(engram: Host, store: Store) -> list[Finding]:
@@ -111,6 +120,7 @@ def diagnose(engram: Host, store: Store) -> list[Finding]:
     return [f for f in out if not (f.check == "committed-changed" and f.path in damaged)]
 
 
-__all__ = ["Finding", "Fresh", "Host", "Level", "Scan", "StoreReport", "damaged_caches",
+__all__ = ["DoctorReport", "Finding", "Fresh", "Host", "Level", "Scan", "StoreDiagnosis",
+           "StoreReport", "damaged_caches",
            "diagnose", "git_lock_files", "recover_interrupted_commit", "repair",
            "restore_command", "run", "scan", "stores_to_examine"]

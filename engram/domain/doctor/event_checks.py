@@ -146,19 +146,19 @@ def check_events(engram: Host, store: Store) -> list[Finding]:
                     path=rel, line=number, auto=True,
                 ))
         report = verify_store(store)
-    for problem in report["problems"]:
-        if (problem["path"], problem["line"]) in reported or \
-                problem["message"].startswith(("torn last line", "blank line", "git conflict",
-                                               "invalid JSON", "line ends with CR LF",
-                                               "a symbolic link")):
+    for problem in report.problems:
+        if (problem.path, problem.line) in reported or \
+                problem.message.startswith(("torn last line", "blank line", "git conflict",
+                                            "invalid JSON", "line ends with CR LF",
+                                            "a symbolic link")):
             continue
         out.append(Finding(
-            "event-file", "error" if problem["message"].startswith("id ") else "warning",
-            f"{problem['message']} (the line is read as it is)",
+            "event-file", "error" if problem.message.startswith("id ") else "warning",
+            f"{problem.message} (the line is read as it is)",
             f"if the file was edited by hand, `{git_c(store)} diff -- "
-            f"{shlex.quote(store.repo_path(problem['path']))}` shows how and "
-            f"`{restore_command(store, [problem['path']])}` restores it",
-            path=problem["path"], line=problem["line"] or None,
+            f"{shlex.quote(store.repo_path(problem.path))}` shows how and "
+            f"`{restore_command(store, [problem.path])}` restores it",
+            path=problem.path, line=problem.line or None,
         ))
     return out
 

@@ -1,7 +1,8 @@
 """The doctor's findings and reports, and what it needs of the object it is given.
 
 A `Finding` is one thing wrong (or worth knowing) about a store, where it is, and the command
-that fixes it; a `StoreReport` holds a store's findings and the repairs made. `Host` and
+that fixes it; a `StoreReport` holds a store's findings and the repairs made, and a
+`DoctorReport` is the verdict on every store. `Host` and
 `Fresh` say what the doctor uses of the facade it is given, so that the doctor never imports it.
 """
 
@@ -81,14 +82,28 @@ class StoreReport:
     def ok(self) -> bool:
         return not any(f.level != "note" for f in self.findings)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "store": self.store.kind,
-            "path": str(self.store.root),
-            "ok": self.ok,
-            "findings": [f.to_dict() for f in self.findings],
-            "fixed": self.fixed,
-        }
+    def result(self) -> StoreDiagnosis:
+        return StoreDiagnosis(self.store.kind, str(self.store.root), self.ok,
+                              tuple(self.findings), tuple(self.fixed))
+
+
+@dataclass(frozen=True)
+class StoreDiagnosis:
+    """The doctor's verdict on one store: its findings, and the repairs `--fix` made."""
+
+    store: str
+    path: str
+    ok: bool
+    findings: tuple[Finding, ...]
+    fixed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """The doctor's verdict on the selected stores: healthy if every store is."""
+
+    ok: bool
+    stores: tuple[StoreDiagnosis, ...]
 
 
 # -- helpers --------------------------------------------------------------------------------------

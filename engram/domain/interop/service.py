@@ -20,6 +20,7 @@ from ..workspace import Workspace
 
 if TYPE_CHECKING:
     from ...storage.store import Store
+    from ..browse import Browse
     from ..timeline import Timeline
     from . import Input, Plan
 
@@ -53,6 +54,29 @@ class ImportReport:
             "dry_run": self.dry_run, "commit": self.commit,
             "events": [{"kind": kind, "description": text} for kind, text in self.added],
         }
+
+
+@dataclass(frozen=True)
+class JsonlExport:
+    """What `export` wrote as JSON Lines: the file and how many events."""
+
+    format: str
+    path: str
+    events: int
+
+
+@dataclass(frozen=True)
+class MarkdownExport:
+    """What `export` wrote as Markdown: the directory, its files, tasks and memories."""
+
+    format: str
+    path: str
+    files: int
+    tasks: int
+    memories: int
+
+
+ExportReport = JsonlExport | MarkdownExport
 
 
 class Interop:
@@ -212,7 +236,7 @@ class Interop:
         return sorted(seen.values(), key=lambda e: e.sort_key)
 
     def export(self, out: str | Path, *, format: str = "jsonl", force: bool = False,
-               ) -> dict[str, Any]:
+               ) -> ExportReport:
         """Write the selected stores out: `jsonl` (the events, re-importable with `engram
         import`) or `markdown` (a directory: one file per task, the memories by kind)."""
         from .. import export as ex
@@ -223,7 +247,7 @@ class Interop:
         if format == "jsonl":
             events = self.export_events()
             ex.write_jsonl(target, events, force=force)
-            return {"format": format, "path": str(target), "events": len(events)}
+            return JsonlExport(format, str(target), len(events))
         if format != "markdown":
             raise UsageError(f"unknown export format {format!r}; use jsonl or markdown")
         if str(out) == "-":
@@ -244,13 +268,13 @@ class Interop:
                 events=proj.counts()["events"],
             ))
         written = ex.write_markdown(target, stores, force=force)
-        return {"format": format, "path": str(target), "files": len(written),
-                "tasks": sum(len(s.tasks) for s in stores),
-                "memories": sum(len(s.memories) for s in stores)}
+        return MarkdownExport(format, str(target), files=len(written),
+                              tasks=sum(len(s.tasks) for s in stores),
+                              memories=sum(len(s.memories) for s in stores))
 
     # -- browse ----------------------------------------------------------------------------
 
-    def browse(self) -> Any:
+    def browse(self) -> Browse:
         """What `engram browse` shows (`engram.browse.Browse`): every memory of the selected
         stores (forgotten and superseded ones too) with its history, and every task with its
         checkpoints. Inside a repository, personal memories of other projects are left out,
