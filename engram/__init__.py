@@ -38,8 +38,8 @@ if TYPE_CHECKING:
         SecretError,
         UsageError,
     )
-    from .storage.events import Event
     from .model.memories import Memory
+    from .storage.events import Event
 
 
 def __getattr__(name: str) -> Any:

@@ -17,13 +17,26 @@ from .base.validation import Checks
 from .domain.browse import Browse
 from .domain.continuity.handoffs import Checkpoint, Checkpoints, Handoff, HandoffPackage
 from .domain.continuity.lifecycle import Sessions
-from .domain.continuity.service import (Continuity, ContinuityScore, EarlierFailure,
-                                        TaskChange, TaskView)
+from .domain.continuity.service import (
+    Continuity,
+    ContinuityScore,
+    EarlierFailure,
+    TaskChange,
+    TaskView,
+)
 from .domain.doctor.report import DoctorReport
 from .domain.interop.service import ExportReport, ImportReport, Interop, JsonlExport, MarkdownExport
-from .domain.maintenance import (EffectiveSetting, IndexRefresh, IndexState, Maintenance,
-                                 MissingReadModel, ReindexReport, StoreIndexState,
-                                 StoreStatistics, StoreStatus)
+from .domain.maintenance import (
+    EffectiveSetting,
+    IndexRefresh,
+    IndexState,
+    Maintenance,
+    MissingReadModel,
+    ReindexReport,
+    StoreIndexState,
+    StoreStatistics,
+    StoreStatus,
+)
 from .domain.memories import Memories, MergePlan, Remembered, Superseded
 from .domain.messages import commit_message, describe
 from .domain.records import EntityRecord, EventRecord, MemoryRecord, Record, Records

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from conftest import cli, git
+
 from engram.api import Engram
 from engram.storage.store import Store
 

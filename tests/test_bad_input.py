@@ -23,13 +23,13 @@ import click
 import pygit2
 import pytest
 from click.testing import CliRunner
+from conftest import ACTOR, GIT_ENV, make_repo
 from mcp.client import Client
 from pygit2.enums import ConfigLevel
 
-from conftest import ACTOR, GIT_ENV, make_repo
-from engram.storage import events as ev
 from engram.api import Engram
 from engram.cli.main import main
+from engram.storage import events as ev
 from engram.storage.store import Store
 
 HUGE = "word " * 10_000  # 50 kB: over every limit

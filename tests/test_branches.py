@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from engram.api import Engram
-from engram.storage.store import Store
 from engram.domain.syncing import sync
+from engram.storage.store import Store
 from tests.conftest import git, make_repo, run_engram
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import cli, foreign_events
+
 from engram.api import Engram
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

@@ -1,15 +1,15 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import cli, foreign_events, git, make_repo, run_engram
+
 from engram.api import Engram
 
 HEAVY = ("fastembed", "usearch", "onnxruntime", "mcp", "tantivy", "torch", "numpy")

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import git, make_repo, run_engram
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import git, make_repo, run_engram
-from engram.git import compact as comp
 from engram.api import Engram
+from engram.git import compact as comp
 from engram.readmodel.projection import Projection
 from engram.storage.store import Store
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from conftest import git, make_repo
+
 from engram.api import Engram
 
 WRITER = Path(__file__).with_name("writer.py")

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import cli, foreign_events, git, markdown_sections, run_engram
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import cli, foreign_events, git, markdown_sections, run_engram
 from engram.api import Engram
 from engram.domain.continuity.service import AmbiguousResumeError
 

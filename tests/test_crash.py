@@ -14,8 +14,6 @@ Each test records its figures, printed in the run's summary (a `figures` section
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import json
 import os
 import random
@@ -25,13 +23,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-
 from conftest import git
+
 from engram.api import Engram
 from engram.storage.store import WriterState
 

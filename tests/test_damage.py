@@ -25,12 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import fsjail
+import pytest
 from conftest import git
-from engram.storage import events as ev
+
 from engram.api import Engram
+from engram.storage import events as ev
 from engram.storage.store import WriterState
 
 ROOT = Path(__file__).parent.parent

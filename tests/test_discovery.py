@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import git, make_repo
-from engram.domain import discovery
+
 from engram.api import Engram
 from engram.base.errors import SecretError, UsageError
+from engram.domain import discovery
 
 API_KEY = "Zq7vR2mXk9Lp4Wd8"  # a value the secret scanner recognises after API_KEY=
 SALT = "pepper-moon-42"  # a value it does not: only the tracking rule keeps it out

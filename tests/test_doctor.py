@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import fsjail
+import pytest
 from conftest import cli, git
+
 from engram.api import Engram
 from engram.storage.store import WriterState
 

@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import cli, git, make_repo
+
 from engram.api import Engram
 from engram.domain.interop import detect
 

@@ -28,13 +28,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engram.storage import events as ev
 from engram.base import validation
 from engram.base.config import SETTINGS, Settings, parse_config
+from engram.base.errors import EngramError, UsageError
 from engram.domain.continuity import checkpoints as cp
 from engram.domain.discovery import parse as parse_citations
-from engram.base.errors import EngramError, UsageError
 from engram.model.memories import parse_moment
+from engram.storage import events as ev
 from engram.storage.store import Store
 
 CORPUS = Path(__file__).parent / "corpus"

@@ -12,11 +12,11 @@ import zlib
 from pathlib import Path
 
 import pytest
-
 from conftest import ACTOR, cli, git, markdown_sections
-from engram.storage import events as ev
+
 from engram.api import Engram
 from engram.domain.interop import detect, from_micros
+from engram.storage import events as ev
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 MCP_ENGRAM = FIXTURES / "mcp-engram"

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import cli, git, make_repo
-from engram.storage import events as ev
-from engram.storage import lines
-from engram.storage import ledger as noting
+
 from engram.api import Engram
+from engram.storage import events as ev
+from engram.storage import ledger as noting
+from engram.storage import lines
 from engram.storage.store import Store
 
 

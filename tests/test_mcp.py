@@ -19,11 +19,11 @@ from typing import Any
 import anyio
 import click
 import pytest
+from conftest import ACTOR, cli, git, make_repo
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import Implementation, ListRootsResult, Root
 
-from conftest import ACTOR, cli, git, make_repo
 from engram.api import Engram
 from engram.cli.main import main as engram_main
 
@@ -174,10 +174,10 @@ def test_the_tool_surface_is_pinned() -> None:
 def test_the_kind_and_reason_literals_match_the_library() -> None:
     from typing import get_args
 
-    from engram.model import sessions
-    from engram.model.tasks import PROGRESS_STATUSES, STATUSES
     from engram.mcp.models import Interruption, Kind, Outcome, ProgressStatus, TaskStatus
+    from engram.model import sessions
     from engram.model.memories import MEMORY_KINDS
+    from engram.model.tasks import PROGRESS_STATUSES, STATUSES
 
     assert list(get_args(Kind)) == list(MEMORY_KINDS)
     assert get_args(TaskStatus) == STATUSES

@@ -21,13 +21,13 @@ import anyio
 import httpx2
 import jwt
 import pytest
+from conftest import ACTOR, make_repo
 from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
-
-from conftest import ACTOR, make_repo
-from engram.api import Engram
 from test_mcp import fail, serve_args
+
+from engram.api import Engram
 
 AUDIENCE = "engram-test"
 ADA = {"sub": "user-1", "name": "Ada Lovelace", "email": "ada@example.com",

@@ -3,8 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import make_repo
+
 from engram.api import Engram
 from engram.base.errors import AmbiguousIdError, NotFoundError, UsageError
 

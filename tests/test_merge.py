@@ -11,10 +11,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import git, make_repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import git, make_repo
 from engram.api import Engram
 
 CLONES = ("a", "b")

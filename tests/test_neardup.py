@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import cli
-from engram.storage import events as ev
+
 from engram.api import Engram
-from engram.domain.memories import normalised as _normalised
 from engram.base.errors import SecretError
+from engram.domain.memories import normalised as _normalised
 from engram.search.neardup import Difference, differences
+from engram.storage import events as ev
 
 CORPUS = json.loads((Path(__file__).parent / "corpus" / "near_duplicates.json").read_text())
 PAIRS = CORPUS["pairs"]

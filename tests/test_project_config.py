@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import ACTOR, cli, git
+
 from engram.api import Engram
 from engram.base.errors import EngramError, UsageError
 

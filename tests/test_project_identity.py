@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import cli, git, make_repo
+
 from engram.api import Engram
 from engram.domain.identity import normal_remote, project_of
 

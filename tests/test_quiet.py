@@ -21,8 +21,8 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import Implementation
 
-from engram.storage import events as ev
 from engram.api import Engram
+from engram.storage import events as ev
 
 SERVE = "engram"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
 from conftest import cli
-from engram.storage import events as ev
+
 from engram.api import Engram
+from engram.storage import events as ev
 
 # A small project store: (text, kind, tags, age in days).
 STORE = [

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from engram.storage import events as ev
 from engram.api import Engram
 from engram.model.memories import MEMORY_KINDS
 from engram.readmodel.projection import Projection
+from engram.storage import events as ev
 
 ACTOR = "Bench Agent <bench@example.com>"
 WORDS = ("upload", "retry", "cache", "schema", "login", "queue", "index", "parser", "billing",

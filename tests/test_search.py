@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import cli, git, make_repo
+
 from engram.api import Engram
 from engram.search import embed
 from engram.search.retrieval import memory_embedding_text

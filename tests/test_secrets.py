@@ -7,13 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import cli
+
 from engram.api import Engram
 from engram.base.errors import AmbiguousIdError, NotFoundError, SecretError, UsageError, quote
 from engram.base.secrets import find_secrets, redact
-from engram.base.validation import guard
-from engram.base.validation import name, path
+from engram.base.validation import guard, name, path
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example key
 GITHUB_TOKEN = "ghp_" + "wWPw5k4aXcaT4fNP0UcnZwJUVFk6LO0pINUx"

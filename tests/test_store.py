@@ -5,8 +5,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import git, make_repo
+
 from engram.api import Engram
 from engram.storage.store import WriterState
 

@@ -13,10 +13,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from conftest import cli, foreign_events
-from engram.storage import events as ev
+
 from engram.api import Engram
+from engram.storage import events as ev
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

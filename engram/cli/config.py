@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import click
 
-from .common import json_option, open_engram, print_json
 from ..base.display import echo
 from ..base.results import as_json as as_json_value
-
+from .common import json_option, open_engram, print_json
 
 # -- settings -----------------------------------------------------------------------------------
 

@@ -12,10 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .common import (at_option, json_option, open_engram, print_json, store_options, task_choice,
-                     task_of)
 from ..base.display import echo, local_time
 from ..base.vocab import DEPTH, INTERRUPTION, OUTCOME, PROGRESS_STATUS, RESTORE, TASK_STATUS
+from .common import (
+    at_option,
+    json_option,
+    open_engram,
+    print_json,
+    store_options,
+    task_choice,
+    task_of,
+)
 
 if TYPE_CHECKING:
     from ..api import EarlierFailure, HandoffPackage

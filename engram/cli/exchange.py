@@ -10,11 +10,10 @@ from pathlib import Path
 
 import click
 
-from .common import json_option, open_engram, print_json, store_options, task_choice, task_of
 from ..base.display import echo
 from ..base.results import as_json as as_json_value
 from ..base.vocab import EXPORT_FORMAT, IMPORT_FORMAT
-
+from .common import json_option, open_engram, print_json, store_options, task_choice, task_of
 
 # -- import, export, timeline -------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from ..base.config import CONFIG_FILE, PROJECT_DIR, engram_home
-from ..git.hooks import staged_problems
 from ..base.layout import HOOKS_LOG
+from ..git.hooks import staged_problems
 from ..storage.store import Store
 
 

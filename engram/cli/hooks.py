@@ -36,10 +36,10 @@ def _engram(payload: dict[str, Any]) -> Any:
 
 
 def session_start(payload: dict[str, Any]) -> str:
-    from ..domain.continuity import rehydrate
-    from ..domain.continuity.service import AmbiguousResumeError
     from ..base.display import md
     from ..base.errors import NoStoreError
+    from ..domain.continuity import rehydrate
+    from ..domain.continuity.service import AmbiguousResumeError
 
     with _engram(payload) as engram:
         try:
@@ -79,8 +79,8 @@ def precompact(payload: dict[str, Any]) -> str:
 
 
 def session_end(payload: dict[str, Any]) -> str:
-    from ..storage import events as ev
     from ..base.errors import EngramError, NoStoreError
+    from ..storage import events as ev
 
     with _engram(payload) as engram:
         try:

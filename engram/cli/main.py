@@ -23,7 +23,6 @@ from .memories import register as register_memories
 from .stores import register as register_stores
 from .sync import register as register_sync
 
-
 # -- the group ----------------------------------------------------------------------------------
 
 

@@ -10,11 +10,10 @@ from typing import Any
 
 import click
 
-from .common import at_option, json_option, open_engram, print_json, read_text, store_options
 from ..base.display import echo, local_time
 from ..base.results import as_json as as_json_value
 from ..search.neardup import describe as describe_differences
-
+from .common import at_option, json_option, open_engram, print_json, read_text, store_options
 
 # -- memories -----------------------------------------------------------------------------------
 

@@ -12,9 +12,9 @@ from typing import Any
 import click
 import orjson
 
-from .common import json_option, open_engram, print_json, store_options
 from ..base.display import echo, local_time, visible_json
 from ..base.results import as_json as as_json_value
+from .common import json_option, open_engram, print_json, store_options
 
 
 @click.command()

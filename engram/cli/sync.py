@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from .common import json_option, open_engram, print_json, store_options
 from ..base.display import echo
+from .common import json_option, open_engram, print_json, store_options
 
 
 def _progress_bar() -> Any:

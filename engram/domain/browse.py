@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .continuity import checkpoints as cp
 from ..base.display import visible
+from .continuity import checkpoints as cp
 from .timeline import CSS as TIMELINE_CSS
 
 FILTERS = ("kind", "tag", "scope", "store", "status")

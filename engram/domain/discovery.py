@@ -36,16 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..base import validation
 from ..base.config import find_work_tree
 from ..base.errors import EngramError, SecretError, UsageError, quote
-from ..base import validation
 
 if TYPE_CHECKING:
-    from ..git.tracked import TrackedFiles
-
     from ..api import Engram, Remembered
-    from ..model.memories import Memory
     from ..base.validation import Checks
+    from ..git.tracked import TrackedFiles
+    from ..model.memories import Memory
 
 TAG = "discovery"
 KIND = "fact"

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..storage import events as ev
-from .continuity import checkpoints as cp
 from ..base.display import md, md_code, md_lines
 from ..base.errors import UsageError
 from ..base.files import atomic_write
 from ..model.memories import MEMORY_KINDS
+from ..storage import events as ev
+from .continuity import checkpoints as cp
 
 KIND_TITLES = {
     "fact": "Facts", "decision": "Decisions", "preference": "Preferences",

@@ -250,7 +250,8 @@ class Maintenance:
     def compact(self, *, dry_run: bool = False) -> list[CompactResult]:
         """Commit pending events, then fold each month's closed event files into one file, in
         one commit per store (see `engram.git.compact`)."""
-        from ..git import compact, repo as git
+        from ..git import compact
+        from ..git import repo as git
 
         out = []
         for store in self.workspace.stores():
@@ -465,7 +466,8 @@ class Maintenance:
 
 
     def status(self) -> list[StoreStatus]:
-        from ..git import repo as git, lost
+        from ..git import lost
+        from ..git import repo as git
 
         out = []
         for store in self.workspace.stores():

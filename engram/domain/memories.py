@@ -417,7 +417,8 @@ class Memories:
         Superseded, forgotten, expired and fully decayed memories are left out unless asked for.
         `now` is the moment strength and validity are judged at (default: now).
         """
-        from ..search import ranking, recall as pipeline
+        from ..search import ranking
+        from ..search import recall as pipeline
 
         checks = self.workspace.checks()
         query = checks.query(query)

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..base.display import local_time
 from ..storage import events as ev
 from .continuity import checkpoints as cp
-from ..base.display import local_time
 
 CATEGORIES = {  # category: (label, what it is)
     "checkpoint": ("checkpoint", "a continuation package (handoff or automatic)"),

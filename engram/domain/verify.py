@@ -12,10 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..storage import lines
 from ..git.compact import is_compacted
+from ..storage import lines
 from ..storage.store import Problem, Store
-
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..base import layout
 from ..base.config import (
     CONFIG_FILE,
     Layer,
@@ -40,7 +41,6 @@ from ..base.validation import Checks, name_key, reference, well_formed
 from ..model import memories as mem
 from ..model import tasks
 from ..readmodel.projection import Projection
-from ..base import layout
 from ..storage import events as ev
 from ..storage.store import Store, WriterState, git_c, require
 from .messages import commit_message

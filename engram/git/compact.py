@@ -37,9 +37,9 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..storage import lines
 from ..base.errors import GitError
 from ..base.files import atomic_write, fsync_dir
+from ..storage import lines
 from ..storage.store import MAX_FILE_BYTES, Store, WriterState
 
 if TYPE_CHECKING:

@@ -144,9 +144,9 @@ def uninstall(store: Store) -> list[str]:
 
 def staged_problems(store: Store) -> list[str]:
     """Problems in the event files as staged in git's index (what a commit would take)."""
+    from ..base.secrets import find_secrets
     from ..storage import lines
     from .repo import open_repository
-    from ..base.secrets import find_secrets
 
     repo = open_repository(store.work_tree)
     prefix = store.repo_path(EVENTS_DIR) + "/"

@@ -23,6 +23,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..base.layout import EVENTS_DIR
 from ..storage import events as ev
 from ..storage import lines
 from ..storage.ledger import (  # noqa: F401 (note, settle_if_large: the read model's calls)
@@ -35,7 +36,6 @@ from ..storage.ledger import (  # noqa: F401 (note, settle_if_large: the read mo
     settle_if_large,
     unique,
 )
-from ..base.layout import EVENTS_DIR
 
 if TYPE_CHECKING:
     import pygit2
@@ -181,8 +181,8 @@ def _file_gone(store: Store, state: Any) -> bool:
 
 
 def _open(store: Store) -> pygit2.Repository | None:
-    from . import repo as git
     from ..base.errors import EngramError
+    from . import repo as git
 
     try:
         return git.open_repository(store.work_tree)

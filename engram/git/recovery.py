@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.config import CONFIG_FILE
 from ..base import layout
+from ..base.config import CONFIG_FILE
 from ..base.errors import EngramError
 
 if TYPE_CHECKING:

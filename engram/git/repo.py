@@ -24,10 +24,10 @@ import orjson
 import pygit2
 from pygit2.enums import FileMode, RepositoryState
 
-from ..storage import events as ev
 from ..base.errors import GitError
 from ..base.files import atomic_write
 from ..base.layout import COMMITTED_STAT, EVENTS_DIR, TRACKED, local_dir
+from ..storage import events as ev
 from ..storage.store import Store, git_c
 
 _ACTOR_RE = re.compile(r"^\s*(?P<name>[^<>]*?)\s*<(?P<email>[^<>]*)>\s*$")

@@ -9,16 +9,35 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from ..api import Engram
-from ..base.vocab import SOURCE
 from ..base.errors import EngramError
 from ..base.results import as_json
-from .models import (FULL_CHARS, ITEM_CHARS, READ, WRITE, Cluster, ClusterMember,
-                     ConsolidateResult, ForgetResult, Id, Kind, MemoryList, MemoryResult,
-                     RecallHit, RecallResult, RememberResult, Source, StatsResult, StoreStats,
-                     Tags, Version)
+from ..base.vocab import SOURCE
+from .models import (
+    FULL_CHARS,
+    ITEM_CHARS,
+    READ,
+    WRITE,
+    Cluster,
+    ClusterMember,
+    ConsolidateResult,
+    ForgetResult,
+    Id,
+    Kind,
+    MemoryList,
+    MemoryResult,
+    RecallHit,
+    RecallResult,
+    RememberResult,
+    Source,
+    StatsResult,
+    StoreStats,
+    Tags,
+    Version,
+)
 from .runtime import runtime_of
 from .tools import tool
 from .views import fit, memory_view, remembered
+
 
 def add_memory_tools(server: MCPServer) -> None:
     @tool(server, "Remember")

@@ -14,13 +14,34 @@ from pydantic import Field
 from ..api import Engram
 from ..base.vocab import DEPTH, RESTORE
 from ..domain import discovery
-from .models import (ITEM_CHARS, READ, SESSION, WRITE, CheckResult, CitationCheckView,
-                     CitationIn, CitationView, Depth, DiscoveryCheck, DiscoveryResult,
-                     HandoffResult, Interruption, Outcome, ReportResult, Restore, ResumeResult,
-                     SessionList, SessionState, SessionView, Tags, TaskRef)
+from .models import (
+    ITEM_CHARS,
+    READ,
+    SESSION,
+    WRITE,
+    CheckResult,
+    CitationCheckView,
+    CitationIn,
+    CitationView,
+    Depth,
+    DiscoveryCheck,
+    DiscoveryResult,
+    HandoffResult,
+    Interruption,
+    Outcome,
+    ReportResult,
+    Restore,
+    ResumeResult,
+    SessionList,
+    SessionState,
+    SessionView,
+    Tags,
+    TaskRef,
+)
 from .runtime import runtime_of, writes
 from .tools import describe, tool
 from .views import checkpoint_view, fit, for_agents, memory_view
+
 
 def add_session_tools(server: MCPServer) -> None:
     @tool(server, "Hand off")

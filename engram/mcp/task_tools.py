@@ -8,11 +8,23 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
 from ..api import Engram
-from .models import (OUTPUT_CHARS, READ, WRITE, ContinuityResult, ProgressStatus, TaskChange,
-                     TaskList, TaskRef, TaskResult, TaskStatus, Tags)
+from .models import (
+    OUTPUT_CHARS,
+    READ,
+    WRITE,
+    ContinuityResult,
+    ProgressStatus,
+    Tags,
+    TaskChange,
+    TaskList,
+    TaskRef,
+    TaskResult,
+    TaskStatus,
+)
 from .runtime import runtime_of
 from .tools import tool
 from .views import checkpoint_view, fit, memory_view, task_change, task_detail, task_summary
+
 
 def add_task_tools(server: MCPServer) -> None:
     @tool(server, "Create a task")

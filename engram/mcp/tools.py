@@ -10,6 +10,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
+
 def _annotations(title: str, *, read_only: bool = False, destructive: bool = False,
                  idempotent: bool = False) -> ToolAnnotations:
     if read_only:

@@ -9,9 +9,23 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from ..search.neardup import describe as describe_differences
-from .models import (ITEM_CHARS, LIST_ITEMS, OUTPUT_CHARS, CheckpointView, EarlierFailure,
-                     FailureView, MemoryView, ProgressView, Related, RememberResult, TaskChange,
-                     TaskSummary, TaskView, WorkingFile, WorkingSet)
+from .models import (
+    ITEM_CHARS,
+    LIST_ITEMS,
+    OUTPUT_CHARS,
+    CheckpointView,
+    EarlierFailure,
+    FailureView,
+    MemoryView,
+    ProgressView,
+    Related,
+    RememberResult,
+    TaskChange,
+    TaskSummary,
+    TaskView,
+    WorkingFile,
+    WorkingSet,
+)
 
 if TYPE_CHECKING:
     from .. import api

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from ..storage import events as ev
 from ..base.errors import Fix, UsageError, parameter, quote
 from ..base.kinds import (  # noqa: F401  (re-exported: the names belong to memories)
     DEFAULT_IMPORTANCE,
@@ -25,7 +24,7 @@ from ..base.kinds import (  # noqa: F401  (re-exported: the names belong to memo
 )
 from ..base.validation import well_formed
 from ..base.vocab import MEMORY_KIND, SOURCE
-
+from ..storage import events as ev
 
 Status = Literal["active", "forgotten", "superseded"]
 

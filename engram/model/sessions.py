@@ -23,12 +23,12 @@ from typing import Any
 
 import orjson
 
-from ..storage import events as ev
-from ..git.recovery import process_alive
+from ..base import layout
 from ..base.files import atomic_write
 from ..base.validation import session_id as check_session_id
 from ..base.vocab import AGENT, INTERRUPTION, OUTCOME
-from ..base import layout
+from ..git.recovery import process_alive
+from ..storage import events as ev
 
 REASONS = INTERRUPTION.names
 OUTCOMES = OUTCOME.names

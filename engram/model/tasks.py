@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..storage import events as ev
 from ..base.vocab import PROGRESS_STATUS, TASK_STATUS
+from ..storage import events as ev
 
 STATUSES = TASK_STATUS.names
 ACTIVE = tuple(term.name for term in TASK_STATUS.terms if term.data["active"])

@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from ..storage import events as ev
 from ..model import memories as mem
+from ..storage import events as ev
 
 
 @dataclass

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from ..base import layout
+from ..git import lost
 from ..storage import events as ev
 from ..storage import lines
-from ..git import lost
 from ..storage.store import Store, WriterState
 from .fold import RefreshReport, add_events, insert, next_gen, refold
 from .guard import Guarded

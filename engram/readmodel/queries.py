@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..storage import events as ev
 from ..model import memories as mem
+from ..storage import events as ev
 from ..storage.store import Problem, Store
 from .fold import entity_events
 from .guard import Guarded, recovering

@@ -29,13 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..storage import events as ev
-from ..model import memories as mem
 from ..base.config import SETTINGS, Settings
-from .embed import Embedder, EmbeddingCache, embed_with_cache
-from .text import TextIndex, TextIndexDamaged, failed
-from ..readmodel.projection import Projection
-from .ranking import Candidate, dates_said
 from ..base.layout import (
     EMBEDDINGS_DB,
     INDEX_LOCK,
@@ -43,7 +37,13 @@ from ..base.layout import (
     VECTOR_INDEX,
     cache_dir,
 )
+from ..model import memories as mem
+from ..readmodel.projection import Projection
+from ..storage import events as ev
 from ..storage.store import Store
+from .embed import Embedder, EmbeddingCache, embed_with_cache
+from .ranking import Candidate, dates_said
+from .text import TextIndex, TextIndexDamaged, failed
 
 if TYPE_CHECKING:
     import numpy as np

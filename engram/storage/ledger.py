@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
+from ..base.layout import EVENT_SUFFIX, EVENTS_DIR, LEDGER_DIR, MAIN_WORKTREE, ledger_file
 from . import events as ev
 from . import lines
-from ..base.layout import EVENT_SUFFIX, EVENTS_DIR, LEDGER_DIR, MAIN_WORKTREE, ledger_file
 
 if TYPE_CHECKING:
     from .store import Store

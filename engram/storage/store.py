@@ -30,8 +30,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from . import events as ev
-from . import gitdir, ledger, lines
 from ..base.config import ConfigFile, Layer, default_config_text, personal_only
 from ..base.errors import EngramError, NoStoreError
 from ..base.files import atomic_write, fsync_dir
@@ -51,6 +49,8 @@ from ..base.layout import (  # noqa: F401 (HANDOFFS_DIR: named here for the stor
     TRACKED,
     local_dir,
 )
+from . import events as ev
+from . import gitdir, ledger, lines
 from .local import StoreLock, WriterState, unwritable
 
 StoreKind = Literal["personal", "project"]

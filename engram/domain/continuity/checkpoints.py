@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ...storage import events as ev
 from ...base.display import md, md_code, md_lines
 from ...base.errors import UsageError
 from ...base.vocab import CHECKPOINT_REASON
+from ...storage import events as ev
 
 if TYPE_CHECKING:
     from ...base.validation import Checks

@@ -17,9 +17,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ...base.vocab import CHECKPOINT_REASON
-from ...base.files import atomic_write
 from ...base.errors import EngramError, GitError, UsageError
+from ...base.files import atomic_write
+from ...base.vocab import CHECKPOINT_REASON
 from ...model import tasks
 from ...storage import events as ev
 from ...storage.store import git_c

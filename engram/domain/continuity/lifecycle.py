@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...base.vocab import AGENT, INTERRUPTION, OUTCOME
 from ...base import layout
 from ...base.errors import EngramError, NotFoundError, UsageError
 from ...base.validation import session_id as check_session_id
+from ...base.vocab import AGENT, INTERRUPTION, OUTCOME
 from ...model import sessions
 from ...model.memories import Memory
 from ...storage import events as ev

@@ -22,8 +22,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .checkpoints import file_paths
 from ...model.tasks import Failure
+from .checkpoints import file_paths
 
 _WORD = re.compile(r"[a-z0-9]{3,}")
 WEIGHTS = {"goal_retention": 0.25, "action_consistency": 0.20, "failure_recall": 0.20,

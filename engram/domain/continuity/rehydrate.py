@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...storage import events as ev
 from ...base.display import md, md_code, md_lines
 from ...base.errors import Fix
 from ...base.vocab import DEPTH, RESTORE
 from ...model.memories import Memory
 from ...model.tasks import Failure, Task
+from ...storage import events as ev
 
 # depth -> (events, earlier checkpoint summaries)
 DEPTHS: dict[str, tuple[int, int]] = {

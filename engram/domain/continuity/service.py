@@ -13,13 +13,12 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ...base.vocab import DEPTH, RESTORE
 from ...base.errors import EngramError, Fix, NotFoundError, UsageError
-from ...base.validation import Checks, name_form, reference
+from ...base.validation import Checks, check_relative, name_form, reference
+from ...base.vocab import DEPTH, RESTORE
 from ...model import tasks
 from ...model.memories import Memory
 from ...storage import events as ev
-from ...base.validation import check_relative
 from ..messages import describe
 from ..records import Records
 from ..workspace import Workspace

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...storage import events as ev
 from ...base.config import CONFIG_FILE
 from ...base.errors import NoStoreError
 from ...git.recovery import git_lock_files, recover_interrupted_commit
+from ...storage import events as ev
 from ...storage.store import EVENTS_DIR, Store
 from .cache_checks import check_caches, check_local_state, damaged_caches
 from .event_checks import Scan, check_events, scan

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...storage import lines
 from ...base.errors import EngramError
 from ...git.recovery import open_repo
+from ...storage import lines
 from ...storage.store import GITATTRIBUTES_LINE, Store, WriterState
 from .report import HOLD_SECONDS, Finding, Host, flag, git_c, restore_command
 

@@ -11,9 +11,9 @@ import time
 import orjson
 
 from ...base import layout
-from ...storage import events as ev
 from ...base.errors import EngramError
 from ...git.recovery import index_behind
+from ...storage import events as ev
 from ...storage.store import Store, WriterState
 from .event_checks import git_operation, plain_commit, scan
 from .report import Finding, Host, flag, git_c, restore_command

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from ...base import layout
-from ...storage import events as ev
 from ...git.recovery import git_lock_files, open_by, process_alive, temp_files
+from ...storage import events as ev
 from ...storage.store import Store
 from .report import HOLD_SECONDS, MIN_FREE_BYTES, SKELETON, Finding, Host, flag, git_c
 

@@ -36,9 +36,9 @@ from typing import Any
 
 import orjson
 
-from ...storage import events as ev
 from ...base.config import foreign_store
 from ...base.errors import UsageError, quote
+from ...storage import events as ev
 from .plan import Checker, Input, Plan, Record, derived_id, readable_memory, slug_name
 
 FORMAT = "engram-go"

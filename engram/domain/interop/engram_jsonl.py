@@ -24,15 +24,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...storage import events as ev
-from ...model import memories as mem
 from ...base.config import TEXT_SETTING_CHARS
-from ..continuity import checkpoints as cp
-from ...model import sessions, tasks
 from ...base.errors import UsageError, quote
-from ...base.validation import check_relative
-from ...base.validation import COMMIT, session_id, well_formed
+from ...base.validation import COMMIT, check_relative, session_id, well_formed
 from ...base.vocab import one_of_message
+from ...model import memories as mem
+from ...model import sessions, tasks
+from ...storage import events as ev
+from ..continuity import checkpoints as cp
 from .plan import FORMATS, Checker, Input, Plan, Record, derived_event_id
 
 FORMAT = "engram"

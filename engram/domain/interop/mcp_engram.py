@@ -38,12 +38,11 @@ from typing import Any
 
 import orjson
 
+from ...base.errors import UsageError, quote
+from ...base.validation import EVENT_KIND, check_relative, well_formed
+from ...model.sessions import REASONS as INTERRUPTION_REASONS
 from ...storage import events as ev
 from ..continuity import checkpoints as cp
-from ...model.sessions import REASONS as INTERRUPTION_REASONS
-from ...base.errors import UsageError, quote
-from ...base.validation import check_relative
-from ...base.validation import EVENT_KIND, well_formed
 from .mcp_engram_log import (
     CHECKPOINT_REASON,
     FORMAT,

@@ -11,8 +11,8 @@ from typing import Any
 
 import orjson
 
-from ...storage import events as ev
 from ...base.errors import UsageError, quote
+from ...storage import events as ev
 from .plan import micros
 
 FORMAT = "mcp-engram"

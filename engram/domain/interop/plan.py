@@ -17,10 +17,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ...storage import events as ev
 from ...base.config import SETTINGS
 from ...base.errors import UsageError
 from ...base.vocab import IMPORT_FORMAT
+from ...storage import events as ev
 
 FORMATS: dict[str, str] = IMPORT_FORMAT.descriptions()
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...storage import events as ev
 from ...base.errors import EngramError, GitError, UsageError
+from ...storage import events as ev
 from ..continuity.handoffs import checkpoint_from
 from ..messages import describe
 from ..workspace import Workspace
