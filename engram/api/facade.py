@@ -1,6 +1,6 @@
-"""The public API: one object over the personal store and the project store.
+"""`Engram`, the one object over the personal store and the project store.
 
-`Engram` is a facade: it opens a `Workspace` (the stores, their settings, read models and write
+It is a facade: it opens a `Workspace` (the stores, their settings, read models and write
 path) and the services that work over it, and hands each call to the service that does it. The
 CLI and the MCP server are thin front ends over `Engram`; neither calls the other.
 """
@@ -12,58 +12,40 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .base.config import Settings, SettingValue
-from .base.validation import Checks
-from .domain.browse import Browse
-from .domain.continuity.handoffs import Checkpoint, Checkpoints, Handoff, HandoffPackage
-from .domain.continuity.lifecycle import Sessions
-from .domain.continuity.service import (
-    Continuity,
-    ContinuityScore,
-    EarlierFailure,
-    TaskChange,
-    TaskView,
-)
-from .domain.doctor.report import DoctorReport
-from .domain.interop.service import ExportReport, ImportReport, Interop, JsonlExport, MarkdownExport
-from .domain.maintenance import (
-    EffectiveSetting,
-    IndexRefresh,
-    IndexState,
-    Maintenance,
-    MissingReadModel,
-    ReindexReport,
-    StoreIndexState,
-    StoreStatistics,
-    StoreStatus,
-)
-from .domain.memories import Memories, MergePlan, Remembered, Superseded
-from .domain.messages import commit_message, describe
-from .domain.records import EntityRecord, EventRecord, MemoryRecord, Record, Records
-from .domain.verify import VerifyReport
-from .domain.workspace import CommitResult, Use, Workspace
-from .model import memories as mem
-from .model import sessions, tasks
-from .readmodel.projection import Projection
-from .storage import events as ev
-from .storage.store import Store
+from ..domain.continuity.handoffs import Checkpoints
+from ..domain.continuity.lifecycle import Sessions
+from ..domain.continuity.service import Continuity
+from ..domain.interop.service import Interop
+from ..domain.maintenance import Maintenance
+from ..domain.memories import Memories
+from ..domain.records import Records
+from ..domain.workspace import Workspace
+from ..model import memories as mem
 
 if TYPE_CHECKING:
-    from .domain.continuity import rehydrate
-    from .domain.identity import Project
-    from .domain.timeline import Timeline
-    from .git import repo as git
-    from .git.compact import CompactResult
-    from .git.lost import Recovered
-    from .search.retrieval import Hit
-
-__all__ = ["Browse", "Checkpoint", "CommitResult", "ContinuityScore", "DoctorReport",
-           "EarlierFailure", "EffectiveSetting", "Engram", "EntityRecord", "EventRecord",
-           "ExportReport", "Handoff", "HandoffPackage", "ImportReport", "IndexRefresh",
-           "IndexState", "JsonlExport", "MarkdownExport", "MemoryRecord", "MergePlan",
-           "MissingReadModel", "Record", "ReindexReport", "Remembered", "SettingValue",
-           "StoreIndexState", "StoreStatistics", "StoreStatus", "Superseded", "TaskChange",
-           "TaskView", "VerifyReport", "commit_message", "describe"]
+    from ..base.config import Settings, SettingValue
+    from ..base.validation import Checks
+    from ..domain import maintenance
+    from ..domain.browse import Browse
+    from ..domain.continuity import rehydrate
+    from ..domain.continuity.handoffs import Checkpoint, Handoff, HandoffPackage
+    from ..domain.continuity.service import ContinuityScore, EarlierFailure, TaskChange, TaskView
+    from ..domain.doctor.report import DoctorReport
+    from ..domain.identity import Project
+    from ..domain.interop.service import ExportReport, ImportReport
+    from ..domain.memories import MergePlan, Remembered, Superseded
+    from ..domain.records import Record
+    from ..domain.timeline import Timeline
+    from ..domain.verify import VerifyReport
+    from ..domain.workspace import CommitResult, Use
+    from ..git import repo as git
+    from ..git.compact import CompactResult
+    from ..git.lost import Recovered
+    from ..model import sessions, tasks
+    from ..readmodel.projection import Projection
+    from ..search.retrieval import Hit
+    from ..storage import events as ev
+    from ..storage.store import Store
 
 
 class Engram:
@@ -159,7 +141,7 @@ class Engram:
         """Diagnose the selected stores: every problem, where it is, and the command that fixes
         it. With `fix`, apply the repairs that lose nothing (keeping backups), then diagnose
         again."""
-        from .domain.doctor import run
+        from ..domain.doctor import run
 
         return run(self, fix=fix)
 
@@ -549,7 +531,7 @@ class Engram:
         return self._maintenance.compact(dry_run=dry_run)
 
     def reindex(self, *, progress: Callable[[str, int, int], None] | None = None,
-                ) -> ReindexReport:
+                ) -> maintenance.ReindexReport:
         """Rebuild every cache of the selected stores from the event files.
 
         Embeddings come from the embedding cache where the same text was embedded before by the
@@ -560,7 +542,7 @@ class Engram:
 
     def refresh_indexes(self, *, stores: Sequence[Store] | None = None,
                         progress: Callable[[str, int, int], None] | None = None,
-                        ) -> IndexRefresh:
+                        ) -> maintenance.IndexRefresh:
         """Bring every cache up to date with the event files, doing only what changed.
 
         What `reindex` does from scratch, this does incrementally: after a pull, a merge or a
@@ -569,7 +551,7 @@ class Engram:
         """
         return self._maintenance.refresh_indexes(stores=stores, progress=progress)
 
-    def index_state(self) -> list[StoreIndexState]:
+    def index_state(self) -> list[maintenance.StoreIndexState]:
         """Whether each store's caches are current, without changing anything.
 
         `current`: every cache has caught up with the files. `healthy`: nothing needs a rebuild.
@@ -581,11 +563,11 @@ class Engram:
         """
         return self._maintenance.index_state()
 
-    def stats(self, *, now: datetime | None = None) -> list[StoreStatistics]:
+    def stats(self, *, now: datetime | None = None) -> list[maintenance.StoreStatistics]:
         """Counts by kind, scope and store, average strength, and index freshness."""
         return self._maintenance.stats(now=now)
 
-    def status(self) -> list[StoreStatus]:
+    def status(self) -> list[maintenance.StoreStatus]:
         return self._maintenance.status()
 
     def recover(self, *, everything: bool = False) -> list[Recovered]:
@@ -609,5 +591,5 @@ class Engram:
     def config_get(self, key: str) -> SettingValue:
         return self._maintenance.config_get(key)
 
-    def config_list(self) -> list[EffectiveSetting]:
+    def config_list(self) -> list[maintenance.EffectiveSetting]:
         return self._maintenance.config_list()
