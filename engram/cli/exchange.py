@@ -65,8 +65,8 @@ def import_(ctx: click.Context, path: str, fmt: str | None, dry_run: bool, redac
 
 @click.command()
 @click.argument("out")
-@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMAT.names), default=EXPORT_FORMAT.default,
-              show_default=True,
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMAT.names),
+              default=EXPORT_FORMAT.default, show_default=True,
               help="jsonl: the events, re-importable; markdown: a directory to read or archive.")
 @click.option("--force", is_flag=True, help="Replace OUT (or write into a non-empty directory).")
 @store_options

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ..base import layout
 from ..base.config import (
     PROJECT_DIR,
     SETTINGS,
@@ -294,10 +295,10 @@ class Maintenance:
                 pass
             with store.lock():
                 proj.reset()
-                for name in ("text",):
-                    shutil.rmtree(store.local_dir / "cache" / name, ignore_errors=True)
-                for name in ("vectors.usearch", "vectors.json"):
-                    (store.local_dir / "cache" / name).unlink(missing_ok=True)
+                cache = layout.cache_dir(store.local_dir)
+                shutil.rmtree(cache / layout.TEXT_INDEX_DIR, ignore_errors=True)
+                for name in (layout.VECTOR_INDEX, layout.VECTOR_META):
+                    (cache / name).unlink(missing_ok=True)
             self.workspace.drop_projection(store)
             proj = self.workspace.projection(store)
             counts = proj.counts()
@@ -345,7 +346,7 @@ class Maintenance:
             search = self.workspace.search(store)
             totals["indexed_text"] += search.sync_text().indexed_text
             if (proj.dirty_count("vec") == 0
-                    and (store.local_dir / "cache" / "vectors.json").exists()):
+                    and (layout.cache_dir(store.local_dir) / layout.VECTOR_META).exists()):
                 continue  # nothing to embed: do not load the model or the index for nothing
             embedder = self.workspace.embedder(store)
             if embedder is None:
@@ -379,8 +380,8 @@ class Maintenance:
 
         out: list[StoreIndexState] = []
         for store in self.workspace.stores():
-            cache = store.local_dir / "cache"
-            proj_path = cache / "projection.sqlite3"
+            cache = layout.cache_dir(store.local_dir)
+            proj_path = cache / layout.PROJECTION_DB
             if not proj_path.exists():
                 out.append(MissingReadModel(store.kind, str(store.root), projection="missing",
                                             current=False, healthy=False, behind=(),
@@ -390,10 +391,10 @@ class Maintenance:
             stale = proj.stale()
             dirty_text = proj.dirty_count("text")
             dirty_vec = proj.dirty_count("vec")
-            text_ok = (cache / "text" / "meta.json").exists()
+            text_ok = (cache / layout.TEXT_INDEX_DIR / "meta.json").exists()
             identity = None
             try:
-                identity = json.loads((cache / "vectors.json").read_text()).get("identity")
+                identity = json.loads((cache / layout.VECTOR_META).read_text()).get("identity")
             except (OSError, ValueError, AttributeError):
                 pass
             settings = self.workspace.settings(store)

@@ -12,7 +12,9 @@ from typing import Any
 
 import orjson
 
+from ...base import layout
 from ...base.errors import EngramError
+from ...base.files import atomic_write
 from ...git.recovery import open_repo, recover_interrupted_commit
 from ...storage.store import GITATTRIBUTES_LINE, Store
 from .cache_checks import cache_lock, damaged_caches, local_state_problems
@@ -70,7 +72,7 @@ def _quarantine(store: Store) -> list[str]:
         if not found.damaged:
             continue
         if folder is None:
-            folder = store.local_dir / "quarantine" / \
+            folder = store.local_dir / layout.QUARANTINE_DIR / \
                 f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
         rel = store.rel(path)
         backup = folder / rel
@@ -79,17 +81,7 @@ def _quarantine(store: Store) -> list[str]:
         bad = b"".join(line + b"\n" for _, line, _ in found.bad) + found.torn
         backup.with_name(backup.name + ".bad").write_bytes(bad)
         kept = b"".join(found.good)
-        tmp = path.with_name(f".{path.name}.doctor.{os.getpid()}.tmp")
-        with open(tmp, "wb") as handle:
-            handle.write(kept)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        atomic_write(path, kept, temp=path.with_name(f".{path.name}.doctor.{os.getpid()}.tmp"))
         for number, line, why in found.bad:
             manifest.append({"path": rel, "line": number, "problem": why,
                              "bytes": len(line) + 1})

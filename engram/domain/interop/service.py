@@ -6,13 +6,14 @@ The work is done by the readers in this package, `engram.export`, `engram.browse
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...base import layout
 from ...base.errors import EngramError, GitError, UsageError
+from ...base.files import atomic_write
 from ...storage import events as ev
 from ..continuity.handoffs import checkpoint_from
 from ..messages import describe
@@ -220,9 +221,8 @@ class Interop:
                     target = store.root / cp.render_path(task_id, checkpoint)
                     if not target.exists():
                         target.parent.mkdir(parents=True, exist_ok=True)
-                        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-                        tmp.write_text(cp.render(task, checkpoint, previous), encoding="utf-8")
-                        os.replace(tmp, target)
+                        atomic_write(target, cp.render(task, checkpoint, previous),
+                                     durable=False, hidden=True)
                 previous = checkpoint
 
     # -- export ----------------------------------------------------------------------------
@@ -327,7 +327,7 @@ def _belong_to_project(plan: Plan, source: Path, personal: Store) -> None:
     that repository's project, as memories written there do (engram.identity)."""
     from ..identity import project_of
 
-    cache = personal.local_dir / "cache" if personal.exists() else None
+    cache = layout.cache_dir(personal.local_dir) if personal.exists() else None
     here = project_of(source if source.is_dir() else source.parent, cache)
     if here is None or (here.root is None and here.remote is None):
         return
