@@ -1,5 +1,7 @@
-"""A work tree's files as git sees them: whether git tracks or ignores a file, and a file's
-lines at a commit. Discoveries (`engram.domain.discovery`) pin their citations with it."""
+"""A work tree's files as git sees them: whether git tracks or ignores a file, a file's lines
+or blob id at a commit, and the blob id of its content now. Discoveries
+(`engram.domain.discovery`) pin their citations with it; checkpoints (`engram.domain.continuity`)
+tell with it whether their working set changed."""
 
 from __future__ import annotations
 
@@ -24,6 +26,13 @@ class TrackedFiles:
     def has_commit(self, commit: str) -> bool:
         return commit in self.repo
 
+    def blob_at(self, commit: str, path: str) -> str | None:
+        """The blob id of `path` as committed in `commit`, or None if this clone cannot say."""
+        try:
+            return str(self.repo.revparse_single(f"{commit}:{path}").id)
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+
     def lines_at(self, commit: str, path: str) -> list[str] | None:
         """The lines of `path` as committed in `commit`, or None if it holds no such file."""
         try:
@@ -45,3 +54,11 @@ class TrackedFiles:
         if self.repo.path_is_ignored(real):
             return f"{name} is ignored by git"
         return f"{name} is not tracked by git (git add it to have its lines kept)"
+
+
+def blob_id(path: Path) -> str | None:
+    """The git blob id of a file's content now (None when it is not a readable file)."""
+    try:
+        return str(pygit2.hash(path.read_bytes())) if path.is_file() else None
+    except OSError:
+        return None

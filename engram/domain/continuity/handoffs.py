@@ -154,38 +154,35 @@ class Checkpoints:
         which needs no history, so every kind of clone (full, shallow, partial) gives the same
         answer; a file of an older checkpoint without one is compared at its commit when this
         clone has it. A file that can be told neither way counts as unknown: half."""
-        import pygit2
-
-        from ...git.repo import open_repository
+        from ...git.tracked import TrackedFiles, blob_id
 
         try:
-            repo: pygit2.Repository | None = open_repository(store.work_tree)
+            repo: TrackedFiles | None = TrackedFiles(store.work_tree)
         except EngramError:
             repo = None
         known = same = 0.0
         for item in files:
             then = item.get("blob")
             if not isinstance(then, str) and item.get("commit") and repo is not None:
-                try:
-                    then = str(repo.revparse_single(f"{item['commit']}:{item['path']}").id)
-                except (KeyError, ValueError, pygit2.GitError):
-                    then = None
+                then = repo.blob_at(str(item["commit"]), str(item["path"]))
             known += 1
             if not isinstance(then, str):
                 same += 0.5
                 continue
-            now = _blob_id(store.work_tree / item["path"])
+            now = blob_id(store.work_tree / item["path"])
             same += now == then
         return same / known if known else None
 
     def _save_checkpoint(self, store: Store, task: tasks.Task, package: dict[str, Any], *,
                          reason: str, render: bool = False) -> Checkpoint:
         """Save a checkpoint; with `render`, also its Markdown for review (handoffs only)."""
+        from ...git.tracked import blob_id
+
         head = head_commit(store)
         for item in package["working_set"]["files"]:
             if not item.get("commit"):
                 item["commit"] = head
-            blob = _blob_id(store.work_tree / item["path"])
+            blob = blob_id(store.work_tree / item["path"])
             if blob is not None:
                 item["blob"] = blob  # the content seen, to tell later whether it changed
         now = ev.utc_now()
@@ -344,14 +341,4 @@ def head_commit(store: Store) -> str | None:
     try:
         return StoreRepo(store).head_id()
     except EngramError:
-        return None
-
-
-def _blob_id(path: Path) -> str | None:
-    """The git blob id of a file's content now (None when it is not a readable file)."""
-    import pygit2
-
-    try:
-        return str(pygit2.hash(path.read_bytes())) if path.is_file() else None
-    except OSError:
         return None
