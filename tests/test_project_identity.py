@@ -10,7 +10,7 @@ import pytest
 from conftest import cli, git, make_repo
 
 from engram.api import Engram
-from engram.domain.identity import normal_remote, project_of
+from engram.git.identity import normal_remote, project_of
 
 
 def recalled(query: str, cwd: Path) -> str:

@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from ..domain.continuity.handoffs import Checkpoint, Handoff, HandoffPackage
     from ..domain.continuity.service import ContinuityScore, EarlierFailure, TaskChange, TaskView
     from ..domain.doctor.report import DoctorReport
-    from ..domain.identity import Project
     from ..domain.interop.service import ExportReport, ImportReport
     from ..domain.memories import MergePlan, Remembered, Superseded
     from ..domain.records import Record
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
     from ..domain.workspace import CommitResult, Use
     from ..git import repo as git
     from ..git.compact import CompactResult
+    from ..git.identity import Project
     from ..git.lost import Recovered
     from ..model import sessions, tasks
     from ..readmodel.projection import Projection
@@ -148,7 +148,7 @@ class Engram:
     # -- stores -------------------------------------------------------------------------------
 
     def here(self) -> Project | None:
-        """The project of the repository this works in (`engram.identity.Project`), or None."""
+        """The project of the repository this works in (`engram.git.identity.Project`), or None."""
         return self.workspace.here()
 
     def belongs_here(self, store: Store, memory: Any) -> bool:
@@ -235,7 +235,7 @@ class Engram:
         not a duplicate: the new text is added and `differs_from(id)` says what differs.
 
         Written to the personal store inside a git repository, the memory belongs to that
-        project (its root commit, `engram.identity`) and is recalled only there, unless
+        project (its root commit, `engram.git.identity`) and is recalled only there, unless
         `everywhere`.
         """
         return self._memories.remember(content, kind=kind, tags=tags, scope=scope, source=source,

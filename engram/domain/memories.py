@@ -124,7 +124,7 @@ class Memories:
         not a duplicate: the new text is added and `differs_from(id)` says what differs.
 
         Written to the personal store inside a git repository, the memory belongs to that
-        project (its root commit, `engram.identity`) and is recalled only there, unless
+        project (its root commit, `engram.git.identity`) and is recalled only there, unless
         `everywhere`.
         """
         store = self.workspace.write_store()

@@ -47,9 +47,9 @@ from .messages import commit_message
 
 if TYPE_CHECKING:
     from ..git import repo as git
+    from ..git.identity import Project
     from ..search.embed import Embedder
     from ..search.retrieval import StoreSearch
-    from .identity import Project
 
 Use = Literal["both", "personal", "project"]
 MIN_PREFIX = 4
@@ -99,13 +99,19 @@ class Workspace:
     def go_back(self, rev: str) -> list[str]:
         """Read the stores as they were at `rev` (a commit, tag, branch or date), read-only,
         from git history alone; returns, for each store, the commit it is read at."""
-        from . import asof
+        from ..git import asof
 
         rev = well_formed(rev, "--at")
         self.read_only = rev
+        try:  # a commit, tag or branch first; else a date, or an age like 3d
+            moment = mem.parse_moment(rev, what="--at")
+        except UsageError:
+            moment = None  # names no date either: only a commit, tag or branch can match
         found: dict[str, Any] = {}
         for store in self.stores():
-            commit = asof.resolve(store, rev)
+            commit = asof.named(store, rev)
+            if commit is None and moment is not None:
+                commit = asof.last_before(store, moment)
             if commit is not None:
                 found[store.kind] = (asof.snapshot(store, commit), commit)
         if not found:
@@ -127,9 +133,9 @@ class Workspace:
                 "memories in)")
 
     def here(self) -> Project | None:
-        """The project of the repository this works in (`engram.identity.Project`), or None."""
+        """The project of the repository this works in (`engram.git.identity.Project`), or None."""
         if self._here is None:
-            from .identity import project_of
+            from ..git.identity import project_of
 
             cache = layout.cache_dir(self.personal.local_dir) if self.personal.exists() else None
             top = find_work_tree(self.cwd)

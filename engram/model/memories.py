@@ -59,7 +59,7 @@ class Memory:
     reinforced_at: str | None = None
     store: str | None = None  # which store it was read from, set by the reader
     # The project a personal memory was written in: its repository's root commit, and remote
-    # URL as a hint (engram.identity). Neither: it belongs everywhere.
+    # URL as a hint (engram.git.identity). Neither: it belongs everywhere.
     project: str | None = None
     project_remote: str | None = None
     events: tuple[str, ...] = field(default=(), repr=False)  # ids of the events folded

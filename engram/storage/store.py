@@ -128,7 +128,7 @@ class Store:
         self._config_cache: tuple[tuple[int, ...] | None, Layer] | None = None
         self.repairs: list[str] = []  # what the last append had to repair, for the caller to tell
         self.symlinks: list[str] = []  # links found under events/ by the last listing
-        # The embedding cache of another store to share (a snapshot of this one: engram.asof).
+        # The embedding cache of another store to share (a snapshot of this one: engram.git.asof).
         self.shared_embeddings: Path | None = None
 
     def __repr__(self) -> str:

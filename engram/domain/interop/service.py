@@ -324,8 +324,8 @@ class Interop:
 def _belong_to_project(plan: Plan, source: Path, personal: Store) -> None:
     """The Go engram's sync folder holds the memories of the project it is in (`engram sync`
     writes those of the current directory's project): in the personal store they belong to
-    that repository's project, as memories written there do (engram.identity)."""
-    from ..identity import project_of
+    that repository's project, as memories written there do (engram.git.identity)."""
+    from ...git.identity import project_of
 
     cache = layout.cache_dir(personal.local_dir) if personal.exists() else None
     here = project_of(source if source.is_dir() else source.parent, cache)

@@ -35,24 +35,26 @@ from ..storage.store import Store
 KEEP = 5  # snapshots kept per store, most recently used first
 
 
-def resolve(store: Store, rev: str) -> Any | None:
-    """The commit `rev` names in the store's repository: a commit, tag or branch, else the last
-    commit on HEAD at or before a date (`2026-11-30`, `2026-11-30T17:00`, an age like `3d`).
-    None when `rev` names nothing there."""
+def named(store: Store, rev: str) -> Any | None:
+    """The commit `rev` names in the store's repository (a commit, tag or branch), or None."""
     import pygit2
 
-    from ..git.repo import open_repository
-    from ..model.memories import parse_moment
+    from .repo import open_repository
 
     repo = open_repository(store.work_tree)
     try:
         return repo.revparse_single(rev).peel(pygit2.Commit)
     except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
-        pass
-    try:
-        moment: datetime = parse_moment(rev, what="--at")
-    except UsageError:
         return None
+
+
+def last_before(store: Store, moment: datetime) -> Any | None:
+    """The last commit on HEAD at or before `moment`, or None."""
+    import pygit2
+
+    from .repo import open_repository
+
+    repo = open_repository(store.work_tree)
     if repo.head_is_unborn:
         return None
     limit = moment.timestamp()
