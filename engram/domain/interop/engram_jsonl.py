@@ -21,7 +21,6 @@ a store that holds the exported event, or the one it was rebuilt from, adds noth
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,7 @@ def read(path: Path, check: Checker, source: Input, actor: str) -> Plan:
     plan = source.plan
     fields = _fields(check)
     seen: dict[str, bytes] = {}  # event id -> digest of its line
-    now_us = time.time_ns() // 1000
+    now_us = ev.now_us()
     for number, line in source.lines(path):
         plan.read += 1
         if ev.is_conflict_marker(line):
