@@ -152,12 +152,12 @@ def followed(clock: int, now: int | None = None, *, skew_us: int = MAX_SKEW_US) 
     return min(clock, now + skew_us)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def utc_now() -> datetime:
     """This machine's time (moved by `TEST_CLOCK_OFFSET` in tests), as a UTC datetime."""
     return _EPOCH + timedelta(microseconds=now_us())
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def format_time(moment: datetime) -> str:
