@@ -40,9 +40,59 @@ def test_entity_ids_are_random_so_short_prefixes_differ() -> None:
 
 def test_clock_moves_past_wall_time_its_last_value_and_what_it_observed() -> None:
     now = time.time_ns() // 1000
-    assert ev.next_clock(0, now_us=now) == now
-    assert ev.next_clock(now + 50, now_us=now) == now + 51
-    assert ev.next_clock(now, observed=now + 1000, now_us=now) == now + 1001
+    assert ev.next_clock(0, now=now) == now
+    assert ev.next_clock(now + 50, now=now) == now + 51
+    assert ev.next_clock(now, observed=now + 1000, now=now) == now + 1001
+
+
+def test_clock_follows_what_it_observed_only_up_to_the_skew() -> None:
+    now = time.time_ns() // 1000
+    day = 86_400 * 10**6
+    assert ev.next_clock(0, observed=now + day, now=now) == now + ev.MAX_SKEW_US + 1
+    assert ev.next_clock(0, observed=now + day, now=now, skew_us=0) == now + 1
+    assert ev.next_clock(0, observed=now + 5, now=now, skew_us=0) == now + 1
+    assert ev.next_clock(0, observed=now + 60 * 10**6, now=now, skew_us=120 * 10**6) == \
+        now + 60 * 10**6 + 1
+    assert ev.followed(now + day, now, skew_us=10) == now + 10
+
+
+def test_an_event_with_after_sorts_just_after_it_and_only_then() -> None:
+    first = make_event(clock=5_000)
+    assert first.order == 5_000 and first.sort_key == (5_000, first.id)
+    ahead = make_event(clock=1_000, data={**first.data, "after": 9_000})
+    assert ahead.order == 9_001
+    behind = make_event(clock=10_000, data={**first.data, "after": 9_000})
+    assert behind.order == 10_000  # its own clock is later already
+    assert ev.parse_line(ahead.to_line()[:-1]).order == 9_001
+    raw = ahead.to_dict()
+    for bad in (-1, ev.MAX_CLOCK, "9000", True, 1.5):
+        with pytest.raises(ev.EventFormatError, match="malformed 'after'"):
+            ev.event_from_dict({**raw, "data": {**raw["data"], "after": bad}})
+
+
+def test_the_test_clock_offset_moves_every_time_an_event_takes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ev.TEST_CLOCK_OFFSET, "-900")
+    slow = ev.now_us()
+    assert abs(time.time_ns() // 1000 - 900 * 10**6 - slow) < 10**6
+    assert abs(ev.next_clock(0) - slow) < 10**6
+    assert abs(ev.utc_now().timestamp() * 1e6 - slow) < 10**6
+    ms = 0
+    for char in ev.new_event_id()[:10]:  # a ULID's first ten characters are its milliseconds
+        ms = ms * 32 + ev.CROCKFORD.index(char)
+    assert abs(ms * 1000 - slow) < 10**6
+    for ignored in ("soon", "1e300", "nan", ""):
+        monkeypatch.setenv(ev.TEST_CLOCK_OFFSET, ignored)
+        assert abs(ev.now_us() - time.time_ns() // 1000) < 10**6
+
+
+def test_an_imported_event_shows_it_was_imported_and_from_whom() -> None:
+    ada = "Ada Lovelace <ada@example.com>"
+    assert ev.written_by("Me <me@x>", None) == "Me <me@x>"
+    assert ev.written_by("Me <me@x>", {"format": "engram", "id": "x", "actor": ada}) == \
+        f"Me <me@x> (imported from {ada}, from an Engram export)"
+    assert ev.written_by("Me <me@x>", {"format": "mcp-engram", "id": "task:1"}) == \
+        "Me <me@x> (imported from mcp-engram)"
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ from ..domain.messages import commit_message, describe
 from ..domain.records import EntityRecord, EventRecord, MemoryRecord, Record
 from ..domain.verify import VerifyReport
 from ..domain.workspace import CommitResult
+from ..storage.events import written_by
 from .facade import Engram
 
 __all__ = ["Browse", "Checkpoint", "CommitResult", "ContinuityScore", "DoctorReport",
@@ -39,4 +40,4 @@ __all__ = ["Browse", "Checkpoint", "CommitResult", "ContinuityScore", "DoctorRep
            "IndexState", "JsonlExport", "MarkdownExport", "MemoryRecord", "MergePlan",
            "MissingReadModel", "Record", "ReindexReport", "Remembered", "SettingValue",
            "StoreIndexState", "StoreStatistics", "StoreStatus", "Superseded", "TaskChange",
-           "TaskView", "VerifyReport", "commit_message", "describe"]
+           "TaskView", "VerifyReport", "commit_message", "describe", "written_by"]

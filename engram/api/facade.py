@@ -478,16 +478,14 @@ class Engram:
     # -- import and export --------------------------------------------------------------------
 
     def import_from(self, path: str | Path, *, format: str | None = None,
-                    dry_run: bool = False, redact: bool = False) -> ImportReport:
-        """Bring in an mcp-engram data directory, an MCP memory graph or an Engram export.
-
-        The input is untrusted. Everything is read and checked before anything is written; a
-        record that is damaged or fails the checks of a write is left out and reported in
-        `skipped` (file, line, why). Input over `limits.import_bytes` raises a `UsageError`
-        and nothing is written. Records already in the store are not written again, so a
-        second import adds nothing.
-        """
-        return self._interop.import_from(path, format=format, dry_run=dry_run, redact=redact)
+                    dry_run: bool = False, redact: bool = False,
+                    allow_changes: bool = False) -> ImportReport:
+        """Bring in an mcp-engram data directory, an MCP memory graph or an Engram export,
+        checked in full before anything is written (`Interop.import_from`): damaged or refused
+        records are in `skipped`; records that would change one the store holds are in
+        `changes`, and written only with `allow_changes`. A second import adds nothing."""
+        return self._interop.import_from(path, format=format, dry_run=dry_run, redact=redact,
+                                         allow_changes=allow_changes)
 
     def export_events(self) -> list[ev.Event]:
         """Every event of the selected stores, each once, in (clock, id) order."""

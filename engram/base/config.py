@@ -60,6 +60,11 @@ SETTINGS: dict[str, Setting] = {
         Setting("commit.every_seconds", 300, int,
                 "Commit when the oldest pending event is this old: checked on each write, by the "
                 "MCP server's timer, and when a command exits.", minimum=0),
+        Setting("clock.max_skew", 300, int,
+                "Seconds ahead of this machine's clock that the clock of new events follows "
+                "events read from elsewhere; a line dated further ahead is read in its place "
+                "but never drags this clone's clock. Only from your own configuration.",
+                minimum=0, maximum=3600),
         Setting("compact.files", 64, int,
                 "Fold a month's closed event files into one file (`engram compact`) once it has "
                 "this many, checked at each commit and sync; 0 never compacts automatically.",
@@ -488,7 +493,7 @@ class Settings:
 # config.yaml is written by whoever can push to the repository: these are read only from the
 # user's own (personal) configuration and the environment, never from a project store.
 PERSONAL_ONLY = frozenset({"actor", "search.model", "limits.import_line_bytes",
-                           "limits.import_bytes"}
+                           "limits.import_bytes", "clock.max_skew"}
                           | {k for k in SETTINGS if k.startswith("secrets.")})
 SAFE_MODELS = ("builtin", "off")  # what a project may choose: nothing downloaded or loaded
 

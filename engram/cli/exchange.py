@@ -26,22 +26,32 @@ from .common import json_option, open_engram, print_json, store_options, task_ch
 @click.option("--dry-run", is_flag=True, help="Show what would be added; write nothing.")
 @click.option("--redact", is_flag=True,
               help="Store detected secrets as [REDACTED:type] instead of skipping their records.")
+@click.option("--allow-changes", is_flag=True,
+              help="Also write the records that change memories, tasks or sessions the store "
+                   "holds (by default they are refused and listed; --dry-run lists them).")
 @store_options
 @json_option
 @click.pass_context
 def import_(ctx: click.Context, path: str, fmt: str | None, dry_run: bool, redact: bool,
-            project: bool, personal: bool, as_json: bool) -> None:
+            allow_changes: bool, project: bool, personal: bool, as_json: bool) -> None:
     """Bring in an mcp-engram data directory, an MCP memory server's memory.jsonl, a file
-    written by `engram export`, or the Go engram's export or .engram/ sync folder. Every record is checked like a write; one that fails is skipped
-    and reported. Importing the same source again adds nothing."""
+    written by `engram export`, or the Go engram's export or .engram/ sync folder. Every
+    record is checked like a write; one that fails is skipped and reported. An import creates:
+    a record that would change what the store holds (update, forget, supersede or reinforce a
+    memory, change a task, set its handoff, end a session) is refused unless --allow-changes.
+    Importing the same source again adds nothing."""
     engram = open_engram(ctx, project, personal)
-    report = engram.import_from(path, format=fmt, dry_run=dry_run, redact=redact)
+    report = engram.import_from(path, format=fmt, dry_run=dry_run, redact=redact,
+                                allow_changes=allow_changes)
     if as_json:
         print_json(report.to_dict())
         return
     if dry_run:
         for _, text in report.added:
             echo(f"would add: {text}")
+        if report.changes_allowed:
+            for where, what in report.changes:
+                echo(f"would change: {what} ({where})")
     counts = ", ".join(f"{n} {kind}" for kind, n in report.counts().items())
     verb = "would import" if dry_run else "imported"
     echo(f"{verb} {len(report.added)} events from {report.format} into the "
@@ -50,6 +60,19 @@ def import_(ctx: click.Context, path: str, fmt: str | None, dry_run: bool, redac
         echo(f"  {report.already} already in the store, not added again")
     for reason, count in sorted(report.ignored.items()):
         echo(f"  not imported: {count} × {reason}")
+    if report.changes_count:
+        if report.changes_allowed:
+            echo(f"  {'would change' if dry_run else 'changed'} {report.changes_count} "
+                 "records the store holds (--allow-changes)" + ("" if dry_run else ":"))
+        else:
+            echo(f"  refused {report.changes_count} changes to records the store holds "
+                 "(an import only creates; import again with --allow-changes to apply them, "
+                 "after a look with --dry-run --allow-changes):")
+        if not (dry_run and report.changes_allowed):
+            for where, what in report.changes:
+                echo(f"    {where}: {what}")
+        if report.changes_count > len(report.changes):
+            echo(f"    and {report.changes_count - len(report.changes)} more")
     if report.skipped_count:
         echo(f"  skipped {report.skipped_count} damaged or refused source records "
              "(the rest is imported):")

@@ -47,7 +47,7 @@ def init(ctx: click.Context, project: bool) -> None:
 def log(ctx: click.Context, kinds: tuple[str, ...], task: str | None, actor: str | None,
         since: str | None, limit: int, project: bool, personal: bool, as_json: bool) -> None:
     """Events, newest first, one per line (like git log --oneline)."""
-    from ..api import describe
+    from ..api import describe, written_by
 
     engram = open_engram(ctx, project, personal)
     entries = engram.log(kinds=kinds, task=task, actor=actor, since=since, limit=limit)
@@ -58,7 +58,7 @@ def log(ctx: click.Context, kinds: tuple[str, ...], task: str | None, actor: str
     for store, event in entries:
         where = f"  ({store})" if many else ""
         echo(f"{event.id[-8:].lower()}  {local_time(event.time)}  {describe(event)}  "
-             f"— {event.actor}{where}")
+             f"— {written_by(event.actor, event.data.get('origin'))}{where}")
     if not entries:
         echo("no events")
 

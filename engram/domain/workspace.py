@@ -40,6 +40,7 @@ from ..base.errors import (
 from ..base.validation import Checks, name_key, reference, well_formed
 from ..model import memories as mem
 from ..model import tasks
+from ..readmodel import fold
 from ..readmodel.projection import Projection
 from ..storage import events as ev
 from ..storage.store import Store, WriterState, git_c, require
@@ -371,15 +372,14 @@ class Workspace:
                   commit: bool = True) -> list[ev.Event]:
         """Append events in one write (one fsync), in order, with increasing clocks."""
         actor = self.actor(store)
+        proj = self.cached_projection(store)
         with store.lock():
-            clock = store.next_clock()
+            clock = store.next_clock(self.settings(store)["clock.max_skew"] * 1_000_000)
             now = ev.format_time(ev.utc_now())
-            batch = []
-            for offset, (kind, data) in enumerate(items):
-                batch.append(ev.Event(
-                    id=ev.new_event_id(), kind=kind, clock=clock + offset, time=now,
-                    actor=actor, session=self.session, machine=ev.machine_name(), data=data,
-                ))
+            batch = fold.placed(proj.db if proj is not None else None, [ev.Event(
+                id=ev.new_event_id(), kind=kind, clock=clock + offset, time=now, actor=actor,
+                session=self.session, machine=ev.machine_name(), data=data,
+            ) for offset, (kind, data) in enumerate(items)])
             store.append(batch, now=self.clock())
             self.warnings.extend(store.repairs)
             store.repairs.clear()

@@ -1,7 +1,10 @@
 """Folding events into the read model's rows: the events table, and the memories, tasks and
 sessions folded from them.
 
-(The tables are described in `schema`.)
+A record's events are folded in `(order, id)` order (`events.Event.order`: the event's clock,
+or just after `data.after` when its writer had read events of the record dated ahead of its
+clock), and the events table keeps that order in its `clock` column, so that every query that
+sorts events sorts them the way folding does. (The tables are described in `schema`.)
 """
 
 from __future__ import annotations
@@ -9,8 +12,8 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import orjson
 
@@ -72,7 +75,7 @@ def insert(db: sqlite3.Connection, event: ev.Event, report: RefreshReport,
     task = event.data.get("task")
     db.execute(
         "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (event.id, event.clock, event.kind, event.time, event.actor, event.session,
+        (event.id, event.order, event.kind, event.time, event.actor, event.session,
          event.machine, entity, task if isinstance(task, str) else None,
          body if body is not None else ev.canonical_json(event.to_dict())),
     )
@@ -165,6 +168,54 @@ def refold_session(db: sqlite3.Connection, entity: str, events: list[ev.Event]) 
         db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?)",
                    (session.id, session.state, session.agent, session.machine,
                     session.started_clock, orjson.dumps(session.to_dict())))
+
+
+class Executes(Protocol):
+    """What reads the read model's tables: a connection, or the projection's guarded `db`."""
+
+    def execute(self, sql: str, args: Sequence[Any] = ..., /) -> Any: ...
+
+
+def placed(db: Executes | None, batch: Sequence[ev.Event]) -> list[ev.Event]:
+    """The events of a write, each about to be written after what this clone has read of its
+    record: an event whose record holds events ordered at or past its clock (written by a
+    clock ahead of this one, which this clone's clock does not follow that far) carries
+    `data.after`, the last of their orders, and so sorts after them on every clone."""
+    if db is None:
+        return list(batch)
+    out: list[ev.Event] = []
+    last: dict[str, int | None] = {}
+    for event in batch:
+        entity = event.entity
+        if entity is None:
+            out.append(event)
+            continue
+        if entity not in last:
+            last[entity] = latest_order(db, entity)
+        top = last[entity]
+        if top is not None and top >= event.clock:
+            event = replace(event, data={**event.data, "after": min(top, ev.MAX_CLOCK - 1)})
+        last[entity] = event.order if top is None else max(top, event.order)
+        out.append(event)
+    return out
+
+
+def latest_order(db: Executes, entity: str) -> int | None:
+    """The order of the last event of a record (None: it has none)."""
+    row = db.execute("SELECT MAX(clock) FROM events WHERE entity=?", (entity,)).fetchone()
+    return row[0] if row else None
+
+
+def known_entities(db: Executes, ids: Iterable[str]) -> set[str]:
+    """Which of these records have events in the read model."""
+    wanted = sorted(set(ids))
+    found: set[str] = set()
+    for start in range(0, len(wanted), 500):
+        part = wanted[start:start + 500]
+        found.update(row[0] for row in db.execute(
+            f"SELECT DISTINCT entity FROM events WHERE entity IN ({','.join('?' * len(part))})",
+            part))
+    return found
 
 
 def entity_events(db: sqlite3.Connection, entity: str) -> list[ev.Event]:

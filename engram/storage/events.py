@@ -2,9 +2,12 @@
 
 An event is an immutable JSON object on one line of a JSONL file, serialised canonically (sorted
 keys, compact separators, UTF-8) so that the same event is always the same bytes. Readers dedupe
-by `id` and order by `(clock, id)`; `clock` is a hybrid logical clock in microseconds, so it stays
-close to wall time while never going backwards on one writer and always moving past every event
-that writer has seen.
+by `id` and order by `(order, id)`. `clock` is a hybrid logical clock in microseconds: close to
+wall time, never going backwards on one writer, and moving past every event that writer has seen
+(but never more than `clock.max_skew` ahead of this machine's time, so one line dated in the
+future cannot drag it). An event about a record whose events run ahead of its clock says so in
+`data.after`, and is ordered after them: its `order` is `max(clock, after + 1)`, a function of
+its own bytes, the same on every clone.
 
 Old schema versions are upgraded when read by the functions in `UPGRADES`, never rewritten.
 """
@@ -18,10 +21,12 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
+
+from ..base.config import SETTINGS
 
 SCHEMA_VERSION = 1
 
@@ -58,13 +63,34 @@ ENTITY_ID_LEN = 12
 SHORT_ID_LEN = 8
 
 
+# For tests only: seconds (negative, fractional) added to this machine's time wherever Engram
+# reads it for events (their clocks, times and ids, and the time clocks are compared with), so
+# that one process behaves as a machine whose clock is that far wrong. A value that is not a
+# number, or more than a century, is ignored.
+TEST_CLOCK_OFFSET = "ENGRAM_TEST_CLOCK_OFFSET"
+_CENTURY_S = 100 * 365 * 86_400
+
+
+def now_us() -> int:
+    """This machine's time in microseconds (moved by `TEST_CLOCK_OFFSET` in tests)."""
+    now = time.time_ns() // 1000
+    text = os.environ.get(TEST_CLOCK_OFFSET)
+    if not text:
+        return now
+    try:
+        offset = float(text)
+    except ValueError:
+        return now
+    return now + round(offset * 1e6) if abs(offset) <= _CENTURY_S else now
+
+
 def new_event_id(now_ms: int | None = None) -> str:
     """A ULID: 48 bits of milliseconds then 80 random bits, in Crockford base32 (26 chars).
 
     Written here rather than imported: it is ten lines, and the ULID packages cost ~0.1 s of
     import time on every command.
     """
-    ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    ms = now_us() // 1000 if now_ms is None else now_ms
     value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
     return "".join(CROCKFORD[(value >> (5 * i)) & 31] for i in range(25, -1, -1))
 
@@ -92,28 +118,46 @@ KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}(\.[a-z][a-z0-9_]{0,31}){1,3}$")
 _LABEL_RE = re.compile(r"^[^\x00-\x1f\x7f-\x9f]*$")
 LABEL_CHARS = 256
 
-# How far ahead of this machine's clock an event's clock may be and still be followed by the
-# events written here. Further ahead (a wrong or hostile clock, "the year 2200"), the event is
-# read and reported, but new events do not jump after it: one line would otherwise drag every
-# later event of every clone into its future.
+# How far ahead of this machine's time the clock of new events follows the clocks of events
+# read from elsewhere (the `clock.max_skew` setting, in seconds; this is its default). A line
+# further ahead (a wrong or hostile clock, "the year 2200") is read in its place but never drags
+# the clocks written here: one line would otherwise drag every later event of every clone into
+# its future, where a clone whose clock is a little slow would see them far ahead.
+MAX_SKEW_US = SETTINGS["clock.max_skew"].default * 1_000_000
+
+# What an import still takes for a time it can hold: a record dated more than a day ahead of
+# this machine is damaged at its source, and is skipped (the timeline's axis ends there too).
 CLOCK_AHEAD_US = 86_400 * 1_000_000
 
 
-def clock_ahead(clock: int, now_us: int | None = None) -> float:
+def clock_ahead(clock: int, now: int | None = None) -> float:
     """Days by which `clock` is ahead of this machine's time by more than CLOCK_AHEAD_US (0 if
     not)."""
-    now = time.time_ns() // 1000 if now_us is None else now_us
+    now = now_us() if now is None else now
     return (clock - now) / 86_400e6 if clock - now > CLOCK_AHEAD_US else 0.0
 
 
-def next_clock(last: int, observed: int = 0, now_us: int | None = None) -> int:
-    """Hybrid logical clock tick: past wall time, past our last event, past all we have seen."""
-    now = time.time_ns() // 1000 if now_us is None else now_us
-    return max(now, last + 1, observed + 1)
+def next_clock(last: int, observed: int = 0, now: int | None = None, *,
+               skew_us: int = MAX_SKEW_US) -> int:
+    """Hybrid logical clock tick: past wall time, past our last event, and past all we have seen
+    that is not more than `skew_us` ahead of wall time (a clock further ahead is followed only
+    that far)."""
+    now = now_us() if now is None else now
+    return max(now, last + 1, min(observed, now + skew_us) + 1)
+
+
+def followed(clock: int, now: int | None = None, *, skew_us: int = MAX_SKEW_US) -> int:
+    """How far this writer's clock follows an event from elsewhere with `clock`."""
+    now = now_us() if now is None else now
+    return min(clock, now + skew_us)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def utc_now() -> datetime:
-    return datetime.now(UTC)
+    """This machine's time (moved by `TEST_CLOCK_OFFSET` in tests), as a UTC datetime."""
+    return _EPOCH + timedelta(microseconds=now_us())
 
 
 def format_time(moment: datetime) -> str:
@@ -135,9 +179,37 @@ def one_line(text: object, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+# How each import format is named when an event shows where it came from.
+_SOURCES = {"engram": "an Engram export", "mcp-engram": "mcp-engram",
+            "mcp-memory": "the MCP memory server", "engram-go": "the Go engram"}
+
+
+def written_by(actor: str, origin: Any) -> str:
+    """Who wrote an event, as `resume`, `log` and a handoff's page show it: its actor, and for
+    an imported event (`data.origin`) that it was imported, and from whom."""
+    if not isinstance(origin, dict):
+        return actor
+    fmt = origin.get("format")
+    source = _SOURCES.get(fmt, "another tool") if isinstance(fmt, str) else "another tool"
+    author = origin.get("actor")
+    if isinstance(author, str) and author:
+        source = f"{one_line(author, 120)}, from {source}"
+    return f"{actor} (imported from {source})"
+
+
 def canonical_json(obj: Mapping[str, Any]) -> bytes:
     """The one serialisation of an object: sorted keys, no spaces, UTF-8, no trailing newline."""
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+
+
+def entity_of(data: Mapping[str, Any]) -> str | None:
+    """The record an event with this payload is about (a memory id, a task id: a checkpoint
+    belongs to its task, ...), if any."""
+    for key in ("memory", "task", "checkpoint", "session_id"):
+        value = data.get(key)
+        if isinstance(value, str):
+            return value
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,17 +225,22 @@ class Event:
     schema: int = SCHEMA_VERSION
 
     @property
+    def order(self) -> int:
+        """Where the event sorts among its record's events: its clock, or just after
+        `data.after` when its writer had read events of the record ahead of its clock."""
+        after = self.data.get("after")
+        if isinstance(after, int) and not isinstance(after, bool) and after >= self.clock:
+            return after + 1
+        return self.clock
+
+    @property
     def sort_key(self) -> tuple[int, str]:
-        return (self.clock, self.id)
+        return (self.order, self.id)
 
     @property
     def entity(self) -> str | None:
         """The record this event is about (a memory id, a task id, ...), if any."""
-        for key in ("memory", "task", "checkpoint", "session_id"):
-            value = self.data.get(key)
-            if isinstance(value, str):
-                return value
-        return None
+        return entity_of(self.data)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -220,6 +297,10 @@ def _is_number(value: Any) -> bool:
 def _is_count(value: Any) -> bool:
     """A whole number SQLite and every reader can hold (a pid, a checkpoint's seq)."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT
+
+
+def _is_clock(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_CLOCK
 
 
 def _is_id(value: Any) -> bool:
@@ -316,6 +397,9 @@ PAYLOADS: dict[str, tuple[dict[str, Callable[[Any], bool]], dict[str, Callable[[
 
 def check_payload(kind: str, data: dict[str, Any]) -> None:
     """Refuse a payload of a known kind that its readers could not fold."""
+    if "after" in data and not _is_clock(data["after"]):
+        raise EventFormatError(f"{kind} event with a malformed 'after' (a clock: a whole "
+                               f"number from 0 to {MAX_CLOCK - 1})")
     required, optional = PAYLOADS.get(kind, ({}, {}))
     for name, check in required.items():
         if name not in data:

@@ -3,8 +3,13 @@
 Event files arrive by git from every clone that can push, so each line is input. `classify`
 decides what it is: an event to read, or a line to skip with the reason (a blank line, a git
 conflict marker, a line too long to be an event, invalid UTF-8 or JSON, a field a later step
-could not hold, a clock far ahead of this machine's). The store's read path, `engram verify`,
-`engram doctor` and the git pre-commit hook all call it, so they never disagree about a line.
+could not hold). The store's read path, `engram verify`, `engram doctor` and the git pre-commit
+hook all call it, so they never disagree about a line.
+
+A clock far ahead of this machine's time is no reason to skip a line: the line is read in its
+place (see `events.Event.order`), and only the clocks written here refuse to follow it (see
+`events.next_clock`). Setting it aside made whether a line was read depend on each reader's
+wall clock: a teammate's clock a few minutes slow set aside lines that others read.
 
 An event that is read may still carry a `note` for the strict readers (`verify`, `doctor`): a
 line git converted to CRLF, a form that is not canonical, a kind this version does not know.
@@ -12,7 +17,6 @@ line git converted to CRLF, a form that is not canonical, a kind this version do
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from . import events as ev
@@ -35,11 +39,9 @@ class Line:
     event: ev.Event | None = None
     problem: str | None = None  # why readers skip it; None when it is read
     note: str | None = None  # read, but not as Engram writes it (strict readers report it)
-    ahead: float = 0.0  # days its clock is ahead of this machine's, when set aside for it
 
 
-def classify(raw: bytes, number: int = 0, *, now_us: int | None = None,
-             strict: bool = False) -> Line:
+def classify(raw: bytes, number: int = 0, *, strict: bool = False) -> Line:
     """What `raw` (one line without its newline) is. `strict` also checks canonical form, which
     costs a second serialisation and is left to `verify` and `doctor`."""
     if not raw.strip():
@@ -56,11 +58,6 @@ def classify(raw: bytes, number: int = 0, *, now_us: int | None = None,
         event = ev.parse_line(body)
     except ev.EventFormatError as exc:
         return Line(number, raw, problem=_why(body, str(exc)))
-    ahead = ev.clock_ahead(event.clock, now_us)
-    if ahead:
-        return Line(number, raw, event=event, ahead=ahead, problem=(
-            f"clock is {ahead:,.0f} days ahead of this machine's time; the line is set aside "
-            "(a clock that far ahead would order it after everything written until then)"))
     if note is None and event.kind not in ev.PAYLOADS:
         note = f"kind {event.kind!r} is unknown to this version (kept, not read); upgrade engram"
     if note is None and strict and event.schema == ev.SCHEMA_VERSION and \
@@ -89,7 +86,6 @@ def split(data: bytes) -> tuple[list[bytes], bytes]:
 
 def read(data: bytes, first_line: int = 1, *, strict: bool = False) -> tuple[list[Line], bytes]:
     """Every complete line of `data`, classified, numbered from `first_line`, and the torn tail."""
-    now = time.time_ns() // 1000
     lines, torn = split(data)
-    return [classify(raw, number, now_us=now, strict=strict)
+    return [classify(raw, number, strict=strict)
             for number, raw in enumerate(lines, start=first_line)], torn

@@ -284,7 +284,8 @@ class Store:
         return StoreLock(self, timeout)
 
     def append(self, events: Iterable[ev.Event], *, now: float | None = None,
-               fresh: bool = False, raw: Sequence[bytes] | None = None) -> None:
+               fresh: bool = False, raw: Sequence[bytes] | None = None,
+               skew_us: int | None = None) -> None:
         """Append events durably: returns once their lines are written and fsynced.
 
         Callers hold `self.lock()`; they build events with `next_clock()` under the same lock.
@@ -292,6 +293,11 @@ class Store:
         `now` (default: the time now) when none were pending. `fresh` starts a new writer file
         for them; `raw` gives their lines as they were found (events brought back by
         `engram recover` keep their exact bytes).
+
+        `skew_us` (always so with `raw`): the events come from elsewhere (an import, a
+        recovery) with clocks of their own, which this writer's clock follows only up to that
+        far ahead of this machine's time; if any is further ahead, the next event written here
+        starts a new file (within a file, clocks increase).
 
         Every line is also noted in the store's ledger in the shared git directory (see
         `engram.lost`), which no git command deletes: until the read model has seen an event,
@@ -350,7 +356,13 @@ class Store:
         state.size = path.stat().st_size
         state.tail = hashlib.sha1(last).hexdigest()
         state.tail_len = len(last)
-        state.clock = max(state.clock, max(e.clock for e in batch))
+        top = max(e.clock for e in batch)
+        if raw is not None or skew_us is not None:
+            limit = ev.followed(top, skew_us=ev.MAX_SKEW_US if skew_us is None else skew_us)
+            if limit < top:
+                state.segment = None
+            top = limit
+        state.clock = max(state.clock, top)
         counted = sum(1 for event in batch if ev.substantive(event.kind))
         if counted:
             if state.pending == 0:
@@ -361,10 +373,12 @@ class Store:
         except OSError:
             pass  # the lines are durable; without this bookkeeping the next append starts anew
 
-    def next_clock(self) -> int:
-        """The clock for the next event; call under the lock."""
+    def next_clock(self, skew_us: int = ev.MAX_SKEW_US) -> int:
+        """The clock for the next event; call under the lock. It follows the clocks read from
+        elsewhere up to `skew_us` ahead of this machine's time (the `clock.max_skew`
+        setting)."""
         state = WriterState.load(self)
-        return ev.next_clock(state.clock, self.observed_clock())
+        return ev.next_clock(state.clock, self.observed_clock(), skew_us=skew_us)
 
     def observed_clock(self) -> int:
         try:
@@ -497,7 +511,6 @@ class Store:
         pos = 0
         number = first_line - 1
         size = len(data)
-        now = time.time_ns() // 1000
         while pos < size:
             end = data.find(b"\n", pos)
             if end < 0:
@@ -513,7 +526,7 @@ class Store:
             chunk.consumed = start + pos
             chunk.lines = number
             chunk.tail = line + b"\n"
-            found = lines.classify(line, number, now_us=now)
+            found = lines.classify(line, number)
             if found.problem is not None:
                 chunk.problems.append(Problem(rel, number, "error", found.problem))
                 continue

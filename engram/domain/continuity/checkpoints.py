@@ -219,7 +219,7 @@ def render(task: Mapping[str, Any], checkpoint: Mapping[str, Any],
         f"- task: {md_code(task['id'])}",
         f"- checkpoint: {checkpoint['seq']} ({md_code(checkpoint['checkpoint'])}), "
         f"reason: {md(checkpoint['reason'])}",
-        f"- by: {md(checkpoint['actor'])}"
+        f"- by: {md(ev.written_by(checkpoint['actor'], checkpoint.get('origin')))}"
         + (f", session {md_code(checkpoint['session'])}" if checkpoint.get("session") else "")
         + (f", on {md(checkpoint['machine'])}" if checkpoint.get("machine") else ""),
         f"- at: {md(checkpoint['time'])}",

@@ -69,7 +69,8 @@ def render(
         head = f"task {md_code(task.id)} · status {md(task.status)}"
         if checkpoint:
             head += (f" · checkpoint {checkpoint['seq']} ({md(checkpoint['reason'])}) by "
-                     f"{md(checkpoint['actor'])} at {md(checkpoint['time'])}")
+                     f"{md(ev.written_by(checkpoint['actor'], checkpoint.get('origin')))} "
+                     f"at {md(checkpoint['time'])}")
         if confidence is not None:
             head += f" · continuation confidence now {confidence:.2f}"
         header += [head, ""]
@@ -121,7 +122,8 @@ def render(
             for c in earlier], ""]
     if events:
         sections["events"] = ["## Recent events (newest first)", "", *[
-            f"- {md(event.time[:16].replace('T', ' '))} {md(text)} — {md(event.actor)}"
+            f"- {md(event.time[:16].replace('T', ' '))} {md(text)} — "
+            f"{md(ev.written_by(event.actor, event.data.get('origin')))}"
             for event, text in events], ""]
     order = ("header", "summary", "next", "must_not_redo", "must_preserve", "in_progress",
              "blocked", "open_questions", "completed", "working_set", "failures", "decisions",

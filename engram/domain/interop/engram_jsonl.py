@@ -4,7 +4,9 @@ An exported line is an event line as a store holds it, but the file may come fro
 each event is checked as a write through the API is: its payload field by field (the limits,
 names, paths and secret scanning of `engram.validation`; `--redact` replaces a secret in free
 text), its session id, its author and machine (one short line each) and its clock (at most a
-day ahead of this machine's). An event that fails is skipped and reported with its line.
+day ahead of this machine's; this clone's clock follows it at most `clock.max_skew` ahead, as it
+follows any clock from elsewhere). An event that fails is skipped and reported with its line.
+An event that would change a record the store holds is left to the import (`changes`).
 
 Who wrote it: an event written by the importing actor that the checks leave as it was is
 imported unchanged (same id, same bytes). Any other is written by the importing actor: the
@@ -19,7 +21,6 @@ a store that holds the exported event, or the one it was rebuilt from, adds noth
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ def read(path: Path, check: Checker, source: Input, actor: str) -> Plan:
     plan = source.plan
     fields = _fields(check)
     seen: dict[str, bytes] = {}  # event id -> digest of its line
-    now_us = time.time_ns() // 1000
+    now_us = ev.now_us()
     for number, line in source.lines(path):
         plan.read += 1
         if ev.is_conflict_marker(line):
@@ -232,7 +233,7 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
         "tags": lambda value, name: check.tags(value), "origin": origin,
     }
     session: dict[str, Check] = {"session_id": ident, "origin": origin}
-    return {
+    kinds: dict[str, dict[str, Check]] = {
         "memory.created": {**memory, "supersedes": ids, "project": same,
                            "project_remote": text("limits.item_bytes")},
         "memory.updated": memory,
@@ -265,6 +266,8 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
         "session.interrupted": {**session, "reason": one_of(sessions.REASONS, none=True),
                                 "evidence": text(blank=True), "detected_by": name_},
     }
+    # `after` (a clock, checked when the line was parsed) keeps the event's place in its record.
+    return {kind: {**known, "after": same} for kind, known in kinds.items()}
 
 
 def _line(value: Any, what: str, check: Checker) -> str:

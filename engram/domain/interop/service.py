@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from . import Input, Plan
 
 
+SHOWN = 100  # changes listed in a report (all are counted)
+
+
 @dataclass
 class ImportReport:
     """What an import did (or, with `dry_run`, would do)."""
@@ -34,11 +37,15 @@ class ImportReport:
     source: str
     store: str
     read: int
-    added: list[tuple[str, str]] = field(default_factory=list)  # (kind, description)
+    added: list[tuple[str, str]] = field(default_factory=list)  # (kind, description): created
     already: int = 0  # records already in the store: not written again
     ignored: dict[str, int] = field(default_factory=dict)  # source records with no counterpart
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file:line, why), the first
     skipped_count: int = 0  # source records left out: damaged, or failing the checks
+    # Records that change what the store holds (see `changes`): (file:line, what), the first.
+    changes: list[tuple[str, str]] = field(default_factory=list)
+    changes_count: int = 0
+    changes_allowed: bool = False  # written (--allow-changes), else refused and not written
     dry_run: bool = False
     commit: str | None = None
 
@@ -52,6 +59,9 @@ class ImportReport:
             "already": self.already, "ignored": self.ignored,
             "skipped": self.skipped_count,
             "skipped_records": [{"where": where, "reason": why} for where, why in self.skipped],
+            "changes": self.changes_count, "changes_allowed": self.changes_allowed,
+            "change_records": [{"where": where, "change": what}
+                               for where, what in self.changes],
             "dry_run": self.dry_run, "commit": self.commit,
             "events": [{"kind": kind, "description": text} for kind, text in self.added],
         }
@@ -89,15 +99,20 @@ class Interop:
     # -- import ----------------------------------------------------------------------------
 
     def import_from(self, path: str | Path, *, format: str | None = None,
-                    dry_run: bool = False, redact: bool = False) -> ImportReport:
+                    dry_run: bool = False, redact: bool = False,
+                    allow_changes: bool = False) -> ImportReport:
         """Bring in an mcp-engram data directory, an MCP memory graph or an Engram export.
 
         The input is untrusted. Everything is read and checked before anything is written; a
         record that is damaged or fails the checks of a write is left out and reported in
         `skipped` (file, line, why). Input over `limits.import_bytes` raises a `UsageError`
         and nothing is written. Records already in the store are not written again, so a
-        second import adds nothing.
+        second import adds nothing. An import creates: a record that would change a memory,
+        task or session the store holds (see `changes`) is left out and listed in `changes`,
+        unless `allow_changes`.
         """
+        from . import changes as ch
+
         from . import Input, Plan, check_format, detect
 
         source = Path(path)
@@ -126,11 +141,20 @@ class Interop:
             elif record.key in known_memories:
                 continue
             fresh.append(record)
+        already = len(plan.records) - len(fresh)
+        described = [_describe(r.kind, r.data) for r in fresh]
+        found = ch.find(proj, fresh, described)
+        added = [(r.kind, described[i]) for i, r in enumerate(fresh) if i not in found]
+        if not allow_changes:
+            fresh = [r for i, r in enumerate(fresh) if i not in found]
         report = ImportReport(
             format=fmt, source=str(source), store=store.kind, read=plan.read,
-            added=[(r.kind, _describe(r.kind, r.data)) for r in fresh],
-            already=len(plan.records) - len(fresh), ignored=dict(plan.ignored),
-            skipped=list(plan.skipped), skipped_count=plan.skipped_count, dry_run=dry_run,
+            added=added,
+            already=already, ignored=dict(plan.ignored),
+            skipped=list(plan.skipped), skipped_count=plan.skipped_count,
+            changes=[(c.where, c.text) for c in found.values()][:SHOWN],
+            changes_count=len(found), changes_allowed=allow_changes,
+            dry_run=dry_run,
         )
         if dry_run or not fresh:
             return report
@@ -187,13 +211,14 @@ class Interop:
                 runs[-1].append(event)
             else:
                 runs.append([event])
+        skew = self.workspace.settings(store)["clock.max_skew"] * 1_000_000
         with store.lock():
             for run in runs:
                 state = WriterState.load(store)
                 state.writer = None
                 state.segment = None
                 state.save(store)
-                store.append(run)
+                store.append(run, skew_us=skew)  # followed like any clock from elsewhere
             self.workspace.warnings.extend(store.repairs)
             store.repairs.clear()
 
