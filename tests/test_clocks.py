@@ -122,6 +122,7 @@ def _clock_of(team: Team, machine: Machine, text: str) -> dict[str, Any]:
     return event
 
 
+@pytest.mark.slow
 def test_a_line_dated_23h50_ahead_drags_no_clock_and_a_slow_teammate_sets_nothing_aside(
         team: Team) -> None:
     ahead = 23 * HOUR + 50 * 60
