@@ -10,7 +10,9 @@ It looks at everything a crash, a bad merge, a full disk or a hand edit can leav
   clean, a dropped stash, a reset, a revert, a rebase, a removed worktree: see `engram.lost`);
 - derived state in `<git-dir>/engram/`: damaged or missing caches, damaged bookkeeping files;
 - the disk: a read-only or full file system;
-- the store's own files: config.yaml, README.md, .gitattributes.
+- the store's own files: config.yaml, README.md, .gitattributes;
+- the commands Engram installed (MCP client configs, Claude Code hooks, git hooks) that still
+  run `python -m engram…` from the working directory, with the command that rewrites them.
 
 Diagnosis repairs nothing (it writes a probe file, removed at once, to learn whether the disk
 takes writes, and brings the read model and the ledger of lost events up to date, as any read
@@ -34,6 +36,7 @@ from ...git.recovery import git_lock_files, recover_interrupted_commit
 from ...storage import events as ev
 from ...storage.store import EVENTS_DIR, Store
 from .cache_checks import check_caches, check_local_state, damaged_caches
+from .entry_checks import check_entries
 from .event_checks import Scan, check_events, scan
 from .git_checks import check_git, check_lost
 from .repair import repair, same_facade
@@ -106,7 +109,7 @@ def diagnose(engram: Host, store: Store) -> list[Finding]:
     out: list[Finding] = []
     checks = (check_layout, check_links, check_disk, check_locks, check_temp_files,
               check_events,
-              check_git, check_caches, check_local_state, check_lost)
+              check_git, check_caches, check_local_state, check_lost, check_entries)
     for check in checks:
         try:
             out.extend(check(engram, store))
