@@ -1,4 +1,5 @@
-"""How the commands Engram installs start it: by the console script's own path, or by this Python with `-I`, never with the working directory first on the import path.
+"""How the commands Engram installs start it: by the console script's own path, or by this
+Python with `-I`, never with the working directory first on the import path.
 
 Clients start MCP servers and hooks in the project's directory, and git runs hooks at the top of
 the work tree. `python -m engram` puts that directory first on `sys.path`, so a repository that

@@ -1,4 +1,5 @@
-"""The doctor's check of the commands Engram installed: MCP servers in clients' configs, Claude Code hooks and git hooks that still run `python -m engram…` from the working directory.
+"""The doctor's check of the commands Engram installed: MCP servers in clients' configs, Claude
+Code hooks and git hooks that still run `python -m engram…` from the working directory.
 
 Such an entry (written by older versions) imports an `engram/` package or an `engram.py` from
 the directory the client or git starts it in, so a cloned repository can run its own code
@@ -28,7 +29,7 @@ WHY = ("imports an `engram` package or `engram.py` from the directory it is star
 
 def check_entries(engram: Host, store: Store) -> list[Finding]:
     out = [Finding("entries", "error",
-                   f"git hook {path.name} ({path}) runs `python -m engram.githooks` without -I: "
+                   f"the git hook {path.name} runs `python -m engram.githooks` without -I: "
                    f"git runs it at the top of the work tree, so it {WHY}",
                    f"`engram hooks install {flag(store)}` rewrites it", path=str(path))
            for path in stale(store)]
@@ -64,14 +65,14 @@ def _stale_entries(root: Path, *, project: bool) -> Iterator[tuple[Path, str, st
         table = "mcp_servers" if path.suffix == ".toml" else "mcpServers"
         for name, entry in _servers(data.get(table)):
             option = "" if name == "engram" else f" --name {name}"
-            yield (path, f"{path}: MCP server {name!r} runs `python -m engram` without -I, so "
-                   "it", f"`engram mcp install {client}{scope}{option}` rewrites it")
+            yield (path, f"MCP server {name!r} runs `python -m engram` without -I, so it",
+                   f"`engram mcp install {client}{scope}{option}` rewrites it")
         if client == "claude" and not project:
             projects = data.get("projects")
             for folder, settings in (projects.items() if isinstance(projects, dict) else ()):
                 for name, _ in _servers(settings.get("mcpServers")
                                         if isinstance(settings, dict) else None):
-                    yield (path, f"{path}: MCP server {name!r} of {folder} (local scope) runs "
+                    yield (path, f"MCP server {name!r} of {folder} (local scope) runs "
                            "`python -m engram` without -I, so it",
                            f"put \"-I\" before \"-m\" in its args, or remove it (`claude mcp "
                            f"remove --scope local {name}` in {folder}) and use `engram mcp "
@@ -83,7 +84,7 @@ def _stale_entries(root: Path, *, project: bool) -> Iterator[tuple[Path, str, st
         events = [event for event, groups in (hooks.items() if isinstance(hooks, dict) else ())
                   if any(entries.shell_runs_from_cwd(command) for command in _commands(groups))]
         if events:
-            yield (path, f"{path}: the Claude Code hook(s) {', '.join(events)} run `python -m "
+            yield (path, f"the Claude Code hook(s) {', '.join(events)} run `python -m "
                    "engram.hooks` without -I: Claude Code runs them in the project, so they",
                    f"`engram mcp install claude --hooks{scope}` rewrites Engram's hooks"
                    if rel == entries.CLAUDE_SETTINGS else
