@@ -16,7 +16,8 @@ from ...base import layout
 from ...base.errors import EngramError
 from ...base.files import atomic_write
 from ...git.recovery import open_repo, recover_interrupted_commit
-from ...storage.store import GITATTRIBUTES_LINE, Store
+from ...storage.store import Store
+from .attribute_checks import fix_attributes
 from .cache_checks import cache_lock, damaged_caches, local_state_problems
 from .event_checks import after_rewrite, committed_bytes, scan
 from .report import SKELETON, Finding, Fresh, Host, flag
@@ -36,8 +37,13 @@ def repair(engram: Host, store: Store, findings: list[Finding],
     wanted = {f.check for f in findings if f.auto}
     if not wanted:
         return done
-    if "line-endings" in wanted:
-        done += _restore_attributes(store)
+    if wanted & {"attributes", "line-endings"}:
+        try:
+            with store.lock(timeout=10):
+                done += fix_attributes(store)
+        except EngramError as exc:
+            done.append(f"could not repair: {exc}")
+            return done
     if wanted & {"damaged-line", "torn-line", "empty-file", "temp-file", "git-lock",
                  "local-state", "line-endings"}:
         try:
@@ -100,21 +106,6 @@ def _quarantine(store: Store) -> list[str]:
     if folder is not None:
         (folder / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     return done
-
-
-def _restore_attributes(store: Store) -> list[str]:
-    """The store's .gitattributes keeps event files LF-only (a more specific file wins over the
-    repository's), whatever was committed over it."""
-    path = store.root / ".gitattributes"
-    if path.is_symlink():
-        return []  # reported as a link; removing it is the user's call
-    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-    if GITATTRIBUTES_LINE in text.splitlines():
-        return []
-    kept = [line for line in text.splitlines() if not line.startswith("*.jsonl")]
-    path.write_text("\n".join([*kept, GITATTRIBUTES_LINE]) + "\n", encoding="utf-8")
-    return [f"{store.rel(path)}: event files are LF-only again (`{GITATTRIBUTES_LINE}`); "
-            f"`engram commit {flag(store)}` commits it"]
 
 
 def _remove_leftovers(store: Store) -> list[str]:
