@@ -157,6 +157,7 @@ def _recover(reopen: Callable[[Store], Fresh], store: Store) -> list[str]:
 
 def _restore_layout(reopen: Callable[[Store], Fresh], store: Store) -> list[str]:
     missing = [name for name in SKELETON if not (store.root / name).exists()]
+    before = _head(store)
     with reopen(store) as fresh:
         try:
             fresh.init(project=store.kind == "project")
@@ -164,7 +165,15 @@ def _restore_layout(reopen: Callable[[Store], Fresh], store: Store) -> list[str]
             created = store.ensure_layout()
             return [f"recreated {', '.join(created)}; could not commit them ({exc}); run "
                     f"`engram commit {flag(store)}` once that is fixed"]
+    if _head(store) == before:  # recreated as they were committed: nothing to commit
+        return [f"recreated {', '.join(missing)} as committed"]
     return [f"recreated and committed {', '.join(missing)}"]
+
+
+def _head(store: Store) -> str | None:
+    repo = open_repo(store)
+    tree = repo.head_tree() if repo is not None else None
+    return None if tree is None else str(repo.repo.head.target)
 
 
 def same_facade(engram: Host) -> Callable[[Store], Fresh]:
