@@ -166,6 +166,10 @@ def test_installed_claude_code_hooks_run_engram_from_a_hostile_repository(
     home = Path(os.environ["HOME"])
     assert cli("mcp", "install", "claude", "--hooks", cwd=repo).exit_code == 0
     assert cli("mcp", "install", "claude", "--hooks", "--project", cwd=repo).exit_code == 0
+    # The server entry written with them names the console script beside this Python.
+    entry = json.loads((home / ".claude.json").read_text())["mcpServers"]["engram"]
+    assert (entry["command"], entry["args"]) == (
+        str(Path(sys.executable).parent / "engram"), ["serve", "--agent", "claude-code"])
     for settings in (home / ".claude" / "settings.json", repo / ".claude" / "settings.json"):
         hooks = claude_hooks(settings)
         assert set(hooks) == {"SessionStart", "PreCompact", "SessionEnd"}
