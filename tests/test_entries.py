@@ -330,3 +330,21 @@ def test_doctor_names_old_entries_and_installing_again_rewrites_them(
     git(repo, "add", "more.txt")
     git(repo, "commit", "-q", "-m", "more")  # the rewritten pre-commit hook
     assert ran(marker) == []
+
+
+def test_installing_the_server_rewrites_old_hooks_and_adds_none(tmp_path: Path) -> None:
+    home = Path(os.environ["HOME"])
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({"hooks": {"SessionStart": [{"hooks": [
+        {"type": "command", "command": f"{sys.executable} -m engram.hooks session-start"},
+        {"type": "command", "command": "echo mine"}]}]}}))
+    done = cli("mcp", "install", "claude")
+    assert done.exit_code == 0 and "hooks rewritten" in done.output, done.output
+    hooks = json.loads(settings.read_text())["hooks"]
+    assert list(hooks) == ["SessionStart"]  # none added without --hooks
+    assert [h["command"] for h in hooks["SessionStart"][0]["hooks"]] == [
+        f"{shlex.quote(sys.executable)} -I -m engram.hooks session-start", "echo mine"]
+    before = settings.read_text()
+    assert cli("mcp", "install", "claude").exit_code == 0
+    assert settings.read_text() == before  # nothing stale left: the file is not touched

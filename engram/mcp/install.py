@@ -105,9 +105,9 @@ def install(client: str, *, project: bool = False, hooks: bool = False, name: st
         changes.append(_toml_server(path, name, {"command": command, "args": args}))
     settings = (root or home) / entries.CLAUDE_SETTINGS
     if hooks or (client == "claude" and _stale_hooks(settings)):
-        # Hooks an older version wrote run from the working directory: rewritten with the
-        # server, --hooks or not.
-        changes.append(_claude_hooks(settings, project=project))
+        # Hooks an older version wrote run from the working directory: those are rewritten
+        # with the server, --hooks or not (without it, none is added).
+        changes.append(_claude_hooks(settings, project=project, add=hooks))
     if approve and root is not None:
         changes.append(_approval(root / LOCAL_SETTINGS, name))
     if not dry_run:
@@ -323,14 +323,16 @@ def _json_server(path: Path, name: str, entry: dict[str, Any]) -> Change:
     return Change(path, what, existed, _dump_json(data))
 
 
-def _claude_hooks(path: Path, *, project: bool) -> Change:
+def _claude_hooks(path: Path, *, project: bool, add: bool = True) -> Change:
+    """Engram's hooks in the settings file: updated where they are, and (with `add`) added
+    for the events that have none."""
     data, existed = _read_json(path)
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: hooks is not an object; fix it by hand")
     for event, name in HOOKS.items():
         command = hook_command(name, project=project)
-        groups = hooks.setdefault(event, [])
+        groups = hooks.setdefault(event, []) if add else hooks.get(event, [])
         if not isinstance(groups, list):
             raise UsageError(f"{path}: hooks.{event} is not a list; fix it by hand")
         ours = [h for g in groups if isinstance(g, dict) for h in g.get("hooks") or []
@@ -338,11 +340,12 @@ def _claude_hooks(path: Path, *, project: bool) -> Change:
         if ours:
             for hook in ours:
                 hook.update(type="command", command=command, timeout=HOOK_TIMEOUT_SECONDS)
-        else:
+        elif add:
             groups.append({"hooks": [{"type": "command", "command": command,
                                       "timeout": HOOK_TIMEOUT_SECONDS}]})
-    return Change(path, "Claude Code hooks SessionStart, PreCompact, SessionEnd", existed,
-                  _dump_json(data))
+    what = "Claude Code hooks SessionStart, PreCompact, SessionEnd" if add else \
+        "Engram's Claude Code hooks rewritten (they ran `python -m engram.hooks` without -I)"
+    return Change(path, what, existed, _dump_json(data))
 
 
 def _is_ours(command: Any, name: str) -> bool:
