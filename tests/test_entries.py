@@ -348,3 +348,27 @@ def test_installing_the_server_rewrites_old_hooks_and_adds_none(tmp_path: Path) 
     before = settings.read_text()
     assert cli("mcp", "install", "claude").exit_code == 0
     assert settings.read_text() == before  # nothing stale left: the file is not touched
+
+
+def test_an_installation_isolated_mode_cannot_import_gets_p_and_still_skips_the_cwd(
+        hostile: tuple[Path, Path]) -> None:
+    """Engram reachable only outside isolated mode's path (here through PYTHONPATH, as for an
+    installation in the user's site-packages): the entries use -P, which also keeps the working
+    directory off the path."""
+    repo, marker = hostile
+    root = Path(__file__).resolve().parent.parent
+    base = Path(sys.executable).resolve()  # the interpreter under the virtual environment
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    probe = "from engram.base import entries; print(entries.python_command('engram.hooks'))"
+    done = subprocess.run([str(base), "-c", probe], cwd=repo.parent, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("'")[3] == "-P", done.stdout
+    found = subprocess.run([str(base), "-P", "-c", "import engram; print(engram.__file__)"],
+                           cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    assert found.stdout.strip() == str(root / "engram" / "__init__.py")
+    assert ran(marker) == []
+    mine = subprocess.run([sys.executable, "-c", "from engram.base import entries; "
+                           "print(entries.isolation_flag())"], cwd=repo.parent,
+                          capture_output=True, text=True, timeout=120)
+    assert mine.stdout.strip() == "-I" and ran(marker) == [], mine.stderr
