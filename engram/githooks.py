@@ -1,7 +1,7 @@
-"""`python -m engram.githooks pre-commit|refresh [--background]`: the command the git hooks in
-users' repositories run (written by `engram init`). The name is kept stable because installed
-hook scripts hold it; what it runs is `engram.cli.githooks`, the hooks themselves
-`engram.git.hooks`."""
+"""`python -I -m engram.githooks pre-commit|refresh [--background]`: the command the git hooks in
+users' repositories run (written by `engram hooks install`). The name is kept stable because
+installed hook scripts hold it; what it runs is `engram.cli.githooks`, the hooks themselves
+`engram.git.hooks`. (`-I` keeps the work tree git runs hooks in off the import path.)"""
 
 from __future__ import annotations
 

@@ -88,13 +88,15 @@ SHOWN_PYTHON = "/home/you/.local/engram/bin/python"
 
 def install_snippet(args: str) -> str:
     """What `engram mcp install ARGS` writes to a client's empty configuration, as a fenced
-    block. The user-level entry names this installation's Python (no `engram` on the PATH)."""
+    block. The user-level entry names this installation's console script, shown where the
+    documented install puts it."""
     from engram.mcp.install import install
 
     words = args.split()
     client = words[0]
+    shown = Path(SHOWN_PYTHON).parent / "engram"
     with tempfile.TemporaryDirectory() as scratch, \
-            mock.patch("engram.mcp.install.shutil.which", return_value=None):
+            mock.patch("engram.base.entries.console_script", return_value=shown):
         repo = Path(scratch) / "repo"
         repo.mkdir()
         subprocess.run(["git", "init", "-q", str(repo)], check=True)

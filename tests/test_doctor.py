@@ -455,7 +455,7 @@ def test_lines_git_converted_to_crlf_are_read_and_fix_names_and_undoes_the_cause
 ) -> None:
     """A committed .gitattributes asks git for CR LF event files (a fresh checkout then has
     them): everything still reads, verify fails, doctor names the attribute, and --fix restores
-    the store's own attribute line and LF endings."""
+    the store's own attribute lines and checks the files out again with LF endings."""
     store = home_store.personal
     kept = home_store.remember("Use Postgres for the job queue", check_duplicates=False)
     home_store.commit()
@@ -470,13 +470,13 @@ def test_lines_git_converted_to_crlf_are_read_and_fix_names_and_undoes_the_cause
     verified = cli("verify")
     assert verified.exit_code == 1 and "line ends with CR LF" in verified.output
     code, report = doctor()
-    assert {f["check"] for f in problems(report)} == {"line-endings"}, problems(report)
-    found = problems(report)[0]
-    assert code == 1
-    assert "eol=crlf" in found["message"] and "git check-attr" in found["message"]
+    assert {f["check"] for f in problems(report)} == {"attributes"}, problems(report)
+    converted = [f for f in problems(report) if f["level"] == "error"]
+    assert code == 1 and converted
+    assert all("`eol=crlf` (converts its line endings)" in f["message"] for f in converted)
 
     fixed = cli("doctor", "--fix")
-    assert "LF endings" in fixed.output
+    assert "out again as they were committed (git had converted them: eol=crlf)" in fixed.output
     assert "*.jsonl text eol=lf merge=union" in (store.root / ".gitattributes").read_text()
     assert not any(b"\r" in p.read_bytes() for p in store.event_files())
     cli("commit")

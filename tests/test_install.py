@@ -76,11 +76,11 @@ def test_the_documented_venv_install_puts_engram_on_the_path_of_a_fresh_home(
 
 
 def test_the_codex_page_shows_what_a_user_install_writes() -> None:
-    """The user table names this installation's Python with -m engram, the project table the
-    engram on the PATH; scripts/gen_cli_docs.py fills both in from the installer."""
+    """The user table names this installation's console script by its path, the project table
+    the engram on the PATH; scripts/gen_cli_docs.py fills both in from the installer."""
     page = (ROOT / "docs" / "clients" / "codex.md").read_text()
     user = page.split("<!-- install: codex -->", 1)[1].split("<!-- /install -->", 1)[0]
-    assert 'command = "/home/you/.local/engram/bin/python"\n' in user
-    assert 'args = ["-m", "engram", "serve", "--agent", "codex"]' in user
+    assert 'command = "/home/you/.local/engram/bin/engram"\n' in user
+    assert 'args = ["serve", "--agent", "codex"]' in user
     project = page.split("<!-- install: codex --project -->", 1)[1].split("<!-- /install -->")[0]
     assert 'command = "engram"\nargs = ["serve", "--agent", "codex"]' in project

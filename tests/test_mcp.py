@@ -785,7 +785,7 @@ def test_install_claude_merges_user_and_project_config(repo: Path, with_mcp_comm
     assert user_hooks.exit_code == 0
     user = json.loads((home / ".claude" / "settings.json").read_text())
     assert user["hooks"]["PreCompact"][0]["hooks"][0]["command"] == \
-        f"{sys.executable} -m engram.hooks precompact"
+        f"{sys.executable} -I -m engram.hooks precompact"
 
 
 def test_install_cursor_and_codex(repo: Path, with_mcp_commands: Any) -> None:

@@ -1,11 +1,18 @@
 """Text from a store, shown: on a terminal and in Markdown.
 
 What a store holds arrives from other people's pushes, so it is data when it is shown, never
-markup or commands. On a terminal, control characters (but newline and tab) and the bidi
-controls that reorder a line are shown as escapes (`\\x1b`, `\\u202e`). In Markdown, each piece
-of text stays where it is put: it cannot start a heading, a list, a quote, a fence or an HTML
-block, and it holds no HTML (`<` that would open a tag and `&` that would make an entity are
-escaped). Code spans and emphasis the writer typed still read as such.
+markup or commands. On a terminal, control characters (but newline and tab), the bidi controls
+that reorder a line, the line and paragraph separators (U+2028, U+2029) and the characters that
+carry invisible text (Unicode tags, interlinear annotations) are shown as escapes (`\\x1b`,
+`\\u202e`). In Markdown, each piece of text stays where it is put: it cannot start a heading, a
+list, a quote, a fence or an HTML block, make a table (every `|` is escaped) or an image (`![`
+is shown as it is, so nothing is loaded), and it holds no HTML (`<` that would open a tag and `&`
+that would make an entity are escaped). Code spans, links and emphasis the writer typed still
+read as such.
+
+JSON for scripts (`visible_json`) and error text for agents (`hidden_shown`) escape every
+invisible or format character as well (zero-width spaces and joiners, soft hyphens, byte-order
+marks): in JSON as `\\u` escapes, so the value is the same once parsed.
 """
 
 from __future__ import annotations
@@ -14,8 +21,17 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-# C0 and C1 controls but tab and newline; the bidi embeddings, overrides, isolates and marks.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 controls but tab and newline; the bidi embeddings, overrides, isolates and marks;
+# the line and paragraph separators; interlinear annotations and tags (invisible text).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+                     "\ufff9-\ufffb\U000e0001\U000e0020-\U000e007f]")
+# All of the above, and every other format character (Unicode category Cf): zero-width spaces
+# and joiners, soft hyphens, byte-order marks, invisible operators.
+_FORMAT = ("\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+           "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+           "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+           "\U000e0020-\U000e007f")
+_HIDDEN = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_FORMAT}]")
 
 # What makes a line of Markdown a block of another kind, at the start of a line: an ATX heading,
 # a quote, a table row, a bullet, a thematic break, a setext underline, a fence, a link reference
@@ -24,28 +40,46 @@ _BLOCK_START = re.compile(
     r"#{1,6}(?=[ \t]|$)|[>|]|[-+*](?=[ \t]|$)|([-*_])[ \t]*(?:\1[ \t]*){2,}$|=+[ \t]*$|-+[ \t]*$"
     r"|`{3}|~{3}|\[[^\]]*\]:|(\d{1,9})(?=[.)](?:[ \t]|$))")
 # Outside code spans: a backslash escape (kept), a run of backticks, a `<` that could open a tag,
-# a comment or an autolink, an `&` that would make an entity; at the end, a backslash or a `<`
-# that would escape or open what follows.
-_INLINE = re.compile(r"\\[!-/:-@\[-`{-~]|`+|<(?=[A-Za-z/!?]|\Z)|\\\Z"
+# a comment or an autolink, a `![` that would open an image, a `|` that could make a table, an
+# `&` that would make an entity; at the end, a backslash or a `<` that would escape or open what
+# follows.
+_INLINE = re.compile(r"\\[!-/:-@\[-`{-~]|`+|<(?=[A-Za-z/!?]|\Z)|\\\Z|!\[|\|"
                      r"|&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]{0,31};)")
-_ESCAPES = {"<": "&lt;", "&": "&amp;", "\\": "\\\\"}
+_ESCAPES = {"<": "&lt;", "&": "&amp;", "\\": "\\\\", "![": "!\\[", "|": "\\|"}
 
 
 def visible(text: str) -> str:
-    """`text` with the characters a terminal would obey (controls but newline and tab, bidi
-    controls) shown as escapes."""
+    """`text` with the characters a terminal would obey or that hide text (controls but newline
+    and tab, bidi controls, line separators, tags) shown as escapes."""
     return _UNSAFE.sub(_escape_char, text)
 
 
 def _escape_char(match: re.Match[str]) -> str:
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code <= 0xFFFF \
+        else f"\\U{code:08x}"
 
 
 def visible_json(text: str) -> str:
-    """JSON text with the characters `visible` escapes written as `\\u` escapes: the same JSON,
-    safe on a terminal."""
-    return _UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    """JSON text with every control, bidi and other format character written as a `\\u` escape
+    (a surrogate pair beyond U+FFFF): the same JSON once parsed, safe on a terminal and in
+    whatever reads it next."""
+    return _HIDDEN.sub(_json_escape, text)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def hidden_shown(text: str) -> str:
+    """`text` with every control (but newline and tab), bidi and other format character shown
+    as an escape: for error text an agent reads, where an invisible character could hide or
+    reorder what it says."""
+    return _HIDDEN.sub(_escape_char, text)
 
 
 def echo(message: object = "", **options: Any) -> None:
@@ -73,7 +107,7 @@ def local_time(stamp: str | None) -> str:
 
 def md(text: object) -> str:
     """`text` as one line of Markdown inside a line (a heading's title, a field's value)."""
-    return _inline(visible(" ".join(str(text).split())))
+    return _inline(" ".join(visible(str(text)).split()))
 
 
 def md_lines(text: object, *, indent: int = 0) -> str:
@@ -97,7 +131,7 @@ def md_lines(text: object, *, indent: int = 0) -> str:
 
 def md_code(text: object) -> str:
     """`text` as one inline code span, whatever backticks it holds."""
-    flat = visible(" ".join(str(text).split()))
+    flat = " ".join(visible(str(text)).split())
     fence = "`" * (max((len(run) for run in re.findall(r"`+", flat)), default=0) + 1)
     pad = " " if flat.startswith("`") or flat.endswith("`") else ""
     return f"{fence}{pad}{flat}{pad}{fence}"

@@ -27,7 +27,14 @@ EVENT_SUFFIX = ".jsonl"
 HANDOFFS_DIR = "handoffs"
 README_FILE = "README.md"
 GITATTRIBUTES_FILE = ".gitattributes"
-GITATTRIBUTES_LINE = "*.jsonl text eol=lf merge=union"
+# What must hold for event files, whatever a repository's other .gitattributes or git's config
+# say (a more specific file wins, so the store's own pins it): LF-only text, never re-encoded,
+# never given `$Id$` expansion or a filter; merged as a union of lines. And forges fold them as
+# generated in a pull request (GitHub and Gitea read `linguist-generated`, GitLab
+# `gitlab-generated`); the handoff notes under handoffs/ stay shown.
+GITATTRIBUTES_LINE = "*.jsonl text eol=lf merge=union -working-tree-encoding -ident -filter"
+GITATTRIBUTES_GENERATED = "*.jsonl linguist-generated=true gitlab-generated"
+GITATTRIBUTES_LINES = (GITATTRIBUTES_LINE, GITATTRIBUTES_GENERATED)
 # Paths under a store root that Engram owns and commits. Anything else is left alone.
 TRACKED = (CONFIG_FILE, README_FILE, GITATTRIBUTES_FILE, EVENTS_DIR, HANDOFFS_DIR)
 

@@ -14,7 +14,7 @@ from typing import Any
 import click
 import orjson
 
-from ..base.display import echo
+from ..base.display import echo, visible_json
 from ..base.errors import EngramError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -105,7 +105,10 @@ def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def print_json(value: Any) -> None:
-    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
+    """JSON for scripts, with bidi and other format characters as `\\u` escapes (the same
+    values once parsed)."""
+    click.echo(visible_json(orjson.dumps(value, option=orjson.OPT_INDENT_2 |
+                                         orjson.OPT_SORT_KEYS).decode()))
 
 
 def read_text(text: str) -> str:

@@ -123,12 +123,15 @@ def export(ctx: click.Context, out: str, fmt: str, force: bool, project: bool, p
 @task_choice
 @click.option("--html", "html_out", default=None, metavar="OUT",
               help="Write one self-contained HTML page to OUT instead of printing text.")
+@click.option("--force", is_flag=True, help="With --html: replace OUT if it exists.")
 @store_options
 @json_option
 @click.pass_context
 def timeline(ctx: click.Context, task_argument: str | None, task_option: str | None,
-             html_out: str | None, project: bool, personal: bool, as_json: bool) -> None:
+             html_out: str | None, force: bool, project: bool, personal: bool,
+             as_json: bool) -> None:
     """A task's checkpoints, progress, failures, decisions and sessions in time order."""
+    from ..domain.browse import write_page
     from ..domain.timeline import render_html, render_text
 
     task_id = task_of(task_argument, task_option, "timeline")
@@ -138,8 +141,7 @@ def timeline(ctx: click.Context, task_argument: str | None, task_option: str | N
         target = Path(html_out)
         if not target.is_absolute():
             target = ctx.obj["cwd"] / target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(render_html(found), encoding="utf-8")
+        write_page(target, render_html(found), force=force)
         echo(f"wrote {target} ({len(found.items)} events, "
              f"{len(found.checkpoints)} checkpoints)")
         return
@@ -152,22 +154,21 @@ def timeline(ctx: click.Context, task_argument: str | None, task_option: str | N
 @click.command()
 @click.option("--html", "html_out", required=True, metavar="OUT",
               help="The HTML page to write (one self-contained file).")
+@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @store_options
 @click.pass_context
-def browse(ctx: click.Context, html_out: str, project: bool, personal: bool) -> None:
+def browse(ctx: click.Context, html_out: str, force: bool, project: bool,
+           personal: bool) -> None:
     """Write one HTML page to search, filter and read the memories (with their history), tasks
     and handoffs of the stores; it loads nothing and needs no server."""
-    from ..domain.browse import render_html
+    from ..domain.browse import render_html, write_page
 
     engram = open_engram(ctx, project, personal)
     page = engram.browse()
     target = Path(html_out)
     if not target.is_absolute():
         target = ctx.obj["cwd"] / target
-    if target.is_dir():
-        raise click.UsageError(f"{target} is a directory; give the file to write")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render_html(page), encoding="utf-8")
+    write_page(target, render_html(page), force=force)
     counts = page.to_dict()
     echo(f"wrote {target} ({counts['memories']} memories, {counts['tasks']} tasks, "
          f"{counts['handoffs']} handoffs)")

@@ -1,9 +1,10 @@
-"""What the git hooks run: `python -m engram.githooks pre-commit|refresh [--background]`.
+"""What the git hooks run: `python -I -m engram.githooks pre-commit|refresh [--background]`.
 
 `pre-commit` refuses a commit whose staged event files fail the check of `engram.git.hooks`;
 `refresh` (run by post-merge, post-checkout and post-rewrite, detached with `--background`)
 brings the store's read model and indexes up to date through the Engram facade. The stable
-command path `engram.githooks` points here.
+command path `engram.githooks` points here. The background refresh runs in the work tree, so it
+is started with `-I` (or `-P`) as the hook itself was, never with that directory on its path.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..base.config import CONFIG_FILE, PROJECT_DIR, engram_home
+from ..base.entries import child_command
 from ..base.layout import HOOKS_LOG
 from ..git.hooks import staged_problems
 from ..storage.store import Store
@@ -44,7 +46,7 @@ def refresh_in_background(store: Store) -> None:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         subprocess.Popen(
-            [sys.executable, "-m", "engram.githooks", "refresh"],
+            child_command("engram.githooks", "refresh"),
             cwd=store.work_tree, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             start_new_session=True,
         )

@@ -1,4 +1,4 @@
-"""Claude Code hooks: `python -m engram.hooks session-start|precompact|session-end`.
+"""Claude Code hooks: `python -I -m engram.hooks session-start|precompact|session-end`.
 
 Installed by `engram mcp install claude --hooks`. Claude Code runs them as commands and passes
 the event as JSON on stdin (`cwd`, `session_id`, `trigger`, `reason`, ...).

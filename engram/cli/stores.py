@@ -24,9 +24,14 @@ from .common import json_option, open_engram, print_json, store_options
 def init(ctx: click.Context, project: bool) -> None:
     """Create the personal store (~/.engram), or a project store with --project."""
     engram = open_engram(ctx)
+    before = engram.project if project else engram.personal
+    existed = before is not None and before.exists()
     store, created = engram.init(project=project)
-    if created:
+    if created and not existed:
         echo(f"initialized {store.kind} store in {store.root}")
+    elif created:
+        echo(f"{store.kind} store already initialized in {store.root}; its set-up files "
+             "(config.yaml, README.md, .gitattributes) are brought up to date and committed")
     else:
         echo(f"{store.kind} store already initialized in {store.root}")
 

@@ -12,6 +12,9 @@ Each memory is a card with its kind, status, store, scope, tags, project, who wr
 and its history (every event, oldest first). Each task is a card with its status, goal, latest
 handoff, progress, failures and checkpoints. A search box matches any words of a card; select
 boxes filter by kind, tag, scope, store and status.
+
+`write_page` writes this page, and the timeline's, to the file asked for: never over an existing
+file or through a symbolic link without `force` (as `engram export`), and whole or not at all.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ import html
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..base.display import visible
+from ..base.errors import UsageError
+from ..base.files import atomic_write
 from .continuity import checkpoints as cp
 from .timeline import CSS as TIMELINE_CSS
 
@@ -53,6 +59,21 @@ class Browse:
                 "memories": len(self.memories), "tasks": len(self.tasks),
                 "handoffs": sum(1 for t in self.tasks for c in t.checkpoints
                                 if c.get("reason") == "handoff")}
+
+
+def write_page(target: Path, page: str, *, force: bool = False) -> None:
+    """Write an HTML page to `target`. An existing file, or a symbolic link (even one that
+    points nowhere), is replaced only with `force`, and then the link itself is replaced: what
+    it points to is never written."""
+    if target.is_dir() and not target.is_symlink():
+        raise UsageError(f"{target} is a directory; give the file to write")
+    if target.is_symlink() and not force:
+        raise UsageError(f"{target} is a symbolic link; choose another name, or pass --force to "
+                         "replace the link (what it points to is not written)")
+    if target.exists() and not force:
+        raise UsageError(f"{target} exists; choose another name or pass --force to replace it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, page, durable=False, hidden=True)
 
 
 def _e(value: Any) -> str:

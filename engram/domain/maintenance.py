@@ -242,7 +242,9 @@ class Maintenance:
         if fresh:
             self.workspace.emit(store, "store.created", {"store": store.kind}, commit=False)
         if created or fresh:
-            self.workspace.commit_store(store, subject=f"engram: initialize {store.kind} store")
+            subject = f"engram: initialize {store.kind} store" if fresh else \
+                f"engram: {', '.join(created)} of the {store.kind} store brought up to date"
+            self.workspace.commit_store(store, subject=subject)
         if project:
             self.workspace.project = store
         return store, bool(created or fresh)

@@ -394,11 +394,11 @@ class Workspace:
         Only substantive events count (`events.substantive`): a session's start and end alone
         never make a commit; they ride with the next one.
         """
-        settings = self.settings(store)
-        if not settings["commit.auto"]:
-            return None
         state = WriterState.load(store)
         if state.pending <= 0:
+            return None  # decided before the settings are read: nothing waits, whatever they say
+        settings = self.settings(store)
+        if not settings["commit.auto"]:
             return None
         if state.pending >= settings["commit.every_events"]:
             return 0.0
@@ -411,7 +411,7 @@ class Workspace:
             try:
                 self.commit_store(store, locked=True)
             except GitError as exc:
-                self.warn(f"events are saved but not committed yet: {exc}")
+                self.warn(f"{_waiting(store)} saved but not committed yet: {exc}")
 
     def commit_due(self) -> float | None:
         """Commit each store whose batch of pending events is due, although nothing is being
@@ -430,7 +430,8 @@ class Workspace:
                     self.maybe_commit(store)
                     left = self.due_in(store)
             except EngramError as exc:
-                self.warn(f"events are saved but not committed yet: {exc}")
+                if WriterState.load(store).pending > 0:  # else nothing waits: nothing to say
+                    self.warn(f"{_waiting(store)} saved but not committed yet: {exc}")
                 continue
             if left is not None:
                 soonest = left if soonest is None else min(soonest, left)
@@ -508,3 +509,9 @@ class Workspace:
             compact.compact(store, repo, author=self.actor(store), months=months)
         except (GitError, OSError) as exc:
             self.warnings.append(f"event files not compacted: {ev.one_line(exc, 200)}")
+
+
+def _waiting(store: Store) -> str:
+    """The events waiting for a commit, counted: "3 events are"."""
+    count = WriterState.load(store).pending
+    return f"{count} event{' is' if count == 1 else 's are'}"

@@ -15,20 +15,22 @@ script (so that an existing script's own `exit` cannot skip it); a script that i
 script is left alone, and the user is told what to add. `engram hooks uninstall` removes the
 blocks and nothing else.
 
-    python -m engram.githooks pre-commit|refresh [--background]
+    <python> -I -m engram.githooks pre-commit|refresh [--background]
 
 (that command, and the refresh it runs, are `engram.cli.githooks`: installing the hooks and the
-staged-file check are here)
+staged-file check are here). The hooks name this installation's Python with `-I` (or `-P`, see
+`engram.base.entries`): git runs hooks at the top of the work tree, and a plain `python -m`
+would import an `engram` package or `engram.py` from there. `stale` finds hooks that an older
+version wrote that way; installing again replaces them.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
+from ..base.entries import shell_command, shell_runs_from_cwd
 from ..base.errors import UsageError
 from ..base.files import atomic_write
 from ..base.layout import EVENT_SUFFIX, EVENTS_DIR
@@ -53,15 +55,14 @@ def hooks_dir(store: Store) -> Path:
 
 
 def _block(hook: str) -> str:
-    python = shlex.quote(sys.executable)
+    refresh = shell_command("engram.githooks", "refresh", "--background")
     if hook == "pre-commit":
-        body = f"{python} -m engram.githooks pre-commit || exit 1"
+        body = f"{shell_command('engram.githooks', 'pre-commit')} || exit 1"
     elif hook == "post-checkout":
         # Only branch checkouts ($3 = 1), not `git checkout -- file`.
-        body = (f'[ "$3" = "1" ] && {python} -m engram.githooks refresh --background '
-                ">/dev/null 2>&1")
+        body = f'[ "$3" = "1" ] && {refresh} >/dev/null 2>&1'
     else:
-        body = f"{python} -m engram.githooks refresh --background >/dev/null 2>&1"
+        body = f"{refresh} >/dev/null 2>&1"
     return (f"{BEGIN} (added by `engram hooks install`; `engram hooks uninstall` removes it)\n"
             f"{body}\n{END}\n")
 
@@ -117,6 +118,26 @@ def install(store: Store) -> list[str]:
                      temp=path.with_name(f".{hook}.engram-{os.getpid()}"))
         report.append(f"{hook}: {verb} ({path})")
     return report
+
+
+def stale(store: Store) -> list[Path]:
+    """The hooks of the store's repository with a line that runs `python -m engram…` from the
+    working directory (as older versions of `engram hooks install` wrote them)."""
+    try:
+        directory = hooks_dir(store)
+    except UsageError:
+        return []
+    found = []
+    for hook in HOOKS:
+        path = directory / hook
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if any(shell_runs_from_cwd(line) for line in text.splitlines()
+               if not line.lstrip().startswith("#")):
+            found.append(path)
+    return found
 
 
 def uninstall(store: Store) -> list[str]:

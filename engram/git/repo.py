@@ -260,8 +260,10 @@ class StoreRepo:
             raise GitError(f"{reason}; finish it, then run `engram commit`")
         if self.repo.head_is_detached:
             # A commit here would belong to no branch: the next checkout would leave it behind.
+            kept = (f"the {len(pending.events)} new event(s) are saved on disk" if pending.events
+                    else "the changes stay in the work tree")
             raise GitError(f"HEAD of {self.store.work_tree} is detached, so nothing was "
-                           "committed (the events are saved); switch to a branch with "
+                           f"committed ({kept}); switch to a branch with "
                            "`git switch <branch>` (or `git switch -c <name>` for a new one), "
                            "then run `engram commit`")
         events = pending.events
@@ -290,10 +292,10 @@ class StoreRepo:
             try:
                 oid = self.repo.create_commit("HEAD", author_sig, committer, text, new_tree, parents)
             except (pygit2.GitError, ValueError) as exc:
-                raise GitError(
-                    f"could not commit ({exc}); the events are safe on disk, "
-                    "retry with `engram commit`"
-                ) from None
+                kept = "the events are safe on disk" if pending.events else \
+                    "the changes stay in the work tree"
+                raise GitError(f"could not commit ({exc}); {kept}, retry with `engram commit`"
+                               ) from None
             for path, blob_id in entries:
                 user_index.add(pygit2.IndexEntry(path, blob_id, FileMode.BLOB))
         # Remember what was committed by stat, so the next look reads nothing it need not.

@@ -13,6 +13,11 @@ it already has); everything else in the file stays as it was. A file that cannot
 format is refused, never overwritten. Claude Code's hooks (`--hooks`) go to its settings file,
 `~/.claude/settings.json` or `.claude/settings.json`, merged the same way.
 
+A user's entries run this installation by its console script's path, or by its Python with
+`-I` (`engram.base.entries`): never a plain `python -m engram`, which would import an `engram`
+package from the project directory the client starts it in. Installing rewrites Engram's
+older entries (the server and, for Claude Code, hooks that ran `python -m engram.hooks`).
+
 Claude Code asks each person to approve a project's servers (`.mcp.json`) before it starts them;
 `--approve` records that approval for the person installing, as Claude Code does, in
 `enabledMcpjsonServers` of `.claude/settings.local.json` (per person, not committed). The
@@ -29,15 +34,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..base import entries
 from ..base.config import find_work_tree
 from ..base.errors import UsageError
 from ..base.files import atomic_write
@@ -90,19 +94,20 @@ def install(client: str, *, project: bool = False, hooks: bool = False, name: st
     root = _project_root(cwd or Path.cwd()) if project else None
     command, args = server_command(project=project, agent=AGENTS[client])
     changes = []
+    path = (root / entries.PROJECT_CONFIGS[client]) if root else \
+        home / entries.USER_CONFIGS[client]
     if client == "claude":
-        path = root / ".mcp.json" if root else home / ".claude.json"
         changes.append(_json_server(path, name, {"type": "stdio", "command": command,
                                                  "args": args}))
     elif client == "cursor":
-        path = (root or home) / ".cursor" / "mcp.json"
         changes.append(_json_server(path, name, {"command": command, "args": args}))
     else:
-        path = (root or home) / ".codex" / "config.toml"
         changes.append(_toml_server(path, name, {"command": command, "args": args}))
-    if hooks:
-        settings = (root or home) / ".claude" / "settings.json"
-        changes.append(_claude_hooks(settings, project=project))
+    settings = (root or home) / entries.CLAUDE_SETTINGS
+    if hooks or (client == "claude" and _stale_hooks(settings)):
+        # Hooks an older version wrote run from the working directory: those are rewritten
+        # with the server, --hooks or not (without it, none is added).
+        changes.append(_claude_hooks(settings, project=project, add=hooks))
     if approve and root is not None:
         changes.append(_approval(root / LOCAL_SETTINGS, name))
     if not dry_run:
@@ -113,7 +118,7 @@ def install(client: str, *, project: bool = False, hooks: bool = False, name: st
 
 # -- Claude Code: approval and scopes -----------------------------------------------------------
 
-LOCAL_SETTINGS = Path(".claude") / "settings.local.json"
+LOCAL_SETTINGS = entries.CLAUDE_LOCAL_SETTINGS
 
 
 def _approval(path: Path, name: str) -> Change:
@@ -185,23 +190,34 @@ def claude_scopes(name: str, *, home: Path, root: Path | None) -> dict[str, Path
     return found
 
 
-def _has_hooks(path: Path) -> bool:
-    """Whether the Claude Code settings file at `path` holds Engram's hooks."""
+def _our_hooks(path: Path) -> list[str]:
+    """The commands of Engram's hooks in the Claude Code settings file at `path`."""
     try:
         data, _ = _read_json(path)
     except UsageError:
-        return False
+        return []
     hooks = data.get("hooks")
     if not isinstance(hooks, dict):
-        return False
+        return []
+    found = []
     for event, name in HOOKS.items():
         groups = hooks.get(event)
         for group in groups if isinstance(groups, list) else []:
-            if isinstance(group, dict) and any(
-                    isinstance(h, dict) and _is_ours(h.get("command"), name)
-                    for h in group.get("hooks") or []):
-                return True
-    return False
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                found += [h["command"] for h in group["hooks"]
+                          if isinstance(h, dict) and _is_ours(h.get("command"), name)]
+    return found
+
+
+def _has_hooks(path: Path) -> bool:
+    """Whether the Claude Code settings file at `path` holds Engram's hooks."""
+    return bool(_our_hooks(path))
+
+
+def _stale_hooks(path: Path) -> bool:
+    """Whether Engram's hooks in `path` run `python -m engram.hooks` from the working
+    directory (as older versions wrote them)."""
+    return any(entries.shell_runs_from_cwd(command) for command in _our_hooks(path))
 
 
 def claude_notes(*, project: bool, name: str = "engram", cwd: Path | None = None,
@@ -249,26 +265,25 @@ def _project_root(cwd: Path) -> Path:
 
 def server_command(*, project: bool, agent: str) -> tuple[str, list[str]]:
     """How the client starts the server. A project's config is shared, so it names `engram`
-    on the PATH; a user's config names this very installation."""
+    on the PATH; a user's config names this very installation: its console script by its path,
+    or its Python with -I (never a plain `python -m`, which would import an `engram` package
+    from the project the client starts it in; see `engram.base.entries`)."""
     args = ["serve", "--agent", agent]
     if project:
         return "engram", args
-    found = shutil.which("engram")
-    if found and Path(found).resolve().parent == Path(sys.executable).resolve().parent:
-        return found, args
-    return sys.executable, ["-m", "engram", *args]
+    script = entries.console_script()
+    if script is not None:
+        return str(script), args
+    command = entries.python_command("engram", *args)
+    return command[0], command[1:]
 
 
 def hook_command(event: str, *, project: bool) -> str:
+    """The command of a Claude Code hook: `engram` on the PATH in a project's settings, this
+    installation's Python with -I in a user's."""
     if project:
         return f"engram mcp hook {event}"
-    return f"{_quote(sys.executable)} -m engram.hooks {event}"
-
-
-def _quote(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
+    return entries.shell_command("engram.hooks", event)
 
 
 # -- JSON ---------------------------------------------------------------------------------------
@@ -308,14 +323,16 @@ def _json_server(path: Path, name: str, entry: dict[str, Any]) -> Change:
     return Change(path, what, existed, _dump_json(data))
 
 
-def _claude_hooks(path: Path, *, project: bool) -> Change:
+def _claude_hooks(path: Path, *, project: bool, add: bool = True) -> Change:
+    """Engram's hooks in the settings file: updated where they are, and (with `add`) added
+    for the events that have none."""
     data, existed = _read_json(path)
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: hooks is not an object; fix it by hand")
     for event, name in HOOKS.items():
         command = hook_command(name, project=project)
-        groups = hooks.setdefault(event, [])
+        groups = hooks.setdefault(event, []) if add else hooks.get(event, [])
         if not isinstance(groups, list):
             raise UsageError(f"{path}: hooks.{event} is not a list; fix it by hand")
         ours = [h for g in groups if isinstance(g, dict) for h in g.get("hooks") or []
@@ -323,11 +340,12 @@ def _claude_hooks(path: Path, *, project: bool) -> Change:
         if ours:
             for hook in ours:
                 hook.update(type="command", command=command, timeout=HOOK_TIMEOUT_SECONDS)
-        else:
+        elif add:
             groups.append({"hooks": [{"type": "command", "command": command,
                                       "timeout": HOOK_TIMEOUT_SECONDS}]})
-    return Change(path, "Claude Code hooks SessionStart, PreCompact, SessionEnd", existed,
-                  _dump_json(data))
+    what = "Claude Code hooks SessionStart, PreCompact, SessionEnd" if add else \
+        "Engram's Claude Code hooks rewritten (they ran `python -m engram.hooks` without -I)"
+    return Change(path, what, existed, _dump_json(data))
 
 
 def _is_ours(command: Any, name: str) -> bool:

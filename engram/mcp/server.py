@@ -43,6 +43,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import ValidationError
 
 from .. import __version__
+from ..base.display import hidden_shown
 from .memory_tools import add_memory_tools
 from .messages import invalid_arguments
 from .runtime import ROOTS_WAIT_SECONDS, Runtime, root_folders
@@ -92,10 +93,14 @@ class EngramServer(MCPServer):
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
-            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+            if isinstance(exc, UnexpectedToolError):
                 raise
-            raise ToolError(f"Error executing tool {name}: {invalid_arguments(cause)}"
-                            ) from cause
+            # Error text may quote what the caller or a store gave: bidi and other invisible
+            # characters in it are shown as escapes, never passed to the agent raw.
+            if isinstance(cause, ValidationError):
+                raise ToolError(hidden_shown(f"Error executing tool {name}: "
+                                             f"{invalid_arguments(cause)}")) from cause
+            raise ToolError(hidden_shown(str(exc))) from cause
 
     async def get_prompt(self, name: str, arguments: Any = None, context: Any = None) -> Any:
         await _locate(context)

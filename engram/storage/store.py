@@ -39,7 +39,7 @@ from ..base.layout import (  # noqa: F401 (HANDOFFS_DIR: named here for the stor
     EVENT_SUFFIX,
     EVENTS_DIR,
     GITATTRIBUTES_FILE,
-    GITATTRIBUTES_LINE,
+    GITATTRIBUTES_LINE,  # noqa: F401 (named here for the store's users)
     HANDOFFS_DIR,
     MAIN_WORKTREE,
     OBSERVED_CLOCK,
@@ -49,8 +49,8 @@ from ..base.layout import (  # noqa: F401 (HANDOFFS_DIR: named here for the stor
     TRACKED,
     local_dir,
 )
+from . import attributes, gitdir, ledger, lines
 from . import events as ev
-from . import gitdir, ledger, lines
 from .local import StoreLock, WriterState, unwritable
 
 StoreKind = Literal["personal", "project"]
@@ -73,11 +73,6 @@ This directory is an [Engram](https://pypi.org/project/engram/) store: what codi
 Do not edit event files by hand: `engram verify` checks them, and `engram log` reads them.
 """
 
-_GITATTRIBUTES = f"""\
-# Event files are LF-only JSON Lines on every platform; never convert line endings. They are sets
-# of lines (readers dedupe events by id), so should two sides ever change one, keep both sides.
-{GITATTRIBUTES_LINE}
-"""
 
 
 @dataclass(frozen=True)
@@ -262,21 +257,39 @@ class Store:
     # -- creating ----------------------------------------------------------------------------
 
     def ensure_layout(self) -> list[str]:
-        """Create the committed skeleton files that are missing; return what was created."""
+        """Create the committed skeleton files that are missing, and bring a .gitattributes
+        without Engram's lines for event files up to date (`engram.storage.attributes`);
+        return the names of the files written."""
         self.root.mkdir(parents=True, exist_ok=True)
         self.events_dir.mkdir(exist_ok=True)
         created = []
         for name, text in (
             (CONFIG_FILE, default_config_text()),
             (README_FILE, _README),
-            (GITATTRIBUTES_FILE, _GITATTRIBUTES),
+            (GITATTRIBUTES_FILE, attributes.TEXT),
         ):
             path = self.root / name
-            if not path.exists():
+            if not path.exists() and not path.is_symlink():
                 path.write_text(text, encoding="utf-8")
                 created.append(name)
+        if self.pin_attributes():
+            created.append(GITATTRIBUTES_FILE)
         self.local_dir.mkdir(parents=True, exist_ok=True)
         return created
+
+    def pin_attributes(self) -> bool:
+        """Rewrite the store's .gitattributes with Engram's lines for event files, last, if it
+        does not hold them (a link is left alone: it is reported, never followed). Returns
+        whether the file was written."""
+        path = self.root / GITATTRIBUTES_FILE
+        if path.is_symlink() or not path.is_file():
+            return False
+        text = path.read_bytes().decode("utf-8", "replace")
+        if attributes.is_pinned(text):
+            return False
+        atomic_write(path, attributes.pinned(text), temp=path.with_name(
+            f".{path.name}.{os.getpid()}.tmp"))
+        return True
 
     # -- the write path ----------------------------------------------------------------------
 

@@ -10,7 +10,11 @@ It looks at everything a crash, a bad merge, a full disk or a hand edit can leav
   clean, a dropped stash, a reset, a revert, a rebase, a removed worktree: see `engram.lost`);
 - derived state in `<git-dir>/engram/`: damaged or missing caches, damaged bookkeeping files;
 - the disk: a read-only or full file system;
-- the store's own files: config.yaml, README.md, .gitattributes.
+- the store's own files: config.yaml, README.md, .gitattributes (and Engram's lines in it), and
+  every git attribute that would change an event file's bytes (a re-encoding, `ident`, a
+  filter, line-ending conversion), wherever it is set;
+- the commands Engram installed (MCP client configs, Claude Code hooks, git hooks) that still
+  run `python -m engram…` from the working directory, with the command that rewrites them.
 
 Diagnosis repairs nothing (it writes a probe file, removed at once, to learn whether the disk
 takes writes, and brings the read model and the ledger of lost events up to date, as any read
@@ -33,7 +37,9 @@ from ...base.errors import NoStoreError
 from ...git.recovery import git_lock_files, recover_interrupted_commit
 from ...storage import events as ev
 from ...storage.store import EVENTS_DIR, Store
+from .attribute_checks import check_attributes
 from .cache_checks import check_caches, check_local_state, damaged_caches
+from .entry_checks import check_entries
 from .event_checks import Scan, check_events, scan
 from .git_checks import check_git, check_lost
 from .repair import repair, same_facade
@@ -105,8 +111,8 @@ def diagnose(engram: Host, store: Store) -> list[Finding]:
     """Every finding for one store."""
     out: list[Finding] = []
     checks = (check_layout, check_links, check_disk, check_locks, check_temp_files,
-              check_events,
-              check_git, check_caches, check_local_state, check_lost)
+              check_attributes, check_events,
+              check_git, check_caches, check_local_state, check_lost, check_entries)
     for check in checks:
         try:
             out.extend(check(engram, store))
@@ -117,7 +123,15 @@ def diagnose(engram: Host, store: Store) -> list[Finding]:
     # A file with damaged lines is also one whose committed part changed: say it once, with
     # the fix for its lines.
     damaged = {f.path for f in out if f.check in ("damaged-line", "torn-line", "line-endings")}
-    return [f for f in out if not (f.check == "committed-changed" and f.path in damaged)]
+    # A file git converts (an attribute changes its bytes) is said once, with the attribute.
+    converted = {f.path for f in out if f.check == "attributes" and f.level == "error"}
+    return [f for f in out if not (f.check == "committed-changed" and f.path in damaged)
+            and not (f.path in converted and f.check in CONVERTED_SHOWS)]
+
+
+# What a file whose bytes git converted also shows as, said once as the attribute instead.
+CONVERTED_SHOWS = ("damaged-line", "torn-line", "line-endings", "committed-changed",
+                   "event-file")
 
 
 __all__ = ["DoctorReport", "Finding", "Fresh", "Host", "Level", "Scan", "StoreDiagnosis",

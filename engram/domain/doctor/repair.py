@@ -16,7 +16,8 @@ from ...base import layout
 from ...base.errors import EngramError
 from ...base.files import atomic_write
 from ...git.recovery import open_repo, recover_interrupted_commit
-from ...storage.store import GITATTRIBUTES_LINE, Store
+from ...storage.store import Store
+from .attribute_checks import fix_attributes
 from .cache_checks import cache_lock, damaged_caches, local_state_problems
 from .event_checks import after_rewrite, committed_bytes, scan
 from .report import SKELETON, Finding, Fresh, Host, flag
@@ -36,8 +37,13 @@ def repair(engram: Host, store: Store, findings: list[Finding],
     wanted = {f.check for f in findings if f.auto}
     if not wanted:
         return done
-    if "line-endings" in wanted:
-        done += _restore_attributes(store)
+    if wanted & {"attributes", "line-endings"}:
+        try:
+            with store.lock(timeout=10):
+                done += fix_attributes(store)
+        except EngramError as exc:
+            done.append(f"could not repair: {exc}")
+            return done
     if wanted & {"damaged-line", "torn-line", "empty-file", "temp-file", "git-lock",
                  "local-state", "line-endings"}:
         try:
@@ -102,21 +108,6 @@ def _quarantine(store: Store) -> list[str]:
     return done
 
 
-def _restore_attributes(store: Store) -> list[str]:
-    """The store's .gitattributes keeps event files LF-only (a more specific file wins over the
-    repository's), whatever was committed over it."""
-    path = store.root / ".gitattributes"
-    if path.is_symlink():
-        return []  # reported as a link; removing it is the user's call
-    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-    if GITATTRIBUTES_LINE in text.splitlines():
-        return []
-    kept = [line for line in text.splitlines() if not line.startswith("*.jsonl")]
-    path.write_text("\n".join([*kept, GITATTRIBUTES_LINE]) + "\n", encoding="utf-8")
-    return [f"{store.rel(path)}: event files are LF-only again (`{GITATTRIBUTES_LINE}`); "
-            f"`engram commit {flag(store)}` commits it"]
-
-
 def _remove_leftovers(store: Store) -> list[str]:
     done = []
     for path in stale_temp_files(store):
@@ -166,6 +157,7 @@ def _recover(reopen: Callable[[Store], Fresh], store: Store) -> list[str]:
 
 def _restore_layout(reopen: Callable[[Store], Fresh], store: Store) -> list[str]:
     missing = [name for name in SKELETON if not (store.root / name).exists()]
+    before = _head(store)
     with reopen(store) as fresh:
         try:
             fresh.init(project=store.kind == "project")
@@ -173,7 +165,15 @@ def _restore_layout(reopen: Callable[[Store], Fresh], store: Store) -> list[str]
             created = store.ensure_layout()
             return [f"recreated {', '.join(created)}; could not commit them ({exc}); run "
                     f"`engram commit {flag(store)}` once that is fixed"]
+    if _head(store) == before:  # recreated as they were committed: nothing to commit
+        return [f"recreated {', '.join(missing)} as committed"]
     return [f"recreated and committed {', '.join(missing)}"]
+
+
+def _head(store: Store) -> str | None:
+    repo = open_repo(store)
+    tree = repo.head_tree() if repo is not None else None
+    return None if tree is None else str(repo.repo.head.target)
 
 
 def same_facade(engram: Host) -> Callable[[Store], Fresh]:

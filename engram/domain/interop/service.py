@@ -170,7 +170,7 @@ class Interop:
             report.commit = self.workspace.commit_store(store, subject=subject).commit
         except GitError as exc:
             self.workspace.warnings.append(
-                f"imported events are saved but not committed yet: {exc}")
+                f"the {len(fresh)} imported event(s) are saved but not committed yet: {exc}")
         return report
 
     def _read_source(self, store: Store, source: Path, reader: Input, *,
