@@ -92,13 +92,15 @@ def test_config_set_refuses_a_value_out_of_range_and_leaves_the_file(project: Pa
                cwd=project).exit_code == 0
 
 
-def test_recall_k_and_listing_limits_are_bounded(project: Path) -> None:
+def test_recall_k_listing_limits_and_a_pid_are_bounded(project: Path) -> None:
     Engram(cwd=project).remember("Deploys run from CI only", check_duplicates=False)
     for args, said in ((("recall", "-k", "10000000000", "deploys"), "k must be a whole number "
                         "from 1 to 1000, not 10000000000"),
                        (("log", "-n", "100000000000000000000"), "limit must be a whole number "
                         "from 1 to 1000000"),
-                       (("list", "-n", "100000000000000000000"), "limit must be")):
+                       (("list", "-n", "100000000000000000000"), "limit must be"),
+                       (("session", "start", "--pid", "100000000000000000000000"),
+                        "pid must be a whole number from 1 to 2147483647")):
         done = run_engram(*args, cwd=project)
         assert done.returncode == 2 and said in done.stderr, done.stderr
     assert "Deploys run from CI" in run_engram("recall", "-k", "1000", "deploys",

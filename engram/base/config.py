@@ -4,7 +4,9 @@ One environment variable moves all personal state: `ENGRAM_HOME` (default `~/.en
 store is `.engram/` at the top of the git work tree that holds the current directory, found the way
 git finds `.git`. Settings live in each store's `config.yaml`, which is committed with the store
 and edited with ruamel.yaml so that comments survive `engram config set`. A project store's file
-overrides the personal one, which overrides the defaults below.
+overrides the personal one, which overrides the defaults below. Every number setting has a
+range, declared with it; a committed file is input, so a value in it that fails its check is left
+out with a one-line warning (`read_config`), while `engram config set` refuses it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 TEXT_SETTING_CHARS = 200
 RECALL_K = 1_000  # the most results one recall returns (`k`)
 LIST_LIMIT = 1_000_000  # the most records one listing (`engram list -n`, `log -n`) returns
+PID_MOST = 2**31 - 1  # the largest process id (`engram session start --pid`) any system gives
 
 SettingValue = str | int | float | bool | None  # a setting's value (None: not set)
 
