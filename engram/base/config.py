@@ -4,7 +4,9 @@ One environment variable moves all personal state: `ENGRAM_HOME` (default `~/.en
 store is `.engram/` at the top of the git work tree that holds the current directory, found the way
 git finds `.git`. Settings live in each store's `config.yaml`, which is committed with the store
 and edited with ruamel.yaml so that comments survive `engram config set`. A project store's file
-overrides the personal one, which overrides the defaults below.
+overrides the personal one, which overrides the defaults below. Every number setting has a
+range, declared with it; a committed file is input, so a value in it that fails its check is left
+out with a one-line warning (`read_config`), while `engram config set` refuses it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ if TYPE_CHECKING:
     from ruamel.yaml import YAML
 
 TEXT_SETTING_CHARS = 200
-INT_CEILING = 2**53  # the largest whole number every JSON reader agrees on
+RECALL_K = 1_000  # the most results one recall returns (`k`)
+LIST_LIMIT = 1_000_000  # the most records one listing (`engram list -n`, `log -n`) returns
+PID_MOST = 2**31 - 1  # the largest process id (`engram session start --pid`) any system gives
 
 SettingValue = str | int | float | bool | None  # a setting's value (None: not set)
 
@@ -42,8 +46,20 @@ class Setting:
     default: Any
     type: type
     help: str
-    minimum: float | None = None
+    minimum: float | None = None  # a number setting has both bounds (a test holds every one to it)
     maximum: float | None = None
+
+    @property
+    def bounds(self) -> str:
+        """The range of a number setting as messages give it: "1 to 10000"."""
+        return f"{_number(self.minimum)} to {_number(self.maximum)}"
+
+
+_KINDS = {int: "a whole number", float: "a number", bool: "true or false", str: "text"}
+
+
+def _number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) and abs(value) < 1e15 else str(value)
 
 
 SETTINGS: dict[str, Setting] = {
@@ -56,10 +72,10 @@ SETTINGS: dict[str, Setting] = {
                 "never make a commit: they go with the next one."),
         Setting("commit.every_events", 20, int,
                 "Commit once this many events are pending. Session start and end do not count.",
-                minimum=1),
+                minimum=1, maximum=10_000),
         Setting("commit.every_seconds", 300, int,
                 "Commit when the oldest pending event is this old: checked on each write, by the "
-                "MCP server's timer, and when a command exits.", minimum=0),
+                "MCP server's timer, and when a command exits.", minimum=0, maximum=86_400),
         Setting("clock.max_skew", 300, int,
                 "Seconds ahead of this machine's clock that the clock of new events follows "
                 "events read from elsewhere; a line dated further ahead is read in its place "
@@ -68,38 +84,42 @@ SETTINGS: dict[str, Setting] = {
         Setting("compact.files", 64, int,
                 "Fold a month's closed event files into one file (`engram compact`) once it has "
                 "this many, checked at each commit and sync; 0 never compacts automatically.",
-                minimum=0),
+                minimum=0, maximum=100_000),
         Setting("limits.content_bytes", 32768, int, "Largest memory content, in UTF-8 bytes.",
-                minimum=1),
+                minimum=1, maximum=1_048_576),
         Setting("limits.text_bytes", 8000, int,
                 "Longest task goal, progress note, failure (error, root cause, fix), or handoff "
-                "summary or goal, in UTF-8 bytes.", minimum=1),
+                "summary or goal, in UTF-8 bytes.", minimum=1, maximum=262_144),
         Setting("limits.item_bytes", 4000, int,
                 "Longest single item: a progress feature, a forget reason, a session note, one "
                 "entry of a handoff list (a step, a command, an artifact), in UTF-8 bytes.",
-                minimum=1),
+                minimum=1, maximum=65_536),
         Setting("limits.list_items", 200, int,
                 "Most entries in one handoff list, and most files in a working set or a "
-                "progress record.", minimum=1),
+                "progress record.", minimum=1, maximum=1_000),
         Setting("limits.title_chars", 200, int,
-                "Longest task name or commit subject, in characters.", minimum=1),
-        Setting("limits.tags", 32, int, "Most tags on one record.", minimum=0),
+                "Longest task name or commit subject, in characters.", minimum=1,
+                maximum=1_000),
+        Setting("limits.tags", 32, int, "Most tags on one record.", minimum=0,
+                maximum=256),
         Setting("limits.name_chars", 64, int, "Longest tag, scope or component, in characters.",
-                minimum=1),
+                minimum=1, maximum=256),
         Setting("limits.path_chars", 1024, int,
-                "Longest file path in a working set or a citation, in characters.", minimum=1),
+                "Longest file path in a working set or a citation, in characters.", minimum=1,
+                maximum=4_096),
         Setting("limits.query_bytes", 8192, int, "Longest recall query, in UTF-8 bytes.",
-                minimum=1),
+                minimum=1, maximum=65_536),
         Setting("limits.package_bytes", 1_048_576, int,
-                "Largest handoff package file (`engram handoff --from`), in bytes.", minimum=1),
+                "Largest handoff package file (`engram handoff --from`), in bytes.", minimum=1,
+                maximum=16_777_216),
         Setting("limits.citation_lines", 200, int, "Most lines one discovery citation may cite.",
-                minimum=1),
+                minimum=1, maximum=10_000),
         Setting("limits.import_line_bytes", 16_777_216, int,
                 "Longest line `engram import` reads, in bytes; a longer line is skipped and "
-                "reported.", minimum=1),
+                "reported.", minimum=1, maximum=268_435_456),
         Setting("limits.import_bytes", 268_435_456, int,
                 "Most bytes one `engram import` reads, counted after decompression; over it, "
-                "nothing is imported.", minimum=1),
+                "nothing is imported.", minimum=1, maximum=17_179_869_184),
         Setting("secrets.scan", True, bool,
                 "Refuse content that looks like a credential before it reaches disk."),
         Setting("secrets.entropy", False, bool,
@@ -111,7 +131,7 @@ SETTINGS: dict[str, Setting] = {
                 "on first use), or 'off' for BM25 only."),
         Setting("search.vector_flush", 256, int,
                 "Fold changed memories into the saved vector index once this many are pending.",
-                minimum=1),
+                minimum=1, maximum=100_000),
         Setting("recall.weight_vector", 0.4, float,
                 "Meaning against words in relevance: 0.5 counts both in full, 1 meaning only, "
                 "0 words only.",
@@ -131,7 +151,8 @@ SETTINGS: dict[str, Setting] = {
                 "to a relevant one gains this share of its relevance (0 turns it off).",
                 minimum=0, maximum=1),
         Setting("recall.candidates", 100, int,
-                "Candidates taken from each index before fusing and filtering.", minimum=1),
+                "Candidates taken from each index before fusing and filtering.", minimum=1,
+                maximum=10_000),
         Setting("remember.check_duplicates", True, bool,
                 "On remember, compare with existing memories (costs one embedding)."),
         Setting("remember.duplicate_similarity", 0.92, float,
@@ -154,24 +175,25 @@ SETTINGS: dict[str, Setting] = {
                 "Share of working-set files that must change to count as a shift.",
                 minimum=0, maximum=1),
         Setting("checkpoint.quiet_minutes", 30.0, float,
-                "A task event this long after the last checkpoint saves a new one.", minimum=0),
+                "A task event this long after the last checkpoint saves a new one.", minimum=0,
+                maximum=10_080),
         Setting("checkpoint.debounce_seconds", 120.0, float,
                 "At most one automatic checkpoint per reason in this time (failures always "
-                "save one).", minimum=0),
+                "save one).", minimum=0, maximum=86_400),
         Setting("session.stale_minutes", 30.0, float,
                 "An open session of this machine without a heartbeat for this long is "
-                "interrupted.", minimum=0.001),
+                "interrupted.", minimum=0.001, maximum=10_080),
         Setting("resume.max_chars", 100_000, int,
                 "Longest `engram resume` output; longer output is cut and says so.",
-                minimum=1000),
+                minimum=1000, maximum=10_000_000),
         Setting("resume.hook_tokens", 2000, int,
                 "Token budget of the context the SessionStart hook gives the agent, filled by "
                 "priority (must-not-redo and must-preserve first); what does not fit is named.",
-                minimum=100),
+                minimum=100, maximum=100_000),
         *[
             Setting(f"decay.{kind}", days, float,
                     f"Days for a {kind} to fade to 37% strength (scaled up by importance and "
-                    "by each reinforcement).", minimum=0.001)
+                    "by each reinforcement).", minimum=0.001, maximum=36_525)
             for kind, days in ((term.name, term.data["decay_days"]) for term in MEMORY_KIND.terms)
         ],
     ]
@@ -290,7 +312,7 @@ def check_value(key: str, value: Any) -> Any:
     if not isinstance(value, setting.type) or (
         isinstance(value, bool) and setting.type is not bool
     ):
-        raise UsageError(f"{key} must be a {setting.type.__name__}, not {quote(value)}")
+        raise UsageError(f"{key} must be {_KINDS[setting.type]}, not {quote(value)}")
     value = setting.type(value)  # plain Python values, not ruamel's round-trip scalars
     if setting.type is float and not math.isfinite(value):
         raise UsageError(f"{key} must be a finite number, not {value}")
@@ -307,12 +329,17 @@ def check_value(key: str, value: Any) -> Any:
             check_model_setting(value)
         except ValueError as exc:
             raise UsageError(f"{key}: {exc}") from None
-    if setting.minimum is not None and value < setting.minimum:
-        raise UsageError(f"{key} must be at least {setting.minimum}, not {value}")
-    if setting.maximum is not None and value > setting.maximum:
-        raise UsageError(f"{key} must be at most {setting.maximum}, not {value}")
-    if setting.type is int and abs(value) > INT_CEILING:
-        raise UsageError(f"{key} must be at most {INT_CEILING}, not {quote(value)}")
+    if setting.minimum is not None and not setting.minimum <= value <= setting.maximum:
+        raise UsageError(f"{key} must be from {setting.bounds}, not {_number(value)}")
+    return value
+
+
+def check_count(value: int | None, what: str, most: int) -> int | None:
+    """A count a caller asks for (`k`, a listing's limit; None: all): from 1 to `most`."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or not 1 <= value <= most):
+        shown = _number(value) if isinstance(value, int) else quote(value)
+        raise UsageError(f"{what} must be a whole number from 1 to {most}, not {shown}")
     return value
 
 
@@ -359,7 +386,8 @@ def default_config_text() -> str:
             indent = "  "
         for setting in settings:
             name = setting.key.rpartition(".")[2]
-            lines.append(f"{indent}# {setting.help}\n")
+            bounds = f" ({setting.bounds})" if setting.minimum is not None else ""
+            lines.append(f"{indent}# {setting.help}{bounds}\n")
             lines.append(f"{indent}{name}: {_yaml_scalar(setting.default)}\n")
     return "".join(lines)
 
@@ -389,43 +417,52 @@ class ConfigFile:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def load(self, cache: Path | None = None) -> dict[str, Any]:
-        """The settings this file sets, flattened to dotted keys and checked.
+    def load(self, cache: Path | None = None, *, project: bool = False) -> ConfigRead:
+        """The settings this file sets, flattened to dotted keys and checked (`read_config`).
 
         `cache`: a file (per clone, never committed) keeping the settings parsed from these exact
         bytes, so that most commands need not load the YAML parser at all.
         """
         if self.path.is_symlink():
-            return {}  # never followed out of the store; `verify` and `doctor` report it
+            return ConfigRead({})  # never followed out of the store; `verify` and `doctor` say so
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
-            return {}
+            return ConfigRead({})
         if cache is None:
-            return parse_config(data, where=str(self.path))
-        key = f"{_SCHEMA}:{hashlib.blake2b(data, digest_size=16).hexdigest()}"
+            return read_config(data, where=str(self.path), project=project)
+        digest = hashlib.blake2b(data + str(self.path).encode(), digest_size=16).hexdigest()
+        key = f"{_SCHEMA}:{int(project)}:{digest}"
         try:
             kept = orjson.loads(cache.read_bytes())
             if kept.get("key") == key:
-                return kept["values"]
-        except (OSError, orjson.JSONDecodeError, AttributeError, KeyError):
+                return ConfigRead(kept["values"], tuple(kept["warnings"]))
+        except (OSError, orjson.JSONDecodeError, AttributeError, KeyError, TypeError):
             pass
-        values = parse_config(data, where=str(self.path))
+        read = read_config(data, where=str(self.path), project=project)
         try:
-            text = orjson.dumps({"key": key, "values": values})
-            if orjson.loads(text)["values"] == values:  # only what JSON keeps as it is
+            text = orjson.dumps({"key": key, "values": read.values,
+                                 "warnings": list(read.warnings)})
+            if orjson.loads(text)["values"] == read.values:  # only what JSON keeps as it is
                 atomic_write(cache, text, durable=False)
         except (OSError, TypeError):
             pass  # only a cache
-        return values
+        return read
 
     def set(self, key: str, value: Any) -> None:
         value = check_value(key, value)
         yaml = _yaml()
         text = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
-        tree = yaml.load(text) if text.strip() else None
+        try:
+            tree = yaml.load(text) if text.strip() else None
+        except Exception as exc:  # ruamel raises many types; all mean the same to a user
+            raise UsageError(f"{self.path} is not valid YAML ({exc.__class__.__name__}); fix "
+                             "it by hand or restore it with git, then set it again") from None
         if tree is None:
             tree = yaml.load(default_config_text())
+        if not isinstance(tree, Mapping):
+            raise UsageError(f"{self.path} must hold a mapping of settings; fix it by hand or "
+                             "restore it with git, then set it again")
         node = tree
         *parents, leaf = key.split(".")
         for name in parents:
@@ -439,32 +476,64 @@ class ConfigFile:
                      temp=self.path.with_suffix(".yaml.tmp"))
 
 
-def parse_config(data: bytes, *, where: str = CONFIG_FILE) -> dict[str, Any]:
-    """The settings a config.yaml's bytes set, flattened to dotted keys and checked."""
+@dataclass(frozen=True)
+class ConfigRead:
+    """What one config.yaml sets, and a line for each setting in it that is left out."""
+
+    values: dict[str, Any]
+    warnings: tuple[str, ...] = ()
+
+
+def read_config(data: bytes, *, where: str = CONFIG_FILE, project: bool = False) -> ConfigRead:
+    """The settings a config.yaml's bytes set, flattened to dotted keys, each checked as
+    `engram config set` checks it. A committed file is input from whoever pushed it: a value
+    that fails (an unknown key, the wrong type, out of its range, a model of the wrong shape)
+    is left out with a one-line warning that names the setting, its range and the fix, and so
+    is, in a project's file (`project`), a setting only the user's own configuration may set
+    (`personal_only`). A file that is not YAML is left out whole, with a warning. Never fatal:
+    the other settings, and every command, go on."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise UsageError(f"{where} is not valid UTF-8; fix it by hand or restore it with "
-                         "git") from None
+        return ConfigRead({}, (f"{where} is not valid UTF-8, so its settings are ignored; fix "
+                               "it by hand or restore it with git",))
     try:
         with warnings.catch_warnings():  # e.g. a reused anchor: the errors below say enough
             warnings.simplefilter("ignore")
             tree = _yaml().load(text) or {}
     except Exception as exc:  # ruamel raises many types; all mean the same to a user
-        raise UsageError(f"{where} is not valid YAML ({exc.__class__.__name__}); "
-                         "fix it by hand or restore it with git") from None
+        return ConfigRead({}, (f"{where} is not valid YAML ({exc.__class__.__name__}), so its "
+                               "settings are ignored; fix it by hand or restore it with git",))
     if not isinstance(tree, Mapping):
-        raise UsageError(f"{where} must hold a mapping of settings")
-    values = {}
+        return ConfigRead({}, (f"{where} must hold a mapping of settings, so its settings are "
+                               "ignored; fix it by hand or restore it with git",))
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    fix = "engram config set --project" if project else "engram config set"
     for key, value in _flatten(tree):
         if key not in SETTINGS:
-            raise UsageError(f"{where}: unknown setting {quote(key)}; "
-                             "see every setting with `engram config list`")
-        try:
-            values[key] = check_value(key, value)
-        except UsageError as exc:
-            raise UsageError(f"{where}: {exc}") from None
-    return values
+            problems.append(f"{where}: unknown setting {quote(key)} is ignored; see every "
+                            "setting with `engram config list`")
+        elif project and personal_only(key, value):
+            problems.append(f"{where}: {key} is ignored in a project's configuration (anyone "
+                            f"who can push could set it); set it in yours: engram config set "
+                            f"{key} VALUE")
+        else:
+            try:
+                values[key] = check_value(key, value)
+            except UsageError as exc:
+                problems.append(f"{where}: {exc}; the value is ignored (fix: {fix} {key} "
+                                "VALUE)")
+    return ConfigRead(values, tuple(problems))
+
+
+def parse_config(data: bytes, *, where: str = CONFIG_FILE) -> dict[str, Any]:
+    """The settings a config.yaml's bytes set, or a UsageError for the first one that is wrong
+    (strict: for checking a file, not for reading a store, see `read_config`)."""
+    read = read_config(data, where=where)
+    if read.warnings:
+        raise UsageError(read.warnings[0])
+    return read.values
 
 
 class Settings:
@@ -506,11 +575,11 @@ def personal_only(key: str, value: Any) -> bool:
 
 
 class Layer(dict):
-    """Settings from one file, remembering where they came from (and, for a project store's
-    file, the personal-only settings it tried to set, which are left out)."""
+    """Settings from one file, remembering where they came from and what in the file was left
+    out (one warning line each, see `read_config`)."""
 
     def __init__(self, values: Mapping[str, Any], origin: str,
-                 ignored: tuple[str, ...] = ()) -> None:
+                 warnings: tuple[str, ...] = ()) -> None:
         super().__init__(values)
         self.origin = origin
-        self.ignored = ignored
+        self.warnings = warnings

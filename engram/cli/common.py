@@ -76,6 +76,9 @@ def open_engram(ctx: click.Context, project: bool = False, personal: bool = Fals
     # Before closing (callbacks run last first): a batch that fell due while this command ran
     # is committed now rather than whenever the next write comes.
     ctx.call_on_close(engram.commit_due)
+    # A committed config.yaml that is left out (not YAML, out of range) is said by every
+    # command, also by those that read no setting.
+    engram.settings()
     if at is not None:
         engram, where = engram.at(at)
         ctx.meta["engram"] = engram

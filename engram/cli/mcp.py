@@ -9,12 +9,29 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ..base.display import echo
 
 CLIENTS = ("claude", "cursor", "codex")
+# The bounds of an HTTP server (engram.mcp.bounds, standard library only), as options.
+HTTP_LIMITS = {"sessions": "--max-sessions", "client_sessions": "--client-sessions",
+               "idle_minutes": "--session-idle-minutes", "header_seconds": "--header-timeout",
+               "body_seconds": "--body-timeout", "body_bytes": "--max-body-bytes"}
+
+
+def _limit_options(command: Any) -> Any:
+    from ..mcp.bounds import LIMITS
+
+    for name, flag in reversed(HTTP_LIMITS.items()):
+        limit = LIMITS[name]
+        kind = click.IntRange(int(limit.minimum), int(limit.maximum)) \
+            if isinstance(limit.default, int) else click.FloatRange(limit.minimum, limit.maximum)
+        command = click.option(flag, name, default=limit.default, show_default=True, type=kind,
+                               help=f"With --http: {limit.help}.")(command)
+    return command
 
 
 def _scopes(text: str | None) -> list[str] | None:
@@ -73,10 +90,12 @@ def _token(token_file: Path | None) -> tuple[str | None, str]:
 @click.option("--jwks-url", default=None, metavar="URL",
               help="With --oidc-issuer: the JWKS (default: from the issuer's "
                    "/.well-known/openid-configuration).")
+@_limit_options
 @click.pass_context
 def serve(ctx: click.Context, use_http: bool, host: str, port: int, http_path: str,
           agent: str | None, actor: str | None, scopes: str | None, token_file: Path | None,
-          oidc_issuer: str | None, oidc_audience: str | None, jwks_url: str | None) -> None:
+          oidc_issuer: str | None, oidc_audience: str | None, jwks_url: str | None,
+          **limits: Any) -> None:
     """Run the MCP server for agents (stdio by default; see docs/mcp.md)."""
     # `-C DIR` if given; else the server finds the client's project (docs/mcp.md)
     cwd = ctx.find_root().params.get("cwd")
@@ -88,6 +107,7 @@ def serve(ctx: click.Context, use_http: bool, host: str, port: int, http_path: s
         from ..mcp.server import serve_stdio
 
         ctx.exit(serve_stdio(cwd=cwd, agent=agent, actor=actor, scopes=allowed))
+    from ..mcp.bounds import HttpBounds
     from ..mcp.http import http_auth, serve_http
 
     token, token_source = _token(token_file)
@@ -95,7 +115,7 @@ def serve(ctx: click.Context, use_http: bool, host: str, port: int, http_path: s
                      oidc_audience=oidc_audience, jwks_url=jwks_url,
                      base_url=f"http://{host}:{port}", token_source=token_source)
     ctx.exit(serve_http(host=host, port=port, path=http_path, cwd=cwd, agent=agent,
-                        actor=actor, scopes=allowed, auth=auth))
+                        actor=actor, scopes=allowed, auth=auth, bounds=HttpBounds(**limits)))
 
 
 @click.group(name="mcp")

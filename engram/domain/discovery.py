@@ -167,8 +167,9 @@ def _real_path(top: Path, path: str) -> tuple[Path, str]:
         raise UsageError(f"citation path {path!r} is a loop of symbolic links; cite the file "
                          "itself") from None
     if not resolved.is_relative_to(root):
-        raise UsageError(f"citation path {path!r} leads outside the repository (through '..' "
-                         "or a symbolic link); cite a file inside it")
+        from ..git.tracked import outside  # the words a working-set file is refused in too
+
+        raise UsageError(outside("citation path", path, "cite a file inside it"))
     return resolved, resolved.relative_to(root).as_posix()
 
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..base.config import Settings
+from ..base.config import LIST_LIMIT, RECALL_K, Settings, check_count
 from ..base.errors import EngramError, UsageError
 from ..base.validation import Checks, well_formed
 from ..model import memories as mem
@@ -369,6 +369,7 @@ class Memories:
         contains: str | None = None,
     ) -> list[mem.Memory]:
         """Memories, most recently changed first, from the selected stores."""
+        limit = check_count(limit, "limit", LIST_LIMIT)
         for kind in kinds:
             mem.check_kind(kind)
         checks = self.workspace.checks()
@@ -421,7 +422,7 @@ class Memories:
         from ..search import recall as pipeline
 
         checks = self.workspace.checks()
-        query = checks.query(query)
+        query, k = checks.query(query), check_count(k, "k", RECALL_K)
         for kind in kinds:
             mem.check_kind(kind)
         wanted_tags = set(checks.filter_names(tags, what="tag"))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from ..base.config import LIST_LIMIT, check_count
 from ..base.errors import AmbiguousIdError, NotFoundError
 from ..base.validation import event_kind, reference
 from ..model import memories as mem
@@ -77,7 +78,7 @@ class Records:
         limit: int | None = 50,
     ) -> list[tuple[str, ev.Event]]:
         """Events newest first, as (store kind, event)."""
-        kinds = [event_kind(kind) for kind in kinds]
+        kinds, limit = [event_kind(kind) for kind in kinds], check_count(limit, "limit", LIST_LIMIT)
         if task is not None:
             task = self.workspace.find_task(task, items=False)[1].id
         if actor is not None:

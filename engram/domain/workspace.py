@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..base import layout
 from ..base.config import (
-    CONFIG_FILE,
     Layer,
     Settings,
     check_value,
@@ -191,12 +190,10 @@ class Workspace:
             layers.append(self.personal.config_layer())
         target = store or (self.project if self.project and self.project.exists() else None)
         if target is not None and target.kind == "project" and target.exists():
-            layer = target.config_layer()
-            for key in layer.ignored:
-                self.warn(f"{target.root / CONFIG_FILE}: {key} is ignored in a project's "
-                          f"configuration (anyone who can push could set it); set it in "
-                          f"yours: engram config set {key} VALUE")
-            layers.append(layer)
+            layers.append(target.config_layer())
+        for layer in layers:  # what a file sets that is left out, said once (read_config)
+            for text in layer.warnings:
+                self.warn(text)
         actor = os.environ.get("ENGRAM_ACTOR")
         # Each layer is kept until its file changes: the same layers give the same settings.
         key = (*layers, actor)

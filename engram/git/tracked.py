@@ -1,15 +1,31 @@
 """A work tree's files as git sees them: whether git tracks or ignores a file, a file's lines
 or blob id at a commit, and the blob id of its content now. Discoveries
 (`engram.domain.discovery`) pin their citations with it; checkpoints (`engram.domain.continuity`)
-tell with it whether their working set changed."""
+tell with it whether their working set changed.
+
+A path given for the work tree is refused in one wording wherever it is given: one that leads
+outside the repository (`outside`), one inside `.git/` (`IN_GIT`). A working-set file is stricter
+than a citation (`work_tree_file`): it is never reached through a symbolic link at all, so its
+blob id, which a checkpoint commits and pushes, can only ever be of a file of the work tree.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+import stat
+from pathlib import Path, PurePosixPath
 
 import pygit2
 
+from ..base.errors import UsageError
 from .repo import open_repository
+
+IN_GIT = "is inside .git/, git's own files"
+
+
+def outside(what: str, path: str, fix: str) -> str:
+    """How a path that leads out of the work tree is refused (citations, working sets)."""
+    return f"{what} {path!r} leads outside the repository (through '..' or a symbolic link); {fix}"
 
 
 class TrackedFiles:
@@ -48,7 +64,7 @@ class TrackedFiles:
         is pushed), or None when it does: it is in the index."""
         name = path if real == path else f"{path} (a link to {real})"
         if real.split("/")[0] == ".git" or resolved.is_relative_to(Path(self.repo.path).resolve()):
-            return f"{name} is inside .git/, git's own files"
+            return f"{name} {IN_GIT}"
         if real in self.repo.index:
             return None
         if self.repo.path_is_ignored(real):
@@ -56,9 +72,55 @@ class TrackedFiles:
         return f"{name} is not tracked by git (git add it to have its lines kept)"
 
 
-def blob_id(path: Path) -> str | None:
-    """The git blob id of a file's content now (None when it is not a readable file)."""
+def work_tree_file(top: Path, path: str, *, what: str = "working-set file") -> Path:
+    """The file `path` (relative, `/`-separated) names in the work tree `top`, found without
+    following any symbolic link. Refused (UsageError) when it leads outside the repository, when
+    any part of it is a symbolic link (the file itself too: a link inside the repository is
+    named by the file it links to), or when it is inside `.git/` (any folder of that name)."""
+    parts = PurePosixPath(path).parts
+    if not parts or PurePosixPath(path).is_absolute() or ".." in parts:
+        raise UsageError(outside(what, path, "name a file inside it"))
+    if any(part.casefold() == ".git" for part in parts):
+        raise UsageError(f"{what} {path!r} {IN_GIT}; name a file of the work tree")
+    current = top
+    for part in parts:
+        current = current / part
+        if not current.is_symlink():
+            continue
+        link = current.relative_to(top).as_posix()
+        try:
+            target = (top / path).resolve()
+        except (RuntimeError, OSError):  # a loop of symbolic links
+            target = None
+        if target is None or not target.is_relative_to(top.resolve()):
+            raise UsageError(outside(what, path, "name a file inside it"))
+        real = target.relative_to(top.resolve()).as_posix()
+        if any(p.casefold() == ".git" for p in PurePosixPath(real).parts):
+            raise UsageError(f"{what} {path!r} (a link to {real}) {IN_GIT}; name a file of "
+                             "the work tree")
+        shown = "is a symbolic link" if link == path else f"goes through a symbolic link ({link})"
+        raise UsageError(f"{what} {path!r} {shown}; name the file it links to: {real}")
+    return current
+
+
+def work_tree_blob(top: Path, path: str) -> str | None:
+    """The blob id of the work-tree file `path` as it is now, or None when it is not a regular
+    file reached without a symbolic link (`work_tree_file`): nothing outside the repository,
+    behind a link or in `.git/` is ever read, so no blob id of it can be committed."""
     try:
-        return str(pygit2.hash(path.read_bytes())) if path.is_file() else None
+        file = work_tree_file(top, path)
+    except UsageError:
+        return None
+    try:  # O_NOFOLLOW: a link put in its place since the check is not followed either
+        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return str(pygit2.hash(handle.read()))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

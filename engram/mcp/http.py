@@ -30,6 +30,7 @@ import anyio.to_thread
 from mcp.server.auth.provider import AccessToken
 
 from ..base.errors import UsageError
+from .bounds import HttpBounds, bounded_app, protocol
 from .models import SCOPES
 from .server import build
 
@@ -268,9 +269,10 @@ def rebinding_protection(host: str, addresses: Sequence[str] = ()) -> Any:
 def serve_http(*, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp",
                cwd: Path | str | None = None, agent: str | None = None,
                actor: str | None = None, scopes: Sequence[str] | None = None,
-               auth: HttpAuth | None = None) -> int:
+               auth: HttpAuth | None = None, bounds: HttpBounds | None = None) -> int:
     """Serve streamable HTTP. Any address but loopback requires `auth`; every loopback bind
-    checks the Host and Origin headers (DNS rebinding)."""
+    checks the Host and Origin headers (DNS rebinding). `bounds`: the sessions, time and
+    bytes it allows (`engram.mcp.bounds`)."""
     import asyncio
 
     import uvicorn
@@ -280,10 +282,13 @@ def serve_http(*, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp",
         raise UsageError(f"refusing to serve {host} without authentication; set "
                           "ENGRAM_MCP_TOKEN (or --token-file) or --oidc-issuer, or bind "
                           "127.0.0.1")
+    bounds = bounds or HttpBounds()
     server, runtime = build(cwd=cwd, agent=agent, actor=actor, scopes=scopes, auth=auth)
-    app = server.streamable_http_app(
+    app, _ = bounded_app(server.streamable_http_app(
         streamable_http_path=path, host=host,
-        transport_security=None if loopback is None else rebinding_protection(host, loopback))
+        transport_security=None if loopback is None else rebinding_protection(host, loopback),
+        session_idle_timeout=bounds.idle_minutes * 60, max_request_body_size=bounds.body_bytes,
+        max_sessions=2 * bounds.sessions), path, bounds)  # the SDK's cap: a backstop only
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
@@ -299,6 +304,9 @@ def serve_http(*, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp",
                     shown = f"[{address[0]}]" if ":" in address[0] else address[0]
                     print(f"engram: serving MCP (streamable HTTP) at "
                           f"http://{shown}:{address[1]}{path}", file=sys.stderr, flush=True)
+            print(f"engram: sessions: at most {bounds.client_sessions} per client and "
+                  f"{bounds.sessions} in all, each ending after {bounds.idle_minutes:g} minutes "
+                  "idle", file=sys.stderr, flush=True)
             if auth is None:
                 print("engram: WARNING: no authentication: any process on this machine can "
                       "read and write your memories through this server. Set "
@@ -307,6 +315,7 @@ def serve_http(*, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp",
             else:
                 print(f"engram: requiring {auth.describe}", file=sys.stderr, flush=True)
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                            http=protocol(bounds.header_seconds))
     asyncio.run(Server(config).serve())
     return 143 if runtime.how == "sigterm" else 0

@@ -10,7 +10,8 @@ and the event loop stays free to answer (and to heartbeat) while a call loads th
 Library errors (`EngramError`, whose messages name the fix) become `ToolError`s worded for agents
 (tools and parameters, not commands and options), and arguments that fail a tool's schema are
 reported one line per call in plain words (`EngramServer`); anything else is a bug. Results are
-bounded (`OUTPUT_CHARS`) and say when they were cut.
+bounded (`OUTPUT_CHARS`) and say when they were cut. Over stdio a line that is not a JSON-RPC
+message gets a JSON-RPC error rather than no answer (`stdio`).
 
 Over stdio, the stores are those of the client's project: its roots when it offers them, else
 WORKSPACE_FOLDER_PATHS, else the working directory (`Runtime.locate`).
@@ -22,7 +23,8 @@ actor of every event the caller writes, and its scopes (`memory:read`, `memory:w
 The parts: `models` (parameter and result types), `views` (facade results as tool results),
 `messages` (errors in an agent's words), `runtime` (stores, session, threads), `tools` and the
 tool families `memory_tools`, `task_tools`, `session_tools`; this module builds the server and
-serves it over stdio, `http` over HTTP.
+serves it over stdio (`stdio` answers what the transport cannot read), `http` over HTTP
+(`bounds` limits its sessions, time and bytes).
 """
 
 from __future__ import annotations
@@ -105,6 +107,17 @@ class EngramServer(MCPServer):
     async def get_prompt(self, name: str, arguments: Any = None, context: Any = None) -> Any:
         await _locate(context)
         return await super().get_prompt(name, arguments, context)
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport, with every line it cannot read answered (`stdio`)."""
+        from mcp.server.stdio import stdio_server
+
+        from .stdio import Answering
+
+        server = self._lowlevel_server
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(Answering(read_stream, write_stream), write_stream,
+                             server.create_initialization_options())
 
 
 async def _locate(context: Any) -> None:

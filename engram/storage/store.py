@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from ..base.config import ConfigFile, Layer, default_config_text, personal_only
+from ..base.config import ConfigFile, Layer, default_config_text
 from ..base.errors import EngramError, NoStoreError
 from ..base.files import atomic_write, fsync_dir
 from ..base.layout import (  # noqa: F401 (HANDOFFS_DIR: named here for the store's users)
@@ -173,13 +173,9 @@ class Store:
             kept: Path | None = self.local_dir / CONFIG_PARSED
             if not self.local_dir.is_dir():
                 kept = None
-            values = self.config_file.load(kept)
-            ignored: tuple[str, ...] = ()
-            if self.kind == "project":
-                ignored = tuple(sorted(k for k, v in values.items() if personal_only(k, v)))
-                values = {k: v for k, v in values.items() if k not in ignored}
-            cached = (stamp, Layer(values, origin=f"{self.kind} store ({path})",
-                                   ignored=ignored))
+            read = self.config_file.load(kept, project=self.kind == "project")
+            cached = (stamp, Layer(read.values, origin=f"{self.kind} store ({path})",
+                                   warnings=read.warnings))
             self._config_cache = cached
         return cached[1]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...base.display import md, md_code, md_lines
@@ -147,6 +148,18 @@ def _fold(value: str) -> str:
 
 def _folded(items: list[Any]) -> list[Any]:
     return [_fold(item) if isinstance(item, str) else item for item in items]
+
+
+def check_files(top: Path, files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Working-set files as someone gives them (a handoff, a checkpoint, task progress): each a
+    file of the work tree `top`, never outside the repository, through a symbolic link or in
+    `.git/`, refused in the words a citation's path is (`tracked.work_tree_file`). A checkpoint
+    commits the blob id of each, so a link would let it commit the id of any file it reaches."""
+    from ...git.tracked import work_tree_file  # pygit2: only when there are files to check
+
+    for item in files:
+        work_tree_file(top, item["path"])
+    return files
 
 
 def file_paths(package: Mapping[str, Any]) -> set[str]:

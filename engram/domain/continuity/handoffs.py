@@ -111,6 +111,7 @@ class Checkpoints:
         if not isinstance(merged["summary"], str) or not merged["summary"].strip():
             raise UsageError("a handoff needs a summary: say in a line where things stand")
         built = cp.normalise(merged, self.workspace.checks(store))
+        cp.check_files(store.work_tree, built["working_set"]["files"])
         # What is done and what must hold carries over; the plan is what this handoff says,
         # or the current picture where it says nothing.
         current = self._derived_package(task)
@@ -154,7 +155,7 @@ class Checkpoints:
         which needs no history, so every kind of clone (full, shallow, partial) gives the same
         answer; a file of an older checkpoint without one is compared at its commit when this
         clone has it. A file that can be told neither way counts as unknown: half."""
-        from ...git.tracked import TrackedFiles, blob_id
+        from ...git.tracked import TrackedFiles, work_tree_blob
 
         try:
             repo: TrackedFiles | None = TrackedFiles(store.work_tree)
@@ -169,20 +170,20 @@ class Checkpoints:
             if not isinstance(then, str):
                 same += 0.5
                 continue
-            now = blob_id(store.work_tree / item["path"])
+            now = work_tree_blob(store.work_tree, str(item["path"]))
             same += now == then
         return same / known if known else None
 
     def _save_checkpoint(self, store: Store, task: tasks.Task, package: dict[str, Any], *,
                          reason: str, render: bool = False) -> Checkpoint:
         """Save a checkpoint; with `render`, also its Markdown for review (handoffs only)."""
-        from ...git.tracked import blob_id
+        from ...git.tracked import work_tree_blob
 
         head = head_commit(store)
         for item in package["working_set"]["files"]:
             if not item.get("commit"):
                 item["commit"] = head
-            blob = blob_id(store.work_tree / item["path"])
+            blob = work_tree_blob(store.work_tree, item["path"])
             if blob is not None:
                 item["blob"] = blob  # the content seen, to tell later whether it changed
         now = ev.utc_now()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ...base import layout
+from ...base.config import PID_MOST, check_count
 from ...base.errors import EngramError, NotFoundError, UsageError
 from ...base.validation import session_id as check_session_id
 from ...base.vocab import AGENT, INTERRUPTION, OUTCOME
@@ -44,7 +45,7 @@ class Sessions:
                    for s in self.workspace.stores()):
                 raise UsageError(f"session {session_id} exists already; give a new id, or "
                                  "none for a fresh one")
-        pid = pid or os.getpid()
+        pid = check_count(pid or None, "pid", PID_MOST) or os.getpid()
         self.workspace.session = session_id
         self.workspace.emit(store, "session.started", {"session_id": session_id, "agent": agent,
                                               "pid": pid, "head": head_commit(store)})

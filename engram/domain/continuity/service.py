@@ -202,7 +202,7 @@ class Continuity:
         component = checks.optional_name(component, what="component")
         if component:
             data["component"] = component
-        paths = [f["path"] for f in checks.files(list(files))]
+        paths = [f["path"] for f in cp.check_files(store.work_tree, checks.files(list(files)))]
         if paths:
             data["files"] = paths
         items: list[tuple[str, dict[str, Any]]] = [("task.progress", data)]
