@@ -218,14 +218,15 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 
 
 def _check_build_tools() -> None:
-    try:
-        import onnx  # noqa: F401
-        import onnx_ir  # noqa: F401  (onnxruntime's weight-only quantiser needs it)
-        import safetensors  # noqa: F401
-    except ImportError as exc:
-        raise ModelInstallError(f"building a model needs {exc.name}, which is not installed",
-                                Fix("pip install 'engram[models]'",
-                                    "install engram[models]")) from None
+    """Before anything is downloaded: the packages of the `models` extra are there (onnx_ir
+    is what onnxruntime's weight-only quantiser needs)."""
+    from importlib.util import find_spec
+
+    for name in ("onnx", "onnx_ir", "safetensors"):
+        if find_spec(name) is None:
+            raise ModelInstallError(f"building a model needs {name}, which is not installed",
+                                    Fix("pip install 'engram[models]'",
+                                        "install engram[models]"))
 
 
 def _disk(folder: Path) -> int:
