@@ -193,3 +193,131 @@ def test_a_store_switches_to_mpnet_and_back_embedding_each_text_once(
                                            "--explain").output
     assert cli("config", "set", "search.model", str(folder)).exit_code == 0
     assert json.loads(cli("reindex", "--json").output)["embedded"] == 0
+
+
+# -- the graph, on a small MPNet of random weights ----------------------------------------------
+
+
+def test_relative_buckets_are_those_of_the_reference_implementation() -> None:
+    from engram.search.models.mpnet import relative_buckets
+
+    reference = json.loads(REFERENCE.read_text())["relative_buckets"]
+    assert relative_buckets(514).tolist() == reference
+
+
+TINY = {"hidden_size": 128, "num_attention_heads": 4, "num_hidden_layers": 2,
+        "intermediate_size": 256, "max_position_embeddings": 40,
+        "relative_attention_num_buckets": 32, "layer_norm_eps": 1e-5, "pad_token_id": 1,
+        "vocab_size": 60}
+
+
+def _tiny_weights(path: Path) -> dict[str, np.ndarray]:
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(5)
+    h, i = TINY["hidden_size"], TINY["intermediate_size"]
+
+    def w(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.1).astype(np.float32)
+
+    tensors = {"embeddings.word_embeddings.weight": w(TINY["vocab_size"], h),
+               "embeddings.position_embeddings.weight": w(TINY["max_position_embeddings"], h),
+               "embeddings.LayerNorm.weight": 1 + w(h), "embeddings.LayerNorm.bias": w(h),
+               "encoder.relative_attention_bias.weight": w(32, TINY["num_attention_heads"])}
+    for n in range(TINY["num_hidden_layers"]):
+        p = f"encoder.layer.{n}"
+        for name, (rows, cols) in {"attention.attn.q": (h, h), "attention.attn.k": (h, h),
+                                   "attention.attn.v": (h, h), "attention.attn.o": (h, h),
+                                   "intermediate.dense": (i, h),
+                                   "output.dense": (h, i)}.items():
+            tensors[f"{p}.{name}.weight"] = w(rows, cols)
+            tensors[f"{p}.{name}.bias"] = w(rows)
+        for norm in ("attention.LayerNorm", "output.LayerNorm"):
+            tensors[f"{p}.{norm}.weight"] = 1 + w(h)
+            tensors[f"{p}.{norm}.bias"] = w(h)
+    save_file(tensors, str(path))
+    return tensors
+
+
+def _mpnet_in_numpy(t: dict[str, np.ndarray], ids: np.ndarray) -> np.ndarray:
+    """MPNet's forward pass for one unpadded row, written out plainly in numpy."""
+    from math import erf
+
+    from engram.search.models.mpnet import relative_buckets
+
+    def norm(x: np.ndarray, key: str) -> np.ndarray:
+        x64 = x.astype(np.float64)
+        mean = x64.mean(-1, keepdims=True)
+        var = ((x64 - mean) ** 2).mean(-1, keepdims=True)
+        return (x64 - mean) / np.sqrt(var + 1e-5) * t[f"{key}.weight"] + t[f"{key}.bias"]
+
+    def lin(x: np.ndarray, key: str) -> np.ndarray:
+        return x @ t[f"{key}.weight"].T.astype(np.float64) + t[f"{key}.bias"]
+
+    heads = TINY["num_attention_heads"]
+    size = TINY["hidden_size"] // heads
+    n = len(ids)
+    positions = np.arange(n) + 2  # padding_idx + 1 onwards
+    x = norm(t["embeddings.word_embeddings.weight"][ids]
+             + t["embeddings.position_embeddings.weight"][positions], "embeddings.LayerNorm")
+    table = relative_buckets(TINY["max_position_embeddings"])
+    distance = np.arange(n)[None, :] - np.arange(n)[:, None]
+    bias = t["encoder.relative_attention_bias.weight"][table[distance + 39]]  # [q, k, heads]
+    for layer in range(TINY["num_hidden_layers"]):
+        p = f"encoder.layer.{layer}"
+        q, k, v = (lin(x, f"{p}.attention.attn.{c}").reshape(n, heads, size) for c in "qkv")
+        scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(size) + bias.transpose(2, 0, 1)
+        scores = np.exp(scores - scores.max(-1, keepdims=True))
+        probs = scores / scores.sum(-1, keepdims=True)
+        context = np.einsum("hqk,khd->qhd", probs, v).reshape(n, -1)
+        x = norm(lin(context, f"{p}.attention.attn.o") + x, f"{p}.attention.LayerNorm")
+        inner = lin(x, f"{p}.intermediate.dense")
+        inner = 0.5 * inner * (1 + np.vectorize(erf)(inner / np.sqrt(2)))
+        x = norm(lin(inner, f"{p}.output.dense") + x, f"{p}.output.LayerNorm")
+    return x
+
+
+def test_the_graph_computes_mpnet_for_each_row_of_a_padded_batch(tmp_path: Path) -> None:
+    import onnx
+    import onnxruntime as ort
+
+    from engram.search.models.mpnet import build_mpnet
+
+    tensors = _tiny_weights(tmp_path / "model.safetensors")
+    rows = [np.asarray(r, dtype=np.int64) for r in
+            ([0, 7, 9, 33, 2], [0, 12, 2], [0, *range(3, 40), 2][:38], [0, 5, 5, 5, 5, 2])]
+    width = max(len(r) for r in rows)
+    ids = np.ones((len(rows), width), dtype=np.int64)  # padded with pad_token_id 1
+    mask = np.zeros_like(ids)
+    for n, row in enumerate(rows):
+        ids[n, :len(row)], mask[n, :len(row)] = row, 1
+    outputs = {}
+    for quantize in (False, True):
+        out = tmp_path / f"q{int(quantize)}.onnx"
+        build_mpnet(tmp_path / "model.safetensors", TINY, out, quantize=quantize)
+        session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+        outputs[quantize] = session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        if quantize:
+            assert "MatMulNBits" in {n.op_type for n in onnx.load(str(out)).graph.node}
+            alone = session.run(None, {"input_ids": ids[1:2, :3],
+                                       "attention_mask": mask[1:2, :3]})[0]
+            assert np.abs(alone[0] - outputs[True][1, :3]).max() < 1e-5  # batch-independent
+    for n, row in enumerate(rows):
+        expected = _mpnet_in_numpy(tensors, row)
+        assert np.abs(outputs[False][n, :len(row)] - expected).max() < 1e-4
+        cosine = np.sum(outputs[True][n, :len(row)] * expected, axis=-1) / (
+            np.linalg.norm(outputs[True][n, :len(row)], axis=-1)
+            * np.linalg.norm(expected, axis=-1))
+        assert cosine.min() > 0.999  # 8-bit weights stay close to float32
+
+
+def test_weights_of_another_shape_are_refused_by_name(tmp_path: Path) -> None:
+    from engram.search.models.mpnet import WeightsError, build_mpnet
+
+    _tiny_weights(tmp_path / "model.safetensors")
+    with pytest.raises(WeightsError, match="embeddings.word_embeddings.weight is "
+                                           "float32\\[60, 128\\], not float32\\[60, 64\\]"):
+        build_mpnet(tmp_path / "model.safetensors", {**TINY, "hidden_size": 64,
+                                                     "intermediate_size": 256},
+                    tmp_path / "out.onnx")
+    assert not (tmp_path / "out.onnx").exists()
