@@ -321,3 +321,34 @@ def test_weights_of_another_shape_are_refused_by_name(tmp_path: Path) -> None:
                                                      "intermediate_size": 256},
                     tmp_path / "out.onnx")
     assert not (tmp_path / "out.onnx").exists()
+
+
+@pytest.mark.slow
+def test_near_duplicate_thresholds_hold_for_mpnet(installed: tuple[Path, str],
+                                                  home_store: object) -> None:
+    """The near-duplicate corpus through `remember` with mpnet: no correction is folded away,
+    each is reported against the memory it corrects, and a rewording either folds or comes back
+    as related (remember.duplicate_similarity and related_similarity hold for its cosines)."""
+    from engram.api import Engram
+
+    folder, _ = installed
+    pairs = json.loads((ROOT / "tests" / "corpus" / "near_duplicates.json").read_text())["pairs"]
+    assert cli("config", "set", "search.model", str(folder)).exit_code == 0
+    assert cli("config", "set", "commit.auto", "false").exit_code == 0
+    folded = 0
+    with Engram() as engram:
+        for pair in pairs:
+            first = engram.remember(pair["old"])
+            second = engram.remember(pair["new"])
+            if not pair["fold"]:
+                assert not second.duplicate, pair
+                assert first.id in [m.id for m, _ in second.related], pair
+            elif second.duplicate:
+                assert second.id == first.id
+                folded += 1
+            else:
+                assert first.id in [m.id for m, _ in second.related], pair
+            for memory in {first.id, second.id}:
+                engram.forget(memory, reason="next pair")
+    rewordings = sum(p["fold"] for p in pairs)
+    assert folded >= 0.9 * rewordings, (folded, rewordings)
