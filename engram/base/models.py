@@ -63,6 +63,7 @@ class ModelDescription:
     - `max_tokens`: the window; longer texts are cut. Default: sentence_bert_config.json's
       max_seq_length, else the tokenizer's and the model's limit (usually 512).
     - `model_file`: which .onnx file, when the folder has several.
+    - `dimension`: the length of the model's vectors; a model that gives another is refused.
 
     Vectors are always L2-normalised after pooling: Engram compares them by cosine.
     """
@@ -72,6 +73,7 @@ class ModelDescription:
     pooling: Pooling = "mean"
     max_tokens: int | None = None
     model_file: str | None = None
+    dimension: int | None = None
 
 
 def describe_folder(folder: Path) -> tuple[Path, ModelDescription]:
@@ -107,6 +109,11 @@ def describe_folder(folder: Path) -> tuple[Path, ModelDescription]:
                                or not 0 < window <= 100_000):
         raise ModelFolderError(f"{folder / DESCRIPTION_FILE}: max_tokens must be a whole "
                                f"number of tokens, not {window!r}")
+    dimension = values.get("dimension")
+    if dimension is not None and (not isinstance(dimension, int) or isinstance(dimension, bool)
+                                  or not 0 < dimension <= 65_536):
+        raise ModelFolderError(f"{folder / DESCRIPTION_FILE}: dimension must be a whole "
+                               f"number, not {dimension!r}")
     if not isinstance(values.get("model_file") or "", str):
         raise ModelFolderError(f"{folder / DESCRIPTION_FILE}: model_file must be a file name")
     description = ModelDescription(**values)

@@ -20,6 +20,7 @@ from .continuity import register as register_continuity
 from .exchange import register as register_exchange
 from .mcp import register as register_mcp
 from .memories import register as register_memories
+from .model import register as register_model
 from .stores import register as register_stores
 from .sync import register as register_sync
 
@@ -49,6 +50,7 @@ register_config(main)
 register_mcp(main)
 register_sync(main)
 register_exchange(main)
+register_model(main)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -279,7 +279,7 @@ def recall(ctx: click.Context, query: str, k: int, kinds: tuple[str, ...],
             explained = hit.explain()
             parts = "  ".join(f"{k}={v:.3f}" for k, v in explained.items()
                               if isinstance(v, float))
-            echo(f"          {parts}")
+            echo(f"          {parts}  model={explained['model']}")
             for note in explained.get("notes", []):
                 echo(f"          ({note})")
         if full:

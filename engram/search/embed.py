@@ -166,6 +166,9 @@ def _load_folder(folder: Path) -> Embedder:
     runner = OnnxRunner(model_file, folder, max_tokens=description.max_tokens,
                         pooling=description.pooling)
     dim = int(runner.embed(["dimension probe"]).shape[1])
+    if description.dimension is not None and dim != description.dimension:
+        raise ModelFolderError(f"{folder / DESCRIPTION_FILE} says dimension "
+                               f"{description.dimension}, but the model gives {dim}")
     identity = folder_identity(folder, model_file, description, runner.max_tokens)
     return Embedder(runner, identity, dim, query_prefix=description.query_prefix,
                     document_prefix=description.document_prefix)

@@ -2,7 +2,9 @@
 
 Embeds texts shaped like memories (10 to 120 words, one in thirty 300 to 700 words, each with a
 file reference) with the configured kind of model, none of them cached, and prints texts per
-second and the peak resident memory of the process, after the model is loaded and at the end.
+second and the peak resident memory of the process, after the model is loaded and at the end;
+with `--queries N`, first the median and p95 time of embedding N questions one at a time (what
+each recall pays), and with `--long`, the peak of one call on texts that all fill the window.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import random
 import resource
+import statistics
 import sys
 import time
 
@@ -49,12 +52,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=int, default=2000, help="how many texts (2000)")
     parser.add_argument("--model", default="builtin", help="a search.model value (builtin)")
+    parser.add_argument("--queries", type=int, default=0,
+                        help="time this many one-question embeddings first (0)")
+    parser.add_argument("--long", action="store_true",
+                        help="texts of 700 to 900 words each: every one fills the window")
     args = parser.parse_args(argv)
     texts = memory_texts(args.texts)
+    if args.long:
+        rng = random.Random(11)
+        texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(700, 900)))
+                 for _ in range(args.texts)]
     started = time.perf_counter()
     embedder = load_embedder(args.model)
     loaded = time.perf_counter() - started
     embedder.embed(["warm up"])
+    if args.queries:
+        rng = random.Random(3)
+        times = []
+        for _ in range(args.queries):
+            words = [rng.choice(WORDS) for _ in range(rng.randint(4, 14))]
+            question = "how do we " + " ".join(words)
+            began = time.perf_counter()
+            embedder.embed_query(question + "?")
+            times.append((time.perf_counter() - began) * 1000)
+        times.sort()
+        print(f"{args.queries} queries embedded one at a time: p50 "
+              f"{statistics.median(times):.1f} ms, p95 {times[int(len(times) * 0.95)]:.1f} ms")
     after_load = peak_mib()
     started = time.perf_counter()
     embedder.embed(texts)

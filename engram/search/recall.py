@@ -81,7 +81,9 @@ def rank(query: str, intent: ranking.Intent, sources: Iterable[Source], *, k: in
     if intent.tense is not None and len(ranked) > 1:
         _rank_by_subject(intent.tense, ranked, bodies)
     ranked.sort(key=lambda item: (item[0], item[1]), reverse=True)
-    return [Hit(bodies[source.store.root][c.id], c) for _, _, source, c in ranked[:k]]
+    return [Hit(bodies[source.store.root][c.id], c,
+                source.embedder.identity if source.embedder is not None else None)
+            for _, _, source, c in ranked[:k]]
 
 
 def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,

@@ -92,6 +92,7 @@ class Hit:
 
     memory: mem.Memory
     evidence: Candidate
+    model: str | None = None  # the identity of the embedding model that scored it, if any
 
     @property
     def score(self) -> float:
@@ -114,7 +115,7 @@ class Hit:
         return self.evidence.strength
 
     def explain(self) -> dict[str, Any]:
-        return self.evidence.explain()
+        return {**self.evidence.explain(), "model": self.model or "none (words only)"}
 
     def to_dict(self, *, full: bool = True) -> dict[str, Any]:
         data = self.memory.to_dict() if full else {
