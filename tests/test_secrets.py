@@ -16,6 +16,8 @@ from engram.base.validation import guard, name, path
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example key
 GITHUB_TOKEN = "ghp_" + "wWPw5k4aXcaT4fNP0UcnZwJUVFk6LO0pINUx"
+# the shape of an Anthropic key: 93 random characters and AA
+ANTHROPIC_BODY = "hK3v9QmZ2xLw8RtB4nYc7PfJ1sDg6UeA0oWiXzCkVb5NqHlMa3Tr8yGuEjF2pKd9S_wQ-x7Lc4Bn1vZmR6hTy0JsDfGe5" + "AA"
 CORPUS = Path(__file__).parent / "corpus"
 
 
@@ -58,7 +60,7 @@ def test_the_cli_refuses_a_secret_with_exit_status_2(home_store: Engram) -> None
     result = cli("remember", f"token {GITHUB_TOKEN}")
     assert result.exit_code == 2
     assert result.stderr.startswith("error: content contains what looks like a secret "
-                                    "(GitHub token) at line 1, column 7")
+                                    "(GitHub Personal Access Token) at line 1, column 7")
     assert GITHUB_TOKEN not in result.output
     assert GITHUB_TOKEN.encode() not in stored_bytes(home_store)
 
@@ -88,7 +90,7 @@ def test_a_secret_given_as_an_id_or_a_tag_is_not_quoted_back(home_store: Engram)
     with pytest.raises(UsageError) as info:
         home_store.get(GITHUB_TOKEN)
     assert GITHUB_TOKEN[:8] not in str(info.value)
-    assert "[REDACTED:GitHub token]" in str(info.value)
+    assert "[REDACTED:GitHub Personal Access Token]" in str(info.value)
     with pytest.raises(UsageError) as info:
         home_store.remember("harmless", tags=["PASSWORD=Maple1359*KPa"])
     assert "Maple" not in str(info.value)
@@ -176,10 +178,10 @@ def test_every_corpus_secret_is_refused_or_redacted_by_remember(home_store: Engr
         ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAxKl3nB8qZ\n-----END RSA PRIVATE KEY-----",
          "private key"),
         ("db postgres://admin:s3cretpw@db.example.com/app", "password in URL"),
-        ("sk-ant-api03-" + "a1B2c3D4" * 5, "Anthropic API key"),
-        ("xoxb-" + "1234567890-1234567890-abcdefghijklmnopqrstuvwx", "Slack token"),
+        ("sk-ant-api03-" + ANTHROPIC_BODY, "Anthropic API Key"),
+        ("xoxb-" + "1234567890-1234567890-abcdefghijklmnopqrstuvwx", "Slack Bot token"),
         ("PASSWORD=letmein", "password"),
-        ("export GITHUB_TOKEN=" + GITHUB_TOKEN, "GitHub token"),
+        ("export GITHUB_TOKEN=" + GITHUB_TOKEN, "GitHub Personal Access Token"),
         ("password: Tr0ub4dor&3", "password"),
         ('"api_key": "k3x9q2mf7a1bz8w"', "API key"),
         ("curl -u admin:Tr0ub4dor3 https://ci.internal", "password"),
