@@ -53,7 +53,10 @@ _POSIX = {"alnum": "a-zA-Z0-9", "alpha": "a-zA-Z", "digit": "0-9", "xdigit": "0-
 def go_to_python(pattern: str) -> str:
     """The RE2 `pattern` as a Python regular expression with the same meaning."""
     out: list[str] = []
-    closers: list[int] = [0]  # per open group: how many scoped flag groups to close at its end
+    # Per open group, the flags set inside it so far: Go applies them to the rest of the group,
+    # across `|`, so each becomes a scoped group closed at `|` and at the end, and reopened
+    # after `|`.
+    scoped: list[list[str]] = [[]]
     i, n, in_class = 0, len(pattern), False
     while i < n:
         c = pattern[i]
@@ -93,7 +96,7 @@ def go_to_python(pattern: str) -> str:
             flags = re.match(r"\(\?([a-zA-Z]*(?:-[a-zA-Z]+)?)\)", pattern[i:])
             if flags and (i > 0):
                 out.append(f"(?{flags[1]}:")
-                closers[-1] += 1
+                scoped[-1].append(flags[1])
                 i += len(flags[0])
                 continue
             if pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
@@ -102,16 +105,20 @@ def go_to_python(pattern: str) -> str:
             else:
                 out.append("(")
                 i += 1
-            closers.append(0)
+            scoped.append([])
             continue
         if c == ")":
-            out.append(")" * closers.pop())
+            out.append(")" * len(scoped.pop()))
             out.append(")")
+            i += 1
+            continue
+        if c == "|" and scoped[-1]:
+            out.append(")" * len(scoped[-1]) + "|" + "".join(f"(?{f}:" for f in scoped[-1]))
             i += 1
             continue
         out.append(c)
         i += 1
-    out.append(")" * closers.pop())
+    out.append(")" * len(scoped.pop()))
     converted = "".join(out)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
