@@ -27,8 +27,10 @@ def load(name: str) -> list[dict[str, str]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-POSITIVE = load("secrets_positive.jsonl")
-NEGATIVE = load("secrets_negative.jsonl")
+# The tuned corpora: the first corpus and the first held-out one, which was measured once
+# before any fix and tuned on after (make_secrets_heldout.py says so).
+POSITIVE = load("secrets_positive.jsonl") + load("secrets_heldout_positive.jsonl")
+NEGATIVE = load("secrets_negative.jsonl") + load("secrets_heldout_negative.jsonl")
 # What the scanner must catch of the held-out forms (docs/reliability.md#figures): the target.
 HELD_OUT_CAUGHT = 0.95
 
@@ -37,10 +39,14 @@ def stored_bytes(engram: Engram) -> bytes:
     return b"".join(p.read_bytes() for s in engram.stores() for p in s.event_files())
 
 
-def leaks(message: str, secret: str) -> bool:
-    """Whether `message` holds any piece of `secret` (six characters are enough to tell)."""
+def leaks(message: str, secret: str, text: str = "") -> bool:
+    """Whether `message` holds any piece of `secret` (six characters are enough to tell) that
+    is not also in the rest of `text`, the input the secret was in."""
     width = min(6, len(secret))
-    return any(secret[i: i + width] in message for i in range(len(secret) - width + 1))
+    types = " ".join(f.type for f in find_secrets(text)) if text else ""  # its name may be said
+    around = text.replace(secret, "\0") + "\0" + types
+    return any(secret[i: i + width] in message and secret[i: i + width] not in around
+               for i in range(len(secret) - width + 1))
 
 
 # -- refusing, redacting, never echoing ----------------------------------------------------------
@@ -116,7 +122,7 @@ def test_the_corpus_files_are_what_their_script_writes() -> None:
 def test_corpus_figures_most_secrets_are_caught_and_almost_no_ordinary_text_is_refused(
 ) -> None:
     """The scanner's figures, as docs/reliability.md reports them (`-s` prints them)."""
-    assert len(POSITIVE) >= 80 and len(NEGATIVE) >= 300
+    assert len(POSITIVE) >= 260 and len(NEGATIVE) >= 590
     missed = [row for row in POSITIVE if not find_secrets(row["text"])]
     refused = [row for row in NEGATIVE if find_secrets(row["text"])]
     caught = 1 - len(missed) / len(POSITIVE)
@@ -157,14 +163,14 @@ def test_redaction_replaces_exactly_the_secret_and_no_message_quotes_it(
     messages.append(str(AmbiguousIdError(text, ["abcd00000001", "abcd00000002"])))
     messages.append(quote(text, 10_000))
     for message in messages:
-        assert not leaks(message, secret), message
+        assert not leaks(message, secret, text), message
 
 
 def test_every_corpus_secret_is_refused_or_redacted_by_remember(home_store: Engram) -> None:
     for row in POSITIVE:
         with pytest.raises(SecretError) as info:
             home_store.remember(row["text"])
-        assert not leaks(str(info.value), row["secret"]), row["form"]
+        assert not leaks(str(info.value), row["secret"], row["text"]), row["form"]
     before = stored_bytes(home_store)
     for row in POSITIVE[::10]:
         home_store.remember(row["text"], redact=True)
@@ -347,13 +353,13 @@ def test_no_rule_takes_long_on_a_large_text_full_of_its_keywords(filler: str) ->
 
 # -- the held-out corpus -------------------------------------------------------------------------
 
-HELD_OUT_POSITIVE = load("secrets_heldout_positive.jsonl")
-HELD_OUT_NEGATIVE = load("secrets_heldout_negative.jsonl")
+HELD_OUT_POSITIVE = load("secrets_heldout2_positive.jsonl")
+HELD_OUT_NEGATIVE = load("secrets_heldout2_negative.jsonl")
 
 
-def test_the_held_out_corpus_is_what_its_script_writes() -> None:
-    spec = importlib.util.spec_from_file_location("make_secrets_heldout",
-                                                  CORPUS / "make_secrets_heldout.py")
+@pytest.mark.parametrize("script", ["make_secrets_heldout.py", "make_secrets_heldout2.py"])
+def test_the_held_out_corpora_are_what_their_scripts_write(script: str) -> None:
+    spec = importlib.util.spec_from_file_location(script[:-3], CORPUS / script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -386,7 +392,7 @@ def test_what_is_caught_in_the_held_out_corpus_is_redacted_exactly(row: dict[str
         [finding] = findings
         assert (finding.start, finding.end) == (text.index(secret),
                                                 text.index(secret) + len(secret))
-    assert not leaks(quote(text, 10_000), secret) or not findings
+    assert not leaks(quote(text, 10_000), secret, text) or not findings
 
 
 # -- through the real write paths ----------------------------------------------------------------
@@ -434,3 +440,21 @@ def test_the_mcp_server_refuses_and_redacts_new_forms(home_store: Engram) -> Non
 
     anyio.run(scenario)
     assert all(row["secret"].encode() not in stored_bytes(Engram()) for row in NEW_FORMS)
+
+
+@pytest.mark.slow
+def test_no_rule_backtracks_on_a_hostile_text() -> None:
+    """Python's `re` backtracks where Go's engine does not: every rule, alone, on 3,000
+    characters of its keywords and one filler, in a few shapes, stays far from quadratic."""
+    slow = []
+    for rule in rule_set().rules:
+        pattern = rule.pattern()
+        for keyword in (rule.keywords or ("",))[:2]:
+            for filler in ("a", "A1", "=", " ", "-", "/", ":", "'", "x.", "0"):
+                for text in ((keyword + filler) * 3000, keyword + filler * 3000,
+                             (keyword + " = " + filler * 20 + " ") * 300):
+                    start = time.process_time()
+                    sum(1 for _ in pattern.finditer(text[:3000]))
+                    if time.process_time() - start > 0.05:
+                        slow.append((rule.id, keyword, filler))
+    assert slow == []

@@ -43,7 +43,9 @@ class Rule:
     report: bool = True
     requires: tuple[tuple[str, int | None], ...] = ()
     placeholders: bool = False  # Engram's placeholder policy applies to what it finds
-    gate: str = ""  # a rule without keywords runs only where this is found
+    gate: str = ""  # a rule without keywords runs only near where this is found:
+    after: int = 0  # from 40 characters before it to this many after it
+    before: str = ""  # searched in the 40 characters before a match, which counts only if found
     _compiled: re.Pattern[str] | None = field(default=None, repr=False)
 
     def pattern(self) -> re.Pattern[str]:
@@ -114,8 +116,6 @@ class RuleSet:
         found: dict[str, list[Match]] = {}
         reported = []
         for rule in self.rules_for(text.lower()):
-            if rule.gate and not _compiled(rule.gate).search(text):
-                continue
             for match in self._run(rule, text):
                 if all(self._near(found, text, match, other, lines)
                        for other, lines in rule.requires):
@@ -129,7 +129,10 @@ class RuleSet:
         return any(lines is None or abs(m.line - match.line) <= lines for m in found[other])
 
     def _run(self, rule: Rule, text: str) -> Iterator[Match]:
-        for m in rule.pattern().finditer(text):
+        for m in self._candidates(rule, text):
+            if rule.before and not _compiled(rule.before).search(text, max(0, m.start() - 40),
+                                                                 m.start()):
+                continue
             group = rule.group or next((i for i in range(1, (m.lastindex or 0) + 1)
                                         if m.group(i)), 0)
             start, end = m.span(group)
@@ -137,6 +140,24 @@ class RuleSet:
             if not secret or self._dropped(rule, secret, m.group()):
                 continue
             yield Match(rule, start, end, text.count("\n", 0, start))
+
+    @staticmethod
+    def _candidates(rule: Rule, text: str) -> Iterator[re.Match[str]]:
+        """The rule's matches; for a rule with a gate, only those that start within 40
+        characters before one of its places and end within `after` characters after it (each
+        place is searched once, so a long text costs time in proportion to its length)."""
+        if not rule.gate:
+            yield from rule.pattern().finditer(text)
+            return
+        done = 0
+        for gate in _compiled(rule.gate).finditer(text):
+            if gate.end() <= done:
+                continue
+            window = rule.pattern().finditer(text, max(done, gate.start() - 40),
+                                             min(len(text), gate.end() + rule.after))
+            for m in window:
+                done = max(done, m.end())
+                yield m
 
     def _dropped(self, rule: Rule, secret: str, whole: str) -> bool:
         if rule.entropy is not None:
@@ -169,6 +190,7 @@ def _rule(raw: dict[str, object]) -> Rule:
         report=bool(raw.get("report", True)),
         requires=tuple((str(r[0]), r[1]) for r in raw.get("requires", ())),  # type: ignore[union-attr, misc]
         placeholders=bool(raw.get("placeholders", False)), gate=str(raw.get("gate", "")),
+        before=str(raw.get("before", "")), after=int(raw.get("after", 0)),  # type: ignore[call-overload]
     )
 
 

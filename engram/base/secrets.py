@@ -56,15 +56,18 @@ _PEM_BODY = re.compile(r"(?:\s|\\n|[A-Za-z-]+: [^\n]*)*[A-Za-z0-9+/=]{20}")  # n
 # A key that holds a credential ends with one of these words (any case, any separator), then
 # comes an assignment: `DB_PASSWORD=`, `clientSecret:`, `"api_key": `, `x-api-key:`,
 # `--password=`, `?access_token=`, `password is`.
-_KEYWORDS = (r"passw(?:or)?d|pwd|passphrase|(?<=[_.\-])pass|secret(?:_key_base)?|token"
+_KEYWORDS = (r"passw(?:or)?d|pwd|passphrase|(?<=[_.\-])pass|secret(?:_key_base)?|token|psk"
+             r"|(?<=[_.\-])pat"
              r"|credentials?|api[_\- ]?key"
              r"|(?:access|secret|private|signing|encryption|master|account|app|auth|storage)[_\-]?key"
              r"|private_key_id"
              r"|(?<=[?&])sig")
-_KEYWORD_HINTS = ("pass", "pwd", "secret", "token", "credential", "key", "sig")
+_KEYWORD_HINTS = ("pass", "pwd", "secret", "token", "credential", "key", "sig", "psk", "pat")
 _ASSIGNED_PATTERN = (  # (the look-ahead lets the regex engine skip other letters quickly)
     rf"(?=[pstcaem])(?P<kw>{_KEYWORDS})(?![A-Za-z0-9_.\-])(?P<close>[\"'`]?\]?)"
-    r"(?P<sep>[ \t]*(?::=|=>|=(?!=)|:(?![:/]))[ \t]*|[ \t]+(?:is|was)[ \t]+)")
+    r"(?P<sep>[ \t]*(?::=|=>|=(?!=)|:(?![:/]))[ \t]*|[ \t]+(?:is|was)[ \t]+"
+    r"|[ \t]*,[ \t]*(?=[\"'])|[ \t]+(?=[\"']))")  # define('KEY', 'v'), storePassword 'v'
+
 # Matched against the lower-cased text, which is three times faster than ignoring case; that
 # keeps offsets only for ASCII text, so other text is matched ignoring case.
 _ASSIGNED = re.compile(_ASSIGNED_PATTERN)
@@ -117,16 +120,18 @@ _COMMANDS: list[tuple[Callable[[str], bool], re.Pattern[str]]] = [
 
 _REFERENCE = re.compile(
     r"""^(?:\$|%\w+%$|%\(|<|\{|\[REDACTED|![A-Za-z]+$|#\{|op://|vault:|arn:|awssm:|gcp:|sm://"""
+    r"""|@[\w.\-]*[./][\w./\-]+$"""
     r"""|ref\+|secret:|env:)""", re.IGNORECASE)
 _PLACEHOLDER_PART = re.compile(
     r"\.\.\.|…|\*\*\*|xxx|change[_\-]?me|example|placeholder|dummy|redacted|your[_\-]|"
-    r"[_\-]here$|^replace|^insert|^enter[_\-]|^fake|^sample", re.IGNORECASE)
+    r"[_\-]here$|^replace|^insert|^enter[_\-]|^fake|^sample|^test[_\-]", re.IGNORECASE)
 _PLACEHOLDER_WORDS = frozenset("""
     password passwd pass pwd secret token key apikey api_key credentials test testing none null
     nil undefined empty true false yes no on off todo tbd foo bar baz string str bytes int number
     boolean bool any required optional bearer basic required hidden masked unset default
     """.split())
 _IDENTIFIER_CHAIN = re.compile(r"^[A-Za-z_$][\w$]*(?:(?:\.|\?\.|::|->)[A-Za-z_$][\w$]*)+$")
+_WORDS = re.compile(r"^[A-Za-z]+(?:[-_][A-Za-z]+)+$")
 _URLISH = re.compile(r"^[a-z][a-z0-9+.\-]*://", re.IGNORECASE)
 _PATHISH = re.compile(r"^(?:/|~/|\.{1,2}/|[A-Za-z]:\\)")
 
@@ -185,6 +190,8 @@ def _literal(value: str, *, key: str, quoted: bool, style: str) -> bool:
     if style != "env":
         if "(" in value or "[" in value or _IDENTIFIER_CHAIN.match(value):
             return False  # code that reads the secret from somewhere
+        if _WORDS.match(value):
+            return False  # a name (db-credentials) or a command (Read-Host), not a password
         return _mixed(value)
     return True
 
@@ -327,6 +334,9 @@ def _assignments(text: str, lower: str) -> Iterator[tuple[int, int, str]]:
             end -= len(found) - len(trimmed)
             found = trimmed
         sep = match["sep"].strip()
+        if sep in ("", ",") and (quoted is None or (sep == "," and not (
+                match["close"] and re.fullmatch(r"[A-Z][A-Z0-9_]*", key)))):
+            continue  # a bare word after a space, or a call's argument that is not a constant
         if sep in ("is", "was"):
             style = "prose"
         elif re.fullmatch(r"[A-Z][A-Z0-9_]*", key.lstrip("-")) or key.startswith("--"):
