@@ -82,7 +82,8 @@ class RuleSet:
                 by_keyword.setdefault(keyword, []).append(rule)
         self.by_keyword = by_keyword
         # A keyword found brings the shorter keywords it starts with ("sk_live" brings "sk_").
-        self._with_prefixes = {k: [p for p in by_keyword if k.startswith(p)] for k in by_keyword}
+        self._with_prefixes = {k: [k[:i] for i in range(1, len(k) + 1) if k[:i] in by_keyword]
+                               for k in by_keyword}
         self._keywords: re.Pattern[str] | None = None  # compiled on the first scan
 
     def keywords_in(self, lower: str) -> set[str]:

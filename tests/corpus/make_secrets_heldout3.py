@@ -1,4 +1,4 @@
-"""Write the second held-out secret corpus: secrets_heldout3_positive.jsonl and
+"""Write the third held-out secret corpus: secrets_heldout3_positive.jsonl and
 secrets_heldout3_negative.jsonl.
 
     .venv/bin/python tests/corpus/make_secrets_heldout3.py
