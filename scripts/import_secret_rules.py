@@ -45,6 +45,12 @@ REPLACED = {
     "kubernetes-secret-yaml": "the secret is key: value; Engram's assignment rules find the value",
 }
 
+# Rules for values that are public by design, which Engram stores.
+PUBLIC = {
+    "posthog-project-api-key": "PostHog project API keys are public by design (they ship in web "
+                               "pages); personal keys (phx_) are still found",
+}
+
 # Rules whose expressions backtrack in Python's `re` (Go's engine is linear in the text; Python's
 # is not), found by tests/test_secrets.py::test_no_rule_backtracks_on_a_hostile_text: a few KB
 # made of their keywords take seconds, so a 32 KB memory could take minutes.
@@ -245,8 +251,9 @@ def convert(config: dict[str, object], *, version: str, commit: str) -> dict[str
     rules, skipped = [], []
     for rule in config["rules"]:  # type: ignore[union-attr]
         rule_id = rule["id"]
-        if rule_id in REPLACED or rule_id in SLOW:
-            skipped.append({"id": rule_id, "why": REPLACED.get(rule_id) or SLOW[rule_id]})
+        why = REPLACED.get(rule_id) or PUBLIC.get(rule_id) or SLOW.get(rule_id)
+        if why:
+            skipped.append({"id": rule_id, "why": why})
             continue
         if "regex" not in rule:
             skipped.append({"id": rule_id, "why": "matches file paths only"})

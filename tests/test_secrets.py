@@ -27,10 +27,11 @@ def load(name: str) -> list[dict[str, str]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-# The tuned corpora: the first corpus and the first held-out one, which was measured once
-# before any fix and tuned on after (make_secrets_heldout.py says so).
-POSITIVE = load("secrets_positive.jsonl") + load("secrets_heldout_positive.jsonl")
-NEGATIVE = load("secrets_negative.jsonl") + load("secrets_heldout_negative.jsonl")
+# The tuned corpora: the first corpus and the first two held-out ones, each measured once before
+# any fix and tuned on after (their scripts say so).
+TUNED = ("secrets", "secrets_heldout", "secrets_heldout2")
+POSITIVE = [row for name in TUNED for row in load(f"{name}_positive.jsonl")]
+NEGATIVE = [row for name in TUNED for row in load(f"{name}_negative.jsonl")]
 # What the scanner must catch of the held-out forms (docs/reliability.md#figures): the target.
 HELD_OUT_CAUGHT = 0.95
 
@@ -122,7 +123,7 @@ def test_the_corpus_files_are_what_their_script_writes() -> None:
 def test_corpus_figures_most_secrets_are_caught_and_almost_no_ordinary_text_is_refused(
 ) -> None:
     """The scanner's figures, as docs/reliability.md reports them (`-s` prints them)."""
-    assert len(POSITIVE) >= 260 and len(NEGATIVE) >= 590
+    assert len(POSITIVE) >= 320 and len(NEGATIVE) >= 670
     missed = [row for row in POSITIVE if not find_secrets(row["text"])]
     refused = [row for row in NEGATIVE if find_secrets(row["text"])]
     caught = 1 - len(missed) / len(POSITIVE)
@@ -285,7 +286,7 @@ def test_the_rule_set_names_its_source_version_and_license() -> None:
     assert "MIT" in data["license"]
     notice = RULES_FILE.with_suffix(".LICENSE").read_text(encoding="utf-8")
     assert data["commit"] in notice and "Permission is hereby granted" in notice
-    assert len(data["rules"]) >= 400
+    assert len(data["rules"]) >= 390
     left_out = {s["id"] for s in data["skipped"]}
     assert "generic-api-key" in left_out  # replaced by the context rules, value only
 
@@ -353,11 +354,12 @@ def test_no_rule_takes_long_on_a_large_text_full_of_its_keywords(filler: str) ->
 
 # -- the held-out corpus -------------------------------------------------------------------------
 
-HELD_OUT_POSITIVE = load("secrets_heldout2_positive.jsonl")
-HELD_OUT_NEGATIVE = load("secrets_heldout2_negative.jsonl")
+HELD_OUT_POSITIVE = load("secrets_heldout3_positive.jsonl")
+HELD_OUT_NEGATIVE = load("secrets_heldout3_negative.jsonl")
 
 
-@pytest.mark.parametrize("script", ["make_secrets_heldout.py", "make_secrets_heldout2.py"])
+@pytest.mark.parametrize("script", ["make_secrets_heldout.py", "make_secrets_heldout2.py",
+                                    "make_secrets_heldout3.py"])
 def test_the_held_out_corpora_are_what_their_scripts_write(script: str) -> None:
     spec = importlib.util.spec_from_file_location(script[:-3], CORPUS / script)
     assert spec is not None and spec.loader is not None

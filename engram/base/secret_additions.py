@@ -137,10 +137,37 @@ ADDITIONS: list[dict[str, object]] = [
      "group": 3, "before": r"(?:^|\W)$", "keywords": ["auth"], "placeholders": True,
      "why": "requests' and httpx's auth=(user, password)"},
     {"id": "engram.echo-to-login", "type": "password",
-     "regex": r"\becho[ \t]+(?:-n[ \t]+)?([\"']?)([^\s\"'|]{4,})\1[ \t]*\|[ \t]*(?:docker|podman|"
-              r"nerdctl|buildah|skopeo|oras|helm(?:[ \t]+registry)?)[ \t]+login\b[^\n]*--password-stdin",
-     "group": 2, "keywords": ["password-stdin"], "placeholders": True,
-     "why": "a password piped into a registry login"},
+     "regex": r"\becho[ \t]+(?:-n[ \t]+)?([\"']?)([^\s\"'|]{4,})\1[ \t]*\|[ \t]*(?:(?:docker|podman|"
+              r"nerdctl|buildah|skopeo|oras|helm(?:[ \t]+registry)?)[ \t]+login\b[^\n]*--password-stdin"
+              r"|sudo[ \t]+(?:-[A-Za-z]+[ \t]+)*-[A-Za-z]*S\b)",
+     "group": 2, "keywords": ["password-stdin", "sudo"], "placeholders": True,
+     "why": "a password piped into a registry login or sudo -S"},
+    {"id": "engram.openssl-pass", "type": "password",
+     "regex": r"[ \t]-pass(?:in|out)?[ \t]+pass:([^\s'\"]+)", "keywords": ["pass:"],
+     "placeholders": True, "why": "openssl -passin/-passout pass:PASSWORD"},
+    {"id": "engram.archive-password", "type": "password",
+     "regex": r"\b(?:7z[a]?[ \t][^\n|;]{0,120}?[ \t]-p|(?:zip|unzip)[ \t][^\n|;]{0,120}?[ \t]-P[ \t]+)"
+              r"([^\s'\"]+)",
+     "keywords": ["7z", "zip"], "placeholders": True, "why": "7z -pPASSWORD, zip -P PASSWORD"},
+    {"id": "engram.htpasswd-batch", "type": "password",
+     "regex": r"\bhtpasswd[ \t]+(?:-[A-Za-z]+[ \t]+)*-[A-Za-z]*b[A-Za-z]*[ \t]+(?:-[A-Za-z]+[ \t]+)*"
+              r"[^\s-]\S*[ \t]+\S+[ \t]+([^\s'\"]+)",
+     "keywords": ["htpasswd"], "placeholders": True,
+     "why": "htpasswd -b FILE USER PASSWORD"},
+    {"id": "engram.login-token", "type": "token",
+     "regex": r"\blogin[ \t]+([A-Za-z0-9_\-]{32,})(?![^\s])", "keywords": ["login"],
+     "entropy": ["<", 3.0], "keep_all": ["[0-9]", "[A-Za-z]"],
+     "why": "a tool's `login TOKEN` (wandb, vault, ...)"},
+    {"id": "engram.url-token-user", "type": "token in URL",
+     "regex": r"\b[a-z][a-z0-9+.\-]*://([A-Za-z0-9_\-]{20,})@", "keywords": ["://"],
+     "entropy": ["<", 3.5], "keep_all": ["[A-Z]", "[a-z]", "[0-9]"],
+     "why": "https://TOKEN@host: a token given as the URL's user"},
+    {"id": "engram.launchdarkly-sdk-key", "type": "LaunchDarkly SDK key",
+     "regex": r"\b(sdk-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b",
+     "keywords": ["sdk-"], "why": "betterleaks finds it only after a name with `launchdarkly`"},
+    {"id": "engram.gcs-hmac-access-id", "type": "Google Cloud Storage HMAC key",
+     "regex": r"\b(GOOG1[A-Z0-9]{55,70})\b", "keywords": ["goog1"],
+     "why": "not in betterleaks"},
     {"id": "engram.session-cookie", "type": "session cookie",
      "regex": r"(?i)\b(?:set-)?cookie:[^\n]{0,300}?\b(?:session(?:id)?|sid|connect\.sid|phpsessid|"
               r"jsessionid|[a-z0-9_]+_session)=([^;\s]{16,})",
@@ -163,7 +190,9 @@ ADDITIONS: list[dict[str, object]] = [
      "keywords": [], "gate": r"[_\-.][A-Za-z0-9][A-Za-z0-9_\-]{31,}(?:\.[A-Za-z0-9_\-]+)*",
      "entropy": ["<", 4.0],
      "keep_all": ["[A-Z].*[A-Z]", "[a-z]", "[0-9]"],
-     "drop": [r"^(?i:sha\d*|md5|h1|blake2\w*|sri)[_\-]"],
+     "drop": [r"^(?i:sha\d*|md5|h1|blake2\w*|sri)[_\-]",
+              r"^(?i:phc|pk|pub|publishable)[_\-]",  # public by design (PostHog, Stripe, ...)
+              r"^(?:cs|pi|seti|src|ch|cus|evt|price|prod|acct|sub|in)_(?:test_|live_)?"],  # ids
      "why": "the shape of tokens services issue now, for the services no rule names yet"},
     {"id": "engram.prefixed-hex-token", "type": "token",
      "regex": r"(?<![A-Za-z0-9_\-.+/=])([a-z]{2,5}_[0-9a-f]{32,64})(?![A-Za-z0-9_\-])",

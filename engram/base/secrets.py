@@ -131,6 +131,8 @@ _PLACEHOLDER_WORDS = frozenset("""
     boolean bool any required optional bearer basic required hidden masked unset default
     """.split())
 _IDENTIFIER_CHAIN = re.compile(r"^[A-Za-z_$][\w$]*(?:(?:\.|\?\.|::|->)[A-Za-z_$][\w$]*)+$")
+_CALL = re.compile(r"^[A-Za-z_][\w.]*\($")
+_SEALED = re.compile(r"^Ag[A-Za-z0-9+/]{200,}={0,2}$")  # a sealed-secrets ciphertext
 _WORDS = re.compile(r"^[A-Za-z]+(?:[-_][A-Za-z]+)+$")
 _URLISH = re.compile(r"^[a-z][a-z0-9+.\-]*://", re.IGNORECASE)
 _PATHISH = re.compile(r"^(?:/|~/|\.{1,2}/|[A-Za-z]:\\)")
@@ -147,6 +149,8 @@ def _placeholder(value: str, *names: str) -> bool:
     is assigned to or the user it belongs to (`postgres:postgres@`, `API_KEY=API_KEY`)."""
     if len(value) < 4 or _REFERENCE.match(value) or _PLACEHOLDER_PART.search(value):
         return True
+    if _SEALED.match(value):
+        return True  # encrypted for the cluster: safe to commit, which is its point
     if len(set(value.lower())) <= 2:  # 00000000, ********, abababab
         return True
     normal = _normal(value)
@@ -185,6 +189,8 @@ def _literal(value: str, *, key: str, quoted: bool, style: str) -> bool:
         return False
     if value.isdigit() and len(value) < 8:  # a port, a count, a duration
         return False
+    if not quoted and _CALL.match(value):
+        return False  # SECRET_KEY = env("...") : a call that reads it
     if quoted:
         return not any(c.isspace() for c in value)  # a message, not a credential
     if style != "env":

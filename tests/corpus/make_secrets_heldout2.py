@@ -5,7 +5,11 @@ secrets_heldout2_negative.jsonl.
 
 Written after the first held-out corpus (make_secrets_heldout.py) had been measured once and
 before anything was changed because of what it missed: the scanner's fixes for the first
-held-out corpus were made after this file was committed, and nothing here was tuned on. Lines
+held-out corpus were made after this file was committed. It was measured once, untouched
+(commit c375866): 54 of 62 caught (87.1%), 4 of 87 look-alikes refused (4.60%). After that it
+became a tuning corpus, once a third one (make_secrets_heldout3.py) had been committed; the one
+change since is the span of the private key in YAML, which now covers its BEGIN and END lines as
+every other private key's does. Lines
 have the shape of the other corpora; every value is made up from a fixed seed.
 """
 
@@ -92,9 +96,9 @@ def positives() -> list[dict[str, str]]:
         "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={S}", b64(32))
     add("properties private key", "jwt.private-key={S}",
         "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg" + rand(B64, 100))
-    add("yaml block private key", "deploy:\n  ssh_private_key: |\n    -----BEGIN OPENSSH PRIVATE "
-        "KEY-----\n    " + "{S}" + "\n    -----END OPENSSH PRIVATE KEY-----",
-        "\n    ".join(rand(B64, 70) for _ in range(4)))
+    add("yaml block private key", "deploy:\n  ssh_private_key: |\n    {S}",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n    " + "\n    ".join(rand(B64, 70) for _ in range(4))
+        + "\n    -----END OPENSSH PRIVATE KEY-----")
     add("assemblyai in code", 'aai.settings.api_key = "{S}"', hexs(32))
     add("hf login in code", 'login(token="{S}")', "hf_" + rand(string.ascii_letters, 34))
     add("terraform provider token", 'provider "github" {\n  token = "{S}"\n}',
