@@ -27,13 +27,11 @@ def load(name: str) -> list[dict[str, str]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-# The tuned corpora: the first corpus and the first two held-out ones, each measured once before
-# any fix and tuned on after (their scripts say so).
-TUNED = ("secrets", "secrets_heldout", "secrets_heldout2")
+# The corpora: the first one and three held-out ones, each measured once before any fix and tuned
+# on after (their scripts say so; docs/reliability.md keeps the figures measured then).
+TUNED = ("secrets", "secrets_heldout", "secrets_heldout2", "secrets_heldout3")
 POSITIVE = [row for name in TUNED for row in load(f"{name}_positive.jsonl")]
 NEGATIVE = [row for name in TUNED for row in load(f"{name}_negative.jsonl")]
-# What the scanner must catch of the held-out forms (docs/reliability.md#figures): the target.
-HELD_OUT_CAUGHT = 0.95
 
 
 def stored_bytes(engram: Engram) -> bytes:
@@ -123,7 +121,7 @@ def test_the_corpus_files_are_what_their_script_writes() -> None:
 def test_corpus_figures_most_secrets_are_caught_and_almost_no_ordinary_text_is_refused(
 ) -> None:
     """The scanner's figures, as docs/reliability.md reports them (`-s` prints them)."""
-    assert len(POSITIVE) >= 320 and len(NEGATIVE) >= 670
+    assert len(POSITIVE) >= 370 and len(NEGATIVE) >= 730
     missed = [row for row in POSITIVE if not find_secrets(row["text"])]
     refused = [row for row in NEGATIVE if find_secrets(row["text"])]
     caught = 1 - len(missed) / len(POSITIVE)
@@ -352,11 +350,7 @@ def test_no_rule_takes_long_on_a_large_text_full_of_its_keywords(filler: str) ->
     assert time.perf_counter() - start < 2.0
 
 
-# -- the held-out corpus -------------------------------------------------------------------------
-
-HELD_OUT_POSITIVE = load("secrets_heldout3_positive.jsonl")
-HELD_OUT_NEGATIVE = load("secrets_heldout3_negative.jsonl")
-
+# -- the held-out corpora ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("script", ["make_secrets_heldout.py", "make_secrets_heldout2.py",
                                     "make_secrets_heldout3.py"])
@@ -367,34 +361,6 @@ def test_the_held_out_corpora_are_what_their_scripts_write(script: str) -> None:
     spec.loader.exec_module(module)
     for file_name, text in module.build().items():
         assert (CORPUS / file_name).read_text(encoding="utf-8") == text
-
-
-def test_held_out_figures_forms_the_scanner_was_not_tuned_on() -> None:
-    """The figures docs/reliability.md reports for text the scanner was not shaped on."""
-    missed = [row for row in HELD_OUT_POSITIVE if not find_secrets(row["text"])]
-    refused = [row for row in HELD_OUT_NEGATIVE if find_secrets(row["text"])]
-    caught = 1 - len(missed) / len(HELD_OUT_POSITIVE)
-    print(f"\nheld out: caught {len(HELD_OUT_POSITIVE) - len(missed)}/{len(HELD_OUT_POSITIVE)} "
-          f"({100 * caught:.1f}%), refused {len(refused)}/{len(HELD_OUT_NEGATIVE)} "
-          f"({100 * len(refused) / len(HELD_OUT_NEGATIVE):.2f}%)")
-    for row in missed:
-        print(f"  missed:  {row['form']}")
-    for row in refused:
-        print(f"  refused: {row['form']}")
-    assert caught >= HELD_OUT_CAUGHT
-    assert len(refused) / len(HELD_OUT_NEGATIVE) <= 0.01
-
-
-@pytest.mark.parametrize("row", [r for r in HELD_OUT_POSITIVE if find_secrets(r["text"])],
-                         ids=lambda row: row["form"])
-def test_what_is_caught_in_the_held_out_corpus_is_redacted_exactly(row: dict[str, str]) -> None:
-    text, secret = row["text"], row["secret"]
-    findings = [f for f in find_secrets(text) if f.start <= text.index(secret) < f.end]
-    if findings:
-        [finding] = findings
-        assert (finding.start, finding.end) == (text.index(secret),
-                                                text.index(secret) + len(secret))
-    assert not leaks(quote(text, 10_000), secret, text) or not findings
 
 
 # -- through the real write paths ----------------------------------------------------------------

@@ -57,15 +57,17 @@ _PEM_BODY = re.compile(r"(?:\s|\\n|[A-Za-z-]+: [^\n]*)*[A-Za-z0-9+/=]{20}")  # n
 # comes an assignment: `DB_PASSWORD=`, `clientSecret:`, `"api_key": `, `x-api-key:`,
 # `--password=`, `?access_token=`, `password is`.
 _KEYWORDS = (r"passw(?:or)?d|pwd|passphrase|(?<=[_.\-])pass|secret(?:_key_base)?|token|psk"
-             r"|(?<=[_.\-])pat"
+             r"|(?<=[_.\-])pat|(?<=[_.\-])auth|(?<![a-z0-9])pw"
              r"|credentials?|api[_\- ]?key"
-             r"|(?:access|secret|private|signing|encryption|master|account|app|auth|storage)[_\-]?key"
+             r"|(?:access|secret|private|signing|encryption|master|account|app|auth|storage|hmac"
+             r"|session|cookie|webhook|jwt|client)[_\-]?key"
              r"|private_key_id"
              r"|(?<=[?&])sig")
-_KEYWORD_HINTS = ("pass", "pwd", "secret", "token", "credential", "key", "sig", "psk", "pat")
+_KEYWORD_HINTS = ("pass", "pwd", "secret", "token", "credential", "key", "sig", "psk", "pat",
+                  "auth", "pw")
 _ASSIGNED_PATTERN = (  # (the look-ahead lets the regex engine skip other letters quickly)
-    rf"(?=[pstcaem])(?P<kw>{_KEYWORDS})(?![A-Za-z0-9_.\-])(?P<close>[\"'`]?\]?)"
-    r"(?P<sep>[ \t]*(?::=|=>|=(?!=)|:(?![:/]))[ \t]*|[ \t]+(?:is|was)[ \t]+"
+    rf"(?=[pstcaemhwj])(?P<kw>{_KEYWORDS})(?![A-Za-z0-9_.\-])(?P<close>[\"'`]?\]?)"
+    r"(?P<sep>[ \t]*(?::=|=>|=(?!=)|:(?![:/])|<-)[ \t]*|[ \t]+(?:is|was)[ \t]+"
     r"|[ \t]*,[ \t]*(?=[\"'])|[ \t]+(?=[\"']))")  # define('KEY', 'v'), storePassword 'v'
 
 # Matched against the lower-cased text, which is three times faster than ignoring case; that
@@ -194,7 +196,7 @@ def _literal(value: str, *, key: str, quoted: bool, style: str) -> bool:
     if quoted:
         return not any(c.isspace() for c in value)  # a message, not a credential
     if style != "env":
-        if "(" in value or "[" in value or _IDENTIFIER_CHAIN.match(value):
+        if "(" in value or "[" in value or _IDENTIFIER_CHAIN.match(value.rstrip("!?")):
             return False  # code that reads the secret from somewhere
         if _WORDS.match(value):
             return False  # a name (db-credentials) or a command (Read-Host), not a password

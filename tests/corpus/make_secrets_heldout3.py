@@ -5,8 +5,11 @@ secrets_heldout3_negative.jsonl.
 
 Written after the second held-out corpus (make_secrets_heldout2.py) had been measured once and
 before anything was changed because of what it missed: the scanner's fixes for the second
-held-out corpus were made after this file was committed, and nothing here was tuned on. Lines
-have the shape of the other corpora; every value is made up from a fixed seed.
+held-out corpus were made after this file was committed. It was measured once, untouched
+(commit 8cd1120): 31 of 44 caught (70.5%), 1 of 60 look-alikes refused (1.67%). After that it
+was tuned on too, so no corpus here is unseen any more: the next held-out corpus should be
+written, and measured once, before the scanner changes again. Lines have the shape of the
+other corpora; every value is made up from a fixed seed.
 """
 
 from __future__ import annotations
