@@ -86,6 +86,7 @@ def engine(name: str) -> Scan:
         source = subprocess.run(["git", "-C", str(ROOT), "show", f"{HAND_KEPT}:engram/base/secrets.py"],
                                 capture_output=True, text=True, check=True).stdout
         module = types.ModuleType("hand_kept_secrets")
+        sys.modules[module.__name__] = module  # (its dataclass looks itself up there)
         exec(compile(source, "hand_kept_secrets.py", "exec"), module.__dict__)
         return lambda text: bool(module.find_secrets(text))
     if name == "rules":
