@@ -8,9 +8,10 @@ Caught: the share of secret forms in which the scanner finds a secret. Refused: 
 look-alikes (ordinary coding-agent text) in which it finds one. Both are given per corpus:
 "tuned" (secrets_positive.jsonl and secrets_negative.jsonl, which the scanner was shaped on)
 and the held-out ones, each written before the fixes for the one before it and measured once,
-untouched, before it was tuned on in turn (their scripts in tests/corpus/ say when): held-out 1
-and 2 are tuned on now; held-out 3, the newest, is the figure for text the scanner was not made
-for. docs/reliability.md keeps each held-out figure as it was first measured.
+untouched, before it was tuned on in turn (their scripts in tests/corpus/ say when). All three
+are tuned on now, so these figures are for text the scanner was shaped on; docs/reliability.md
+keeps each held-out figure as it was measured while it was unseen. Write the next held-out
+corpus, and measure it once, before changing the scanner again.
 
 Time: the median over many runs of one scan of a typical memory, as `remember` does it in its
 process, after a first scan has paid for loading the rules: texts of 200 and 400 characters cut
