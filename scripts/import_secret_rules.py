@@ -240,7 +240,8 @@ def type_of(rule: dict[str, object]) -> str:
     """A short readable name: `Uncovered a GitHub Personal Access Token, potentially ...` is
     `GitHub Personal Access Token`."""
     text = _VERB.sub("", str(rule.get("description", "")).strip())
-    text = re.split(r",|\.(?:\s|$)|\s\((?!GCP)|;|\sis\s|\s(?:which|that|used|posing|potentially|risking|"
+    text = re.split(r",|\.(?:\s|$)|\s\((?!GCP)|;|\sis\s"
+                    r"|\s(?:which|that|used|posing|potentially|risking|"
                     r"compromising|exposing|for|paired)\s", text, maxsplit=1)[0].strip()
     if not text or len(text) > 60:
         return str(rule["id"])
@@ -280,7 +281,8 @@ def convert(config: dict[str, object], *, version: str, commit: str) -> dict[str
         rules.append(converted)
     known = {r["id"] for r in rules}
     for rule in rules:  # a rule that needs a rule left out can never count
-        missing = [r for r, _ in rule.get("requires", []) if r not in known]  # type: ignore[attr-defined]
+        requires: list[list[str]] = rule.get("requires", [])  # type: ignore[assignment]
+        missing = [r for r, _ in requires if r not in known]
         if missing:
             skipped.append({"id": rule["id"], "why": f"requires {missing[0]}, left out"})
     rules = [r for r in rules if r["id"] not in {s["id"] for s in skipped}]

@@ -18,7 +18,8 @@ from engram.base.validation import guard, name, path
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example key
 GITHUB_TOKEN = "ghp_" + "wWPw5k4aXcaT4fNP0UcnZwJUVFk6LO0pINUx"
 # the shape of an Anthropic key: 93 random characters and AA
-ANTHROPIC_BODY = "hK3v9QmZ2xLw8RtB4nYc7PfJ1sDg6UeA0oWiXzCkVb5NqHlMa3Tr8yGuEjF2pKd9S_wQ-x7Lc4Bn1vZmR6hTy0JsDfGe5" + "AA"
+ANTHROPIC_BODY = ("hK3v9QmZ2xLw8RtB4nYc7PfJ1sDg6UeA0oWiXzCkVb5NqHlMa3Tr8yGuEjF2pKd9S_wQ-x7"
+                  "Lc4Bn1vZmR6hTy0JsDfGe5AA")
 CORPUS = Path(__file__).parent / "corpus"
 
 

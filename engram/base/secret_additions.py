@@ -1,4 +1,4 @@
-"""Engram's own secret formats, in the maintained rule set's shape: the forms it lacks or only reports in pairs.
+"""Engram's secret formats in the rule set's shape: what betterleaks lacks or reports only in pairs.
 
 Each entry is a rule as `secret_rules.json` holds them (see `secret_rules.py`), with `why` it is
 here rather than upstream. `placeholders: True` marks a rule whose value is a plain string
@@ -15,6 +15,7 @@ Slack's, npm's, ...), so it catches those of services no rule names yet; ids (`c
 from __future__ import annotations
 
 _END = r"(?![A-Za-z0-9_\-])"
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 ADDITIONS: list[dict[str, object]] = [
     {"id": "engram.aws-access-key-id", "type": "AWS access key",
@@ -120,7 +121,9 @@ ADDITIONS: list[dict[str, object]] = [
      "keywords": [], "gate": r":(?:\d{1,5}|\*):", "after": 200, "placeholders": True,
      "why": "a .pgpass line: host:port:database:user:password"},
     {"id": "engram.sql-password", "type": "password",
-     "regex": r"'([^'\s]{4,})'", "before": r"(?i)(?:^|\W)(?:identified[ \t]+by|password)[ \t]+$", "keywords": ["identified", "password"], "placeholders": True,
+     "regex": r"'([^'\s]{4,})'",
+     "before": r"(?i)(?:^|\W)(?:identified[ \t]+by|password)[ \t]+$",
+     "keywords": ["identified", "password"], "placeholders": True,
      "why": "CREATE USER ... IDENTIFIED BY 'x', ALTER USER ... WITH PASSWORD 'x'"},
     {"id": "engram.redis-directive", "type": "password",
      "regex": r"(?im)^[ \t]*(?:requirepass|masterauth)[ \t]+([^\s#\"']{4,})",
@@ -137,8 +140,9 @@ ADDITIONS: list[dict[str, object]] = [
      "group": 3, "before": r"(?:^|\W)$", "keywords": ["auth"], "placeholders": True,
      "why": "requests' and httpx's auth=(user, password)"},
     {"id": "engram.echo-to-login", "type": "password",
-     "regex": r"\becho[ \t]+(?:-n[ \t]+)?([\"']?)([^\s\"'|]{4,})\1[ \t]*\|[ \t]*(?:(?:docker|podman|"
-              r"nerdctl|buildah|skopeo|oras|helm(?:[ \t]+registry)?)[ \t]+login\b[^\n]*--password-stdin"
+     "regex": r"\becho[ \t]+(?:-n[ \t]+)?([\"']?)([^\s\"'|]{4,})\1[ \t]*\|[ \t]*"
+              r"(?:(?:docker|podman|nerdctl|buildah|skopeo|oras|helm(?:[ \t]+registry)?)[ \t]+"
+              r"login\b[^\n]*--password-stdin"
               r"|sudo[ \t]+(?:-[A-Za-z]+[ \t]+)*-[A-Za-z]*S\b)",
      "group": 2, "keywords": ["password-stdin", "sudo"], "placeholders": True,
      "why": "a password piped into a registry login or sudo -S"},
@@ -146,11 +150,13 @@ ADDITIONS: list[dict[str, object]] = [
      "regex": r"[ \t]-pass(?:in|out)?[ \t]+pass:([^\s'\"]+)", "keywords": ["pass:"],
      "placeholders": True, "why": "openssl -passin/-passout pass:PASSWORD"},
     {"id": "engram.archive-password", "type": "password",
-     "regex": r"\b(?:7z[a]?[ \t][^\n|;]{0,120}?[ \t]-p|(?:zip|unzip)[ \t][^\n|;]{0,120}?[ \t]-P[ \t]+)"
+     "regex": r"\b(?:7z[a]?[ \t][^\n|;]{0,120}?[ \t]-p"
+              r"|(?:zip|unzip)[ \t][^\n|;]{0,120}?[ \t]-P[ \t]+)"
               r"([^\s'\"]+)",
      "keywords": ["7z", "zip"], "placeholders": True, "why": "7z -pPASSWORD, zip -P PASSWORD"},
     {"id": "engram.htpasswd-batch", "type": "password",
-     "regex": r"\bhtpasswd[ \t]+(?:-[A-Za-z]+[ \t]+)*-[A-Za-z]*b[A-Za-z]*[ \t]+(?:-[A-Za-z]+[ \t]+)*"
+     "regex": r"\bhtpasswd[ \t]+(?:-[A-Za-z]+[ \t]+)*-[A-Za-z]*b[A-Za-z]*[ \t]+"
+              r"(?:-[A-Za-z]+[ \t]+)*"
               r"[^\s-]\S*[ \t]+\S+[ \t]+([^\s'\"]+)",
      "keywords": ["htpasswd"], "placeholders": True,
      "why": "htpasswd -b FILE USER PASSWORD"},
@@ -179,18 +185,19 @@ ADDITIONS: list[dict[str, object]] = [
      "keywords": ["creds", "credentials", "login"], "keep_all": ["[A-Za-z]", "[0-9]"],
      "placeholders": True, "why": "`the creds are admin / PASSWORD`"},
     {"id": "engram.use-as-password", "type": "password",
-     "regex": r"(?i)\buse[ \t]+([^\s'\"]{6,})[ \t]+as[ \t]+(?:the[ \t]+|a[ \t]+)?(?:password|passphrase|"
+     "regex": r"(?i)\buse[ \t]+([^\s'\"]{6,})[ \t]+as[ \t]+(?:the[ \t]+|a[ \t]+)?"
+              r"(?:password|passphrase|"
               r"token|api[ _\-]?key|secret)\b",
      "keywords": ["use"], "keep_all": ["[A-Za-z]", "[0-9]"], "placeholders": True,
      "why": "`use PASSWORD as the password`"},
     {"id": "engram.plaid-access-token", "type": "Plaid access token",
-     "regex": r"\b(access-production-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b",
+     "regex": r"\b(access-production-" + _UUID + r")\b",
      "keywords": ["access-production-"], "why": "betterleaks finds it only after `plaid`"},
     {"id": "engram.twitch-oauth-token", "type": "Twitch OAuth token",
      "regex": r"\boauth:([a-z0-9]{30})\b", "keywords": ["oauth:"], "keep_all": ["[0-9]"],
      "why": "not in betterleaks (IRC chat logins)"},
     {"id": "engram.hubspot-private-app-token", "type": "HubSpot private app token",
-     "regex": r"\b(pat-(?:na|eu|ap)\d-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b",
+     "regex": r"\b(pat-(?:na|eu|ap)\d-" + _UUID + r")\b",
      "keywords": ["pat-"], "why": "betterleaks finds it only after `hubspot`"},
     {"id": "engram.honeycomb-ingest-key", "type": "Honeycomb ingest key",
      "regex": r"\b(hc[a-z]ik_[a-z0-9]{58})\b", "keywords": ["ik_"], "keep_all": ["[0-9]"],

@@ -1,4 +1,4 @@
-"""Provider token formats from a maintained rule set (betterleaks), run as Python regular expressions behind keyword prefilters.
+"""Provider token formats by the betterleaks rule set, as Python regexes behind keyword prefilters.
 
 `secret_rules.json` beside this module is betterleaks' `config/betterleaks.toml` (MIT, see the
 file's `source`, `version`, `commit` and `license`), converted by
@@ -72,9 +72,9 @@ class RuleSet:
         self.license = str(data.get("license", ""))
         self.rules = [_rule(raw) for raw in data["rules"]]  # type: ignore[union-attr]
         self.by_id = {rule.id: rule for rule in self.rules}
-        common = data.get("filter") or {}
-        self._drop = [re.compile(p, re.ASCII) for p in common.get("drop", [])]  # type: ignore[union-attr]
-        self._drop_contains = tuple(common.get("drop_contains", []))  # type: ignore[union-attr]
+        common: dict[str, list[str]] = data.get("filter") or {}  # type: ignore[assignment]
+        self._drop = [re.compile(p, re.ASCII) for p in common.get("drop", [])]
+        self._drop_contains = tuple(common.get("drop_contains", []))
         self.unkeyed = [rule for rule in self.rules if not rule.keywords and rule.report]
         by_keyword: dict[str, list[Rule]] = {}
         for rule in self.rules:
@@ -185,13 +185,16 @@ def _rule(raw: dict[str, object]) -> Rule:
         group=int(raw.get("group", 0)),  # type: ignore[call-overload]
         entropy=(str(entropy_bound[0]), float(entropy_bound[1]))  # type: ignore[index]
         if entropy_bound else None,
-        drop=tuple(raw.get("drop", ())), drop_match=tuple(raw.get("drop_match", ())),  # type: ignore[arg-type]
+        drop=tuple(raw.get("drop", ())),  # type: ignore[arg-type]
+        drop_match=tuple(raw.get("drop_match", ())),  # type: ignore[arg-type]
         drop_contains=tuple(raw.get("drop_contains", ())),  # type: ignore[arg-type]
         keep_all=tuple(raw.get("keep_all", ())),  # type: ignore[arg-type]
         report=bool(raw.get("report", True)),
-        requires=tuple((str(r[0]), r[1]) for r in raw.get("requires", ())),  # type: ignore[union-attr, misc]
+        requires=tuple((str(r[0]), r[1])  # type: ignore[misc]
+                       for r in raw.get("requires", ())),  # type: ignore[union-attr]
         placeholders=bool(raw.get("placeholders", False)), gate=str(raw.get("gate", "")),
-        before=str(raw.get("before", "")), after=int(raw.get("after", 0)),  # type: ignore[call-overload]
+        before=str(raw.get("before", "")),
+        after=int(raw.get("after", 0)),  # type: ignore[call-overload]
     )
 
 
