@@ -15,6 +15,9 @@ Slack's, npm's, ...), so it catches those of services no rule names yet; ids (`c
 from __future__ import annotations
 
 _END = r"(?![A-Za-z0-9_\-])"
+# An issuer's prefix is one case, as a name is: ghp, glpat, CFPAT, fo1, pscale (not n3dS, which
+# is where a random base64url string happens to have a `_`).
+_ISSUER = r"[a-z](?=[a-z0-9]*[a-z][a-z0-9]*[_\-.])[a-z0-9]{1,11}|[A-Z](?=[A-Z0-9]*[A-Z][A-Z0-9]*[_\-.])[A-Z0-9]{1,11}"
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 ADDITIONS: list[dict[str, object]] = [
@@ -225,8 +228,8 @@ ADDITIONS: list[dict[str, object]] = [
      "keep_all": ["[A-Za-z]", "[0-9]"], "placeholders": True,
      "why": "`application key VALUE`, `service token VALUE`: a credential named in prose"},
     {"id": "engram.prefixed-token", "type": "token",
-     "regex": r"(?<![A-Za-z0-9_\-.+/=])([A-Za-z][A-Za-z0-9]{1,11}(?:[_\-.][A-Za-z0-9]{1,11}){0,2}"
-              r"[_\-.][A-Za-z0-9][A-Za-z0-9_\-]{31,}(?:\.[A-Za-z0-9_\-]+)*)" + _END,
+     "regex": r"(?<![A-Za-z0-9_\-.+/=])((?:" + _ISSUER + r")(?:[_\-.][a-z0-9]{1,11}|[_\-.][A-Z0-9]{1,11})"
+              r"{0,2}[_\-.][A-Za-z0-9][A-Za-z0-9_\-]{31,}(?:\.[A-Za-z0-9_\-]+)*)" + _END,
      "keywords": [], "gate": r"[_\-.][A-Za-z0-9][A-Za-z0-9_\-]{31,}(?:\.[A-Za-z0-9_\-]+)*",
      "entropy": ["<", 4.0],
      "keep_all": ["[A-Z].*[A-Z]", "[a-z]", "[0-9]"],
