@@ -138,6 +138,12 @@ def test_corpus_figures_most_secrets_are_caught_and_almost_no_ordinary_text_is_r
     assert refused_share <= 0.01
 
 
+def test_every_look_alike_is_stored_but_one_that_quotes_a_weak_password() -> None:
+    refused = [row["text"] for row in NEGATIVE if find_secrets(row["text"])]
+    assert refused == ["the secret scanner refused 'PASSWORD=hunter' style lines; "
+                       "see the placeholder policy"]
+
+
 @pytest.mark.parametrize("row", POSITIVE, ids=[row["form"] for row in POSITIVE])
 def test_redaction_replaces_exactly_the_secret_and_no_message_quotes_it(
     row: dict[str, str],
