@@ -490,7 +490,7 @@ def test_a_secret_in_an_export_is_refused_or_redacted_like_in_a_write(
     report = Engram().import_from(source, redact=True)
     assert [w for w, _ in report.skipped] == [f"{source}:2"]
     [memory] = Engram().memories()
-    assert memory.content == "CI pushes with [REDACTED:GitHub token]"
+    assert memory.content == "CI pushes with [REDACTED:GitHub Personal Access Token]"
 
 
 def test_imported_events_are_written_by_the_importer_with_the_author_as_provenance(

@@ -198,7 +198,7 @@ def test_a_refused_secret_is_not_kept_by_a_reinforcement(home_store: Engram) -> 
     first = home_store.remember("Deploys use the token from the vault")
     with pytest.raises(SecretError):
         Engram().remember("Deploys use the token from the vault: "
-                          "ghp_abcdefghijklmnopqrstuvwxyz0123456789")
+                          "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")
     assert [e.kind for e, _ in Engram().history(first.id)] == ["memory.created"]
 
 

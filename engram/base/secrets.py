@@ -1,11 +1,15 @@
 """Refuse credentials before they reach disk: everything Engram writes will be pushed.
 
-Three kinds of evidence, each a small set of regular expressions (tests/corpus/ holds the texts
-they are measured on, docs/reliability.md the figures and the placeholder policy):
+Three kinds of evidence (tests/corpus/ holds the texts they are measured on,
+docs/reliability.md the figures and the placeholder policy):
 
-1. Provider formats: a token whose shape names its issuer (`ghp_`, `github_pat_`, `glpat-`,
-   `xoxb-`, `sk_live_`, `AKIA`, `AIza`, `sk-ant-`, `npm_`, `pypi-`, `hf_`, `hvs.`, `dckr_pat_`,
-   PEM private keys, JWTs, ...). Refused wherever it appears, whatever it says (even `EXAMPLE`).
+1. Provider formats: a token whose shape names its issuer, by the maintained betterleaks rule
+   set (`secret_rules.py`, about 400 providers) and Engram's additions to it
+   (`secret_additions.py`: forms it lacks, and the shape of prefixed tokens in general), plus
+   PEM private keys, also JSON-escaped or cut short (`_private_keys`). Refused wherever it
+   appears, whatever it says (even `EXAMPLE`), unless its random part is a stand-in word
+   (`sk_test_placeholder`). A match covers the rest of the token it is in, and one that holds
+   a connection string is narrowed to the password the context rules find in it.
 2. Context: a value given to something that holds a credential. A key named like one
    (`PASSWORD=`, `db_password:`, `"api_key": "..."`, `X-Api-Key:`, `?access_token=`,
    `<password>`), the password part of a URL (`postgres://u:pw@host`), an Authorization header,
@@ -30,6 +34,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from .secret_rules import rule_set
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -40,49 +46,7 @@ class Finding:
     end: int
 
 
-# -- 1. provider formats ------------------------------------------------------------------------
-
-_B = r"(?<![A-Za-z0-9_])"  # not in the middle of a longer word
-_E = r"(?![A-Za-z0-9_])"
-_PROVIDERS: list[tuple[str, str]] = [
-    ("GitHub token", r"gh[pousr]_[A-Za-z0-9]{36,255}" + _E),
-    ("GitHub token", r"github_pat_[A-Za-z0-9_]{50,255}"),
-    ("GitLab token", r"gl(?:pat|dt|rt|ptt|cbt|soat|ft)-[A-Za-z0-9_\-]{20,}"),
-    ("Slack token", r"xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-\d-[A-Za-z0-9\-]{10,}"),
-    ("Slack webhook", r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_+\-]{20,}"),
-    ("Stripe key", r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-    ("Stripe webhook secret", r"whsec_[A-Za-z0-9+/=]{24,}"),
-    ("AWS access key", r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])"),
-    ("Google API key", r"AIza[0-9A-Za-z_\-]{35}"),
-    ("Google OAuth secret", r"GOCSPX-[A-Za-z0-9_\-]{24,}"),
-    ("Google OAuth token", r"ya29\.[0-9A-Za-z_\-]{20,}"),
-    ("Anthropic API key", r"sk-ant-[A-Za-z0-9_\-]{20,}"),
-    ("OpenAI API key",
-     r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{20,}|sk-[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}"
-     r"|sk-[A-Za-z0-9]{32,}" + _E),
-    ("npm token", r"npm_[A-Za-z0-9]{36}" + _E),
-    ("PyPI token", r"pypi-[A-Za-z0-9_\-]{50,}"),
-    ("Hugging Face token", r"(?:hf_|api_org_)[A-Za-z0-9]{30,}" + _E),
-    ("Vault token", r"hv[sbr]\.[A-Za-z0-9_\-]{24,}"),
-    ("Docker Hub token", r"dckr_pat_[A-Za-z0-9_\-]{20,}"),
-    ("Twilio API key", r"SK[0-9a-fA-F]{32}" + _E),
-    ("SendGrid API key", r"SG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{30,64}"),
-    ("Mailchimp API key", r"[0-9a-f]{32}-us\d{1,2}" + _E),
-    ("Shopify token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}" + _E),
-    ("Telegram bot token", r"\d{8,10}:AA[A-Za-z0-9_\-]{33}" + _E),
-    ("Square token", r"sq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}"),
-    ("Databricks token", r"dapi[0-9a-f]{32}" + _E),
-    ("DigitalOcean token", r"do[opr]_v1_[0-9a-f]{64}" + _E),
-    ("Terraform Cloud token", r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-]{60,}"),
-    ("age secret key", r"AGE-SECRET-KEY-1[0-9A-Z]{58}"),
-    ("JWT", r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{10,}"),
-]
-_PROVIDER = re.compile(_B + "(?:" + "|".join(f"(?P<p{i}>{pattern})"
-                                             for i, (_, pattern) in enumerate(_PROVIDERS)) + ")")
-# Every provider token is at least 20 characters of these: the patterns above are tried only
-# inside such runs, which ordinary text has few of (this halves the time of a scan).
-_LONG_RUN = re.compile(r"[A-Za-z0-9_\-.+/=:]{20,}")
-_PROVIDER_TYPE = {f"p{i}": kind for i, (kind, _) in enumerate(_PROVIDERS)}
+# -- 1. provider formats: the maintained rule set (secret_rules.py) --------------------------
 
 _PEM_BEGIN = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----")
 _PEM_BODY = re.compile(r"(?:\s|\\n|[A-Za-z-]+: [^\n]*)*[A-Za-z0-9+/=]{20}")  # not just a header
@@ -92,14 +56,20 @@ _PEM_BODY = re.compile(r"(?:\s|\\n|[A-Za-z-]+: [^\n]*)*[A-Za-z0-9+/=]{20}")  # n
 # A key that holds a credential ends with one of these words (any case, any separator), then
 # comes an assignment: `DB_PASSWORD=`, `clientSecret:`, `"api_key": `, `x-api-key:`,
 # `--password=`, `?access_token=`, `password is`.
-_KEYWORDS = (r"passw(?:or)?d|pwd|passphrase|(?<=[_.\-])pass|secret(?:_key_base)?|token"
+_KEYWORDS = (r"passw(?:or)?d|pwd|passphrase|(?<=[_.\-])pass|secret(?:_key_base)?|token|psk"
+             r"|(?<=[_.\-])pat|(?<=[_.\-])auth|(?<![a-z0-9])pw"
              r"|credentials?|api[_\- ]?key"
-             r"|(?:access|secret|private|signing|encryption|master|account|app|auth)[_\-]?key"
+             r"|(?:access|secret|private|signing|encryption|master|account|app|auth|storage|hmac"
+             r"|session|cookie|webhook|jwt|client)[_\-]?key"
+             r"|private_key_id"
              r"|(?<=[?&])sig")
-_KEYWORD_HINTS = ("pass", "pwd", "secret", "token", "credential", "key", "sig")
+_KEYWORD_HINTS = ("pass", "pwd", "secret", "token", "credential", "key", "sig", "psk", "pat",
+                  "auth", "pw")
 _ASSIGNED_PATTERN = (  # (the look-ahead lets the regex engine skip other letters quickly)
-    rf"(?=[pstcaem])(?P<kw>{_KEYWORDS})(?![A-Za-z0-9_.\-])(?P<close>[\"'`]?\]?)"
-    r"(?P<sep>[ \t]*(?::=|=>|=(?!=)|:(?![:/]))[ \t]*|[ \t]+(?:is|was)[ \t]+)")
+    rf"(?=[pstcaemhwj])(?P<kw>{_KEYWORDS})(?![A-Za-z0-9_.\-])(?P<close>[\"'`]?\]?)"
+    r"(?P<sep>[ \t]*(?::=|=>|=(?!=)|:(?![:/])|<-)[ \t]*|[ \t]+(?:is|was)[ \t]+"
+    r"|[ \t]*,[ \t]*(?=[\"'])|[ \t]+(?=[\"']))")  # define('KEY', 'v'), storePassword 'v'
+
 # Matched against the lower-cased text, which is three times faster than ignoring case; that
 # keeps offsets only for ASCII text, so other text is matched ignoring case.
 _ASSIGNED = re.compile(_ASSIGNED_PATTERN)
@@ -127,7 +97,7 @@ _PROSE_BARE_ANY_CASE = re.compile(_PROSE_BARE_PATTERN, re.IGNORECASE)
 _UPPER, _LOWER, _DIGIT = re.compile("[A-Z]"), re.compile("[a-z]"), re.compile("[0-9]")
 _XML = re.compile(
     rf"(?i)<(?P<tag>[\w:.\-]*(?:{_KEYWORDS}))>[ \t]*(?P<v>[^<\s]+)[ \t]*</(?P=tag)>")
-_NETRC = re.compile(r"\bmachine[ \t]+\S+[ \t]+(?:login[ \t]+\S+[ \t]+)?password[ \t]+(?P<v>\S+)")
+_NETRC = re.compile(r"\b(?:machine\s+\S+|default)\s+(?:login\s+\S+\s+)?password[ \t]+(?P<v>\S+)")
 _COMMAND = r"(?:^|(?<=[\s;|&(`]))"  # at the start of a command
 _OPTION_VALUE = r"(?P<q>['\"]?)(?P<v>[^\s'\"]+)(?P=q)"
 _COMMANDS: list[tuple[Callable[[str], bool], re.Pattern[str]]] = [
@@ -152,16 +122,20 @@ _COMMANDS: list[tuple[Callable[[str], bool], re.Pattern[str]]] = [
 
 _REFERENCE = re.compile(
     r"""^(?:\$|%\w+%$|%\(|<|\{|\[REDACTED|![A-Za-z]+$|#\{|op://|vault:|arn:|awssm:|gcp:|sm://"""
+    r"""|@[\w.\-]*[./][\w./\-]+$"""
     r"""|ref\+|secret:|env:)""", re.IGNORECASE)
 _PLACEHOLDER_PART = re.compile(
     r"\.\.\.|…|\*\*\*|xxx|change[_\-]?me|example|placeholder|dummy|redacted|your[_\-]|"
-    r"[_\-]here$|^replace|^insert|^enter[_\-]|^fake|^sample", re.IGNORECASE)
+    r"[_\-]here$|^replace|^insert|^enter[_\-]|^fake|^sample|^test[_\-]", re.IGNORECASE)
 _PLACEHOLDER_WORDS = frozenset("""
     password passwd pass pwd secret token key apikey api_key credentials test testing none null
     nil undefined empty true false yes no on off todo tbd foo bar baz string str bytes int number
     boolean bool any required optional bearer basic required hidden masked unset default
     """.split())
 _IDENTIFIER_CHAIN = re.compile(r"^[A-Za-z_$][\w$]*(?:(?:\.|\?\.|::|->)[A-Za-z_$][\w$]*)+$")
+_CALL = re.compile(r"^[A-Za-z_][\w.]*\($")
+_SEALED = re.compile(r"^Ag[A-Za-z0-9+/]{200,}={0,2}$")  # a sealed-secrets ciphertext
+_WORDS = re.compile(r"^[A-Za-z]+(?:[-_][A-Za-z]+)+$")
 _URLISH = re.compile(r"^[a-z][a-z0-9+.\-]*://", re.IGNORECASE)
 _PATHISH = re.compile(r"^(?:/|~/|\.{1,2}/|[A-Za-z]:\\)")
 
@@ -177,6 +151,8 @@ def _placeholder(value: str, *names: str) -> bool:
     is assigned to or the user it belongs to (`postgres:postgres@`, `API_KEY=API_KEY`)."""
     if len(value) < 4 or _REFERENCE.match(value) or _PLACEHOLDER_PART.search(value):
         return True
+    if _SEALED.match(value):
+        return True  # encrypted for the cluster: safe to commit, which is its point
     if len(set(value.lower())) <= 2:  # 00000000, ********, abababab
         return True
     normal = _normal(value)
@@ -184,6 +160,13 @@ def _placeholder(value: str, *names: str) -> bool:
         return True
     return any(normal and normal in (_normal(name), _normal(name.split(".")[-1]))
                for name in names if name)
+
+
+def _stand_in_token(token: str) -> bool:
+    """A provider's prefix with a stand-in word for the random part (`sk_test_placeholder`,
+    `ghp_your_token_here`). A token with digits counts whatever it says (`AKIAIOSFODNN7EXAMPLE`):
+    its shape is the evidence, and a real token can end in any letters."""
+    return _DIGIT.search(token) is None and _PLACEHOLDER_PART.search(token) is not None
 
 
 _LETTER = re.compile(r"[^\W\d_]")
@@ -208,11 +191,15 @@ def _literal(value: str, *, key: str, quoted: bool, style: str) -> bool:
         return False
     if value.isdigit() and len(value) < 8:  # a port, a count, a duration
         return False
+    if not quoted and _CALL.match(value):
+        return False  # SECRET_KEY = env("...") : a call that reads it
     if quoted:
         return not any(c.isspace() for c in value)  # a message, not a credential
     if style != "env":
-        if "(" in value or "[" in value or _IDENTIFIER_CHAIN.match(value):
+        if "(" in value or "[" in value or _IDENTIFIER_CHAIN.match(value.rstrip("!?")):
             return False  # code that reads the secret from somewhere
+        if _WORDS.match(value):
+            return False  # a name (db-credentials) or a command (Read-Host), not a password
         return _mixed(value)
     return True
 
@@ -235,10 +222,8 @@ def _type_of(keyword: str) -> str:
 
 def find_secrets(text: str, *, entropy: bool = False) -> list[Finding]:
     """Every secret in `text`, as spans of the secret values, by position."""
+    ruled = _ruled(text)
     spans: list[tuple[int, int, str]] = []
-    for run in _LONG_RUN.finditer(text):
-        for match in _PROVIDER.finditer(text, run.start(), run.end()):
-            spans.append((match.start(), match.end(), _PROVIDER_TYPE[match.lastgroup or ""]))
     if "PRIVATE KEY" in text:
         spans.extend(_private_keys(text))
     lower = text.lower()
@@ -279,7 +264,7 @@ def find_secrets(text: str, *, entropy: bool = False) -> list[Finding]:
         for match in _XML.finditer(text):
             if _literal(match["v"], key=match["tag"], quoted=False, style="env"):
                 spans.append((match.start("v"), match.end("v"), _type_of(match["tag"])))
-    if "machine" in lower:
+    if "machine" in lower or "default" in lower:
         for match in _NETRC.finditer(text):
             if _literal(match["v"], key="password", quoted=False, style="env"):
                 spans.append((match.start("v"), match.end("v"), "password"))
@@ -293,7 +278,29 @@ def find_secrets(text: str, *, entropy: bool = False) -> list[Finding]:
                     spans.append((match.start("v"), match.end("v"), "password"))
     if entropy:
         spans.extend(_high_entropy(text))
-    return _findings(text, spans)
+    # A rule that finds a whole connection string is narrowed to the password found in it.
+    # (and where both find the same value, the rule's type names it)
+    narrowed = [span for span in ruled
+                if not any(span[0] <= start and end <= span[1] and (start, end) != span[:2]
+                           for start, end, _ in spans)]
+    return _findings(text, narrowed + spans)
+
+
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-]*")
+
+
+def _ruled(text: str) -> list[tuple[int, int, str]]:
+    """The spans the rule set finds, each to the end of the token it is in (a rule that knows
+    a shorter form of a token must not leave the rest of it behind)."""
+    spans = []
+    for match in rule_set().matches(text):
+        end = match.end
+        if end < len(text) and text[end - 1].isalnum():
+            end = _TOKEN_TAIL.match(text, end).end()  # type: ignore[union-attr]
+        value = text[match.start: end]
+        if not (_placeholder(value) if match.rule.placeholders else _stand_in_token(value)):
+            spans.append((match.start, end, match.rule.type))
+    return spans
 
 
 def _private_keys(text: str) -> Iterator[tuple[int, int, str]]:
@@ -335,6 +342,9 @@ def _assignments(text: str, lower: str) -> Iterator[tuple[int, int, str]]:
             end -= len(found) - len(trimmed)
             found = trimmed
         sep = match["sep"].strip()
+        if sep in ("", ",") and (quoted is None or (sep == "," and not (
+                match["close"] and re.fullmatch(r"[A-Z][A-Z0-9_]*", key)))):
+            continue  # a bare word after a space, or a call's argument that is not a constant
         if sep in ("is", "was"):
             style = "prose"
         elif re.fullmatch(r"[A-Z][A-Z0-9_]*", key.lstrip("-")) or key.startswith("--"):

@@ -682,12 +682,132 @@ def negatives() -> list[dict[str, str]]:
     return out
 
 
+# -- forms found after the first version, in their own stream so the lines above stay as they were
+
+def later_positives() -> list[dict[str, str]]:
+    """Secret forms an adversarial test found missed (30), the rule set was tuned on these."""
+    out: list[dict[str, str]] = []
+
+    def add(form: str, template: str, secret: str) -> None:
+        out.append({"form": form, "text": template.replace("{S}", secret), "secret": secret})
+
+    def b64(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    def discord_bot() -> str:
+        user = base64.b64encode(str(R.randint(10**17, 10**18)).encode()).decode().rstrip("=")
+        return f"{user}.{rand(URLSAFE, 6)}.{rand(URLSAFE, 38)}"
+
+    def ppk(private_lines: int) -> tuple[str, str]:
+        private = "\n".join(rand(B64, 64) for _ in range(private_lines))
+        text = ("PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: deploy@ci\n"
+                "Public-Lines: 2\n" + rand(B64, 64) + "\n" + rand(B64, 20) + "\n"
+                f"Private-Lines: {private_lines}\n{{S}}\nPrivate-MAC: {hexs(64)}")
+        return text, private
+
+    add("gcp service account private_key_id",
+        '{"type": "service_account", "project_id": "acme-prod", "private_key_id": "{S}", '
+        '"client_email": "ci@acme-prod.iam.gserviceaccount.com"}', hexs(40))
+    add("gcp private_key_id terraform", 'private_key_id = "{S}"', hexs(40))
+    add("azure storage key cli json", '[\n  {\n    "creationTime": "2026-03-02T10:11:12+00:00",\n'
+        '    "keyName": "key1",\n    "permissions": "FULL",\n    "value": "{S}"\n  }\n]',
+        rand(B64, 86) + "==")
+    add("azure storage key env", "AZURE_STORAGE_KEY={S}", rand(B64, 86) + "==")
+    add("discord bot token", 'bot.run("{S}")', discord_bot())
+    add("discord bot token env", "DISCORD_BOT_TOKEN={S}", discord_bot())
+    add("discord webhook", f"alerts go to https://discord.com/api/webhooks/"
+        f"{R.randint(10**17, 10**18)}/{{S}}", rand(URLSAFE, 68))
+    add("discord webhook legacy host", f"curl -X POST https://discordapp.com/api/webhooks/"
+        f"{R.randint(10**17, 10**18)}/{{S}} -d @msg.json", rand(URLSAFE, 68))
+    text, secret = ppk(1)
+    add("putty ppk", text, secret)
+    text, secret = ppk(4)
+    add("putty ppk several private lines", text, secret)
+    add("jwt.encode literal", 'token = jwt.encode({"sub": user.id}, "{S}", algorithm="HS256")',
+        machine_password(32))
+    add("jwt.sign literal", "const token = jwt.sign(payload, '{S}', { expiresIn: '1h' });",
+        rand(ALNUM, 32))
+    add("netrc multi-line", "machine api.heroku.com\n  login ops@acme.io\n  password {S}\n",
+        str(uuid.UUID(int=R.getrandbits(128))))
+    add("netrc default", "default login anonymous password {S}", password())
+    add("vault s. token", "vault login {S}", "s." + rand(ALNUM, 24))
+    add("vault s. token env", 'export VAULT_TOKEN="{S}"', "s." + rand(ALNUM, 24))
+    add("kubeconfig client-key-data", "users:\n- name: admin\n  user:\n"
+        "    client-key-data: {S}", b64(pem("RSA ", 3) + "\n"))
+    add("kubeconfig user token", "users:\n- name: ci\n  user:\n    token: {S}", rand(ALNUM, 64))
+    add("docker config auth", '{"auths": {"registry.acme.io": {"auth": "{S}"}}}',
+        b64(f"bot:{machine_password(24)}"))
+    add("docker config auth docker hub",
+        '{\n  "auths": {\n    "https://index.docker.io/v1/": {\n      "auth": "{S}"\n    }\n  }\n}',
+        b64(f"acme:{password()}"))
+    add("npmrc _auth", "registry=https://npm.acme.io/\n_auth={S}\nalways-auth=true",
+        b64(f"ci:{password()}"))
+    add("npmrc scoped _password", "//npm.acme.io/:username=ci\n//npm.acme.io/:_password={S}",
+        b64(password()))
+    add("okta ssws", 'curl -H "Authorization: SSWS {S}" https://acme.okta.com/api/v1/users',
+        "00" + rand(URLSAFE, 40))
+    add("okta ssws header", "Authorization: SSWS {S}", "00" + rand(URLSAFE, 40))
+    add("atlassian api token", "jira api token {S}",
+        "ATATT3xFfGF0" + rand(URLSAFE, 171) + "=" + hexs(8).upper())
+    add("linear api key", "linear client uses {S}", "lin_api_" + rand(ALNUM, 40))
+    add("linear api key header", "Authorization: {S}", "lin_api_" + rand(ALNUM, 40))
+    add("grafana service account token", "grafana token {S} for the dashboards sync",
+        "glsa_" + rand(ALNUM, 32) + "_" + hexs(8))
+    add("postman api key", "postman collection run with {S}",
+        "PMAK-" + hexs(24) + "-" + hexs(34))
+    add("postman api key env", "POSTMAN_API_KEY={S}", "PMAK-" + hexs(24) + "-" + hexs(34))
+    return out
+
+
+def later_negatives() -> list[dict[str, str]]:
+    """Look-alikes of the forms above (30): must be stored as they are."""
+    out: list[dict[str, str]] = []
+
+    def add(form: str, *texts: str) -> None:
+        out.extend({"form": form, "text": text} for text in texts)
+
+    add("look-alikes of later forms",
+        "the private_key_id field names the key; the key itself is in private_key",
+        '"private_key_id": ""',
+        'az storage account keys list --account-name stapp --query "[0].keyName"',
+        '{"keyName": "key1", "permissions": "FULL"}',
+        f'"value": "{rand(ALNUM, 12)}", "name": "feature-flags"',
+        "client.run(TOKEN)",
+        "https://discord.com/developers/applications",
+        "puttygen deploy.ppk -O public-openssh -o deploy.pub",
+        "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: aes256-cbc\nComment: deploy",
+        'jwt.encode(payload, settings.JWT_SECRET, algorithm="HS256")',
+        'jwt.encode(payload, key=private_key, algorithm="RS256")',
+        "const token = jwt.sign(payload, process.env.JWT_SECRET);",
+        "machine github.com\n  login alice",
+        "machine api.acme.io login bot password ${NETRC_PASSWORD}",
+        "defer s.Close()",
+        "log.Fatal(s.ListenAndServe())",
+        "s.mu.Lock(); defer s.mu.Unlock()",
+        "vault token lookup -format=json | jq .data.policies",
+        "client-key-data: DATA+OMITTED",
+        "client-certificate-data: DATA+OMITTED",
+        '{"auths": {"https://index.docker.io/v1/": {}}, "credsStore": "osxkeychain"}',
+        '"credHelpers": {"gcr.io": "gcloud", "public.ecr.aws": "ecr-login"}',
+        "_auth=${NPM_AUTH}",
+        "email=dev@acme.io\nregistry=https://registry.npmjs.org/",
+        "okta login --org https://acme.okta.com",
+        "Authorization: SSWS $OKTA_TOKEN",
+        "API tokens are made at https://id.atlassian.com/manage-profile/security/api-tokens",
+        "LIN-4821 tracks the flaky upload test",
+        'pm.environment.get("api_key")',
+        f"cache key {hexs(32)} missed, so the build ran cold",
+        )
+    return out
+
+
 def build() -> dict[str, str]:
     """The corpus files' names and contents."""
     R.seed(SEED)
     files = {}
-    for name, rows in (("secrets_positive.jsonl", positives()),
-                       ("secrets_negative.jsonl", negatives())):
+    first_positives, first_negatives = positives(), negatives()
+    for name, rows in (("secrets_positive.jsonl", first_positives + later_positives()),
+                       ("secrets_negative.jsonl", first_negatives + later_negatives())):
         files[name] = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     return files
 
