@@ -17,7 +17,10 @@ from __future__ import annotations
 _END = r"(?![A-Za-z0-9_\-])"
 # An issuer's prefix is one case, as a name is: ghp, glpat, CFPAT, fo1, pscale (not n3dS, which
 # is where a random base64url string happens to have a `_`).
-_ISSUER = r"[a-z](?=[a-z0-9]*[a-z][a-z0-9]*[_\-.])[a-z0-9]{1,11}|[A-Z](?=[A-Z0-9]*[A-Z][A-Z0-9]*[_\-.])[A-Z0-9]{1,11}"
+# The lookaheads are bounded (an issuer is at most 12 characters before its separator): an
+# unbounded `[a-z0-9]*[a-z][a-z0-9]*` is quadratic on a long run of letters.
+_ISSUER = (r"[a-z](?=[a-z0-9]{0,10}[a-z][a-z0-9]{0,10}[_\-.])[a-z0-9]{1,11}"
+           r"|[A-Z](?=[A-Z0-9]{0,10}[A-Z][A-Z0-9]{0,10}[_\-.])[A-Z0-9]{1,11}")
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 ADDITIONS: list[dict[str, object]] = [
