@@ -366,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=7, help="rounds over all queries")
     ap.add_argument("--remembers", type=int, default=200, help="timed remembers of new texts")
     ap.add_argument("--seed", type=int, default=20240601)
+    ap.add_argument("--model", default=None,
+                    help="a search.model value for the store (an absolute path for an installed "
+                         "model: HOME points at the temporary folder); default: the built-in one")
     ap.add_argument("--json", metavar="OUT", help="write the figures to this JSON file")
     ap.add_argument("--keep", metavar="DIR", help="build in DIR and leave it there")
     ap.add_argument("--reuse", metavar="DIR", help="measure a store kept with --keep")
@@ -402,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     from engram.search.text import query_words
 
     results: dict[str, Any] = {
-        "memories": args.memories, "queries": args.queries, "rounds": args.rounds,
+        "memories": args.memories, "model": args.model or "builtin", "queries": args.queries,
+        "rounds": args.rounds,
         "remembers": args.remembers, "seed": args.seed, "store": str(base),
         "python": sys.version.split()[0], "cpus": os.cpu_count(), "rss_mb": {},
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "engram_version": engram_version(),
@@ -421,7 +425,9 @@ def main(argv: list[str] | None = None) -> int:
                 make_memory(rng)
         else:
             e.init()
-            e.config_set("commit.every_events", "100000")
+            e.config_set("commit.every_events", "10000")  # the most a setting allows
+            if args.model:
+                e.config_set("search.model", args.model)
             log(f"building {args.memories} memories in {store_dir}")
             t0 = time.perf_counter()
             skipped = 0
@@ -507,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
 
         store = e.write_store()
         cache = store.local_dir / "cache"
-        emb = load_embedder("builtin")
+        emb = load_embedder(args.model or "builtin")  # the floor embeds with the same model
         settings = e.settings(store)
         limit = max(settings["recall.candidates"], 10 * 5)
 
