@@ -156,8 +156,13 @@ def test_resume_output_is_bounded_and_says_so(repo: Path) -> None:
     result = Engram(cwd=repo).resume(task=task.id, max_chars=2000)
     assert result.truncated and len(result.markdown) <= 2000
     assert "cut at 2000 characters" in result.markdown
+    # Each depth but full has a token budget, filled by priority, naming what it left out.
     brief = Engram(cwd=repo).resume(task=task.id, depth="brief")
-    assert not brief.truncated
+    assert brief.truncated and len(brief.markdown) <= 1000 * 4
+    assert "Left out to keep within 1000 tokens: next steps: " in brief.markdown
+    assert "1. step 0 word" in brief.markdown
+    full = Engram(cwd=repo).resume(task=task.id, depth="full")
+    assert not full.truncated and "150. step 149 word" in full.markdown
 
 
 def test_handoff_is_a_readable_file_that_shows_what_changed(repo: Path) -> None:

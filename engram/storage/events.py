@@ -349,7 +349,8 @@ def _maybe(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
 
 
 def _is_commit(value: Any) -> bool:
-    return isinstance(value, str) and re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", value) is not None
+    return isinstance(value, str) and \
+        re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", value) is not None
 
 
 _MEMORY = {"content": _is_text, "kind": _is_text, "tags": _is_texts, "scope": _maybe(_is_text),

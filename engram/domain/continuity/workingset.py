@@ -5,7 +5,8 @@ now against its pin (unchanged, changed since, missing), so the next agent knows
 read again.
 
 A file that does not exist (a typo in a handoff, a file deleted since an earlier package named
-it) is never pinned: it is kept marked missing, and a handoff that names one says so. What a pin holds arrives from other clones: it is read strictly (`pinned`).
+it) is never pinned: it is kept marked missing, and a handoff that names one says so. What a
+pin holds arrives from other clones: it is read strictly (`pinned`).
 """
 
 from __future__ import annotations
