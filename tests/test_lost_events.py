@@ -422,3 +422,29 @@ def test_doctor_fix_recovers_lost_events(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert _ids(repo) == expected
     assert max(_copies(repo).values()) == 1
+
+
+def test_events_folded_by_compaction_are_not_lost_when_the_compacted_file_is_deleted(
+        tmp_path: Path) -> None:
+    """Compaction replaces the files the ledger noted; deleting the compacted file is a missing
+    file (restored with git), never lost events that `recover` would write a second time."""
+    repo = _project(tmp_path / "project")
+    with Engram(cwd=repo, use="project") as engram:
+        engram.config_set("compact.files", "0")
+    ids: set[str] = set()
+    for round in range(6):  # a file per commit; none half of the merged file
+        ids |= _write(repo, 2, commit=True, label=f"round {round}")
+        _status(repo)  # read: the lines are noted
+    with Engram(cwd=repo, use="project") as engram:
+        engram.compact()
+    [compacted] = [p for p in _store(repo).event_files() if p.name.startswith("compacted-")]
+    assert len(_copies(repo)) >= len(ids)
+    compacted.unlink()
+    entry = _status(repo)
+    assert entry["lost"]["events"] == 0
+    text = cli("status", "--project", cwd=repo).output
+    assert "missing:" in text and "lost:" not in text
+    assert _lost_finding(repo) is None
+    assert _recover(repo)["events"] == 0
+    git(repo, "checkout", "--", ".engram")
+    assert ids <= _ids(repo) and max(_copies(repo).values()) == 1
