@@ -94,9 +94,10 @@ def _assert_lost(repo: Path, count: int) -> None:
     assert entry["lost"]["events"] == count
     assert sum(entry["lost"]["files"].values()) == count
     text = cli("status", "--project", cwd=repo).output
-    assert f"lost: {count} events" in text and "engram recover --project" in text
+    events = f"{count} event" + ("s" if count != 1 else "")
+    assert f"lost: {events} git took away" in text and "engram recover --project" in text
     finding = _lost_finding(repo)
-    assert finding is not None and finding["message"].startswith(f"{count} event(s)")
+    assert finding is not None and finding["message"].startswith(f"{events} seen in this store")
     assert "engram recover --project" in finding["fix"]
 
 
@@ -418,7 +419,7 @@ def test_doctor_fix_recovers_lost_events(tmp_path: Path) -> None:
     git(repo, "reset", "-q", "--hard", "HEAD~1")
     _assert_lost(repo, 3)
     result = cli("doctor", "--fix", "--project", cwd=repo)
-    assert "recovered 3 lost event(s)" in result.output
+    assert "recovered 3 lost events" in result.output
     assert result.exit_code == 0, result.output
     assert _ids(repo) == expected
     assert max(_copies(repo).values()) == 1

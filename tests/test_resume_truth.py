@@ -155,3 +155,41 @@ def test_the_depths_differ_brief_is_short_and_full_carries_the_whole_history(
     assert "- 1 (" in shown["full"].split("## Earlier checkpoints")[1]
     assert "## Earlier checkpoints" not in shown["brief"]
 
+
+
+def test_counts_read_as_words_and_recall_takes_limit(home_store: Engram) -> None:
+    from conftest import cli
+
+    home_store.remember("The queue retries three times", kind="fact")
+    status = cli("status").output
+    assert "1 memory (0 forgotten), " in status and "1 memories" not in status
+    assert "uncommitted: 1 event;" in status or "uncommitted: none" in status
+    verified = cli("verify").output
+    assert "(s)" not in verified and "1 events" not in verified
+    home_store.remember("The queue lives in Redis", kind="fact")
+    limited = cli("recall", "queue", "--limit", "1", "--json")
+    assert limited.exit_code == 0, limited.output
+    assert len(json.loads(limited.stdout)) == 1
+    assert len(json.loads(cli("recall", "queue", "--json").stdout)) == 2
+    assert cli("recall", "queue", "-k", "1").exit_code == 0
+
+
+def test_recent_events_cut_a_long_summary_with_an_ellipsis(home_store: Engram) -> None:
+    task = home_store.task_create("Long summaries")
+    home_store.handoff(task.id, summary="The migration of every billing job to the new queue "
+                                        "is halfway done and the rest waits for the cut-over")
+    [line] = [l for l in home_store.resume(task=task.id).markdown.splitlines()
+              if l.startswith("- ") and "handoff " in l]
+    assert "The migration of every billing job to the new queue is half…" in line
+
+
+def test_since_takes_today_and_yesterday(home_store: Engram) -> None:
+    from conftest import cli
+
+    home_store.remember("Written today", kind="fact")
+    for word in ("today", "yesterday"):
+        shown = cli("log", "--since", word)
+        assert shown.exit_code == 0, shown.output
+        assert "Written today" in shown.output
+    wrong = cli("log", "--since", "someday")
+    assert wrong.exit_code == 2 and "today or yesterday" in wrong.output + wrong.stderr

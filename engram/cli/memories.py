@@ -248,8 +248,8 @@ def list_(ctx: click.Context, limit: int, kinds: tuple[str, ...], tags: tuple[st
 
 @click.command()
 @click.argument("query")
-@click.option("-k", "--k", "k", default=10, show_default=True, type=click.IntRange(1),
-              help="At most this many results.")
+@click.option("-k", "--k", "--limit", "k", default=10, show_default=True,
+              type=click.IntRange(1), help="At most this many results.")
 @filter_options
 @click.option("--task", default=None, help="Only memories of this task.")
 @click.option("--since", default=None, help="Only memories from this date (or age, 3d) on.")

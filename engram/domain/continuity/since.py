@@ -24,7 +24,7 @@ from ...model.memories import Memory
 from ...model.tasks import Failure, Progress, Task
 from ...storage import events as ev
 from . import checkpoints as cp
-from .wording import count, listing
+from ...base.wording import count, listing
 
 PLAN = ("next", "in_progress", "blocked")
 SHOWN = 10  # items of each kind listed; the rest are counted

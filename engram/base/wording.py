@@ -1,4 +1,4 @@
-"""Counts in words, in one place: "1 memory", "2 memories", "no commit"."""
+"""Counts in words, in one place, for every front end: "1 memory", "2 memories", "1 problem"."""
 
 from __future__ import annotations
 
