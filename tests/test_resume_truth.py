@@ -193,3 +193,19 @@ def test_since_takes_today_and_yesterday(home_store: Engram) -> None:
         assert "Written today" in shown.output
     wrong = cli("log", "--since", "someday")
     assert wrong.exit_code == 2 and "today or yesterday" in wrong.output + wrong.stderr
+
+
+def test_resume_without_a_store_says_so_once_and_get_points_a_task_id_to_show(
+        tmp_path: Path, home_store: Engram) -> None:
+    from conftest import cli
+
+    task = home_store.task_create("Write the importer")
+    wrong = cli("get", task.id)
+    assert wrong.exit_code == 2
+    assert f"is a task, not a memory: see it with `engram show {task.id}`" in wrong.stderr
+    assert cli("show", task.id).exit_code == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nowhere = run_engram("resume", cwd=empty, env={"ENGRAM_HOME": str(empty / "none")})
+    assert nowhere.returncode != 0
+    assert nowhere.stderr.count("no Engram store yet") == 1, nowhere.stderr

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ...base.errors import EngramError, Fix, NotFoundError, UsageError
+from ...base.errors import EngramError, Fix, NoStoreError, NotFoundError, UsageError
 from ...base.validation import Checks, check_relative, name_form, reference
 from ...base.vocab import DEPTH, RESTORE
 from ...model import tasks
@@ -271,6 +271,8 @@ class Continuity:
         if record:
             try:
                 self.lifecycle.detect_interruptions()
+            except NoStoreError:
+                raise  # said once, as the error it is
             except EngramError as exc:
                 self.workspace.warnings.append(str(exc))
         chosen: tasks.Task | None = None
