@@ -139,7 +139,7 @@ def test_status_reports_uncommitted_events_and_upstream(tmp_path: Path) -> None:
     Engram(cwd=repo).init(project=True)
     Engram(cwd=repo).remember("pending")
     out = cli("status", "--project", cwd=repo).stdout
-    assert "uncommitted: 1 events" in out
+    assert "uncommitted: 1 event;" in out
     assert "remote: origin/main ahead 1, behind 0" in out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -155,8 +156,13 @@ def test_resume_output_is_bounded_and_says_so(repo: Path) -> None:
     result = Engram(cwd=repo).resume(task=task.id, max_chars=2000)
     assert result.truncated and len(result.markdown) <= 2000
     assert "cut at 2000 characters" in result.markdown
+    # Each depth but full has a token budget, filled by priority, naming what it left out.
     brief = Engram(cwd=repo).resume(task=task.id, depth="brief")
-    assert not brief.truncated
+    assert brief.truncated and len(brief.markdown) <= 1000 * 4
+    assert "Left out to keep within 1000 tokens: next steps: " in brief.markdown
+    assert "1. step 0 word" in brief.markdown
+    full = Engram(cwd=repo).resume(task=task.id, depth="full")
+    assert not full.truncated and "150. step 149 word" in full.markdown
 
 
 def test_handoff_is_a_readable_file_that_shows_what_changed(repo: Path) -> None:
@@ -315,7 +321,9 @@ def test_hostile_handoff_text_stays_text_in_the_handoff_file_and_resume(
     resumed = home_store.resume(task=task.id).markdown
     for text in (path.read_text(), resumed):
         for line in text.splitlines():
-            assert "<!--" not in line and "<script" not in line, line
+            # Each `<` that could open HTML is escaped with a backslash, never as an entity.
+            assert not re.search(r"(?<!\\)<(!--|script)", line), line
+            assert "&lt;" not in line and "&amp;" not in line, line
         headings, items = markdown_sections(text)
         assert headings[0].split(": ", 1)[1] == "Fix <!-- the & login"
         for field, written in HOSTILE.items():

@@ -71,3 +71,16 @@ def test_every_doc_link_in_the_readme_and_docs_points_at_a_file() -> None:
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert broken == []
+
+
+def test_the_http_token_recipe_runs_as_written_on_a_fresh_home(tmp_path: Path) -> None:
+    """docs/mcp.md's line that makes a token file, run by bash in a HOME with no ~/.config."""
+    block = (ROOT / "docs" / "mcp.md").read_text().split("## Over HTTP", 1)[1]
+    [line] = [l for l in block.splitlines() if "token_urlsafe" in l and "> ~/" in l]
+    home = tmp_path / "fresh"
+    home.mkdir()
+    done = subprocess.run(["bash", "-c", line], env={"HOME": str(home), "PATH": os.environ[
+        "PATH"]}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    token = home / ".config" / "engram" / "token"
+    assert len(token.read_text().strip()) == 43 and token.stat().st_mode & 0o077 == 0

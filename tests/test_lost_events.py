@@ -94,9 +94,10 @@ def _assert_lost(repo: Path, count: int) -> None:
     assert entry["lost"]["events"] == count
     assert sum(entry["lost"]["files"].values()) == count
     text = cli("status", "--project", cwd=repo).output
-    assert f"lost: {count} events" in text and "engram recover --project" in text
+    events = f"{count} event" + ("s" if count != 1 else "")
+    assert f"lost: {events} git took away" in text and "engram recover --project" in text
     finding = _lost_finding(repo)
-    assert finding is not None and finding["message"].startswith(f"{count} event(s)")
+    assert finding is not None and finding["message"].startswith(f"{events} seen in this store")
     assert "engram recover --project" in finding["fix"]
 
 
@@ -418,7 +419,33 @@ def test_doctor_fix_recovers_lost_events(tmp_path: Path) -> None:
     git(repo, "reset", "-q", "--hard", "HEAD~1")
     _assert_lost(repo, 3)
     result = cli("doctor", "--fix", "--project", cwd=repo)
-    assert "recovered 3 lost event(s)" in result.output
+    assert "recovered 3 lost events" in result.output
     assert result.exit_code == 0, result.output
     assert _ids(repo) == expected
     assert max(_copies(repo).values()) == 1
+
+
+def test_events_folded_by_compaction_are_not_lost_when_the_compacted_file_is_deleted(
+        tmp_path: Path) -> None:
+    """Compaction replaces the files the ledger noted; deleting the compacted file is a missing
+    file (restored with git), never lost events that `recover` would write a second time."""
+    repo = _project(tmp_path / "project")
+    with Engram(cwd=repo, use="project") as engram:
+        engram.config_set("compact.files", "0")
+    ids: set[str] = set()
+    for round in range(6):  # a file per commit; none half of the merged file
+        ids |= _write(repo, 2, commit=True, label=f"round {round}")
+        _status(repo)  # read: the lines are noted
+    with Engram(cwd=repo, use="project") as engram:
+        engram.compact()
+    [compacted] = [p for p in _store(repo).event_files() if p.name.startswith("compacted-")]
+    assert len(_copies(repo)) >= len(ids)
+    compacted.unlink()
+    entry = _status(repo)
+    assert entry["lost"]["events"] == 0
+    text = cli("status", "--project", cwd=repo).output
+    assert "missing:" in text and "lost:" not in text
+    assert _lost_finding(repo) is None
+    assert _recover(repo)["events"] == 0
+    git(repo, "checkout", "--", ".engram")
+    assert ids <= _ids(repo) and max(_copies(repo).values()) == 1

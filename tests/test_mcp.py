@@ -854,8 +854,14 @@ def test_install_claude_project_says_it_awaits_approval_and_approves_for_this_us
 
     (repo / ".gitignore").unlink()
     unignored = cli("mcp", "install", "claude", "--project", cwd=repo)
-    assert f"{local} is not ignored by git" in unignored.output
-    assert "add `.claude/settings.local.json` to .gitignore" in unignored.output
+    assert ".claude/settings.local.json kept out of git" in unignored.output
+    assert "/.claude/settings.local.json" in (repo / ".git/info/exclude").read_text()
+    assert "is not ignored by git" not in unignored.output
+    git(repo, "add", "-f", ".claude/settings.local.json")
+    committed = cli("mcp", "install", "claude", "--project", cwd=repo)
+    assert f"{local} is committed" in committed.output
+    assert "git rm --cached .claude/settings.local.json" in committed.output
+    git(repo, "rm", "-q", "--cached", ".claude/settings.local.json")
 
     local.write_text("{not json")
     refused = cli("mcp", "install", "claude", "--project", "--approve", cwd=repo)

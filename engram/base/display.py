@@ -7,8 +7,9 @@ carry invisible text (Unicode tags, interlinear annotations) are shown as escape
 `\\u202e`). In Markdown, each piece of text stays where it is put: it cannot start a heading, a
 list, a quote, a fence or an HTML block, make a table (every `|` is escaped) or an image (`![`
 is shown as it is, so nothing is loaded), and it holds no HTML (`<` that would open a tag and `&`
-that would make an entity are escaped). Code spans, links and emphasis the writer typed still
-read as such.
+that would make an entity are escaped with a backslash, never as entities: the same text reads
+as written on a terminal, to an agent and on a forge, so `Ada <ada@example.com>` stays as it
+is). Code spans, links and emphasis the writer typed still read as such.
 
 JSON for scripts (`visible_json`) and error text for agents (`hidden_shown`) escape every
 invisible or format character as well (zero-width spaces and joiners, soft hyphens, byte-order
@@ -40,12 +41,14 @@ _BLOCK_START = re.compile(
     r"#{1,6}(?=[ \t]|$)|[>|]|[-+*](?=[ \t]|$)|([-*_])[ \t]*(?:\1[ \t]*){2,}$|=+[ \t]*$|-+[ \t]*$"
     r"|`{3}|~{3}|\[[^\]]*\]:|(\d{1,9})(?=[.)](?:[ \t]|$))")
 # Outside code spans: a backslash escape (kept), a run of backticks, a `<` that could open a tag,
-# a comment or an autolink, a `![` that would open an image, a `|` that could make a table, an
-# `&` that would make an entity; at the end, a backslash or a `<` that would escape or open what
-# follows.
-_INLINE = re.compile(r"\\[!-/:-@\[-`{-~]|`+|<(?=[A-Za-z/!?]|\Z)|\\\Z|!\[|\|"
+# a comment or a URI autolink (an address is no tag: `Ada <ada@example.com>` stays as written), a
+# `![` that would open an image, a `|` that could make a table, an `&` that would make an entity;
+# at the end, a backslash or a `<` that would escape or open what follows.
+_INLINE = re.compile(r"\\[!-/:-@\[-`{-~]|`+|<(?=[A-Za-z][A-Za-z0-9-]*(?:[\s/>]|\Z)"
+                     r"|[A-Za-z][A-Za-z0-9+.-]{1,31}:|[/!?]|\Z)"
+                     r"|\\\Z|!\[|\|"
                      r"|&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]{0,31};)")
-_ESCAPES = {"<": "&lt;", "&": "&amp;", "\\": "\\\\", "![": "!\\[", "|": "\\|"}
+_ESCAPES = {"<": "\\<", "&": "\\&", "\\": "\\\\", "![": "!\\[", "|": "\\|"}
 
 
 def visible(text: str) -> str:

@@ -159,10 +159,14 @@ OUTCOME = _vocabulary(
 )
 DEPTH = _vocabulary(
     "depth",
-    # how much history resume brings: events, and summaries of earlier checkpoints
-    ("brief", "the last handoff and a few events", {"events": 12, "summaries": 2}),
-    ("standard", "recent history", {"events": 30, "summaries": 4}),
-    ("full", "as much as fits", {"events": 60, "summaries": 8}),
+    # how much resume brings: events and summaries of earlier checkpoints (None: all), the token
+    # budget filled by priority (None: none), memories beyond the task's own
+    ("brief", "the last handoff, what happened since, the task's decisions; a small budget",
+     {"events": 5, "summaries": 0, "tokens": 1000, "memories": 5}),
+    ("standard", "recent history, within a budget",
+     {"events": 30, "summaries": 4, "tokens": 4000, "memories": 20}),
+    ("full", "the whole history, no budget",
+     {"events": None, "summaries": None, "tokens": None, "memories": 200}),
     default="standard",
 )
 RESTORE = _vocabulary(

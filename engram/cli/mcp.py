@@ -169,15 +169,29 @@ def mcp_install(ctx: click.Context, client: str, project: bool, hooks: bool, nam
     for note in notes:
         echo(note, err=note.startswith("warning:"))
     if not dry_run:
-        echo(_next_steps(client, project))
+        echo(_next_steps(client, find_work_tree(cwd) if project else None, changes))
 
 
-def _next_steps(client: str, project: bool) -> str:
+def _next_steps(client: str, root: Path | None, changes: list[Any]) -> str:
+    """The last line: how to connect, and in a project which files to commit and which not."""
+    from ..mcp.install import LOCAL_SETTINGS
+
     restart = {"claude": "Restart Claude Code (or run /mcp) to connect.",
                "cursor": "Enable it in Cursor: Settings → MCP.",
                "codex": "Start a new Codex session to connect."}[client]
-    return (f"{restart} Add the block from `engram mcp instructions` to your AGENTS.md or "
-            f"CLAUDE.md{' (and commit the config so teammates get it)' if project else ''}.")
+    text = (f"{restart} Add the block from `engram mcp instructions` to your AGENTS.md or "
+            "CLAUDE.md.")
+    if root is None:
+        return text
+    shared = [c.path.relative_to(root).as_posix() for c in changes
+              if c.path.is_relative_to(root) and ".git" not in c.path.relative_to(root).parts
+              and c.path != root / LOCAL_SETTINGS]
+    if shared:
+        text += f" Commit {' and '.join(shared)} so teammates get it"
+    if client == "claude":
+        text += (f"{';' if shared else ''} never commit {LOCAL_SETTINGS.as_posix()}: it holds "
+                 "your own approval, which Claude Code ignores once it is committed")
+    return text + "."
 
 
 @mcp_group.command(name="instructions")

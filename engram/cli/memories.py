@@ -115,8 +115,10 @@ def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, .
 @click.pass_context
 def get(ctx: click.Context, ident: str, history: bool, project: bool, personal: bool,
         as_json: bool) -> None:
-    """Show one memory by id (a unique prefix of at least 4 characters is enough)."""
+    """Show one memory by id (a unique prefix of at least 4 characters is enough); `engram show`
+    shows a task, a session or an event."""
     engram = open_engram(ctx, project, personal)
+    _not_a_memory(engram, ident)
     if history:
         versions = engram.history(ident)
         if as_json:
@@ -246,10 +248,30 @@ def list_(ctx: click.Context, limit: int, kinds: tuple[str, ...], tags: tuple[st
         echo("no memories" + (" match" if kinds or tags or scope else " yet"))
 
 
+def _not_a_memory(engram: Any, ident: str) -> None:
+    """Point to the command that shows `ident` when it names a task or a session, not a memory."""
+    from ..api import EntityRecord
+    from ..base.errors import EngramError, UsageError
+
+    try:
+        engram.get(ident)
+        return
+    except EngramError:
+        pass
+    try:
+        record = engram.show(ident)
+    except EngramError:
+        return  # get says what is wrong
+    if isinstance(record, EntityRecord):
+        task = f" or `engram task show {ident}`" if record.type == "task" else ""
+        raise UsageError(f"{ident} is a {record.type}, not a memory: see it with "
+                         f"`engram show {ident}`{task}")
+
+
 @click.command()
 @click.argument("query")
-@click.option("-k", "--k", "k", default=10, show_default=True, type=click.IntRange(1),
-              help="At most this many results.")
+@click.option("-k", "--k", "--limit", "k", default=10, show_default=True,
+              type=click.IntRange(1), help="At most this many results.")
 @filter_options
 @click.option("--task", default=None, help="Only memories of this task.")
 @click.option("--since", default=None, help="Only memories from this date (or age, 3d) on.")

@@ -15,6 +15,7 @@ import orjson
 from ..base.display import echo, local_time, visible_json
 from ..base.results import as_json as as_json_value
 from .common import json_option, open_engram, print_json, store_options
+from ..base.wording import count
 
 
 @click.command()
@@ -115,10 +116,10 @@ def status(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> 
         echo(f"{entry.store} store  {entry.path}")
         head = entry.head[:8] if entry.head else "no commits"
         echo(f"  branch {entry.branch or '(detached)'} at {head}; "
-             f"{entry.memories} memories ({entry.forgotten} forgotten), "
-             f"{entry.events} events in {entry.files} files")
+             f"{count(entry.memories, 'memory')} ({entry.forgotten} forgotten), "
+             f"{count(entry.events, 'event')} in {count(entry.files, 'file')}")
         if entry.uncommitted:
-            echo(f"  uncommitted: {entry.uncommitted} events; "
+            echo(f"  uncommitted: {count(entry.uncommitted, 'event')}; "
                  "`engram commit` commits them now")
         else:
             echo("  uncommitted: none")
@@ -141,9 +142,10 @@ def status(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> 
             echo(f"    restore: `{entry.restore}`")
         gone = entry.lost
         if gone.events:
-            where = ", ".join(f"{rel} ({count})" for rel, count in gone.files.items())
-            echo(f"  lost: {gone.events} events git took away, from {where}; "
-                 f"`engram recover --{entry.store}` brings them back")
+            where = ", ".join(f"{rel} ({n})" for rel, n in gone.files.items())
+            them = "them" if gone.events != 1 else "it"
+            echo(f"  lost: {count(gone.events, 'event')} git took away, from {where}; "
+                 f"`engram recover --{entry.store}` brings {them} back")
 
 
 @click.command()
@@ -158,9 +160,10 @@ def verify(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> 
         print_json(as_json_value(report))
     else:
         for entry in report.stores:
-            verdict = "ok" if entry.ok else f"{len(entry.problems)} problem(s)"
-            echo(f"{entry.store} store  {entry.path}: {entry.events} events in "
-                 f"{entry.files} files, {entry.duplicates} duplicate lines; {verdict}")
+            verdict = "ok" if entry.ok else count(len(entry.problems), "problem")
+            echo(f"{entry.store} store  {entry.path}: {count(entry.events, 'event')} in "
+                 f"{count(entry.files, 'file')}, {count(entry.duplicates, 'duplicate line')}; "
+                 f"{verdict}")
             for problem in entry.problems:
                 echo(f"  {problem.severity}: {problem.path}:{problem.line}: "
                      f"{problem.message}")
@@ -183,7 +186,7 @@ def doctor(ctx: click.Context, fix: bool, project: bool, personal: bool, as_json
     else:
         for entry in report.stores:
             problems = [f for f in entry.findings if f.level != "note"]
-            verdict = f"{len(problems)} problem(s)" if problems else "healthy"
+            verdict = count(len(problems), "problem") if problems else "healthy"
             echo(f"{entry.store} store  {entry.path}: {verdict}")
             for line in entry.fixed:
                 echo(f"  fixed: {line}")
@@ -221,7 +224,7 @@ def recover(ctx: click.Context, everything: bool, project: bool, personal: bool,
             echo(f"{result.store} store: nothing to recover")
         else:
             where = ", ".join(result.files)
-            echo(f"{result.store} store: recovered {result.events} events "
+            echo(f"{result.store} store: recovered {count(result.events, 'event')} "
                  f"({result.from_git} from git, {result.events - result.from_git} from "
                  f"the ledger) into {where}" +
                  (f"; committed as {result.commit[:8]}" if result.commit else ""))
@@ -238,7 +241,7 @@ def commit(ctx: click.Context, message: str | None, project: bool, personal: boo
     engram = open_engram(ctx, project, personal)
     for result in engram.commit(subject=message):
         if result.commit:
-            echo(f"{result.store} store: committed {result.events} events as "
+            echo(f"{result.store} store: committed {count(result.events, 'event')} as "
                  f"{result.commit[:8]}")
         else:
             echo(f"{result.store} store: nothing to commit")

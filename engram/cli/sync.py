@@ -12,6 +12,7 @@ import click
 
 from ..base.display import echo
 from .common import json_option, open_engram, print_json, store_options
+from ..base.wording import count
 
 
 def _progress_bar() -> Any:
@@ -37,14 +38,14 @@ def _sync_line(result: Any) -> str:
     where = f"{result.remote}/{result.branch}"
     parts = []
     if result.committed:
-        parts.append(f"committed {result.committed} events")
+        parts.append(f"committed {count(result.committed, 'event')}")
     merge = {"up-to-date": f"up to date with {where}",
              "fast-forward": f"fast-forwarded to {where}", "merged": f"merged {where}",
              "no-remote-branch": f"created {where}", "none": None}[result.merge]
     if merge:
         parts.append(merge)
     if result.received:
-        parts.append(f"received {result.received} events")
+        parts.append(f"received {count(result.received, 'event')}")
     if result.pushed:
         parts.append(f"pushed {result.pushed} commit{'s' if result.pushed != 1 else ''} "
                      f"to {where}")

@@ -6,7 +6,8 @@ and `git reset --hard`, `git revert` or a `git pull --rebase` after someone else
 committed ones. Nothing in the event files can say what is missing from them, so Engram keeps a
 ledger of the events that could go missing (`engram.storage.ledger`): every line this clone's
 writer appends, and every event the read model drops because its file vanished. An event noted
-there that is in neither the store nor the tip of any branch, tag or remote branch is lost:
+there that is in neither the store nor the tip of any branch, tag or remote branch (in any of
+its files: compaction folds the file it was noted in into another) is lost:
 `status` and `doctor` count it, and `recover` writes it back.
 
 Recovery reads the event lines back from git where they are: the reflogs of HEAD and every ref,
@@ -93,6 +94,7 @@ class _Trees:
                 self.others.append(tree)
         self._ids: dict[str, set[str]] = {}
         self._all: set[str] | None = None
+        self._head_all: set[str] | None = None
 
     def _holds(self, tree: pygit2.Tree | None, rel: str, event_id: str) -> bool:
         import pygit2
@@ -123,6 +125,17 @@ class _Trees:
 
     def in_head(self, rel: str, event_id: str) -> bool:
         return self._holds(self.head, rel, event_id)
+
+    def in_head_anywhere(self, event_id: str) -> bool:
+        """Whether HEAD holds the event in any file: compaction folds a month's files into one,
+        so an event noted in a file that is gone may be in HEAD under another name."""
+        if self._head_all is None:
+            found = Found()
+            events = _events_tree(self.store, self.head) if self.head is not None else None
+            if events is not None:
+                _walk(self.repo, events, found)
+            self._head_all = set(found.lines)
+        return event_id in self._head_all
 
     def elsewhere(self, rel: str, event_id: str) -> bool:
         return any(self._holds(tree, rel, event_id) for tree in self.others)
@@ -163,6 +176,11 @@ def find(store: Store, proj: Projection) -> LostReport:
                 continue  # committed, gone from the work tree only: a missing file
             if trees is not None and trees.elsewhere(item.rel, item.event.id):
                 elsewhere += 1
+                continue
+            if trees is not None and trees.in_head_anywhere(item.event.id):
+                continue  # folded by compaction into a file that is itself missing
+            if trees is not None and item.event.id in trees.all_ids(repo):
+                elsewhere += 1  # folded into a file of another branch
                 continue
             lost.append(item)
     unrecorded, unrecorded_file = 0, None

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import pygit2
@@ -28,11 +30,65 @@ def outside(what: str, path: str, fix: str) -> str:
     return f"{what} {path!r} leads outside the repository (through '..' or a symbolic link); {fix}"
 
 
+@dataclass(frozen=True)
+class Commit:
+    """A commit of the work tree's history, as a reader of what changed is shown it."""
+
+    id: str
+    author: str
+    time: str  # ISO 8601, as the committer's clock said
+    subject: str
+    files: tuple[str, ...]
+
+
 class TrackedFiles:
     """The repository of the work tree `top` (opened once), asked about its files."""
 
     def __init__(self, top: Path) -> None:
         self.repo = open_repository(top)
+        self.top = top
+
+    def _git(self, *args: str) -> str | None:
+        """Plain git's answer in the work tree (its history walks are far faster than a walk in
+        Python), or None when git cannot answer."""
+        try:
+            done = subprocess.run(["git", "-c", "core.quotepath=off", *args], cwd=self.top,
+                                  capture_output=True, text=True, timeout=30,
+                                  env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    def last_commit(self, path: str) -> str | None:
+        """The newest commit reachable from HEAD that changed `path`, or None (not committed,
+        no history, or git cannot say)."""
+        out = self._git("log", "-1", "--format=%H", "HEAD", "--", f":(literal){path}")
+        return (out.strip() or None) if out is not None else None
+
+    def commits_since(self, commit: str | None, *, after: str | None = None,
+                      limit: int = 50) -> list[Commit] | None:
+        """The commits after `commit` up to HEAD, newest first (at most `limit`), each with the
+        files it changed; when this clone lacks `commit` (or none is given), the commits made
+        after the time `after`. None when neither can be told."""
+        if commit and self.has_commit(commit):
+            span = [f"{commit}..HEAD"]
+        elif after:
+            span = [f"--since={after}", "HEAD"]
+        else:
+            return None
+        out = self._git("log", f"--max-count={int(limit)}", "--no-merges", "--name-only",
+                        "--format=%x1e%H%x1f%an <%ae>%x1f%cI%x1f%s", *span, "--")
+        if out is None:
+            return None
+        commits = []
+        for record in out.split("\x1e")[1:]:
+            head, _, names = record.partition("\n")
+            fields = head.split("\x1f")
+            if len(fields) != 4:
+                continue
+            commits.append(Commit(fields[0], fields[1], fields[2], fields[3],
+                                  tuple(n for n in names.splitlines() if n.strip())))
+        return commits
 
     @property
     def head(self) -> str | None:

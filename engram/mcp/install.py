@@ -20,7 +20,8 @@ older entries (the server and, for Claude Code, hooks that ran `python -m engram
 
 Claude Code asks each person to approve a project's servers (`.mcp.json`) before it starts them;
 `--approve` records that approval for the person installing, as Claude Code does, in
-`enabledMcpjsonServers` of `.claude/settings.local.json` (per person, not committed). The
+`enabledMcpjsonServers` of `.claude/settings.local.json` (per person, and kept out of git in
+`.git/info/exclude`: Claude Code stops honouring an approval that is committed). The
 installer also says when Engram is configured for Claude Code in more than one scope (user,
 local, project), which makes Claude Code warn and run the hooks twice (`claude_notes`).
 
@@ -110,6 +111,10 @@ def install(client: str, *, project: bool = False, hooks: bool = False, name: st
         changes.append(_claude_hooks(settings, project=project, add=hooks))
     if approve and root is not None:
         changes.append(_approval(root / LOCAL_SETTINGS, name))
+    if client == "claude" and root is not None and (approve or (root / LOCAL_SETTINGS).exists()):
+        kept_out = _excluded(root)
+        if kept_out is not None:
+            changes.append(kept_out)
     if not dry_run:
         for change in changes:
             _write(change.path, change.text)
@@ -139,6 +144,44 @@ def _approval(path: Path, name: str) -> Change:
     what = (f"project MCP server {name!r} " +
             ("already approved for you" if already else "approved for you"))
     return Change(path, what, existed, _dump_json(data))
+
+
+def _git_text(root: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(["git", "-C", str(root), *args], check=False, capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _excluded(root: Path) -> Change | None:
+    """`.claude/settings.local.json` added to the repository's own `.git/info/exclude` (never
+    committed, unlike .gitignore), so that a plain `git add -A` never commits this person's
+    approval, which Claude Code then stops honouring. None when git already ignores the file,
+    tracks it (a note says how to stop), or cannot tell."""
+    local = root / LOCAL_SETTINGS
+    if git_ignored(root, local) is not False or tracked(root, local) is not False:
+        return None
+    done = _git_text(root, "rev-parse", "--git-path", "info/exclude")
+    if done is None or done.returncode != 0 or not done.stdout.strip():
+        return None
+    path = Path(done.stdout.strip())
+    path = path if path.is_absolute() else root / path
+    existed = path.exists()
+    text = _read_text(path) if existed else ""
+    line = "/" + LOCAL_SETTINGS.as_posix()
+    text += ("" if not text or text.endswith("\n") else "\n") + \
+        "# your own Claude Code approvals (engram mcp install)\n" + line + "\n"
+    return Change(path, f"{LOCAL_SETTINGS} kept out of git (your approval stays yours)",
+                  existed, text)
+
+
+def tracked(root: Path, path: Path) -> bool | None:
+    """Whether git tracks `path` in the work tree `root` (None if git cannot tell)."""
+    done = _git_text(root, "ls-files", "--error-unmatch", "--", str(path.relative_to(root)))
+    if done is None:
+        return None
+    return done.returncode == 0
 
 
 def approved(root: Path, name: str) -> bool:
@@ -230,7 +273,11 @@ def claude_notes(*, project: bool, name: str = "engram", cwd: Path | None = None
     if project and root is not None:
         local = root / LOCAL_SETTINGS
         if approved(root, name):
-            if git_ignored(root, local) is False:
+            if tracked(root, local):
+                notes.append(f"note: {local} is committed; it holds your own approvals, which "
+                             "Claude Code ignores in a committed file: stop tracking it with "
+                             f"`git rm --cached {LOCAL_SETTINGS}` and commit that")
+            elif git_ignored(root, local) is False:
                 notes.append(f"note: {local} is not ignored by git; it holds your own "
                              "approvals and settings: add `.claude/settings.local.json` to "
                              ".gitignore rather than commit it")

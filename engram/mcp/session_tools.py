@@ -108,8 +108,8 @@ def add_session_tools(server: MCPServer) -> None:
         session: Annotated[str | None, Field(description="Resume what this session id was "
                                                          "working on.")] = None,
         depth: Annotated[Depth,
-                         Field(description="How much history: brief, standard (default), "
-                                           "full.")] = DEPTH.default,
+                         Field(description="How much: brief (a small token budget), "
+                                           "standard (default), full (the whole history).")] = DEPTH.default,
         since: Annotated[str | None, Field(description="Only events since a date or age "
                                                        "(2d).")] = None,
         restore: Annotated[Restore,
@@ -121,8 +121,10 @@ def add_session_tools(server: MCPServer) -> None:
                              ] = 20_000,
     ) -> ResumeResult:
         """What you need to continue, as Markdown: the task and its goal, why the last session
-        stopped, where it stopped, next steps, what must not be redone or must be preserved,
-        failures not to repeat, decisions and gotchas, recent events. Call it at the start of
+        stopped, what happened since the last handoff (steps done, failures, memories, commits:
+        do not redo them), where it stopped, next steps, what must not be redone or must be
+        preserved, the working set as the code is now, failures not to repeat, the task's
+        decisions, gotchas and facts, recent events. Call it at the start of
         a session. With no task and several active tasks it fails and lists them: call again
         with task. (Also available as the `resume` prompt.)
 

@@ -149,9 +149,15 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks
 
 def parse_moment(text: str, *, what: str, now: datetime | None = None,
                  future: bool = False) -> datetime:
-    """An ISO date or date-time (UTC unless it says otherwise), or an age like 3d, 12h, 2w."""
+    """An ISO date or date-time (UTC unless it says otherwise), an age like 3d, 12h, 2w, or
+    `today`, `yesterday` or `tomorrow`: the start of that day in this machine's time zone."""
     text = well_formed(text, what).strip()
     match = _RELATIVE_RE.match(text)
+    days = {"today": 0, "yesterday": -1, "tomorrow": 1}.get(text.casefold())
+    if days is not None:
+        local = (now or ev.utc_now()).astimezone()
+        start = local.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=days)
+        return start.astimezone(UTC)
     try:
         if match:
             delta = timedelta(**{_UNITS[match[2]]: int(match[1])})
@@ -162,8 +168,8 @@ def parse_moment(text: str, *, what: str, now: datetime | None = None,
             moment = moment.replace(tzinfo=UTC)
         moment.astimezone(UTC)  # every moment is stored in UTC: it must have one
     except ValueError:
-        how = ("use an ISO date like 2026-12-01, a date-time like 2026-12-01T09:30, or an age "
-               "like 3d or 12h")
+        how = ("use an ISO date like 2026-12-01, a date-time like 2026-12-01T09:30, an age "
+               "like 3d or 12h, or today or yesterday")
         raise UsageError(f"{what} {quote(text)} is not a date", Fix(how, how),
                          mcp_problem=f"{parameter(what)} {quote(text)} is not a date") from None
     except OverflowError:

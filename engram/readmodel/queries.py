@@ -281,6 +281,16 @@ class Queries:
         return {r[0] for r in self.db.execute(
             "SELECT DISTINCT session FROM events WHERE entity=? AND session != ''", (entity,))}
 
+    def memories_written_in(self, sessions: Collection[str]) -> list[str]:
+        """The ids of the memories created in these sessions, oldest first."""
+        wanted = sorted(s for s in sessions if s)
+        if not wanted:
+            return []
+        return [r[0] for r in self.db.execute(
+            "SELECT entity FROM events WHERE kind = 'memory.created' AND "
+            f"session IN ({','.join('?' * len(wanted))}) GROUP BY entity ORDER BY MIN(clock)",
+            wanted)]
+
     def memories(
         self, *, kinds: Sequence[str] = (), tags: Sequence[str] = (), scope: str | None = None,
         statuses: Sequence[str] = ("active",), contains: str | None = None,

@@ -348,6 +348,11 @@ def _maybe(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda value: value is None or check(value)
 
 
+def _is_commit(value: Any) -> bool:
+    return isinstance(value, str) and \
+        re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", value) is not None
+
+
 _MEMORY = {"content": _is_text, "kind": _is_text, "tags": _is_texts, "scope": _maybe(_is_text),
            "source": _is_text, "importance": _is_number, "valid_from": _maybe(is_moment),
            "valid_until": _maybe(is_moment), "at": _maybe(is_moment), "task": _maybe(_is_id)}
@@ -382,7 +387,7 @@ PAYLOADS: dict[str, tuple[dict[str, Callable[[Any], bool]], dict[str, Callable[[
     "checkpoint.saved": ({"task": _is_id, "checkpoint": _is_id, "seq": _is_count}, {
         "reason": _is_text, "summary": _maybe(_is_text), "goal": _maybe(_is_text),
         **{name: _is_texts for name in _LISTS}, "working_set": _is_working_set,
-        "confidence": _is_number}),
+        "confidence": _is_number, "head": _maybe(_is_commit)}),
     "session.started": ({"session_id": _is_id}, {
         "agent": _is_text, "pid": _maybe(_is_count), "head": _maybe(_is_text)}),
     "session.reported": ({"session_id": _is_id}, {

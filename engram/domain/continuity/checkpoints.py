@@ -288,6 +288,6 @@ def render_path(task_id: str, checkpoint: Mapping[str, Any]) -> str:
 def describe(event: ev.Event) -> str:
     data = event.data
     short = str(data.get("task", ""))[: ev.SHORT_ID_LEN]
-    summary = " ".join(str(data.get("summary") or "").split())[:60]
+    summary = ev.one_line(data.get("summary") or "", 60)  # cut with an ellipsis
     verb = "handoff" if data.get("reason") == "handoff" else f"checkpoint ({data.get('reason')})"
     return f"{verb} {short}" + (f" — {summary}" if summary else "")

@@ -25,6 +25,7 @@ from ...storage import events as ev
 from ...storage.store import git_c
 from ..workspace import Workspace
 from . import checkpoints as cp
+from . import workingset
 
 if TYPE_CHECKING:
     from ...storage.store import Store
@@ -112,6 +113,10 @@ class Checkpoints:
             raise UsageError("a handoff needs a summary: say in a line where things stand")
         built = cp.normalise(merged, self.workspace.checks(store))
         cp.check_files(store.work_tree, built["working_set"]["files"])
+        for path in workingset.absent(store.work_tree,
+                                      [f["path"] for f in built["working_set"]["files"]]):
+            self.workspace.warn(f"working-set file {path!r} does not exist in the work tree: "
+                                "kept as missing, not pinned; check the path")
         # What is done and what must hold carries over; the plan is what this handoff says,
         # or the current picture where it says nothing.
         current = self._derived_package(task)
@@ -177,20 +182,15 @@ class Checkpoints:
     def _save_checkpoint(self, store: Store, task: tasks.Task, package: dict[str, Any], *,
                          reason: str, render: bool = False) -> Checkpoint:
         """Save a checkpoint; with `render`, also its Markdown for review (handoffs only)."""
-        from ...git.tracked import work_tree_blob
-
         head = head_commit(store)
-        for item in package["working_set"]["files"]:
-            if not item.get("commit"):
-                item["commit"] = head
-            blob = work_tree_blob(store.work_tree, item["path"])
-            if blob is not None:
-                item["blob"] = blob  # the content seen, to tell later whether it changed
+        # Each file at the newest commit that changed it, with the content seen (to tell later
+        # whether it changed); the commit the repository was at, to tell what was done since.
+        workingset.pin(store.work_tree, package["working_set"]["files"])
         now = ev.utc_now()
         checkpoint_id = ev.new_entity_id()
         data = {
             "task": task.id, "checkpoint": checkpoint_id, "seq": len(task.checkpoints) + 1,
-            "reason": reason, **package,
+            "reason": reason, **package, **({"head": head} if head else {}),
             "confidence": cp.confidence(
                 package, saved_at=ev.format_time(now), now=now,
                 unchanged=self.unchanged_share(store, package["working_set"]["files"])),

@@ -8,14 +8,13 @@ from typing import Any
 
 from ...base.display import md, md_code, md_lines
 from ...base.errors import Fix
-from ...base.vocab import DEPTH, RESTORE
+from ...base.vocab import RESTORE
 from ...model.memories import Memory
 from ...model.tasks import Failure, Task
 from ...storage import events as ev
+from . import since as since_handoff
+from .workingset import FileState
 
-# depth -> (events, earlier checkpoint summaries)
-DEPTHS: dict[str, tuple[int, int]] = {
-    term.name: (term.data["events"], term.data["summaries"]) for term in DEPTH.terms}
 RESTORE_MODES = RESTORE.names
 
 
@@ -33,9 +32,9 @@ class Resume:
 
 # Sections in the order a budget fills them: what must not go wrong first, then what to do,
 # then what to avoid and know, then history. Shown in the reading order of `render`.
-PRIORITY = ("header", "must_not_redo", "must_preserve", "next", "summary", "failures",
-            "in_progress", "blocked", "open_questions", "decisions", "gotchas", "working_set",
-            "memories", "completed", "earlier", "events")
+PRIORITY = ("header", "must_not_redo", "must_preserve", "since", "next", "summary", "failures",
+            "decisions", "gotchas", "facts", "in_progress", "blocked", "open_questions",
+            "working_set", "memories", "completed", "earlier", "events")
 CHARS_PER_TOKEN = 4  # a rough, tokenizer-free estimate; close for English and code
 
 
@@ -58,12 +57,16 @@ def render(
     interruptions: Sequence[Mapping[str, Any]],
     limit: int,
     max_tokens: int | None = None,
+    facts: Sequence[Memory] = (),
+    since: since_handoff.Since | None = None,
+    working: Sequence[FileState] | None = None,
 ) -> Resume:
     """The resume Markdown. With `max_tokens`, sections are taken by PRIORITY (and a long one
     item by item) until the budget is spent, and what was left out is named at the end;
     otherwise the text is cut at `limit` characters."""
     sections: dict[str, list[str]] = {}
     header: list[str] = []
+    working_now = working
     if task is not None:
         header += [f"# Resume: {md(task.name)}", ""]
         head = f"task {md_code(task.id)} · status {md(task.status)}"
@@ -84,6 +87,8 @@ def render(
                    f"{md(item['machine'])}) stopped: **{md(item['reason'])}** — "
                    f"{md(item['evidence'])}", ""]
     sections["header"] = header
+    if since is not None:
+        sections["since"] = since_handoff.lines(since)
     if checkpoint:
         if checkpoint.get("summary"):
             sections["summary"] = ["## Where it stopped", "", md_lines(checkpoint["summary"]), ""]
@@ -96,8 +101,11 @@ def render(
         sections["open_questions"] = _list("Open questions", checkpoint.get("open_questions"))
         sections["completed"] = _list("Completed", checkpoint.get("completed"))
         working = checkpoint.get("working_set") or {}
-        files = [md_code(f["path"]) + (f" @ {md(f['commit'][:12])}" if f.get("commit") else "")
-                 for f in working.get("files") or []]
+        if working_now is not None:
+            files = [f"{md_code(f.path)} {md(f.shown())}".rstrip() for f in working_now]
+        else:
+            files = [md_code(f["path"]) + (f" @ {md(f['commit'][:12])}" if f.get("commit")
+                                            else "") for f in working.get("files") or []]
         files += [f"command: {md_code(c)}" for c in working.get("commands") or []]
         files += [f"artifact: {md_lines(a, indent=2)}" for a in working.get("artifacts") or []]
         sections["working_set"] = _list("Working set", files, shown=True)
@@ -114,6 +122,7 @@ def render(
         sections["failures"] = [*lines, ""]
     sections["decisions"] = _memories("Decisions", decisions)
     sections["gotchas"] = _memories("Gotchas", gotchas)
+    sections["facts"] = _memories("Facts and preferences of this task", facts)
     sections["memories"] = _memories("Other memories", memories)
     if earlier:
         sections["earlier"] = ["## Earlier checkpoints", "", *[
@@ -125,9 +134,9 @@ def render(
             f"- {md(event.time[:16].replace('T', ' '))} {md(text)} — "
             f"{md(ev.written_by(event.actor, event.data.get('origin')))}"
             for event, text in events], ""]
-    order = ("header", "summary", "next", "must_not_redo", "must_preserve", "in_progress",
-             "blocked", "open_questions", "completed", "working_set", "failures", "decisions",
-             "gotchas", "memories", "earlier", "events")
+    order = ("header", "since", "summary", "next", "must_not_redo", "must_preserve",
+             "in_progress", "blocked", "open_questions", "completed", "working_set", "failures",
+             "decisions", "gotchas", "facts", "memories", "earlier", "events")
     truncated = False
     if max_tokens is not None:
         sections, left_out = _fit(sections, max_tokens)
@@ -136,12 +145,7 @@ def render(
     if max_tokens is not None:
         if truncated:
             text += (f"\nLeft out to keep within {max_tokens} tokens: {', '.join(left_out)}; "
-                     "ask for more with a larger --max-tokens\n")
-    elif len(text) > limit:
-        note = (f"\n\n… cut at {limit} characters; ask for less with --depth brief or "
-                "--since, or raise the limit with --max-chars\n")
-
-
+                     "ask for more with a larger --max-tokens or --depth full\n")
     if len(text) > limit:
         note = f"\n\n… cut at {limit} characters; {CUT.cli}\n"
         text = text[: max(0, limit - len(note))].rsplit("\n", 1)[0] + note

@@ -8,23 +8,22 @@ which this one uses. Results: `TaskChange` (progress or a failure recorded), `Ea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ...base.errors import EngramError, Fix, NotFoundError, UsageError
+from ...base.errors import EngramError, Fix, NoStoreError, NotFoundError, UsageError
 from ...base.validation import Checks, check_relative, name_form, reference
 from ...base.vocab import DEPTH, RESTORE
 from ...model import tasks
 from ...model.memories import Memory
 from ...storage import events as ev
-from ..messages import describe
 from ..records import Records
 from ..workspace import Workspace
 from . import checkpoints as cp
-from . import metrics, rehydrate
-from .handoffs import Checkpoint, Checkpoints, checkpoint_from
+from . import assemble, metrics, rehydrate
+from .handoffs import Checkpoint, Checkpoints
 from .lifecycle import Sessions
 
 if TYPE_CHECKING:
@@ -272,6 +271,8 @@ class Continuity:
         if record:
             try:
                 self.lifecycle.detect_interruptions()
+            except NoStoreError:
+                raise  # said once, as the error it is
             except EngramError as exc:
                 self.workspace.warnings.append(str(exc))
         chosen: tasks.Task | None = None
@@ -294,70 +295,12 @@ class Continuity:
             if active:
                 store, chosen = self.workspace.find_task(active[0].id)
         settings = self.workspace.settings(store)
-        limit = max_chars or settings["resume.max_chars"]
-        events_wanted, summaries_wanted = rehydrate.DEPTHS[depth]
-        checkpoint = confidence = None
-        earlier: list[Mapping[str, Any]] = []
-        failures: list[tasks.Failure] = []
-        decisions: list[Memory] = []
-        gotchas: list[Memory] = []
-        others: list[Memory] = []
-        events: list[tuple[ev.Event, str]] = []
-        interruptions = []
-        if chosen is not None and store is not None:
-            proj = self.workspace.projection(store)
-            checkpoint = chosen.latest_checkpoint
-            if checkpoint:
-                confidence = cp.confidence(
-                    checkpoint, saved_at=checkpoint["time"], now=ev.utc_now(),
-                    unchanged=self.handoffs.unchanged_share(
-                        store, (checkpoint.get("working_set") or {}).get("files") or []))
-                all_checkpoints = [{"task": chosen.id, **checkpoint_from(e, seq)}
-                                   for seq, e in enumerate(
-                                       self.handoffs.checkpoint_events(store, chosen.id), start=1)]
-                earlier = list(reversed(all_checkpoints[:-1]))[:summaries_wanted]
-            failures = list(chosen.failures)
-            components = {f.component for f in chosen.failures if f.component}
-            paths = [f["path"] for f in ((checkpoint or {}).get("working_set") or {})
-                     .get("files", [])]
-            for other in self.failures_for(files=paths):
-                if other.task != chosen.id and other.component not in components:
-                    failures.append(tasks.Failure(
-                        event=other.event, clock=other.clock, time=other.time,
-                        actor=other.actor, session=other.session, error=other.error,
-                        component=other.component, root_cause=other.root_cause, fix=other.fix))
-            task_memories = list(proj.memories(task=chosen.id,
-                                               kinds=("decision", "gotcha", "failure")))
-            decisions = [m for m in task_memories if m.kind == "decision"]
-            gotchas = [m for m in task_memories if m.kind in ("gotcha", "failure")]
-            raw = proj.events(task=chosen.id, since_clock=since_clock, limit=events_wanted)
-            events = [(e, describe(e)) for e in raw if ev.substantive(e.kind)]
-            worked_in = proj.entity_sessions(chosen.id)
-            for info in proj.sessions(states=["interrupted"], ids=sorted(worked_in)):
-                interruptions.append({"id": info.id, "agent": info.agent,
-                                      "machine": info.machine, "reason": info.reason,
-                                      "evidence": info.evidence})
-            interruptions = interruptions[:1]
-        if restore != "none":
-            # The newest valid ones, project store first: all of them for "full", for
-            # "selective" the important and the traps (Projection's NOTABLE), read by index.
-            seen = {m.id for m in (*decisions, *gotchas)}
-            wanted = 20 if restore == "selective" else 200
-            now = ev.utc_now()
-            for candidate in self.workspace.stores():
-                reader = self.workspace.projection(candidate)
-                if len(others) < wanted:
-                    others += reader.recent_memories(wanted - len(others), now=now,
-                                                     exclude=seen, notable=restore == "selective")
-        if chosen is None:
-            events = [(e, describe(e)) for e in self._recent_events(events_wanted, since)]
-        return rehydrate.render(
-            task=chosen, checkpoint=checkpoint, confidence=confidence, earlier=earlier,
-            failures=failures, decisions=decisions, gotchas=gotchas, memories=others,
-            events=events, interruptions=interruptions, limit=limit, max_tokens=max_tokens,
-        )
+        return assemble.build(self, store=store, chosen=chosen, depth=depth,
+                              since_clock=since_clock, since_text=since, restore=restore,
+                              limit=max_chars or settings["resume.max_chars"],
+                              max_tokens=max_tokens)
 
-    def _recent_events(self, wanted: int, since: str | datetime | None) -> list[ev.Event]:
+    def recent_events(self, wanted: int, since: str | datetime | None) -> list[ev.Event]:
         """The newest substantive events, newest first: sessions starting and ending (every
         server start is one) do not crowd out what was done. Reads a bounded number of
         events."""

@@ -17,6 +17,7 @@ from ...storage import events as ev
 from ...storage.store import Store, WriterState
 from .event_checks import git_operation, plain_commit, scan
 from .report import Finding, Host, flag, git_c, restore_command
+from ...base.wording import count as counted
 
 # -- git ----------------------------------------------------------------------------------------
 
@@ -89,7 +90,8 @@ def check_git(engram: Host, store: Store) -> list[Finding]:
         late = age > settings["commit.every_seconds"]
         out.append(Finding(
             "uncommitted", "warning" if late else "note",
-            f"{count} event(s) written but not committed yet (the oldest {_age(age)} ago)" +
+            f"{counted(count, 'event')} written but not committed yet "
+            f"(the oldest {_age(age)} ago)" +
             ("" if late else "; the next batched commit takes them"),
             f"`engram commit {flag(store)}`",
         ))
@@ -131,7 +133,8 @@ def check_lost(engram: Host, store: Store) -> list[Finding]:
     where = ", ".join(f"{rel} ({count})" for rel, count in gone.files.items())
     return [Finding(
         "lost-events", "error",
-        f"{gone.count} event(s) seen in this store are gone from it and from every branch "
+        f"{counted(gone.count, 'event')} seen in this store "
+        f"{'is' if gone.count == 1 else 'are'} gone from it and from every branch "
         f"(a git clean, stash, reset, revert, rebase or worktree removal took them): {where}",
         f"`engram recover {flag(store)}` (or `engram doctor --fix {flag(store)}`) writes "
         "them back from git's reflogs, stashes and unreachable objects, or from Engram's "

@@ -22,6 +22,7 @@ from .cache_checks import cache_lock, damaged_caches, local_state_problems
 from .event_checks import after_rewrite, committed_bytes, scan
 from .report import SKELETON, Finding, Fresh, Host, flag
 from .store_checks import stale_temp_files
+from ...base.wording import count
 
 # -- repairs ------------------------------------------------------------------------------------
 
@@ -150,7 +151,7 @@ def _recover(reopen: Callable[[Store], Fresh], store: Store) -> list[str]:
             [result] = fresh.recover()
     except EngramError as exc:
         return [f"could not recover the lost events: {exc}"]
-    done = [f"recovered {result.events} lost event(s) into {', '.join(result.files)}" +
+    done = [f"recovered {count(result.events, 'lost event')} into {', '.join(result.files)}" +
             (f", committed as {result.commit[:8]}" if result.commit else "")]
     return done + list(result.notes)
 
