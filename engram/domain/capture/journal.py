@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ...base.errors import EngramError
 from ...base.files import atomic_write
 from ...base.layout import CAPTURE_DIR
 from .events import SESSION, Captured
@@ -105,14 +106,43 @@ def read(path: Path) -> dict[str, Any] | None:
 
 
 @contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """`path` locked for this process (freed by the OS if it dies); waits LOCK_SECONDS at
+    most, then raises EngramError: a hook gives up rather than hold up its client."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: filelock (~30 ms to import, so only there)
+        from filelock import FileLock, Timeout
+
+        try:
+            with FileLock(path, timeout=LOCK_SECONDS, thread_local=False):
+                yield
+        except Timeout:
+            raise EngramError(f"{path} stayed locked for {LOCK_SECONDS:.0f}s") from None
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + LOCK_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise EngramError(f"{path} stayed locked for {LOCK_SECONDS:.0f}s") \
+                        from None
+                time.sleep(0.005)
+        yield
+    finally:
+        os.close(fd)  # closing frees the lock
+
+
+@contextmanager
 def editing(local_dir: Path, session: str) -> Iterator[dict[str, Any]]:
     """The session's journal, to change in place; written back (atomically) at the end."""
-    from filelock import FileLock
-
     path = journal_path(local_dir, session)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(path.with_name(path.name + ".lock"), timeout=LOCK_SECONDS,
-                  thread_local=False):
+    with _locked(path.with_name(path.name + ".lock")):
         data = read(path)
         if data is None:
             if path.exists():  # damaged or foreign: kept for a look, never read again
