@@ -209,3 +209,30 @@ def test_a_damaged_journal_is_set_aside_and_never_stops_the_hook(repo: Path) -> 
     elsewhere.mkdir()
     assert run_hook(hooks["PostToolUse"][0], {**payload, "cwd": str(elsewhere)},
                     elsewhere)[0] == ""
+
+
+def test_a_recorded_failure_links_its_candidate_and_its_checkpoint_keeps_up(repo: Path) -> None:
+    hooks = installed_hooks()
+    with Engram(cwd=repo) as engram:
+        task = engram.task_create("Take card payments")
+    (repo / "src" / "refunds.py").write_text("def refund(charge):\n    return charge\n")
+    for payload in recorded(repo)[:7]:  # the edits and the failed commands
+        run_hook(hooks[payload["hook_event_name"]][0], payload, repo)
+    with Engram(cwd=repo) as engram:
+        engram.failure(task.id, "The payments tests fail: ConnectionRefusedError, the stripe "
+                                "mock is not running", component="payments")
+        engram.failure(task.id, "The deploy script is missing a flag")
+        failures = engram.task(task.id).failures
+        saved = engram.checkpoints(task.id)
+    assert failures[0].candidate == (f"{SESSION}/c1: python -m pytest -q "
+                                     "tests/test_payments.py (exit 1)")
+    assert failures[1].candidate is None  # shares nothing with what failed
+    # The failure's automatic checkpoint carries the captured working set, though the agent
+    # named no file.
+    assert saved[0].reason == "failure"
+    paths = {f["path"] for f in saved[0].record["working_set"]["files"]}
+    assert paths == {"src/payments.py", "src/refunds.py"}
+    assert any("exit 7" in c for c in saved[0].record["working_set"]["commands"])
+    stats = json.loads(cli("capture", "--stats", "--json", cwd=repo).output)
+    [linked] = [f for f in stats[0]["failures"] if f.get("task")]
+    assert linked["id"] == "c1" and linked["task"] == task.id

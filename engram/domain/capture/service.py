@@ -120,3 +120,80 @@ def checkpoint_fields(store: Store, session: str | None, latest: dict[str, Any] 
         if line not in commands:
             commands.append(line)
     return {"files": files[-most:], "commands": commands[-most:]}
+
+
+RECENT_SECONDS = 3600.0  # a journal updated this recently is the clone's current session's
+_WORD = r"[A-Za-z_][A-Za-z0-9_.]{3,}"
+
+
+def recent_journal(store: Store, *, within: float = RECENT_SECONDS) -> dict[str, Any] | None:
+    """The journal of this clone updated last, if within `within` seconds: the session an
+    agent works in now (each work tree has its own local state, so its own journals)."""
+    import os
+    import time
+
+    folder = journal.journal_dir(store.local_dir)
+    try:
+        paths = [p for p in folder.glob("*.json") if p.is_file()]
+    except OSError:
+        return None
+    newest = max(paths, key=lambda p: p.stat().st_mtime, default=None)
+    if newest is None or time.time() - os.stat(newest).st_mtime > within:
+        return None
+    return journal.read(newest)
+
+
+def add_to_package(store: Store, package: dict[str, Any], *, most: int) -> None:
+    """Add what the current session captured (`recent_journal`) to a derived package's
+    working set: its files (checked as working-set files) and its failed commands."""
+    from ...base.errors import UsageError
+    from ...git.tracked import work_tree_file
+
+    data = recent_journal(store)
+    if data is None:
+        return
+    working = package.setdefault("working_set", {})
+    files = working.setdefault("files", [])
+    known = {f["path"] for f in files}
+    for path in data["files"]:
+        if path in known or len(files) >= most:
+            continue
+        try:
+            work_tree_file(store.work_tree, path)
+        except UsageError:
+            continue
+        files.append({"path": path, "commit": None})
+        known.add(path)
+    commands = working.setdefault("commands", [])
+    for failure in data["failures"]:
+        line = journal.failure_line(failure)
+        if line not in commands and len(commands) < most:
+            commands.append(line)
+
+
+def link_failure(store: Store, error: str, task: str) -> str | None:
+    """The failure candidate of the current session that a failure the agent records is
+    about, as `<session>/<id>: <command> (exit N)`, marked as recorded for `task`; None when
+    none shares at least two words (of four letters or more) with `error`, or the command."""
+    import re
+
+    data = recent_journal(store)
+    if data is None or not data["failures"]:
+        return None
+    said = {w.lower() for w in re.findall(_WORD, error)}
+    best, best_score = None, 1
+    for failure in reversed(data["failures"]):  # the latest first: it wins a tie
+        if failure.get("task"):
+            continue
+        words = {w.lower() for w in re.findall(_WORD, f"{failure['command']}\n"
+                                               f"{failure['output']}")}
+        score = len(said & words) + (2 if failure["command"] in error else 0)
+        if score > best_score:
+            best, best_score = failure, score
+    if best is None:
+        return None
+    with journal.editing(store.local_dir, data["session"]) as current:
+        for failure in current["failures"]:
+            if failure["id"] == best["id"]:
+                failure["task"] = task
+    return f"{data['session']}/{best['id']}: {best['command']} (exit {best['exit_code']})"
