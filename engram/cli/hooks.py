@@ -115,14 +115,9 @@ def _captured(engram: Any, task: Any, payload: dict[str, Any]) -> dict[str, list
 
 def capture(payload: dict[str, Any]) -> str:
     from ..domain.capture import events
-    from ..domain.capture.service import record
-    from ..domain.workspace import Workspace
+    from ..domain.capture.service import hook_target, record
 
-    workspace = Workspace(cwd=_cwd(payload))
-    try:
-        record(workspace, [events.read(payload)])
-    finally:
-        workspace.close()
+    record(hook_target(_cwd(payload)), [events.read(payload)])
     return ""
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import journal
 from .events import Captured, Skipped
 
 if TYPE_CHECKING:
+    from ...base.config import Settings
     from ...storage.store import Store
     from ..workspace import Workspace
 
@@ -47,16 +49,37 @@ def capture_store(workspace: Workspace) -> Store | None:
     return store if store.exists() else None
 
 
-def record(workspace: Workspace, items: Iterable[Captured | Skipped], *,
-           session: str | None = None) -> CaptureReport:
+def hook_target(cwd: Path | None) -> tuple[Store, Settings] | None:
+    """The store a capture hook writes to from `cwd`, and its settings, as `capture_store`
+    and `Workspace.settings` find them, without the workspace's imports (the read model, the
+    indexes: a hook that only appends to a journal need not load them)."""
+    from ...base.config import Settings, engram_home, find_project_store
+    from ...storage.store import Store
+
+    root = find_project_store(cwd or Path.cwd())
+    personal = Store(engram_home(), "personal")
+    store = Store(root, "project") if root is not None else personal
+    if not store.exists():
+        return None
+    layers = [s.config_layer() for s in dict.fromkeys([personal, store]) if s.exists()]
+    return store, Settings(*layers)
+
+
+def record(workspace: Workspace | tuple[Store, Settings] | None,
+           items: Iterable[Captured | Skipped], *, session: str | None = None,
+           ) -> CaptureReport:
     """Fold events into their sessions' journals (`session` for those that name none), as
-    the settings `capture.files` and `capture.commands` allow."""
+    the settings `capture.files` and `capture.commands` allow. `workspace` is a workspace, or
+    what `hook_target` found (None: no store)."""
     report = CaptureReport()
-    store = capture_store(workspace)
-    if store is None:
+    if workspace is None or isinstance(workspace, tuple):
+        store, settings = workspace or (None, None)
+    else:
+        store = capture_store(workspace)
+        settings = workspace.settings(store) if store is not None else None
+    if store is None or settings is None:
         report.skipped.append("no Engram store here: nothing captured")
         return report
-    settings = workspace.settings(store)
     by_session: dict[str, list[Captured | Skipped]] = {}
     for item in items:
         name = (item.session if isinstance(item, Captured) else None) or session or \
