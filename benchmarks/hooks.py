@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     with Engram(cwd=repo) as engram:
         engram.refresh_indexes()  # the indexes are current, as after any command
         engram.config_set("commit.every_events", "10000")  # checkpoints wait for a batch
+    load_before = os.getloadavg()
     rng = random.Random(7)
     queries = speed.make_queries(rng, 200)
     hooks = payloads(repo, rng, queries)
@@ -128,8 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         "floor": speed.summary(floor),
         "hooks": {name: speed.summary(values) for name, values in times.items()},
         "prompts_with_context": added,
+        "load_average": {"before": load_before[0], "after": os.getloadavg()[0]},
     }
-    print(f"{args.memories} memories, {args.runs} runs per hook, commit {result['commit']}")
+    print(f"{args.memories} memories, {args.runs} runs per hook, commit {result['commit']}, "
+          f"load average {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} cores")
     print("| hook | p50 | p95 | max |")
     print("|---|---|---|---|")
     for name, figures in [*result["hooks"].items(),
