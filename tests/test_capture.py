@@ -205,6 +205,11 @@ def test_a_damaged_journal_is_set_aside_and_never_stops_the_hook(repo: Path) -> 
     done = subprocess.run(hooks["PostToolUse"][0], shell=True, input="{not json",
                           capture_output=True, text=True, cwd=repo, timeout=60)
     assert done.returncode == 0 and done.stdout == ""
+    # A session untouched for a month is removed when a new one starts its journal.
+    old = time.time() - 31 * 86400
+    os.utime(folder / "s9.json", (old, old))
+    assert run_hook(hooks["PostToolUse"][0], {**payload, "session_id": "s10"}, repo)[0] == ""
+    assert sorted(p.name for p in folder.glob("*.json")) == ["s10.json", "shell.json"]
     elsewhere = repo.parent / "nowhere"
     elsewhere.mkdir()
     assert run_hook(hooks["PostToolUse"][0], {**payload, "cwd": str(elsewhere)},

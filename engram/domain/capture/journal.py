@@ -12,7 +12,8 @@
 Writes replace the file atomically under a lock of its own (not the store's write lock: a
 hook never waits for a commit). The file is read strictly: one that is not the journal's shape
 is set aside as `<session>.json.bad` and a new one started, so a damaged journal never stops
-a hook. Sizes are bounded (MAX_FILES, MAX_FAILURES, MAX_SHOWN): the oldest entries go first.
+a hook. Sizes are bounded (MAX_FILES, MAX_FAILURES, MAX_SHOWN): the oldest entries go first; the
+journal of a session untouched for KEEP_DAYS is removed when a new session starts one.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ MAX_FAILURES = 50
 MAX_SHOWN = 500
 MAX_BYTES = 1_048_576  # a journal larger than this is not read
 LOCK_SECONDS = 2.0
+KEEP_DAYS = 30.0  # a session's journal untouched this long is removed
 
 
 def now_text() -> str:
@@ -147,11 +149,30 @@ def editing(local_dir: Path, session: str) -> Iterator[dict[str, Any]]:
         if data is None:
             if path.exists():  # damaged or foreign: kept for a look, never read again
                 os.replace(path, path.with_name(path.name + ".bad"))
+            else:
+                prune(path.parent)
             data = empty(session)
         yield data
         data["updated"] = now_text()
         atomic_write(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")),
                      durable=False)
+
+
+def prune(folder: Path, *, days: float = KEEP_DAYS) -> int:
+    """Remove the journals (and their locks) of sessions untouched for `days`: run when a
+    new session starts its journal. Returns how many journals went."""
+    cutoff = time.time() - days * 86400
+    gone = 0
+    for path in folder.iterdir():
+        if not path.name.endswith((".json", ".json.lock", ".json.bad")):
+            continue
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+                gone += path.name.endswith(".json")
+        except OSError:
+            continue
+    return gone
 
 
 def relative_path(work_tree: Path, cwd: str | None, path: str) -> str | None:
