@@ -241,3 +241,20 @@ def test_a_recorded_failure_links_its_candidate_and_its_checkpoint_keeps_up(repo
     stats = json.loads(cli("capture", "--stats", "--json", cwd=repo).output)
     [linked] = [f for f in stats[0]["failures"] if f.get("task")]
     assert linked["id"] == "c1" and linked["task"] == task.id
+
+
+def test_a_secret_where_a_command_or_its_output_is_cut_is_still_redacted(repo: Path) -> None:
+    secret = "sk_live_51HqJ7vK2eZvKYlo2CxA9bF3d9s8TqWmN5pR"
+    command = "echo " + "x" * 985 + f" STRIPE_API_KEY={secret}"
+    output = "y" * 230 + f" {secret}\nsecond line"
+    done = cli("capture", "--session", "cut", input=json.dumps(
+        {"event": "command", "command": command, "exit_code": 3, "output": output}) + "\n",
+        cwd=repo)
+    assert done.exit_code == 0, done.output
+    [stats] = json.loads(cli("capture", "--stats", "--session", "cut", "--json",
+                             cwd=repo).output)
+    [failure] = stats["failures"]
+    assert failure["redacted"] is True and len(failure["command"]) <= 1000
+    kept = json.dumps(stats) + (repo / ".git" / "engram" / "capture" / "cut.json").read_text()
+    assert "sk_live" not in kept and "HqJ7vK2" not in kept and "mN5pR" not in kept
+    assert failure["output"].splitlines()[1] == "second line"

@@ -92,7 +92,12 @@ def precompact(payload: dict[str, Any]) -> str:
         latest = (task.latest_checkpoint or {}).get("summary")
         note = f"saved before the context was compacted ({trigger})"
         summary = f"{latest} [{note}]" if latest else note[0].upper() + note[1:]
-        captured = _captured(engram, task, payload)
+        try:
+            captured = _captured(engram, task, payload)
+        except Exception as exc:  # noqa: BLE001 (the checkpoint matters more than its extras)
+            print(f"engram hook precompact: captured working set left out: {exc}",
+                  file=sys.stderr)
+            captured = {}
         try:
             engram.handoff(task.id, summary=summary, reason="overflow", **captured)
         except UsageError as exc:  # what capture saw is refused: the checkpoint without it

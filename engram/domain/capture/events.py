@@ -31,6 +31,7 @@ COMMAND_TOOLS = ("Bash",)
 OUTPUT_LINES = 6  # of a failed command's output, the first ones
 LINE_CHARS = 240
 COMMAND_CHARS = 1000
+SCAN_CHARS = 8000  # of a command or an output line, scanned for secrets before it is cut
 PATH_CHARS = 1024
 SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _EXIT = re.compile(r"\A\s*(?:Exit code|exit status|exited with code)\s*:?\s*(-?\d{1,4})\b",
@@ -147,21 +148,25 @@ def _command(command: Any, code: int, output: str, session: str | None, cwd: str
              tool: str) -> Captured | Skipped:
     if not isinstance(command, str) or not command.strip() or "\x00" in command:
         return Skipped("the command is not text")
+    if code == 0:  # only counted: neither the command nor its output is kept
+        return Captured("command", session, cwd, tool=tool, exit_code=0)
     from ...base.secrets import find_secrets, redact
 
-    command = _cut(" ".join(command.split()), COMMAND_CHARS)
-    lines = [line.rstrip()[:LINE_CHARS] for line in output.replace("\x00", "").splitlines()
-             if line.strip()][:OUTPUT_LINES] if code != 0 else []
-    shown = "\n".join(lines)
+    # Secrets are found in the whole of what is kept (and a margin), then the text is cut: a
+    # cut through a secret would leave a piece the scanner no longer recognises.
+    texts = [" ".join(command[: SCAN_CHARS].split())]
+    texts += [line.rstrip()[: SCAN_CHARS] for line in output.replace("\x00", "").splitlines()
+              if line.strip()][:OUTPUT_LINES]
     redacted = False
-    for_scan = (command, shown)
     cleaned = []
-    for text in for_scan:
-        findings = find_secrets(text) if text else []
+    for text in texts:
+        findings = find_secrets(text)
         redacted = redacted or bool(findings)
         cleaned.append(redact(text, findings) if findings else text)
-    return Captured("command", session, cwd, tool=tool, command=cleaned[0], exit_code=code,
-                    output=cleaned[1], redacted=redacted)
+    return Captured("command", session, cwd, tool=tool,
+                    command=_cut(cleaned[0], COMMAND_CHARS), exit_code=code,
+                    output="\n".join(_cut(line, LINE_CHARS) for line in cleaned[1:]),
+                    redacted=redacted)
 
 
 def _cut(text: str, most: int) -> str:

@@ -84,7 +84,9 @@ def _valid(data: Any) -> bool:
         if not isinstance(entry, dict) or not isinstance(entry.get("count"), int) or \
                 not isinstance(entry.get("exit_code"), int) or \
                 not all(isinstance(entry.get(k), str)
-                        for k in ("id", "key", "command", "output", "first", "last")):
+                        for k in ("id", "key", "command", "output", "first", "last")) or \
+                not isinstance(entry.get("redacted", False), bool) or \
+                not isinstance(entry.get("task", ""), str):
             return False
     return all(isinstance(v, int) for v in shown.values())
 
