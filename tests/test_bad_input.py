@@ -444,6 +444,13 @@ CLI_CASES: dict[str, list[Case]] = {
     ],
     "mcp instructions": [extra_argument("mcp", "instructions")],
     "mcp hook": [case("mcp", "hook", "lunch", expect="is not one of")],
+    "capture": [
+        case("capture", "--session", "two words", expect="--session is 1-128"),
+        case("capture", "--session", CTRL, expect="--session is 1-128"),
+        case("capture", "--stats", "--session", "x" * 200, expect="--session is 1-128"),
+        unknown_option("capture"),
+        extra_argument("capture"),
+    ],
     "sync": [
         unknown_option("sync"),
         case("sync", "--remote", "nosuch", expect="no remote named 'nosuch'"),

@@ -172,7 +172,10 @@ def test_installed_claude_code_hooks_run_engram_from_a_hostile_repository(
         str(Path(sys.executable).parent / "engram"), ["serve", "--agent", "claude-code"])
     for settings in (home / ".claude" / "settings.json", repo / ".claude" / "settings.json"):
         hooks = claude_hooks(settings)
-        assert set(hooks) == {"SessionStart", "PreCompact", "SessionEnd"}
+        assert set(hooks) == {"SessionStart", "PreCompact", "SessionEnd", "PostToolUse",
+                              "PostToolUseFailure", "UserPromptSubmit"}
+        for event in ("PostToolUse", "PostToolUseFailure", "UserPromptSubmit"):
+            assert run_hook(hooks[event], event, repo).stdout == ""
         started = run_hook(hooks["SessionStart"], "SessionStart", repo)
         context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
         assert "write the grammar" in context

@@ -778,7 +778,10 @@ def test_install_claude_merges_user_and_project_config(repo: Path, with_mcp_comm
                 for event, groups in hooks["hooks"].items()}
     assert commands == {"SessionStart": ["echo hi", "engram mcp hook session-start"],
                         "PreCompact": ["engram mcp hook precompact"],
-                        "SessionEnd": ["engram mcp hook session-end"]}
+                        "SessionEnd": ["engram mcp hook session-end"],
+                        "PostToolUse": ["engram mcp hook capture"],
+                        "PostToolUseFailure": ["engram mcp hook capture"],
+                        "UserPromptSubmit": ["engram mcp hook prompt"]}
     assert cli("mcp", "install", "claude", "--project", "--hooks", cwd=repo).exit_code == 0
     assert json.loads(settings.read_text()) == hooks  # no duplicates
     user_hooks = cli("mcp", "install", "claude", "--hooks")

@@ -190,6 +190,21 @@ SETTINGS: dict[str, Setting] = {
                 "Token budget of the context the SessionStart hook gives the agent, filled by "
                 "priority (must-not-redo and must-preserve first); what does not fit is named.",
                 minimum=100, maximum=100_000),
+        Setting("capture.files", True, bool,
+                "Client hooks (Claude Code's PostToolUse, `engram capture`) record the files "
+                "the agent edits or writes, for the working set of the next checkpoint."),
+        Setting("capture.commands", True, bool,
+                "Client hooks record commands that fail (exit status, first lines of output, "
+                "secrets redacted) as failure candidates of the session."),
+        Setting("capture.recall", True, bool,
+                "The UserPromptSubmit hook puts the memories relevant to the user's prompt in "
+                "front of the agent (each once a session, unless it changed)."),
+        Setting("capture.recall_threshold", 0.3, float,
+                "Least calibrated relevance (0 to 1) of a memory the UserPromptSubmit hook "
+                "adds; below it, nothing is added.", minimum=0, maximum=1),
+        Setting("capture.recall_tokens", 300, int,
+                "Token budget of the memories the UserPromptSubmit hook adds to a prompt.",
+                minimum=20, maximum=4_000),
         *[
             Setting(f"decay.{kind}", days, float,
                     f"Days for a {kind} to fade to 37% strength (scaled up by importance and "

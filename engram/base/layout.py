@@ -8,7 +8,8 @@ A store root (`~/.engram`, or `.engram/` in a project's work tree) holds what is
     handoffs/                        handoff notes written for people
 
 Per-clone state that must never be committed lives in the git directory, `<git-dir>/engram/`
-(`LOCAL_DIR`): the write lock, the writer's position, caches, torn lines and quarantined files;
+(`LOCAL_DIR`): the write lock, the writer's position, caches, torn lines and quarantined files, the
+journals of what client hooks captured;
 the ledger of events that could go missing lives in the git directory every work tree shares,
 `<common-git-dir>/engram/ledger/`.
 """
@@ -50,6 +51,7 @@ HOOKS_LOG = "hooks.log"
 TORN_DIR = "torn"  # torn last lines set aside after a crash
 QUARANTINE_DIR = "quarantine"  # damaged lines `doctor --fix` set aside
 SESSIONS_DIR = "sessions"
+CAPTURE_DIR = "capture"  # what client hooks captured, a journal per session
 ASOF_DIR = "asof"  # snapshots of the store at a past commit
 ASOF_MARK = "asof.json"  # in a snapshot's own local dir
 CACHE_DIR = "cache"

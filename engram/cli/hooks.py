@@ -1,4 +1,4 @@
-"""Claude Code hooks: `python -I -m engram.hooks session-start|precompact|session-end`.
+"""Claude Code hooks: `python -I -m engram.hooks <hook>`.
 
 Installed by `engram mcp install claude --hooks`. Claude Code runs them as commands and passes
 the event as JSON on stdin (`cwd`, `session_id`, `trigger`, `reason`, ...).
@@ -7,8 +7,15 @@ the event as JSON on stdin (`cwd`, `session_id`, `trigger`, `reason`, ...).
   additional context (when several tasks are active, their list and how to choose).
 - `precompact`: before the context is compacted, a checkpoint with reason `overflow` for the
   active task (the most recently changed one when several are active); nothing when none is.
+  Its working set adds what `capture` recorded in this session: the files edited, the failed
+  commands.
 - `session-end`: the Engram session of this Claude Code instance is closed (the session of the
   MCP server that Claude Code spawned, found through the process tree, or `$ENGRAM_SESSION`).
+- `capture` (`PostToolUse`, `PostToolUseFailure`): a file edited or written, or a command that
+  failed, folded into this session's capture journal (`engram.domain.capture`): a file write,
+  no event, no commit, no embedding model.
+- `prompt` (`UserPromptSubmit`): the memories relevant to the prompt, by words, within the
+  token budget `capture.recall_tokens`, as additional context; nothing when none is relevant.
 
 A hook is fast (it never loads the embedding model or the MCP SDK) and never blocks the client:
 whatever happens it exits 0, prints nothing but the context on stdout, and reports problems on
@@ -28,11 +35,22 @@ from typing import Any
 CONTEXT_CHARS = 9_000  # Claude Code caps hook context at 10,000 characters
 
 
+def _cwd(payload: dict[str, Any]) -> Path | None:
+    cwd = payload.get("cwd")
+    return Path(cwd) if isinstance(cwd, str) and Path(cwd).is_dir() else None
+
+
+def _session(payload: dict[str, Any]) -> str | None:
+    from ..domain.capture.events import SESSION
+
+    value = payload.get("session_id")
+    return value if isinstance(value, str) and SESSION.fullmatch(value) else None
+
+
 def _engram(payload: dict[str, Any]) -> Any:
     from ..api import Engram
 
-    cwd = payload.get("cwd")
-    return Engram(cwd=Path(cwd) if isinstance(cwd, str) and Path(cwd).is_dir() else None)
+    return Engram(cwd=_cwd(payload))
 
 
 def session_start(payload: dict[str, Any]) -> str:
@@ -59,7 +77,7 @@ def session_start(payload: dict[str, Any]) -> str:
 
 
 def precompact(payload: dict[str, Any]) -> str:
-    from ..base.errors import NoStoreError
+    from ..base.errors import NoStoreError, UsageError
 
     with _engram(payload) as engram:
         try:
@@ -74,8 +92,56 @@ def precompact(payload: dict[str, Any]) -> str:
         latest = (task.latest_checkpoint or {}).get("summary")
         note = f"saved before the context was compacted ({trigger})"
         summary = f"{latest} [{note}]" if latest else note[0].upper() + note[1:]
-        engram.handoff(task.id, summary=summary, reason="overflow")
+        try:
+            captured = _captured(engram, task, payload)
+        except Exception as exc:  # noqa: BLE001 (the checkpoint matters more than its extras)
+            print(f"engram hook precompact: captured working set left out: {exc}",
+                  file=sys.stderr)
+            captured = {}
+        try:
+            engram.handoff(task.id, summary=summary, reason="overflow", **captured)
+        except UsageError as exc:  # what capture saw is refused: the checkpoint without it
+            if not captured:
+                raise
+            print(f"engram hook precompact: captured working set left out: {exc}",
+                  file=sys.stderr)
+            engram.handoff(task.id, summary=summary, reason="overflow")
     return ""
+
+
+def _captured(engram: Any, task: Any, payload: dict[str, Any]) -> dict[str, list[str]]:
+    """The working set this session's capture journal adds to the task's checkpoint."""
+    from ..domain.capture.service import checkpoint_fields
+
+    store = engram.workspace.find_task(task.id, items=False)[0]
+    most = engram.workspace.checks(store).limit("limits.list_items")
+    return checkpoint_fields(store, _session(payload), task.latest_checkpoint, most=most)
+
+
+def capture(payload: dict[str, Any]) -> str:
+    from ..domain.capture import events
+    from ..domain.capture.service import hook_target, record
+
+    record(hook_target(_cwd(payload)), [events.read(payload)])
+    return ""
+
+
+def prompt(payload: dict[str, Any]) -> str:
+    from ..domain.capture.prompt import prompt_context
+    from ..domain.workspace import Workspace
+
+    text = payload.get("prompt")
+    if not isinstance(text, str) or not text.strip():
+        return ""
+    workspace = Workspace(cwd=_cwd(payload))
+    try:
+        found = prompt_context(workspace, text, session=_session(payload))
+    finally:
+        workspace.close()
+    if not found.text:
+        return ""
+    return json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                                              "additionalContext": found.text[:CONTEXT_CHARS]}})
 
 
 def session_end(payload: dict[str, Any]) -> str:
@@ -108,6 +174,8 @@ HOOKS: dict[str, Callable[[dict[str, Any]], str]] = {
     "session-start": session_start,
     "precompact": precompact,
     "session-end": session_end,
+    "capture": capture,
+    "prompt": prompt,
 }
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from .. import __version__
+from .capture import register as register_capture
 from .common import CONTEXT, EngramGroup
 from .config import register as register_config
 from .continuity import register as register_continuity
@@ -51,6 +52,7 @@ register_mcp(main)
 register_sync(main)
 register_exchange(main)
 register_model(main)
+register_capture(main)
 
 
 if __name__ == "__main__":  # pragma: no cover

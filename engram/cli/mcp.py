@@ -128,8 +128,9 @@ def mcp_group() -> None:
 @click.option("--project", is_flag=True,
               help="Configure this repository (committed, shared) instead of your user config.")
 @click.option("--hooks", is_flag=True,
-              help="Claude Code only: also install the SessionStart, PreCompact and SessionEnd "
-                   "hooks.")
+              help="Claude Code only: also install its hooks (SessionStart, PreCompact, "
+                   "SessionEnd; PostToolUse and PostToolUseFailure capture, UserPromptSubmit "
+                   "recall).")
 @click.option("--name", default="engram", show_default=True, help="The server's name in the "
                                                                  "client.")
 @click.option("--approve", is_flag=True,
@@ -203,7 +204,8 @@ def mcp_instructions() -> None:
 
 
 @mcp_group.command(name="hook", hidden=True)
-@click.argument("event", type=click.Choice(["session-start", "precompact", "session-end"]))
+@click.argument("event", type=click.Choice(["session-start", "precompact", "session-end",
+                                            "capture", "prompt"]))
 def mcp_hook(event: str) -> None:
     """Run a Claude Code hook (what `engram mcp install claude --hooks --project` installs)."""
     from .hooks import main as run_hook

@@ -49,7 +49,10 @@ from ..base.files import atomic_write
 from ..base.vocab import one_of_message
 
 AGENTS = {"claude": "claude-code", "cursor": "cursor", "codex": "codex"}
-HOOKS = {"SessionStart": "session-start", "PreCompact": "precompact", "SessionEnd": "session-end"}
+HOOKS = {"SessionStart": "session-start", "PreCompact": "precompact", "SessionEnd": "session-end",
+         "PostToolUse": "capture", "PostToolUseFailure": "capture", "UserPromptSubmit": "prompt"}
+# The tools whose calls a hook is for (Claude Code's `matcher`); the others run for every call.
+MATCHERS = {"PostToolUse": "Edit|Write|MultiEdit|NotebookEdit|Bash", "PostToolUseFailure": "Bash"}
 HOOK_TIMEOUT_SECONDS = 30
 
 AGENT_INSTRUCTIONS = """\
@@ -388,9 +391,10 @@ def _claude_hooks(path: Path, *, project: bool, add: bool = True) -> Change:
             for hook in ours:
                 hook.update(type="command", command=command, timeout=HOOK_TIMEOUT_SECONDS)
         elif add:
-            groups.append({"hooks": [{"type": "command", "command": command,
-                                      "timeout": HOOK_TIMEOUT_SECONDS}]})
-    what = "Claude Code hooks SessionStart, PreCompact, SessionEnd" if add else \
+            matcher = {"matcher": MATCHERS[event]} if event in MATCHERS else {}
+            groups.append({**matcher, "hooks": [{"type": "command", "command": command,
+                                                 "timeout": HOOK_TIMEOUT_SECONDS}]})
+    what = f"Claude Code hooks {', '.join(HOOKS)}" if add else \
         "Engram's Claude Code hooks rewritten (they ran `python -m engram.hooks` without -I)"
     return Change(path, what, existed, _dump_json(data))
 

@@ -205,6 +205,8 @@ class FailureView(BaseModel):
     fix: str | None
     time: str
     actor: str
+    candidate: str | None = Field(default=None, description=(
+        "The failed command client hooks captured that this failure is about."))
 
 
 class WorkingFile(BaseModel):

@@ -83,7 +83,7 @@ def task_detail(task: Any) -> TaskView:
                                component=p.component, files=list(p.files), time=p.time,
                                actor=p.actor) for p in task.progress[-50:]],
         failures=[FailureView(error=f.error, component=f.component, root_cause=f.root_cause,
-                              fix=f.fix, time=f.time, actor=f.actor)
+                              fix=f.fix, time=f.time, actor=f.actor, candidate=f.candidate)
                   for f in task.failures[-50:]],
         checkpoints=len(task.checkpoints),
         latest_checkpoint=checkpoint_view(task.latest_checkpoint),

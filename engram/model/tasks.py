@@ -4,7 +4,7 @@ Events (entity: the task id):
 - `task.created`  {task, name, goal, status, parent, tags}
 - `task.updated`  {task, + changed fields of name, goal, status, parent, tags}
 - `task.progress` {task, feature, status, note, component, files}
-- `task.failure`  {task, error, component, root_cause, fix}
+- `task.failure`  {task, error, component, root_cause, fix, candidate}
 - `checkpoint.saved` {task, checkpoint, ...}: see checkpoints.py
 """
 
@@ -47,6 +47,7 @@ class Failure:
     component: str | None = None
     root_cause: str | None = None
     fix: str | None = None
+    candidate: str | None = None  # the failed command capture saw, `<session>/<id>: ...`
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ def fold_state(events: Iterable[ev.Event], state: dict[str, Any] | None = None,
                 "actor": event.actor, "session": event.session,
                 "error": data.get("error", ""), "component": data.get("component"),
                 "root_cause": data.get("root_cause"), "fix": data.get("fix"),
+                "candidate": data.get("candidate"),
             })
         elif event.kind == "checkpoint.saved":
             package = {k: v for k, v in data.items() if k != "task"}

@@ -383,7 +383,7 @@ PAYLOADS: dict[str, tuple[dict[str, Callable[[Any], bool]], dict[str, Callable[[
         "component": _maybe(_is_text), "files": _is_texts}),
     "task.failure": ({"task": _is_id}, {
         "error": _is_text, "component": _maybe(_is_text), "root_cause": _maybe(_is_text),
-        "fix": _maybe(_is_text)}),
+        "fix": _maybe(_is_text), "candidate": _maybe(_is_text)}),
     "checkpoint.saved": ({"task": _is_id, "checkpoint": _is_id, "seq": _is_count}, {
         "reason": _is_text, "summary": _maybe(_is_text), "goal": _maybe(_is_text),
         **{name: _is_texts for name in _LISTS}, "working_set": _is_working_set,

@@ -23,6 +23,7 @@ from ...base.vocab import CHECKPOINT_REASON
 from ...model import tasks
 from ...storage import events as ev
 from ...storage.store import git_c
+from ..capture.service import add_to_package
 from ..workspace import Workspace
 from . import checkpoints as cp
 from . import workingset
@@ -284,6 +285,9 @@ class Checkpoints:
             return task, None
         latest = task.latest_checkpoint
         package = self._derived_package(task)
+        # What client hooks captured in the current session: files edited, commands failed.
+        add_to_package(store, package, most=self.workspace.checks(store).limit(
+            "limits.list_items"))
         reasons = []
         if cause == "failure":
             reasons.append("failure")

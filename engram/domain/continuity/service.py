@@ -19,6 +19,7 @@ from ...base.vocab import DEPTH, RESTORE
 from ...model import tasks
 from ...model.memories import Memory
 from ...storage import events as ev
+from ..capture.service import link_failure
 from ..records import Records
 from ..workspace import Workspace
 from . import checkpoints as cp
@@ -59,6 +60,7 @@ class EarlierFailure:
     component: str | None
     root_cause: str | None
     fix: str | None
+    candidate: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -227,6 +229,9 @@ class Continuity:
         for key, value in (("root_cause", root_cause), ("fix", fix)):
             if value:
                 data[key] = checks.text(value, field=key.replace("_", " "))
+        linked = link_failure(store, data["error"], task.id)  # a command capture saw fail
+        if linked:
+            data["candidate"] = checks.text(linked[:2000], field="candidate")
         earlier = self.failures_for(component=component)
         self.workspace.emit(store, "task.failure", data)
         current, saved = self.handoffs.auto_checkpoint(store, task.id, cause="failure")
