@@ -58,7 +58,8 @@ def hook_target(cwd: Path | None) -> tuple[Store, Settings] | None:
 
     root = find_project_store(cwd or Path.cwd())
     personal = Store(engram_home(), "personal")
-    store = Store(root, "project") if root is not None else personal
+    project = Store(root, "project") if root is not None else None
+    store = project if project is not None and project.exists() else personal
     if not store.exists():
         return None
     layers = [s.config_layer() for s in dict.fromkeys([personal, store]) if s.exists()]
