@@ -19,6 +19,7 @@ from ...base.vocab import DEPTH, RESTORE
 from ...model import tasks
 from ...model.memories import Memory
 from ...storage import events as ev
+from ..freshness import Judge
 from ..messages import describe
 from ..records import Records
 from ..workspace import Workspace
@@ -355,6 +356,7 @@ class Continuity:
             task=chosen, checkpoint=checkpoint, confidence=confidence, earlier=earlier,
             failures=failures, decisions=decisions, gotchas=gotchas, memories=others,
             events=events, interruptions=interruptions, limit=limit, max_tokens=max_tokens,
+            freshness=Judge(self.workspace).many([*decisions, *gotchas, *others]),
         )
 
     def _recent_events(self, wanted: int, since: str | datetime | None) -> list[ev.Event]:
