@@ -99,6 +99,10 @@ def test_edits_renames_and_deletions_mark_memories_and_lower_them(repo: Path) ->
     assert found[retry.id]["confirm"].startswith(f"engram update {retry.id[:8]}")
     assert found[retry.id]["retire"].startswith(f"engram forget {retry.id[:8]} --reason")
 
+    doctor = cli("doctor", "--json", cwd=repo)
+    findings = [f for s in json.loads(doctor.stdout)["stores"] for f in s["findings"]]
+    assert [f["message"] for f in findings if f["check"] == "stale-memories"] == [
+        "3 memories cite code that changed since written"]
     text = cli("stale", cwd=repo).output
     assert "[moved]" in text and "scripts/db-migrate.sh" in text and "engram forget" in text
 
