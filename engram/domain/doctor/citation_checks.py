@@ -9,7 +9,10 @@ from .report import Finding, Host, flag
 
 
 def check_citations(engram: Host, store: Store) -> list[Finding]:
-    found = [m for m, _ in engram.stale() if m.store == store.kind]
+    try:
+        found = [m for m, _ in engram.stale() if m.store == store.kind]
+    except Exception:  # noqa: BLE001 - a store that cannot be read is the other checks' finding
+        return []
     if not found:
         return []
     many = len(found) != 1
