@@ -104,7 +104,7 @@ def with_mcp_commands() -> click.Group:
 # name: (required parameters, optional parameters, read-only, destructive, idempotent)
 SURFACE: dict[str, tuple[list[str], list[str], bool, bool, bool]] = {
     "memory_remember": (["content"], ["kind", "tags", "scope", "importance", "source", "task",
-                                      "valid_until", "redact"], False, False, False),
+                                      "valid_until", "redact", "cite"], False, False, False),
     "memory_recall": (["query"], ["k", "kinds", "tags", "scope", "task", "since",
                                   "include_all"], True, False, False),
     "memory_list": ([], ["limit", "kinds", "tags", "scope", "include_all"], True, False, False),

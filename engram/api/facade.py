@@ -21,6 +21,7 @@ from ..domain.memories import Memories
 from ..domain.records import Records
 from ..domain.workspace import Workspace
 from ..model import memories as mem
+from .citations import CitationReads
 
 if TYPE_CHECKING:
     from ..base.config import Settings, SettingValue
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from ..storage.store import Store
 
 
-class Engram:
+class Engram(CitationReads):
     """Open the stores that apply to a working directory.
 
     `use` picks which stores reads look at and where writes go: "both" (the default) reads both
@@ -224,6 +225,7 @@ class Engram:
         redact: bool = False,
         check_duplicates: bool | None = None,
         everywhere: bool = False,
+        cite: Sequence[str] = (),
     ) -> Remembered:
         """Store a memory durably (fsynced before this returns).
 
@@ -236,13 +238,14 @@ class Engram:
 
         Written to the personal store inside a git repository, the memory belongs to that
         project (its root commit, `engram.git.identity`) and is recalled only there, unless
-        `everywhere`.
+        `everywhere`. `cite` names tracked files it is about (`engram.domain.citing`).
         """
         return self._memories.remember(content, kind=kind, tags=tags, scope=scope, source=source,
                                        importance=importance, valid_from=valid_from,
                                        valid_until=valid_until, at=at, task=task,
                                        supersedes=supersedes, redact=redact,
-                                       check_duplicates=check_duplicates, everywhere=everywhere)
+                                       check_duplicates=check_duplicates, everywhere=everywhere,
+                                       cite=cite)
 
     def update(
         self,

@@ -44,12 +44,28 @@ def memory_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def _memory_text(memory: Any, *, many_stores: bool) -> str:
+def _memory_text(memory: Any, *, many_stores: bool, fresh: Any = None) -> str:
     tags = "  " + " ".join(f"#{t}" for t in memory.tags) if memory.tags else ""
     where = f"  ({memory.store})" if many_stores else ""
     state = "  [forgotten]" if memory.status == "forgotten" else ""
     return (f"{memory.id[:8]}  {memory.kind:<10} {local_time(memory.updated_at)[:10]}  "
-            f"{memory.summary()}{tags}{where}{state}")
+            f"{memory.summary()}{tags}{where}{state}{freshness_mark(fresh)}")
+
+
+def freshness_mark(fresh: Any) -> str:
+    """`  [stale: changed]` for a memory whose cited files changed; `  [cites: unknown]` when
+    this clone cannot say; nothing for a fresh one or one that cites nothing."""
+    if fresh is None or fresh.state == "fresh":
+        return ""
+    return f"  [cites: {fresh.state}]" if fresh.state == "unknown" else \
+        f"  [stale: {fresh.state}]"
+
+
+def with_freshness(memory: Any, fresh: Any) -> dict[str, Any]:
+    data = memory.to_dict()
+    if fresh is not None:
+        data["freshness"] = fresh.to_dict()
+    return data
 
 
 @click.command()
@@ -60,6 +76,9 @@ def _memory_text(memory: Any, *, many_stores: bool) -> str:
 @click.option("--task", default=None, help="The task id it belongs to.")
 @click.option("--supersedes", multiple=True, metavar="ID",
               help="A memory this one replaces (it leaves recall; its history stays).")
+@click.option("--cite", "cite", multiple=True, metavar="PATH",
+              help="A tracked file it is about (PATH, PATH:LINE or PATH::SYMBOL); repeat. Paths "
+                   "its text names are found as well.")
 @click.option("--global", "everywhere", is_flag=True,
               help="For every project: a personal memory written inside a git repository "
                    "otherwise belongs to that project (its root commit) and is recalled only "
@@ -70,8 +89,8 @@ def _memory_text(memory: Any, *, many_stores: bool) -> str:
 def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, ...],
              scope: str | None, source: str | None, importance: float | None,
              valid_from: str | None, valid_until: str | None, redact: bool, at: str | None,
-             task: str | None, supersedes: tuple[str, ...], everywhere: bool, project: bool,
-             personal: bool, as_json: bool) -> None:
+             task: str | None, supersedes: tuple[str, ...], cite: tuple[str, ...],
+             everywhere: bool, project: bool, personal: bool, as_json: bool) -> None:
     """Store a memory (TEXT, or - to read it from stdin). Durable when this returns."""
     from ..base.kinds import DEFAULT_IMPORTANCE, DEFAULT_KIND, DEFAULT_SOURCE
 
@@ -81,7 +100,7 @@ def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, .
         source=source or DEFAULT_SOURCE,
         importance=DEFAULT_IMPORTANCE if importance is None else importance,
         valid_from=valid_from, valid_until=valid_until, at=at, task=task,
-        supersedes=supersedes, redact=redact, everywhere=everywhere,
+        supersedes=supersedes, redact=redact, everywhere=everywhere, cite=cite,
     )
     if as_json:
         print_json(result.to_dict())
@@ -96,6 +115,8 @@ def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, .
     belongs = f", project {memory.project[:8]}" if memory.project else \
         ", this project" if memory.project_remote else ""
     echo(f"remembered {memory.id[:8]} ({memory.kind}, {memory.store} store{belongs})")
+    if memory.citations:
+        echo("  cites " + ", ".join(c["path"] for c in memory.citations) + " (as at HEAD)")
     for other, similarity in result.related:
         short = other.id[:8]
         echo(f"  possible contradiction: {short} (similarity {similarity:.2f}) "
@@ -142,8 +163,9 @@ def get(ctx: click.Context, ident: str, history: bool, project: bool, personal: 
             echo()
         return
     memory = engram.get(ident)
+    fresh = engram.freshness([memory], explain=True).get(memory.id)
     if as_json:
-        print_json(memory.to_dict())
+        print_json(with_freshness(memory, fresh))
         return
     rows = [
         ("id", memory.id),
@@ -163,6 +185,8 @@ def get(ctx: click.Context, ident: str, history: bool, project: bool, personal: 
     ]
     for name, value in rows:
         echo(f"{name + ':':<12}{value}")
+    for file in fresh.files if fresh is not None else ():
+        echo(f"{'cites:':<12}{file.describe()}")
     echo()
     echo(memory.content)
 
@@ -238,12 +262,13 @@ def list_(ctx: click.Context, limit: int, kinds: tuple[str, ...], tags: tuple[st
     engram = open_engram(ctx, project, personal)
     found = engram.memories(kinds=kinds, tags=tags, scope=scope, limit=limit,
                             include_forgotten=include_all, include_expired=include_all)
+    fresh = engram.freshness(found)
     if as_json:
-        print_json([m.to_dict() for m in found])
+        print_json([with_freshness(m, fresh.get(m.id)) for m in found])
         return
     many = len(engram.stores()) > 1
     for memory in found:
-        echo(_memory_text(memory, many_stores=many))
+        echo(_memory_text(memory, many_stores=many, fresh=fresh.get(memory.id)))
     if not found:
         echo("no memories" + (" match" if kinds or tags or scope else " yet"))
 
@@ -295,8 +320,12 @@ def recall(ctx: click.Context, query: str, k: int, kinds: tuple[str, ...],
         print_json([hit.to_dict(full=full or explain) for hit in hits])
         return
     many = len(engram.stores()) > 1
+    detail = engram.freshness([h.memory for h in hits if h.freshness and h.freshness.stale],
+                              explain=True) if explain else {}
     for hit in hits:
-        echo(_memory_text(hit.memory, many_stores=many))
+        echo(_memory_text(hit.memory, many_stores=many, fresh=hit.freshness))
+        if hit.memory.id in detail:
+            echo(f"          (cited files: {detail[hit.memory.id].describe()})")
         if explain:
             explained = hit.explain()
             parts = "  ".join(f"{k}={v:.3f}" for k, v in explained.items()

@@ -21,6 +21,7 @@ from ..model import memories as mem
 from ..search.neardup import Difference, differences
 from ..storage import events as ev
 from ..storage.store import Store
+from . import citing, freshness
 from .continuity.lifecycle import Sessions
 from .workspace import Workspace
 
@@ -113,6 +114,7 @@ class Memories:
         redact: bool = False,
         check_duplicates: bool | None = None,
         everywhere: bool = False,
+        cite: Sequence[str] = (),
     ) -> Remembered:
         """Store a memory durably (fsynced before this returns).
 
@@ -143,6 +145,7 @@ class Memories:
             "valid_until": _moment(valid_until, "--valid-until"),
         }
         mem.check_window(data["valid_from"], data["valid_until"])
+        data.update(citing.pin(self.workspace, content, cite))  # the tracked files it names
         here = self.workspace.here() if store.kind == "personal" and not everywhere else None
         if here is not None and here.root is not None:
             data["project"] = here.root
@@ -304,6 +307,7 @@ class Memories:
         changes: dict[str, Any] = {}
         if content is not None:
             changes["content"] = self._checked_content(content, checks, redact)
+            changes["citations"] = citing.pin(self.workspace, content).get("citations", [])
         if kind is not None:
             changes["kind"] = mem.check_kind(kind)
         if tags is not None:
@@ -442,6 +446,7 @@ class Memories:
             include_expired=include_expired, include_decayed=include_decayed)
         hits = pipeline.rank(query, intent, self._sources(), k=k, filters=filters,
                              moment=moment)
+        hits = freshness.rerank(self.workspace, hits)  # stale ones a little lower
         self.lifecycle.note_recalled([hit.memory.id for hit in hits[:3]])  # relied on
         return hits
 

@@ -61,6 +61,11 @@ def add_memory_tools(server: MCPServer) -> None:
                                                              "3d).")] = None,
         redact: Annotated[bool, Field(description="Store detected secrets as [REDACTED:type] "
                                                   "instead of refusing.")] = False,
+        cite: Annotated[list[str], Field(description="Tracked files it is about: path, "
+                                                     "path:line or path::symbol (paths the "
+                                                     "content names are found as well); a "
+                                                     "file git does not track is refused.")
+                        ] = [],  # noqa: B006
     ) -> RememberResult:
         """Store a durable memory: a decision and its reason, a user preference, a convention,
         a gotcha, a failure and its cause, a procedure. Use it for what will still be true next
@@ -71,11 +76,12 @@ def add_memory_tools(server: MCPServer) -> None:
         git in batches). A near-duplicate of an active memory reinforces that memory instead of
         adding one (`duplicate` is then true). Close but different memories come back in
         `related`: if one is now wrong, retire it with memory_forget. Content that looks like a
-        credential is refused unless redact is true."""
+        credential is refused unless redact is true. Paths it names that git tracks are pinned
+        to their blob ids, so later reads say when that code changed (`freshness`)."""
         task_id = task
         return runtime_of(ctx).run("memory_remember", WRITE, lambda e: remembered(e.remember(
             content, kind=kind, tags=tags, scope=scope, importance=importance, source=source,
-            task=task_id, valid_until=valid_until, redact=redact)))
+            task=task_id, valid_until=valid_until, redact=redact, cite=cite)))
 
     @tool(server, "Recall", read_only=True)
     def memory_recall(
@@ -105,7 +111,7 @@ def add_memory_tools(server: MCPServer) -> None:
             hits = engram.recall(query, k=k, kinds=kinds, tags=tags, scope=scope, task=task,
                                  since=since, include_forgotten=include_all,
                                  include_expired=include_all, include_decayed=include_all)
-            views = [RecallHit(memory=memory_view(h.memory), score=round(h.score, 4),
+            views = [RecallHit(memory=memory_view(h.memory, fresh=h.freshness), score=round(h.score, 4),
                                relevance=round(h.relevance, 4), strength=round(h.strength, 4))
                      for h in hits]
             kept, cut = fit(views)
@@ -134,7 +140,8 @@ def add_memory_tools(server: MCPServer) -> None:
             found = engram.memories(kinds=kinds, tags=tags, scope=scope, limit=limit,
                                     include_forgotten=include_all,
                                     include_expired=include_all)
-            kept, cut = fit([memory_view(m) for m in found])
+            fresh = engram.freshness(found)
+            kept, cut = fit([memory_view(m, fresh=fresh.get(m.id)) for m in found])
             return MemoryList(memories=kept, truncated=cut,
                               note=None if kept else "no memories yet" if not (
                                   kinds or tags or scope) else "no memories match")
@@ -152,12 +159,14 @@ def add_memory_tools(server: MCPServer) -> None:
         Read-only. The history is cut to fit the answer (`truncated`)."""
         def call(engram: Engram) -> MemoryResult:
             memory = engram.get(id)
+            fresh = engram.freshness([memory], explain=True).get(memory.id)
             if not history:
-                return MemoryResult(memory=memory_view(memory, limit=FULL_CHARS))
+                return MemoryResult(memory=memory_view(memory, limit=FULL_CHARS, fresh=fresh))
             versions = [Version(event=e.id, kind=e.kind, time=e.time, actor=e.actor,
                                 memory=memory_view(m)) for e, m in engram.history(id)]
             kept, cut = fit(versions[::-1])
-            return MemoryResult(memory=memory_view(memory, limit=FULL_CHARS), history=kept[::-1],
+            return MemoryResult(memory=memory_view(memory, limit=FULL_CHARS, fresh=fresh),
+                                history=kept[::-1],
                                 truncated=cut,
                                 note="the oldest versions were left out" if cut else None)
         return runtime_of(ctx).run("memory_get", READ, call)

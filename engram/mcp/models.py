@@ -72,6 +72,13 @@ class MemoryView(BaseModel):
     superseded_by: str | None
     forgotten_reason: str | None
     reinforced: int
+    cites: list[str] = Field([], description="The tracked files it names, pinned when written.")
+    freshness: str | None = Field(None, description="Whether those files changed since: fresh, "
+                                                    "changed, moved, missing, or unknown (this "
+                                                    "clone cannot say); none when it cites "
+                                                    "nothing.")
+    stale_because: str | None = Field(None, description="What changed, for a stale memory: "
+                                                        "check it before relying on it.")
 
 
 class Related(BaseModel):

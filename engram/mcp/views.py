@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 # -- views -----------------------------------------------------------------------------------
 
 
-def memory_view(memory: Any, *, limit: int | None = ITEM_CHARS) -> MemoryView:
+def memory_view(memory: Any, *, limit: int | None = ITEM_CHARS, fresh: Any = None,
+                ) -> MemoryView:
     content = memory.content
     cut = limit is not None and len(content) > limit
     return MemoryView(
@@ -44,7 +45,9 @@ def memory_view(memory: Any, *, limit: int | None = ITEM_CHARS) -> MemoryView:
         created_by=memory.created_by, version=memory.version, valid_from=memory.valid_from,
         valid_until=memory.valid_until, supersedes=list(memory.supersedes),
         superseded_by=memory.superseded_by, forgotten_reason=memory.forgotten_reason,
-        reinforced=memory.reinforced,
+        reinforced=memory.reinforced, cites=[c["path"] for c in memory.citations],
+        freshness=None if fresh is None else fresh.state,
+        stale_because=fresh.describe() if fresh is not None and fresh.stale else None,
     )
 
 

@@ -25,11 +25,12 @@ from ..base.kinds import (  # noqa: F401  (re-exported: the names belong to memo
 from ..base.validation import well_formed
 from ..base.vocab import MEMORY_KIND, SOURCE
 from ..storage import events as ev
+from .freshness import clean as clean_citations
 
 Status = Literal["active", "forgotten", "superseded"]
 
 _UPDATABLE = ("content", "kind", "tags", "scope", "source", "importance", "valid_from",
-              "valid_until", "at", "task")
+              "valid_until", "at", "task", "citations")
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class Memory:
     # URL as a hint (engram.git.identity). Neither: it belongs everywhere.
     project: str | None = None
     project_remote: str | None = None
+    # The tracked files it names, pinned to a commit and blob id (`engram.model.freshness`).
+    citations: tuple[dict[str, Any], ...] = ()
     events: tuple[str, ...] = field(default=(), repr=False)  # ids of the events folded
 
     def to_dict(self) -> dict[str, Any]:
@@ -70,6 +73,7 @@ class Memory:
         data["tags"] = list(self.tags)
         data["events"] = list(self.events)
         data["supersedes"] = list(self.supersedes)
+        data["citations"] = list(self.citations)
         return data
 
     @classmethod
@@ -78,6 +82,7 @@ class Memory:
         values["tags"] = tuple(values.get("tags") or ())
         values["events"] = tuple(values.get("events") or ())
         values["supersedes"] = tuple(values.get("supersedes") or ())
+        values["citations"] = clean_citations(values.get("citations"))
         return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
 
     def valid_at(self, moment: datetime) -> bool:
@@ -219,6 +224,7 @@ def fold(events: Sequence[ev.Event]) -> Memory | None:
                 supersedes=tuple(data.get("supersedes") or ()),
                 project=data.get("project"),
                 project_remote=data.get("project_remote"),
+                citations=clean_citations(data.get("citations")),
             )
         elif memory is None:
             continue  # an update whose creation has not arrived (yet): nothing to apply it to
@@ -228,6 +234,8 @@ def fold(events: Sequence[ev.Event]) -> Memory | None:
                 changes["tags"] = tuple(changes["tags"] or ())
             if "importance" in changes:
                 changes["importance"] = float(changes["importance"])
+            if "citations" in changes:
+                changes["citations"] = clean_citations(changes["citations"])
             memory = replace(
                 memory, **changes, updated_at=event.time, updated_clock=event.clock,
                 version=memory.version + 1, events=(*memory.events, event.id),

@@ -38,6 +38,7 @@ from ..base.layout import (
     cache_dir,
 )
 from ..model import memories as mem
+from ..model.freshness import Freshness
 from ..readmodel.projection import Projection
 from ..storage import events as ev
 from ..storage.store import Store
@@ -93,10 +94,14 @@ class Hit:
     memory: mem.Memory
     evidence: Candidate
     model: str | None = None  # the identity of the embedding model that scored it, if any
+    # Whether the files it cites changed (`engram.domain.freshness`), and the factor that
+    # ranks a stale memory a little lower.
+    freshness: Freshness | None = None
+    factor: float = 1.0
 
     @property
     def score(self) -> float:
-        return self.evidence.score
+        return self.evidence.score * self.factor
 
     @property
     def relevance(self) -> float:
@@ -115,13 +120,20 @@ class Hit:
         return self.evidence.strength
 
     def explain(self) -> dict[str, Any]:
-        return {**self.evidence.explain(), "model": self.model or "none (words only)"}
+        found = {**self.evidence.explain(), "model": self.model or "none (words only)"}
+        if self.freshness is not None:
+            found["freshness"] = self.freshness.to_dict()
+            found["freshness_factor"] = self.factor
+            found["score"] = round(self.score, 4)
+        return found
 
     def to_dict(self, *, full: bool = True) -> dict[str, Any]:
         data = self.memory.to_dict() if full else {
             "id": self.memory.id, "kind": self.memory.kind, "summary": self.memory.summary(),
             "tags": list(self.memory.tags), "store": self.memory.store,
         }
+        if self.freshness is not None:
+            data = {**data, "freshness": self.freshness.state}
         return {**data, "explain": self.explain()}
 
 

@@ -18,6 +18,7 @@ from ...base.vocab import DEPTH
 from ...model import tasks
 from ...model.memories import Memory
 from ...storage import events as ev
+from ..freshness import Judge
 from ..messages import describe
 from . import checkpoints as cp
 from . import rehydrate, since, taskmemory, workingset
@@ -125,7 +126,7 @@ def build(service: Continuity, *, store: Store | None, chosen: tasks.Task | None
                                                                   since_text)]
     return rehydrate.render(
         task=chosen, checkpoint=checkpoint, confidence=confidence, earlier=earlier,
-        failures=failures,
+        failures=failures, freshness=Judge(service.workspace).many([*ranked, *others]),
         decisions=[m for m in ranked if m.kind == "decision"],
         gotchas=[m for m in ranked if m.kind in taskmemory.TRAPS],
         facts=[m for m in ranked if m.kind not in ("decision", *taskmemory.TRAPS)],

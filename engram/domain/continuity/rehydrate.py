@@ -9,6 +9,7 @@ from typing import Any
 from ...base.display import md, md_code, md_lines
 from ...base.errors import Fix
 from ...base.vocab import RESTORE
+from ...model.freshness import Verdicts
 from ...model.memories import Memory
 from ...model.tasks import Failure, Task
 from ...storage import events as ev
@@ -60,6 +61,7 @@ def render(
     facts: Sequence[Memory] = (),
     since: since_handoff.Since | None = None,
     working: Sequence[FileState] | None = None,
+    freshness: Verdicts | None = None,
 ) -> Resume:
     """The resume Markdown. With `max_tokens`, sections are taken by PRIORITY (and a long one
     item by item) until the budget is spent, and what was left out is named at the end;
@@ -120,10 +122,11 @@ def render(
                 line += f" — fix: {md_lines(failure.fix, indent=2)}"
             lines.append(line)
         sections["failures"] = [*lines, ""]
-    sections["decisions"] = _memories("Decisions", decisions)
-    sections["gotchas"] = _memories("Gotchas", gotchas)
-    sections["facts"] = _memories("Facts and preferences of this task", facts)
-    sections["memories"] = _memories("Other memories", memories)
+    fresh = freshness or Verdicts()
+    sections["decisions"] = _memories("Decisions", decisions, fresh)
+    sections["gotchas"] = _memories("Gotchas", gotchas, fresh)
+    sections["facts"] = _memories("Facts and preferences of this task", facts, fresh)
+    sections["memories"] = _memories("Other memories", memories, fresh)
     if earlier:
         sections["earlier"] = ["## Earlier checkpoints", "", *[
             f"- {c['seq']} ({md(c['reason'])}, {md(c['time'])}): "
@@ -204,11 +207,15 @@ def _list(title: str, items: Sequence[str] | None, *, numbered: bool = False,
     return [*lines, ""]
 
 
-def _memories(title: str, memories: Sequence[Memory]) -> list[str]:
+def _memories(title: str, memories: Sequence[Memory],
+              freshness: Verdicts) -> list[str]:
     if not memories:
         return []
     lines = [f"## {title}", ""]
     for memory in memories:
+        found = freshness.get(memory.id)
+        mark = f" — **stale: the code it cites {found.state}** ({md(found.describe())}); " \
+            "check it before relying on it" if found is not None and found.stale else ""
         lines.append(f"- {md_lines(memory.content, indent=2)} ({md_code(memory.id[:8])}, "
-                     f"{md(memory.kind)})")
+                     f"{md(memory.kind)}){mark}")
     return [*lines, ""]

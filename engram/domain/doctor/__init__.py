@@ -13,6 +13,7 @@ It looks at everything a crash, a bad merge, a full disk or a hand edit can leav
 - the store's own files: config.yaml, README.md, .gitattributes (and Engram's lines in it), and
   every git attribute that would change an event file's bytes (a re-encoding, `ident`, a
   filter, line-ending conversion), wherever it is set;
+- memories whose cited files changed since they were written (a note: `engram stale`);
 - the commands Engram installed (MCP client configs, Claude Code hooks, git hooks) that still
   run `python -m engram…` from the working directory, with the command that rewrites them.
 
@@ -39,6 +40,7 @@ from ...storage import events as ev
 from ...storage.store import EVENTS_DIR, Store
 from .attribute_checks import check_attributes
 from .cache_checks import check_caches, check_local_state, damaged_caches
+from .citation_checks import check_citations
 from .entry_checks import check_entries
 from .event_checks import Scan, check_events, scan
 from .git_checks import check_git, check_lost
@@ -112,7 +114,8 @@ def diagnose(engram: Host, store: Store) -> list[Finding]:
     out: list[Finding] = []
     checks = (check_layout, check_links, check_disk, check_locks, check_temp_files,
               check_attributes, check_events,
-              check_git, check_caches, check_local_state, check_lost, check_entries)
+              check_git, check_caches, check_local_state, check_lost, check_entries,
+              check_citations)
     for check in checks:
         try:
             out.extend(check(engram, store))
