@@ -21,6 +21,7 @@ from .exchange import register as register_exchange
 from .mcp import register as register_mcp
 from .memories import register as register_memories
 from .model import register as register_model
+from .review import register as register_review
 from .stores import register as register_stores
 from .sync import register as register_sync
 
@@ -51,6 +52,7 @@ register_mcp(main)
 register_sync(main)
 register_exchange(main)
 register_model(main)
+register_review(main)
 
 
 if __name__ == "__main__":  # pragma: no cover
