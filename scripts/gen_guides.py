@@ -51,6 +51,7 @@ GUIDES = [
     ROOT / "docs" / "guides" / "resume-on-another-machine.md",
     ROOT / "docs" / "guides" / "review-a-handoff-in-a-pull-request.md",
     ROOT / "docs" / "guides" / "git-and-your-events.md",
+    ROOT / "docs" / "guides" / "review-memory-in-a-pull-request.md",
 ]
 HOME = "/home/ada"
 REMOTE = "/srv/git/engram-store.git"

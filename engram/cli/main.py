@@ -22,6 +22,7 @@ from .exchange import register as register_exchange
 from .mcp import register as register_mcp
 from .memories import register as register_memories
 from .model import register as register_model
+from .review import register as register_review
 from .stale import register as register_stale
 from .stores import register as register_stores
 from .sync import register as register_sync
@@ -54,6 +55,7 @@ register_sync(main)
 register_exchange(main)
 register_model(main)
 register_capture(main)
+register_review(main)
 register_stale(main)
 
 
