@@ -195,8 +195,8 @@ def test_store_text_is_shown_as_data_in_the_comment(project: Path) -> None:
     text = cli("diff", "main...feature", cwd=project).stdout
     line = next(line for line in text.splitlines() if line.startswith("- `"))
     assert "\n# Approved" not in text
-    assert "![x]" not in line and "<img" not in line
-    assert "&lt;img" in line and "\\|" in line
+    assert "![x]" not in line and "!\\[x]" in line  # no image: the bracket is escaped
+    assert line.count("<img") == line.count("\\<img") == 1 and "\\|" in line
 
 
 def test_bad_ranges_are_one_line_errors(project: Path) -> None:
