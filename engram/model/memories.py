@@ -15,12 +15,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from ..base.errors import Fix, UsageError, parameter, quote
-from ..base.kinds import (  # noqa: F401  (re-exported: the names belong to memories)
-    DEFAULT_IMPORTANCE,
-    DEFAULT_KIND,
-    DEFAULT_SOURCE,
-    MEMORY_KINDS,
-    SOURCES,
+from ..base.kinds import (  # re-exported: the names belong to memories
+    DEFAULT_IMPORTANCE as DEFAULT_IMPORTANCE,
+    DEFAULT_KIND as DEFAULT_KIND,
+    DEFAULT_SOURCE as DEFAULT_SOURCE,
+    MEMORY_KINDS as MEMORY_KINDS,
+    SOURCES as SOURCES,
 )
 from ..base.validation import well_formed
 from ..base.vocab import MEMORY_KIND, SOURCE
@@ -249,7 +249,7 @@ def fold(events: Sequence[ev.Event]) -> Memory | None:
 
 def history(events: Sequence[ev.Event]) -> list[tuple[ev.Event, Memory]]:
     """Every version of a memory: each event with the state right after it."""
-    out = []
+    out: list[tuple[ev.Event, Memory]] = []
     for index, event in enumerate(events):
         state = fold(events[: index + 1])
         if state is not None and (not out or out[-1][1] != state):
