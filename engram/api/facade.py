@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..git.compact import CompactResult
     from ..git.identity import Project
     from ..git.lost import Recovered
-    from ..model import sessions, tasks
+    from ..model import tasks
     from ..model.sessions import Session
     from ..readmodel.projection import Projection
     from ..search.retrieval import Hit
