@@ -7,7 +7,6 @@ from .vocab import MEMORY_KIND, SOURCE
 
 MEMORY_KINDS: dict[str, str] = MEMORY_KIND.descriptions()
 SOURCES = SOURCE.names
-assert MEMORY_KIND.default is not None and SOURCE.default is not None  # both declare one
-DEFAULT_KIND: str = MEMORY_KIND.default
-DEFAULT_SOURCE: str = SOURCE.default
+DEFAULT_KIND = MEMORY_KIND.given
+DEFAULT_SOURCE = SOURCE.given
 DEFAULT_IMPORTANCE = 0.5
