@@ -6,7 +6,8 @@ days), so a store is built the way a long-lived store would look on disk, quickl
 1. `Engram.init()` creates the store (its repository, config, first event and commit);
 2. valid event lines (canonical JSON through `engram.storage.events.Event.to_line`, the memories'
    text from benchmarks/speed.py's generator) are written in bulk to writer files laid out as
-   `engram.storage.store.Store` lays them out (`events/YYYY/MM/<writer>.jsonl`, a new file per month,
+   `engram.storage.store.Store` lays them out (`events/YYYY/MM/<writer>.jsonl`, a new file per
+   month,
    past `MAX_FILE_BYTES`, and after every commit), with clocks and times spread over the last
    half year;
 3. they are committed by `Engram.commit()` (once, or once per chunk when many commits are
@@ -45,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import speed  # noqa: E402  (benchmarks/speed.py: the synthetic memory generator and helpers)
+
 from engram.search.retrieval import embedding_text  # noqa: E402
 
 BUILDER_VERSION = 4  # bump when what a build writes changes: kept stores are rebuilt
@@ -251,8 +253,8 @@ def _task_event(rng: random.Random, task_id: str, step: int, done: list[str],
 # --------------------------------------------------------------------------------------------
 
 def build(base: Path, spec: StoreSpec) -> Built:
-    from engram.storage import events as ev
     from engram.api import Engram
+    from engram.storage import events as ev
     from engram.storage.store import MAX_FILE_BYTES
 
     check_shapes()
@@ -292,7 +294,7 @@ def build(base: Path, spec: StoreSpec) -> Built:
         path = store.events_dir / f"{moment:%Y}" / f"{moment:%m}" / \
             f"{writer_base}{_entity_id(rng)[:8]}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "ab")
+        handle = open(path, "ab")  # noqa: SIM115  kept open across files, closed when it rolls
         size = 0
 
     stream = event_stream(spec, rng, task_id)

@@ -84,7 +84,7 @@ def main() -> None:
                        check=True, capture_output=True)
         commands = {"bare": [sys.executable, str(bare)], "engram": engram_command()}
         times: dict[str, list[float]] = {name: [] for name in commands}
-        for name, command in commands.items():  # warm the OS file cache once, not measured
+        for command in commands.values():  # warm the OS file cache once, not measured
             anyio.run(first_list, command, env, root)
         for _ in range(args.runs):
             for name, command in commands.items():

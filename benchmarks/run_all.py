@@ -376,7 +376,7 @@ def plots(stages: dict[str, Any], out: Path) -> dict[str, str]:
         for which, style in (("engram", "o-"), ("floor", "s--")):
             ys = [rec[x].get("rss", {}).get(which, {}).get("peak_rss_mb") for x in xs]
             if any(y is not None for y in ys):
-                ax2.plot([x for x, y in zip(xs, ys) if y], [y for y in ys if y], style,
+                ax2.plot([x for x, y in zip(xs, ys, strict=True) if y], [y for y in ys if y], style,
                          label=f"{which} only: peak RSS")
         ax2.set_xscale("log")
         ax2.set_xlabel("memories in the store")
@@ -437,7 +437,7 @@ def plots(stages: dict[str, Any], out: Path) -> dict[str, str]:
         parts = ["read (projection)", "BM25 (tantivy)", "embedding (ONNX)",
                  "vectors: cache + usearch", "other"]
         fig, axes = plt.subplots(len(scenarios), 1, figsize=(7.5, 1.9 * len(scenarios) + 0.4))
-        for ax, (title, split) in zip(list(np.atleast_1d(axes)), scenarios):
+        for ax, (title, split) in zip(list(np.atleast_1d(axes)), scenarios, strict=True):
             values = [split.get(part, 0.0) for part in parts]
             ax.barh(parts, values, color=["tab:blue", "tab:orange", "tab:green", "tab:red",
                                           "tab:grey"])
@@ -641,7 +641,7 @@ def details(stages: dict[str, Any]) -> list[str]:
             rows += [[f"`engram sync` (process), {k} new events each way",
                       fmt_s(b["engram_sync_cli"]["median_s"]),
                       fmt_s(b["engram_sync_cli"]["min_s"])],
-                     [f"`git add` + `commit` + `pull` + `push` of the same",
+                     ["`git add` + `commit` + `pull` + `push` of the same",
                       fmt_s(b["git_add_commit_pull_push"]["median_s"]),
                       fmt_s(b["git_add_commit_pull_push"]["min_s"])],
                      [f"embedding the {k} received texts, bare",

@@ -115,7 +115,8 @@ def engine(name: str) -> Scan:
 
 def first_scan_ms(name: str) -> float:
     """The first scan in a fresh process, imports excluded, as the median of three."""
-    code = ("import sys, time; sys.path.insert(0, %r); sys.path.insert(0, %r); "
+    code = (  # noqa: UP031  a program for `python -c`, its braces left alone
+            "import sys, time; sys.path.insert(0, %r); sys.path.insert(0, %r); "
             "import secret_scan as b; t = time.perf_counter(); s = b.engine(%r); "
             "s('export DB_PASSWORD=Maple1359*KPa and the token field'); "
             "print(time.perf_counter() - t)") % (str(ROOT), str(ROOT / "benchmarks"), name)

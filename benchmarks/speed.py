@@ -165,7 +165,7 @@ def _file(rng: random.Random) -> str:
 def _fill(rng: random.Random, kind: str) -> str:
     c, c2 = rng.choice(COMPONENTS), rng.choice(COMPONENTS)
     lib, lib2 = rng.sample(LIBS, 2)
-    f, f2, fn = _file(rng), _file(rng), _ident(rng)
+    f, _f2, fn = _file(rng), _file(rng), _ident(rng)  # _f2 keeps the seeded draws in step
     err, cond, why, fix = rng.choice(ERRORS), rng.choice(CONDITIONS), rng.choice(REASONS), \
         rng.choice(FIXES)
     n = rng.randint(2, 900)
@@ -395,8 +395,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_env(base)
 
     # onnxruntime (through fastembed) must be imported before usearch, or the process crashes.
-    import onnxruntime  # noqa: F401
     import numpy as np
+    import onnxruntime  # noqa: F401
     import tantivy
 
     from engram.api import Engram
@@ -767,7 +767,8 @@ def print_report(r: dict[str, Any]) -> None:
               f"   (first {ri['first_s']:.2f}s, second {ri['second_s']:.3f}s)")
         reused = re.search(r"'reused': (\d+)", ri.get("first_result", ""))
         if reused and int(reused.group(1)):
-            print(f"           the first reindex found {reused.group(1)} embeddings cached (a store "
+            print(f"           the first reindex found {reused.group(1)} embeddings cached "
+                  "(a store "
                   "kept from an earlier run): not a cold first, so this ratio overstates it")
     if r.get("breakdown"):
         print()

@@ -28,9 +28,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import onnxruntime  # noqa: E402,F401  (before usearch, see engram.search.usearch_index)
-
 import bulkstore  # noqa: E402
+import onnxruntime  # noqa: E402,F401  (before usearch, see engram.search.usearch_index)
 import speed  # noqa: E402
 from bulkstore import StoreSpec  # noqa: E402
 from speed import log, summary  # noqa: E402
@@ -350,8 +349,8 @@ class Split:
     process only): reading the event files into the read model, BM25, embedding, vectors."""
 
     def __init__(self) -> None:
-        from engram.search.embed import Embedder
         from engram.readmodel.projection import Projection
+        from engram.search.embed import Embedder
         from engram.search.retrieval import StoreSearch
 
         self.totals: dict[str, float] = {}
@@ -629,7 +628,7 @@ def stage_startup(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     measure(hybrid)
     procs = {name: seconds_summary(values) for name, values in times.items()}
     floor = procs[floor_key]["median_s"]
-    for name, s in procs.items():
+    for s in procs.values():
         s["ratio_to_floor"] = ratio(s["median_s"], floor)
         s["over_floor_s"] = s["median_s"] - floor
     out: dict[str, Any] = {"store_memories": p["startup_store"], "processes": procs}
@@ -659,12 +658,12 @@ def stage_startup(work: Path, p: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 def stage_sync(work: Path, p: dict[str, Any]) -> dict[str, Any]:
-    from engram.api import Engram
     import numpy as np
 
+    from engram.api import Engram
+    from engram.git.sync import sync
     from engram.search.embed import EmbeddingCache, content_hash, load_embedder
     from engram.search.retrieval import embedding_text
-    from engram.git.sync import sync
 
     git = bulkstore.git
     spec = StoreSpec(f"sync-{p['sync_events']}-c{p['sync_commits']}",

@@ -71,6 +71,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import math
 import os
 import platform
 import random
@@ -381,7 +382,7 @@ async def connect(stack: AsyncExitStack, server: Server) -> Client:
     params = StdioServerParameters(command=server.side.command()[0],
                                    args=server.side.command()[1:], env=server.env,
                                    cwd=server.cwd)
-    errlog = stack.enter_context(open(server.errlog, "a", encoding="utf-8"))
+    errlog = stack.enter_context(open(server.errlog, "a", encoding="utf-8"))  # noqa: SIM115
     client = Client(stdio_client(params, errlog=errlog), mode="legacy",
                     read_timeout_seconds=CALL_TIMEOUT)
     return await stack.enter_async_context(client)
@@ -624,7 +625,7 @@ def _size(b: int) -> str:
 
 
 def _better(a: float, b: float, names: tuple[str, str], higher: bool = False) -> str:
-    if a != a or b != b or a == b:
+    if math.isnan(a) or math.isnan(b) or a == b:
         return "—"
     a_wins = a > b if higher else a < b
     lo, hi = sorted((a, b))

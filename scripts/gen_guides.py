@@ -151,8 +151,8 @@ class World:
         for tag, a0, a1, b0, b1 in matcher.get_opcodes():
             if tag != "equal":
                 continue
-            for old_line, new_line in zip(before[a0:a1], after[b0:b1]):
-                for old, new in zip(ID.findall(old_line), ID.findall(new_line)):
+            for old_line, new_line in zip(before[a0:a1], after[b0:b1], strict=True):
+                for old, new in zip(ID.findall(old_line), ID.findall(new_line), strict=False):
                     if old != new:
                         self.ids[old] = new
 

@@ -51,7 +51,8 @@ def project_clones(root: Path, names: tuple[str, ...]) -> dict[str, Path]:
     """A project store pushed to a bare repository, and a clone of it per name."""
     seed = make_repo(root / "seed")
     Engram(cwd=seed).init(project=True)
-    Engram(cwd=seed, use="project").config_set("compact.files", "0")  # compaction only when a test runs it
+    # Compaction only when a test runs it.
+    Engram(cwd=seed, use="project").config_set("compact.files", "0")
     git(root, "clone", "-q", "--bare", str(seed), str(root / "origin.git"))
     clones = {}
     for name in names:

@@ -173,7 +173,8 @@ def test_handoff_is_a_readable_file_that_shows_what_changed(repo: Path) -> None:
     engram.handoff(task.id, summary="App registered", completed=["Register the app"],
                    next=["Write callback", "Write tests"], must_preserve=["Keep main green"])
     diff = git(repo, "diff", first_head, "HEAD", "--", ".engram/handoffs")
-    added = [l[1:] for l in diff.splitlines() if l.startswith("+") and not l.startswith("+++")]
+    added = [line[1:] for line in diff.splitlines()
+             if line.startswith("+") and not line.startswith("+++")]
     assert "## Changes since checkpoint 1" in added
     assert "- completed: + Register the app" in added
     assert "- next steps: + Write tests" in added

@@ -33,7 +33,8 @@ def test_the_readme_demo_command_works(tmp_path: Path) -> None:
     """Run the demo part of the first command against the engram installed here."""
     demo = readme_commands()[0]
     body = demo[demo.index("(") + 1 : demo.rindex(")")]
-    body = body.replace('PATH="$PWD/.venv/bin:$PATH"', f'PATH="{Path(sys.executable).parent}:$PATH"')
+    body = body.replace('PATH="$PWD/.venv/bin:$PATH"',
+                        f'PATH="{Path(sys.executable).parent}:$PATH"')
     done = subprocess.run(["bash", "-c", body], capture_output=True, text=True, cwd=tmp_path,
                           env=os.environ.copy(), timeout=120)
     assert done.returncode == 0, done.stderr

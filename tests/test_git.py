@@ -53,7 +53,8 @@ def test_project_commit_leaves_staged_and_unstaged_changes_exactly_as_they_were(
     assert porcelain_without_engram(repo) == status_before
     assert {p: (repo / p).read_text() for p in files_before} == files_before
     # Engram's own paths are committed and clean; the commit holds nothing else.
-    assert not [l for l in git(repo, "status", "--porcelain").splitlines() if ".engram/" in l]
+    assert not [line for line in git(repo, "status", "--porcelain").splitlines()
+                if ".engram/" in line]
     assert git(repo, "rev-parse", "HEAD~1").strip() == head_before
     changed = git(repo, "show", "--name-only", "--format=", "HEAD").split()
     assert changed and all(path.startswith(".engram/events/") for path in changed)

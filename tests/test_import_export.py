@@ -74,7 +74,8 @@ def test_mcp_engram_log_becomes_tasks_checkpoints_failures_memories_sessions(
     assert [c.reason for c in saved] == ["plan_change", "failure", "handoff"]
     handoff = saved[-1]
     assert handoff.summary == "Middleware done; Redis pool next"  # from the handoff memory
-    assert handoff.record["next"] == ["Share one pool across workers", "Load test /search at 2k rps"]
+    assert handoff.record["next"] == ["Share one pool across workers",
+                                      "Load test /search at 2k rps"]
     assert handoff.record["must_not_redo"] == ["Create the Redis instance in staging "
                                         "(side effect emitted)"]
     assert handoff.record["must_preserve"] == ["Keep the public API response format unchanged"]

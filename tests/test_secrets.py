@@ -190,7 +190,8 @@ def test_every_corpus_secret_is_refused_or_redacted_by_remember(home_store: Engr
 @pytest.mark.parametrize(
     ("text", "kind"),
     [
-        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAxKl3nB8qZ\n-----END RSA PRIVATE KEY-----",
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAxKl3nB8qZ\n"
+         "-----END RSA PRIVATE KEY-----",
          "private key"),
         ("db postgres://admin:s3cretpw@db.example.com/app", "password in URL"),
         ("sk-ant-api03-" + ANTHROPIC_BODY, "Anthropic API Key"),

@@ -71,7 +71,7 @@ def test_html_pages_never_replace_a_file_or_write_through_a_link_without_force(
     assert cli(*args, "--html", str(project / "new.html"), cwd=project).exit_code == 0
 
 
-# -- JSON and MCP errors ----------------------------------------------------------------------------
+# -- JSON and MCP errors ---------------------------------------------------------------------------
 
 
 def test_json_output_carries_invisible_characters_as_escapes(home_store: Engram) -> None:
@@ -153,7 +153,7 @@ def test_images_tables_and_line_separators_in_a_handoff_are_shown_as_text(
     assert "src/\\u202e\\u200b\\xad\\ufeff\\u2028\\U000e0041gnp.exe" in error, error
 
 
-# -- messages -----------------------------------------------------------------------------------------
+# -- messages --------------------------------------------------------------------------------------
 
 
 def test_no_message_claims_saved_events_when_none_were_saved(project: Path) -> None:

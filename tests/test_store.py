@@ -108,9 +108,9 @@ def test_events_order_by_clock_then_id_not_by_file(home_store: Engram) -> None:
     # Move the older event into a file that sorts after the newer one's.
     path = writer_file(home_store)
     lines = path.read_bytes().splitlines(keepends=True)
-    path.write_bytes(b"".join(l for l in lines if first.id.encode() not in l))
+    path.write_bytes(b"".join(line for line in lines if first.id.encode() not in line))
     (path.parent / "zzz-writer.jsonl").write_bytes(
-        b"".join(l for l in lines if first.id.encode() in l))
+        b"".join(line for line in lines if first.id.encode() in line))
     order = [e.data["memory"] for _, e in Engram().log(kinds=["memory"])]
     assert order == [second.id, first.id]
 

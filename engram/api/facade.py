@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from ..git.compact import CompactResult
     from ..git.identity import Project
     from ..git.lost import Recovered
-    from ..model import sessions, tasks
+    from ..model import tasks
+    from ..model.sessions import Session
     from ..readmodel.projection import Projection
     from ..search.retrieval import Hit
     from ..storage import events as ev
@@ -438,7 +439,7 @@ class Engram(CitationReads):
     # -- sessions -----------------------------------------------------------------------------
 
     def session_start(self, *, agent: str = "cli", session_id: str | None = None,
-                      pid: int | None = None) -> sessions.Session:
+                      pid: int | None = None) -> Session:
         """Open a session for this process (or `pid`): later events carry its id."""
         return self._sessions.session_start(agent=agent, session_id=session_id, pid=pid)
 
@@ -457,7 +458,7 @@ class Engram(CitationReads):
         return self._sessions.report_interruption(reason, note=note, session_id=session_id)
 
     def session_end(self, *, outcome: str | None = None, how: str = "exit",
-                    session_id: str | None = None) -> sessions.Session:
+                    session_id: str | None = None) -> Session:
         """Close the session; its outcome adjusts the importance of the memories it made or
         relied on (success +0.05, failure -0.05). Commits pending events."""
         return self._sessions.session_end(outcome=outcome, how=how, session_id=session_id)
@@ -466,13 +467,13 @@ class Engram(CitationReads):
         """Remember, locally, which memories this session relied on."""
         return self._sessions.note_recalled(memory_ids)
 
-    def session_info(self, session_id: str) -> sessions.Session:
+    def session_info(self, session_id: str) -> Session:
         return self._sessions.session_info(session_id)
 
-    def sessions(self, *, states: Sequence[str] = ()) -> list[sessions.Session]:
+    def sessions(self, *, states: Sequence[str] = ()) -> list[Session]:
         return self._sessions.sessions(states=states)
 
-    def detect_interruptions(self) -> list[sessions.Session]:
+    def detect_interruptions(self) -> list[Session]:
         """Find open sessions of this machine whose process is gone (or whose heartbeat
         stopped), classify why, and record it. Runs when a store is opened for resume or by
         the MCP server; safe to run often."""

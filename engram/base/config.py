@@ -17,7 +17,7 @@ import math
 import os
 import unicodedata
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -475,13 +475,13 @@ class ConfigFile:
                              "it by hand or restore it with git, then set it again") from None
         if tree is None:
             tree = yaml.load(default_config_text())
-        if not isinstance(tree, Mapping):
+        if not isinstance(tree, MutableMapping):
             raise UsageError(f"{self.path} must hold a mapping of settings; fix it by hand or "
                              "restore it with git, then set it again")
         node = tree
         *parents, leaf = key.split(".")
         for name in parents:
-            if name not in node or not isinstance(node[name], Mapping):
+            if name not in node or not isinstance(node[name], MutableMapping):
                 node[name] = {}
             node = node[name]
         node[leaf] = value
@@ -589,7 +589,7 @@ def personal_only(key: str, value: Any) -> bool:
         not (key == "search.model" and value in SAFE_MODELS)
 
 
-class Layer(dict):
+class Layer(dict[str, Any]):
     """Settings from one file, remembering where they came from and what in the file was left
     out (one warning line each, see `read_config`)."""
 

@@ -101,9 +101,9 @@ def runs_from_cwd(words: Sequence[str], env: Mapping[str, object] | None = None)
     for at, word in enumerate(words):
         if re.fullmatch(r"PYTHONSAFEPATH=.+", word):
             safe_env = True
-        if _PYTHON.fullmatch(Path(word).name) and _unsafe_module_run(words[at + 1:]):
-            if not safe_env:
-                return True
+        if _PYTHON.fullmatch(Path(word).name) and _unsafe_module_run(words[at + 1:]) \
+                and not safe_env:
+            return True
     return False
 
 

@@ -231,7 +231,8 @@ ADDITIONS: list[dict[str, object]] = [
      "keep_all": ["[A-Za-z]", "[0-9]"], "placeholders": True,
      "why": "`application key VALUE`, `service token VALUE`: a credential named in prose"},
     {"id": "engram.prefixed-token", "type": "token",
-     "regex": r"(?<![A-Za-z0-9_\-.+/=])((?:" + _ISSUER + r")(?:[_\-.][a-z0-9]{1,11}|[_\-.][A-Z0-9]{1,11})"
+     "regex": r"(?<![A-Za-z0-9_\-.+/=])((?:" + _ISSUER
+              + r")(?:[_\-.][a-z0-9]{1,11}|[_\-.][A-Z0-9]{1,11})"
               r"{0,2}[_\-.][A-Za-z0-9][A-Za-z0-9_\-]{31,}(?:\.[A-Za-z0-9_\-]+)*)" + _END,
      "keywords": [], "gate": r"[_\-.][A-Za-z0-9][A-Za-z0-9_\-]{31,}(?:\.[A-Za-z0-9_\-]+)*",
      "entropy": ["<", 4.0],

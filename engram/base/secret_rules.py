@@ -18,10 +18,11 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any, TypeAlias
 
 from .secret_additions import ADDITIONS
 
@@ -65,14 +66,14 @@ class Match:
 class RuleSet:
     """The rules of one file, indexed by keyword."""
 
-    def __init__(self, data: dict[str, object]) -> None:
+    def __init__(self, data: dict[str, Any]) -> None:  # the rules file's JSON
         self.source = str(data.get("source", ""))
         self.version = str(data.get("version", ""))
         self.commit = str(data.get("commit", ""))
         self.license = str(data.get("license", ""))
-        self.rules = [_rule(raw) for raw in data["rules"]]  # type: ignore[union-attr]
+        self.rules = [_rule(raw) for raw in data["rules"]]
         self.by_id = {rule.id: rule for rule in self.rules}
-        common: dict[str, list[str]] = data.get("filter") or {}  # type: ignore[assignment]
+        common: dict[str, list[str]] = data.get("filter") or {}
         self._drop = [re.compile(p, re.ASCII) for p in common.get("drop", [])]
         self._drop_contains = tuple(common.get("drop_contains", []))
         self.unkeyed = [rule for rule in self.rules if not rule.keywords and rule.report]
@@ -177,37 +178,40 @@ class RuleSet:
         return not all(_compiled(p).search(secret) for p in rule.keep_all)
 
 
-def _rule(raw: dict[str, object]) -> Rule:
+def _rule(raw: dict[str, Any]) -> Rule:
     entropy_bound = raw.get("entropy")
     return Rule(
         id=str(raw["id"]), type=str(raw["type"]), regex=str(raw["regex"]),
-        keywords=tuple(raw.get("keywords", ())),  # type: ignore[arg-type]
-        group=int(raw.get("group", 0)),  # type: ignore[call-overload]
-        entropy=(str(entropy_bound[0]), float(entropy_bound[1]))  # type: ignore[index]
+        keywords=tuple(raw.get("keywords", ())),
+        group=int(raw.get("group", 0)),
+        entropy=(str(entropy_bound[0]), float(entropy_bound[1]))
         if entropy_bound else None,
-        drop=tuple(raw.get("drop", ())),  # type: ignore[arg-type]
-        drop_match=tuple(raw.get("drop_match", ())),  # type: ignore[arg-type]
-        drop_contains=tuple(raw.get("drop_contains", ())),  # type: ignore[arg-type]
-        keep_all=tuple(raw.get("keep_all", ())),  # type: ignore[arg-type]
+        drop=tuple(raw.get("drop", ())),
+        drop_match=tuple(raw.get("drop_match", ())),
+        drop_contains=tuple(raw.get("drop_contains", ())),
+        keep_all=tuple(raw.get("keep_all", ())),
         report=bool(raw.get("report", True)),
-        requires=tuple((str(r[0]), r[1])  # type: ignore[misc]
-                       for r in raw.get("requires", ())),  # type: ignore[union-attr]
+        requires=tuple((str(r[0]), r[1])
+                       for r in raw.get("requires", ())),
         placeholders=bool(raw.get("placeholders", False)), gate=str(raw.get("gate", "")),
         before=str(raw.get("before", "")),
-        after=int(raw.get("after", 0)),  # type: ignore[call-overload]
+        after=int(raw.get("after", 0)),
     )
 
 
-def _trie(words: dict[str, object]) -> str:
+_Node: TypeAlias = "dict[str, _Node]"  # a trie's node: a child for each next character
+
+
+def _trie(words: Mapping[str, object]) -> str:
     """One regular expression for all of `words`, branching one character at a time."""
-    root: dict[str, dict] = {}  # type: ignore[type-arg]
+    root: _Node = {}
     for word in words:
         node = root
         for char in word:
             node = node.setdefault(char, {})
         node[""] = {}
 
-    def branch(node: dict[str, dict]) -> str:  # type: ignore[type-arg]
+    def branch(node: _Node) -> str:
         ends = "" in node
         alternatives = [re.escape(char) + branch(child)
                         for char, child in sorted(node.items()) if char]

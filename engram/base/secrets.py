@@ -101,7 +101,8 @@ _NETRC = re.compile(r"\b(?:machine\s+\S+|default)\s+(?:login\s+\S+\s+)?password[
 _COMMAND = r"(?:^|(?<=[\s;|&(`]))"  # at the start of a command
 _OPTION_VALUE = r"(?P<q>['\"]?)(?P<v>[^\s'\"]+)(?P=q)"
 _COMMANDS: list[tuple[Callable[[str], bool], re.Pattern[str]]] = [
-    (lambda t: "-p" in t and ("mysql" in t or "maria" in t), re.compile(  # mysql -pSECRET (with a space, mysql prompts instead)
+    # mysql -pSECRET (with a space, mysql prompts instead)
+    (lambda t: "-p" in t and ("mysql" in t or "maria" in t), re.compile(
         _COMMAND + r"(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n;|]*?[ \t]"
         r"-p" + _OPTION_VALUE)),
     (lambda t: "-p" in t or " -a " in t, re.compile(

@@ -52,14 +52,14 @@ def well_formed(value: Any, field: str) -> str:
     if "\ufffd" in value:  # what a decoder leaves where bytes were not UTF-8
         raise UsageError(f"{field} holds U+FFFD, the mark of bytes that were not valid UTF-8; "
                          "re-encode it as UTF-8")
-    value = value.replace("\r\n", "\n")
-    for index, char in enumerate(value):
+    text = value.replace("\r\n", "\n")
+    for index, char in enumerate(text):
         if char not in "\n\t" and unicodedata.category(char) == "Cc":
-            line = value.count("\n", 0, index) + 1
-            where = f" on line {line}" if "\n" in value else ""
+            line = text.count("\n", 0, index) + 1
+            where = f" on line {line}" if "\n" in text else ""
             raise UsageError(f"{field} contains a control character (U+{ord(char):04X}){where}; "
                              "remove it")
-    return value
+    return text
 
 
 def name_form(value: str, what: str) -> str:
@@ -87,48 +87,48 @@ def reference(value: Any, what: str, *,
     find one, in each front end's words if it is a `Fix`."""
     if value is None or (isinstance(value, str) and not value.strip()):
         raise UsageError(f"{what} is empty", hint if isinstance(hint, Fix) else Fix(hint, hint))
-    value = unicodedata.normalize("NFC", well_formed(value, what).strip())
-    if "\n" in value or "\t" in value:
-        raise UsageError(f"{what} {quote(value)} must be one line")
-    if len(value) > REFERENCE_CHARS:
-        raise UsageError(f"{what} is {len(value)} characters; no id or name is longer than "
+    text = unicodedata.normalize("NFC", well_formed(value, what).strip())
+    if "\n" in text or "\t" in text:
+        raise UsageError(f"{what} {quote(text)} must be one line")
+    if len(text) > REFERENCE_CHARS:
+        raise UsageError(f"{what} is {len(text)} characters; no id or name is longer than "
                          f"{REFERENCE_CHARS}")
-    return value
+    return text
 
 
 def session_id(value: Any, what: str = "session id") -> str:
-    value = reference(value, what)
-    if not SESSION_ID.match(value):
-        raise UsageError(f"{what} {quote(value)} is not a session id: 1-64 letters, digits, "
+    text = reference(value, what)
+    if not SESSION_ID.match(text):
+        raise UsageError(f"{what} {quote(text)} is not a session id: 1-64 letters, digits, "
                          "'.', '_' or '-', starting with a letter or digit")
-    return value
+    return text
 
 
 def event_kind(value: Any) -> str:
     """An event kind or family to filter by (`memory`, `memory.created`)."""
-    value = reference(value, "event kind")
-    if len(value) > 64 or not EVENT_KIND.match(value):
-        raise UsageError(f"event kind {quote(value)} is not a kind or family such as "
+    text = reference(value, "event kind")
+    if len(text) > 64 or not EVENT_KIND.match(text):
+        raise UsageError(f"event kind {quote(text)} is not a kind or family such as "
                          "'memory' or 'memory.created'; see docs/events.md")
-    return value
+    return text
 
 
 def name(value: Any, *, what: str, limit: int) -> str:
     """A short identifier (a tag, a scope, a component), in NFC."""
-    value = well_formed(value, what).strip()
-    if not value:
+    text = well_formed(value, what).strip()
+    if not text:
         raise UsageError(f"{what} is empty")
-    value = name_form(value, what)
-    if len(value) > limit:
-        raise UsageError(f"{what} {quote(value, 20)} is longer than {limit} characters "
+    text = name_form(text, what)
+    if len(text) > limit:
+        raise UsageError(f"{what} {quote(text, 20)} is longer than {limit} characters "
                          "(setting limits.name_chars)")
-    check_relative(value, what)
-    if not _NAME.match(value):
+    check_relative(text, what)
+    if not _NAME.match(text):
         raise UsageError(
-            f"{what} {quote(value)} may hold only letters, digits and . _ - : / @ + #, "
+            f"{what} {quote(text)} may hold only letters, digits and . _ - : / @ + #, "
             "and must start with a letter or digit"
         )
-    return value
+    return text
 
 
 def tags(values: Iterable[Any], *, limit: int, name_limit: int,
@@ -286,8 +286,8 @@ class Checks:
 
     def file(self, item: Any) -> dict[str, Any]:
         if isinstance(item, str):
-            where, _, commit = item.partition("@")
-            item = {"path": where, "commit": commit or None}
+            where, _, at = item.partition("@")
+            item = {"path": where, "commit": at or None}
         if not isinstance(item, Mapping) or not isinstance(item.get("path"), str):
             raise UsageError("a working-set file is a path, path@commit, or {path, commit}")
         where = self.path(item["path"], what="working-set file")
@@ -296,19 +296,19 @@ class Checks:
             if not isinstance(commit, str) or not COMMIT.match(commit.strip().lower()):
                 raise UsageError(f"working-set file {quote(where)}: commit {quote(commit)} is "
                                  "not a git commit id (4 to 64 hex digits)")
-            commit = commit.strip().lower()
-        return {"path": where, "commit": commit or None}
+            return {"path": where, "commit": commit.strip().lower() or None}
+        return {"path": where, "commit": None}
 
     def query(self, value: Any) -> str:
-        value = well_formed(value, "the query").strip()
-        if not value:
+        text = well_formed(value, "the query").strip()
+        if not text:
             raise UsageError("the query is empty; give words to look for")
         most = self.limit("limits.query_bytes")
-        size = len(value.encode("utf-8"))
+        size = len(text.encode("utf-8"))
         if size > most:
             raise UsageError(f"the query is {size} bytes, over the limit of {most} "
                              "(setting limits.query_bytes); shorten it")
-        return value
+        return text
 
     def filter_names(self, values: Iterable[Any], *, what: str) -> list[str]:
         """Names to filter by: well formed (nothing is stored, so no secret scan)."""

@@ -44,6 +44,13 @@ class Vocabulary:
             raise ValueError(f"vocabulary {self.what}: duplicate names or an unknown default")
 
     @property
+    def given(self) -> str:
+        """The default of a vocabulary that declares one."""
+        if self.default is None:
+            raise ValueError(f"vocabulary {self.what} has no default")
+        return self.default
+
+    @property
     def names(self) -> tuple[str, ...]:
         return tuple(term.name for term in self.terms)
 

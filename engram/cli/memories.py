@@ -238,7 +238,8 @@ def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--kind", "kinds", multiple=True, type=click.Choice(list(MEMORY_KINDS)),
                      help="Only this kind; repeat for several."),
-        click.option("--tag", "tags", multiple=True, help="Only memories with this tag (all given)."),
+        click.option("--tag", "tags", multiple=True,
+                     help="Only memories with this tag (all given)."),
         click.option("--scope", default=None, help="Only this scope."),
         click.option("--all", "include_all", is_flag=True,
                      help="Include forgotten memories and those outside their validity window."),

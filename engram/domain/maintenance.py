@@ -312,11 +312,11 @@ class Maintenance:
             if embedder is not None:
                 done = 0
 
-                def step(count: int, total: int = total) -> None:
+                def step(count: int, total: int = total, kind: str = store.kind) -> None:
                     nonlocal done
                     done += count
                     if progress is not None:
-                        progress(store.kind, done, total)
+                        progress(kind, done, total)
 
                 report = search.sync_vectors(embedder, self.workspace.settings(store), force=True,
                                              progress=step)

@@ -494,13 +494,15 @@ class Memories:
             parent = list(range(len(active)))
             members_of = {i: [i] for i in range(len(active))}
 
-            def find(i: int) -> int:
+            # Called only within this store's pass; the defaults bind this pass's lists.
+            def find(i: int, parent: list[int] = parent) -> int:
                 while parent[i] != i:
                     parent[i] = parent[parent[i]]
                     i = parent[i]
                 return i
 
-            def agree(a: int, b: int) -> bool:
+            def agree(a: int, b: int, active: list[mem.Memory] = active,
+                      members_of: dict[int, list[int]] = members_of) -> bool:
                 # Every pair across the two clusters, not only the similar pair: a chain of
                 # small rewordings must not join two memories that say different values.
                 return not any(differences(active[x].content, active[y].content)

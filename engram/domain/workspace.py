@@ -199,7 +199,7 @@ class Workspace:
         key = (*layers, actor)
         kept = self._settings
         if kept is not None and len(kept[0]) == len(key) and kept[0][-1] == actor and \
-                all(a is b for a, b in zip(kept[0][:-1], layers)):
+                all(a is b for a, b in zip(kept[0][:-1], layers, strict=True)):
             return kept[1]
         if actor:
             try:

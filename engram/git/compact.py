@@ -1,8 +1,8 @@
 """`engram compact`: fold a month's closed event files into one file, in one commit.
 
 Every commit leaves its event files for good (a writer never extends a file an earlier commit
-created, see `engram.storage.store`), so a busy store gathers a file per commit. Compaction folds the
-closed files of a month (every committed file no writer can append to any more) into one file
+created, see `engram.storage.store`), so a busy store gathers a file per commit. Compaction folds
+the closed files of a month (every committed file no writer can append to any more) into one file
 and removes them, in a single commit that adds the merged file and deletes the old ones:
 
 - Lines are kept byte for byte, ordered by (clock, id); exact duplicate lines are dropped

@@ -290,7 +290,8 @@ class StoreRepo:
 
         with IndexLock(self.repo) as user_index:
             try:
-                oid = self.repo.create_commit("HEAD", author_sig, committer, text, new_tree, parents)
+                oid = self.repo.create_commit("HEAD", author_sig, committer, text, new_tree,
+                                              parents)
             except (pygit2.GitError, ValueError) as exc:
                 kept = "the events are safe on disk" if pending.events else \
                     "the changes stay in the work tree"

@@ -6,10 +6,10 @@ go, the same way: ssh keys and agents, credential helpers, `insteadOf` rewrites,
 Local work stays with pygit2 (`engram.git.repo`).
 
 Merges are plain git merges. They never conflict on Engram's own files because no commit ever
-extends an event file an earlier commit created (see `engram.storage.store`): each side only adds files,
-except a compaction (`engram.git.compact`), which removes the files it folded. A clone that still
-appended to one of those (an older version, or a commit by hand) meets a modify/delete conflict:
-sync keeps the changed file, whose lines are a superset, and commits the merge.
+extends an event file an earlier commit created (see `engram.storage.store`): each side only adds
+files, except a compaction (`engram.git.compact`), which removes the files it folded. A clone that
+still appended to one of those (an older version, or a commit by hand) meets a modify/delete
+conflict: sync keeps the changed file, whose lines are a superset, and commits the merge.
 A conflict elsewhere (a project's own code, or both sides changing `config.yaml`) aborts the
 merge and leaves everything as it was.
 

@@ -120,7 +120,7 @@ class EitherVerifier:
 
     async def verify_token(self, token: str) -> AccessToken | None:
         for verifier in self.verifiers:
-            found = await verifier.verify_token(token)
+            found: AccessToken | None = await verifier.verify_token(token)
             if found is not None:
                 return found
         return None
@@ -200,6 +200,7 @@ def http_auth(*, token: str | None = None, actor: str | None = None,
     neither is configured. A weak token (`check_token`) is refused with how to make one;
     `token_source` names where it came from."""
     from mcp.server.auth.settings import AuthSettings
+    from pydantic import AnyHttpUrl
 
     verifiers: list[Any] = []
     described = []
@@ -213,7 +214,8 @@ def http_auth(*, token: str | None = None, actor: str | None = None,
                          (f" for audience {oidc_audience}" if oidc_audience else ""))
     if not verifiers:
         return None
-    settings = AuthSettings(issuer_url=oidc_issuer or base_url, resource_server_url=None)
+    settings = AuthSettings(issuer_url=AnyHttpUrl(oidc_issuer or base_url),
+                            resource_server_url=None)
     verifier = verifiers[0] if len(verifiers) == 1 else EitherVerifier(verifiers)
     return HttpAuth(verifier, settings, " or ".join(described))
 
@@ -237,7 +239,8 @@ def loopback_addresses(host: str) -> list[str] | None:
     if not host:
         return None
     try:
-        found = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+        found = {str(info[4][0])
+                 for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
     except (OSError, UnicodeError):
         return None
     resolved = [_address(text.split("%", 1)[0]) for text in sorted(found)]
@@ -282,13 +285,13 @@ def serve_http(*, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp",
         raise UsageError(f"refusing to serve {host} without authentication; set "
                           "ENGRAM_MCP_TOKEN (or --token-file) or --oidc-issuer, or bind "
                           "127.0.0.1")
-    bounds = bounds or HttpBounds()
+    limits = bounds or HttpBounds()
     server, runtime = build(cwd=cwd, agent=agent, actor=actor, scopes=scopes, auth=auth)
     app, _ = bounded_app(server.streamable_http_app(
         streamable_http_path=path, host=host,
         transport_security=None if loopback is None else rebinding_protection(host, loopback),
-        session_idle_timeout=bounds.idle_minutes * 60, max_request_body_size=bounds.body_bytes,
-        max_sessions=2 * bounds.sessions), path, bounds)  # the SDK's cap: a backstop only
+        session_idle_timeout=limits.idle_minutes * 60, max_request_body_size=limits.body_bytes,
+        max_sessions=2 * limits.sessions), path, limits)  # the SDK's cap: a backstop only
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
@@ -304,8 +307,8 @@ def serve_http(*, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp",
                     shown = f"[{address[0]}]" if ":" in address[0] else address[0]
                     print(f"engram: serving MCP (streamable HTTP) at "
                           f"http://{shown}:{address[1]}{path}", file=sys.stderr, flush=True)
-            print(f"engram: sessions: at most {bounds.client_sessions} per client and "
-                  f"{bounds.sessions} in all, each ending after {bounds.idle_minutes:g} minutes "
+            print(f"engram: sessions: at most {limits.client_sessions} per client and "
+                  f"{limits.sessions} in all, each ending after {limits.idle_minutes:g} minutes "
                   "idle", file=sys.stderr, flush=True)
             if auth is None:
                 print("engram: WARNING: no authentication: any process on this machine can "
@@ -316,6 +319,6 @@ def serve_http(*, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp",
                 print(f"engram: requiring {auth.describe}", file=sys.stderr, flush=True)
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
-                            http=protocol(bounds.header_seconds))
+                            http=protocol(limits.header_seconds))
     asyncio.run(Server(config).serve())
     return 143 if runtime.how == "sigterm" else 0

@@ -54,7 +54,7 @@ def add_memory_tools(server: MCPServer) -> None:
                                                        "relative path such as src/api.")] = None,
         importance: Annotated[float, Field(ge=0, le=1, description="0 to 1; 0.7+ comes back at "
                                                                    "every resume.")] = 0.5,
-        source: Annotated[Source, Field(description="Who said it.")] = SOURCE.default,
+        source: Annotated[Source, Field(description="Who said it.")] = SOURCE.given,
         task: Annotated[str | None, Field(description="The task id it belongs to.")] = None,
         valid_until: Annotated[str | None, Field(description="Not valid from this date on "
                                                              "(2026-12-01, or an age like "

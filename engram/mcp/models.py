@@ -8,7 +8,7 @@ during the call (e.g. recall fell back to words only). Lists in results are boun
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, Field
 
@@ -22,16 +22,28 @@ FULL_CHARS = 100_000  # a memory's content on its own (memory_get)
 LIST_ITEMS = 100  # items of each list of a checkpoint (the latest; the first of `next`)
 
 
-# The closed vocabularies as the types of tool parameters (declared in engram.base.vocab).
-Kind = Literal[vocab.MEMORY_KIND.names]
-Source = Literal[vocab.SOURCE.names]
-TaskStatus = Literal[vocab.TASK_STATUS.names]
-ProgressStatus = Literal[vocab.PROGRESS_STATUS.names]
-Outcome = Literal[vocab.OUTCOME.names]
-Interruption = Literal[vocab.INTERRUPTION.names]
-Depth = Literal[vocab.DEPTH.names]
-Restore = Literal[vocab.RESTORE.names]
-SessionState = Literal[vocab.SESSION_STATE.names]
+# The closed vocabularies as the types of tool parameters (declared in engram.base.vocab). Built
+# at run time, so a type checker sees them as text; the SDK's schemas see the closed lists.
+if TYPE_CHECKING:
+    Kind: TypeAlias = str
+    Source: TypeAlias = str
+    TaskStatus: TypeAlias = str
+    ProgressStatus: TypeAlias = str
+    Outcome: TypeAlias = str
+    Interruption: TypeAlias = str
+    Depth: TypeAlias = str
+    Restore: TypeAlias = str
+    SessionState: TypeAlias = str
+else:
+    Kind = Literal[vocab.MEMORY_KIND.names]
+    Source = Literal[vocab.SOURCE.names]
+    TaskStatus = Literal[vocab.TASK_STATUS.names]
+    ProgressStatus = Literal[vocab.PROGRESS_STATUS.names]
+    Outcome = Literal[vocab.OUTCOME.names]
+    Interruption = Literal[vocab.INTERRUPTION.names]
+    Depth = Literal[vocab.DEPTH.names]
+    Restore = Literal[vocab.RESTORE.names]
+    SessionState = Literal[vocab.SESSION_STATE.names]
 
 
 Id = Annotated[str, Field(description="A memory id, or any unique prefix of 4+ characters.")]

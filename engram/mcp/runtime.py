@@ -18,7 +18,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -367,4 +367,5 @@ class Runtime:
 
 
 def runtime_of(ctx: Context) -> Runtime:
-    return ctx.request_context.lifespan_context
+    # The server's lifespan (engram.mcp.server) yields the Runtime; a bare Context says dict.
+    return cast(Runtime, ctx.request_context.lifespan_context)

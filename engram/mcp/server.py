@@ -156,7 +156,7 @@ def _client_name(params: Any) -> str | None:
     info = params.get("clientInfo") or (params.get("_meta") or {}).get(
         "io.modelcontextprotocol/clientInfo")
     if isinstance(info, dict) and isinstance(info.get("name"), str):
-        return info["name"][:100]
+        return str(info["name"])[:100]
     return None
 
 

@@ -109,13 +109,14 @@ def add_session_tools(server: MCPServer) -> None:
                                                          "working on.")] = None,
         depth: Annotated[Depth,
                          Field(description="How much: brief (a small token budget), "
-                                           "standard (default), full (the whole history).")] = DEPTH.default,
+                                           "standard (default), full (the whole history).")
+                         ] = DEPTH.given,
         since: Annotated[str | None, Field(description="Only events since a date or age "
                                                        "(2d).")] = None,
         restore: Annotated[Restore,
                            Field(description="Which memories come back: selective (default: "
                                              "important ones and failures/gotchas), full, "
-                                             "none.")] = RESTORE.default,
+                                             "none.")] = RESTORE.given,
         max_chars: Annotated[int, Field(ge=1000, le=100_000, description="Cut the Markdown at "
                                                                          "this length.")
                              ] = 20_000,

@@ -147,9 +147,8 @@ def for_agents(resumed: Any) -> str:
     """A resume's Markdown, its note on being cut naming tool parameters, not options."""
     from ..domain.continuity.rehydrate import CUT
 
-    if not resumed.truncated:
-        return resumed.markdown
-    return resumed.markdown.replace(CUT.cli, CUT.mcp)
+    markdown: str = resumed.markdown
+    return markdown.replace(CUT.cli, CUT.mcp) if resumed.truncated else markdown
 
 
 def task_change(result: api.TaskChange) -> TaskChange:

@@ -8,6 +8,7 @@ written concurrently (without seeing the forget) does not bring the memory back.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -15,13 +16,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from ..base.errors import Fix, UsageError, parameter, quote
-from ..base.kinds import (  # noqa: F401  (re-exported: the names belong to memories)
-    DEFAULT_IMPORTANCE,
-    DEFAULT_KIND,
-    DEFAULT_SOURCE,
-    MEMORY_KINDS,
-    SOURCES,
-)
+
+# Re-exported (`as`): the names belong to memories.
+from ..base.kinds import DEFAULT_IMPORTANCE as DEFAULT_IMPORTANCE
+from ..base.kinds import DEFAULT_KIND as DEFAULT_KIND
+from ..base.kinds import DEFAULT_SOURCE as DEFAULT_SOURCE
+from ..base.kinds import MEMORY_KINDS as MEMORY_KINDS
+from ..base.kinds import SOURCES as SOURCES
 from ..base.validation import well_formed
 from ..base.vocab import MEMORY_KIND, SOURCE
 from ..storage import events as ev
@@ -143,7 +144,7 @@ def check_importance(value: float) -> float:
         number = float(value)
     except (TypeError, ValueError):
         raise UsageError(f"importance must be a number from 0 to 1, not {quote(value)}") from None
-    if not 0.0 <= number <= 1.0 or number != number:
+    if not 0.0 <= number <= 1.0 or math.isnan(number):
         raise UsageError(f"importance must be from 0 to 1, not {value}")
     return round(number, 4)
 
@@ -263,7 +264,7 @@ def fold(events: Sequence[ev.Event]) -> Memory | None:
 
 def history(events: Sequence[ev.Event]) -> list[tuple[ev.Event, Memory]]:
     """Every version of a memory: each event with the state right after it."""
-    out = []
+    out: list[tuple[ev.Event, Memory]] = []
     for index, event in enumerate(events):
         state = fold(events[: index + 1])
         if state is not None and (not out or out[-1][1] != state):
@@ -276,7 +277,8 @@ def describe(event: ev.Event) -> str:
     data = event.data
     short = str(data.get("memory", ""))[: ev.SHORT_ID_LEN]
     if event.kind == "memory.created":
-        return f"remember {short} [{data.get('kind', DEFAULT_KIND)}] {ev.one_line(data.get('content', ''))}"
+        kind = data.get("kind", DEFAULT_KIND)
+        return f"remember {short} [{kind}] {ev.one_line(data.get('content', ''))}"
     if event.kind == "memory.updated":
         fields = ", ".join(k for k in _UPDATABLE if k in data)
         text = f": {ev.one_line(data['content'])}" if "content" in data else ""

@@ -115,9 +115,10 @@ def write_beat(local_dir: Path, session_id: str, *, pid: int, context: float | N
 
 def read_beat(local_dir: Path, session_id: str) -> dict[str, Any] | None:
     try:
-        return orjson.loads(beat_path(local_dir, session_id).read_bytes())
+        beat = orjson.loads(beat_path(local_dir, session_id).read_bytes())
     except (FileNotFoundError, orjson.JSONDecodeError):
         return None
+    return beat if isinstance(beat, dict) else None  # a beat file is a JSON object or nothing
 
 
 def drop_beat(local_dir: Path, session_id: str) -> None:

@@ -88,7 +88,8 @@ class Embedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """The unit-length float32 vector of one query."""
-        return self._embed([self.query_prefix + text])[0]
+        vector: np.ndarray = self._embed([self.query_prefix + text])[0]
+        return vector
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         import numpy as np
@@ -99,7 +100,8 @@ class Embedder:
             vectors = np.asarray(self._model.embed(texts), dtype=np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
-        return vectors / norms
+        unit: np.ndarray = vectors / norms
+        return unit
 
 
 _loaded: dict[str, Embedder] = {}
@@ -212,7 +214,7 @@ def file_digest(path: Path) -> str:
     entry = kept.get(key)
     if isinstance(entry, dict) and entry.get("stamp") == stamp and \
             isinstance(entry.get("sha256"), str):
-        return entry["sha256"]
+        return str(entry["sha256"])
     sha = hashlib.sha256()
     with path.open("rb") as handle:
         while block := handle.read(1 << 20):
@@ -377,9 +379,9 @@ class EmbeddingCache:
 
     def count(self, model: str | None = None) -> int:
         if model is None:
-            return self.db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
-        return self.db.execute("SELECT COUNT(*) FROM vectors WHERE model=?",
-                               (model,)).fetchone()[0]
+            return int(self.db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0])
+        return int(self.db.execute("SELECT COUNT(*) FROM vectors WHERE model=?",
+                                   (model,)).fetchone()[0])
 
     def close(self) -> None:
         if self._db is not None:

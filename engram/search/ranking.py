@@ -251,7 +251,7 @@ def words_evidence(share: float, specificity: float, identifiers_found: float) -
     several counts little), times how specific the query's words are in the store; or the
     share of the query's identifiers found verbatim."""
     share = min(1.0, max(0.0, share))
-    return max(share ** WORDS_POWER * specificity, identifiers_found)
+    return max(float(share ** WORDS_POWER) * specificity, identifiers_found)
 
 
 def relevance(meaning: float, words: float, weight_vector: float) -> float:

@@ -168,7 +168,7 @@ class StoreSearch:
         self._held_identity: str | None = None
         self._held_ids: list[str] = []
         self._held_matrix: Any = None  # their vectors stacked, in the order of _held_ids
-        self._background: tuple[Any, Any] | None = None
+        self._background: tuple[Any, np.ndarray] | None = None
 
     @contextmanager
     def lock(self) -> Iterator[None]:
@@ -404,7 +404,8 @@ class StoreSearch:
         saved (compared directly), plus any of `extra_ids`."""
         index = self.vectors(embedder)
         scores = dict(index.search(vector, limit))
-        pending = [(memory_id, None if content is None else embedding_text(kind, tags, content))
+        pending = [(memory_id, None if content is None or kind is None
+                                else embedding_text(kind, tags, content))
                    for memory_id, content, kind, tags in self.projection.dirty_contents()]
         for memory_id, similarity in self._pending_scores(embedder, pending, vector).items():
             scores[memory_id] = similarity

@@ -148,7 +148,8 @@ class OnnxRunner:
             pooled = summed / np.maximum(np.sum(mask, axis=1, keepdims=True), 1e-9)
         if self.normalize:
             pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-        return pooled.astype(np.float32)
+        vectors: np.ndarray = pooled.astype(np.float32)
+        return vectors
 
 
 def length_batches(lengths: Sequence[int], budget: int,

@@ -6,6 +6,7 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -51,10 +52,10 @@ class VectorIndex:
         self.rebuilt = False
         self.index = self._open()
 
-    def _new(self) -> object:
+    def _new(self) -> Any:  # a usearch Index: usearch ships no types
         return usearch_index().Index(ndim=self.dim, metric="cos", dtype="f32")
 
-    def _open(self) -> object:
+    def _open(self) -> Any:
         try:
             meta = json.loads(self.meta_path.read_text())
             if meta.get("identity") == self.identity and meta.get("dim") == self.dim \

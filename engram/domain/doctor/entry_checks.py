@@ -63,7 +63,7 @@ def _stale_entries(root: Path, *, project: bool) -> Iterator[tuple[Path, str, st
         if data is None:
             continue
         table = "mcp_servers" if path.suffix == ".toml" else "mcpServers"
-        for name, entry in _servers(data.get(table)):
+        for name, _entry in _servers(data.get(table)):
             option = "" if name == "engram" else f" --name {name}"
             yield (path, f"MCP server {name!r} runs `python -m engram` without -I, so it",
                    f"`engram mcp install {client}{scope}{option}` rewrites it")

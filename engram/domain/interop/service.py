@@ -111,9 +111,8 @@ class Interop:
         task or session the store holds (see `changes`) is left out and listed in `changes`,
         unless `allow_changes`.
         """
-        from . import changes as ch
-
         from . import Input, Plan, check_format, detect
+        from . import changes as ch
 
         source = Path(path)
         if not source.is_absolute():

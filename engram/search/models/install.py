@@ -219,7 +219,8 @@ def check_against_reference(folder: Path) -> float:
 def _unit(vectors: np.ndarray) -> np.ndarray:
     import numpy as np
 
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    unit: np.ndarray = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return unit
 
 
 def _check_build_tools() -> None:

@@ -122,7 +122,7 @@ def build_mpnet(weights: Path, config: dict[str, Any], out: Path, *,
         def tensor(key: str, shape: tuple[int, ...]) -> np.ndarray:
             if key not in names:
                 raise WeightsError(f"{weights.name} has no tensor {key!r}")
-            value = tensors.get_tensor(key)
+            value: np.ndarray = tensors.get_tensor(key)  # safetensors is untyped
             if tuple(value.shape) != shape or value.dtype != np.float32:
                 raise WeightsError(f"{weights.name}: {key} is {value.dtype}{list(value.shape)}, "
                                    f"not float32{list(shape)}")
