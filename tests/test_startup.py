@@ -112,3 +112,20 @@ def test_personal_memories_of_a_project_stay_in_that_project(tmp_path: Path) -> 
     assert "only in this project" not in done.stdout and "everywhere" in done.stdout
     done = run_engram("list", cwd=tmp_path)  # outside any repository: every memory
     assert "only in this project" in done.stdout and "everywhere" in done.stdout
+
+
+def test_a_reindex_with_nothing_to_embed_loads_no_model(tmp_path: Path) -> None:
+    from conftest import foreign_events
+
+    engram = Engram()
+    engram.init()
+    engram.remember("the cache directory is wiped on every deploy")  # embedded here
+    engram.close()
+    # The ONNX session comes with its tokenizer: without it, no model was loaded.
+    assert "tokenizers" not in loaded("reindex", cwd=tmp_path)
+    foreign_events(Path(os.environ["ENGRAM_HOME"]), {"kind": "memory.created", "data": {
+        "memory": "eeee00000001", "content": "a text no process has embedded", "kind": "fact",
+        "tags": [], "scope": None, "source": "agent-inferred", "importance": 0.5,
+        "valid_from": None, "valid_until": None}})
+    assert "tokenizers" in loaded("reindex", cwd=tmp_path)
+    assert "tokenizers" not in loaded("reindex", cwd=tmp_path)
