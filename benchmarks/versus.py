@@ -16,8 +16,8 @@ Results go to --out (default benchmarks/results/, or benchmarks/results/quick/ w
 `versus.json` (every figure) and `versus.md` (one table, both tools side by side, and notes), for
 a report to include.
 
-Installs. Each tool gets a virtualenv of its own under --work (default benchmarks/.work/,
-git-ignored), made by `python -m venv --without-pip` and filled by this harness's pip
+Installs. Each tool gets a virtualenv of its own under --work (default
+~/.cache/engram-bench/versus/, or $ENGRAM_BENCH_DIR/versus/: outside the checkout), made by `python -m venv --without-pip` and filled by this harness's pip
 (`pip --python VENV install --no-cache-dir ...`), so both columns come from the same pip, the same
 package indexes and a cold pip cache (download included). Install time is venv creation plus that
 one pip command; install size is the disk usage of the whole venv. A venv is kept and reused by
@@ -52,7 +52,9 @@ server in its own venv and a throwaway HOME (git config blanked, no project arou
    both and is reported apart ("first write"); p50/p99 are over the other N-1;
 3. recall: M queries (speed.py's generator), k=10 (`memory_recall` / `recall_memory`), the first
    apart as for writes;
-4. LoCoMo (data: --dataset, default ../shared/data/locomo-dev.json): for each conversation a
+4. LoCoMo (data: --dataset, else found as `dataset_candidates` says; the run stops at once,
+   naming where it looked, when the file is not found and LoCoMo was not left out with
+   `--locomo none`): for each conversation a
    fresh store per tool, every turn written through the tool's MCP server with the near-duplicate
    check off (Engram: `remember.check_duplicates false`; mcp-engram: ENGRAM_DEDUP_THRESHOLD and
    ENGRAM_REINFORCE_THRESHOLD at 1.0, so only identical texts fold), then every question of
@@ -99,9 +101,47 @@ import locomo  # noqa: E402  (benchmarks/locomo.py: dataset loading and scoring)
 import speed  # noqa: E402  (benchmarks/speed.py: the synthetic memories and queries)
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_WORK = REPO / "benchmarks" / ".work"
 DEFAULT_OUT = REPO / "benchmarks" / "results"
-DEFAULT_DATASET = REPO.parent / "shared" / "data" / "locomo-dev.json"
+DATASET_NAME = "locomo-dev.json"
+
+
+def default_work() -> Path:
+    """Where the venvs live unless --work says: $ENGRAM_BENCH_DIR, else
+    $XDG_CACHE_HOME/engram-bench (~/.cache/engram-bench), outside any checkout: the two venvs
+    take about 7 GB."""
+    configured = os.environ.get("ENGRAM_BENCH_DIR")
+    if configured:
+        return Path(configured).expanduser() / "versus"
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "engram-bench" / "versus"
+
+
+def dataset_candidates() -> list[Path]:
+    """Where the LoCoMo file is looked for, in order: $ENGRAM_LOCOMO; `shared/data/` beside this
+    checkout and beside the main checkout of its repository (a linked worktree or a copy made
+    with `git worktree` has its own folder elsewhere); the benchmark cache folder."""
+    found = [Path(os.environ["ENGRAM_LOCOMO"]).expanduser()] if os.environ.get("ENGRAM_LOCOMO") \
+        else []
+    tops = [REPO]
+    try:
+        common = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--git-common-dir"],
+                                capture_output=True, text=True, timeout=30).stdout.strip()
+        if common:
+            tops.append((REPO / common).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    for top in tops:
+        found.append(top.parent / "shared" / "data" / DATASET_NAME)
+        found.append(top / "benchmarks" / "data" / DATASET_NAME)
+    found.append(default_work().parent / DATASET_NAME)
+    return list(dict.fromkeys(found))
+
+
+def find_dataset(given: Path | None) -> Path | None:
+    """The LoCoMo file: `given` (which must exist), else the first candidate that exists."""
+    if given is not None:
+        return given if given.is_file() else None
+    return next((path for path in dataset_candidates() if path.is_file()), None)
 ACTOR = "Bench <bench@example.com>"
 CALL_TIMEOUT = 900.0  # seconds; a first call may load a model on a busy machine
 QUICK_CONVERSATION = "conv-30"  # the smallest of the dev half: 369 turns, 81 questions
@@ -861,8 +901,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="where versus.json and versus.md go (default benchmarks/results/, "
                              "with --quick benchmarks/results/quick/)")
-    parser.add_argument("--work", type=Path, default=DEFAULT_WORK,
-                        help="where the two venvs live (default benchmarks/.work/)")
+    parser.add_argument("--work", "--workdir", dest="work", type=Path, default=None,
+                        help="where the two venvs and the logs live (default "
+                             "$ENGRAM_BENCH_DIR/versus, else ~/.cache/engram-bench/versus)")
     parser.add_argument("--reinstall", action="store_true",
                         help="make both venvs again (and time the installs)")
     parser.add_argument("--runs", type=int, help="repetitions of the timed workload (3)")
@@ -872,7 +913,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--locomo", default=None,
                         help="LoCoMo conversations: comma-separated ids, 'all' (default) or "
                              "'none'")
-    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
+    parser.add_argument("--dataset", type=Path, default=None,
+                        help=f"the LoCoMo file (default: $ENGRAM_LOCOMO, else {DATASET_NAME} "
+                             "in ../shared/data/ beside this checkout or the main one, else in "
+                             "~/.cache/engram-bench/)")
     parser.add_argument("--mcp-engram-spec", default="mcp-engram",
                         help="what to pip install for mcp-engram (e.g. mcp-engram==0.20.1)")
     parser.add_argument("--seed", type=int, default=7)
@@ -894,11 +938,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     quick = args.quick
+    if args.work is None:
+        args.work = default_work()
+    which_locomo = args.locomo or (QUICK_CONVERSATION if quick else "all")
+    if which_locomo != "none":  # a part that cannot run stops the run before anything else
+        dataset = find_dataset(args.dataset)
+        if dataset is None:
+            looked = [args.dataset] if args.dataset is not None else dataset_candidates()
+            parser.error(f"LoCoMo data not found (looked for {', '.join(map(str, looked))}); "
+                         "give it with --dataset FILE or ENGRAM_LOCOMO, or leave LoCoMo out "
+                         "with --locomo none")
+        args.dataset = dataset
     runs = args.runs or (2 if quick else 3)
     writes = args.writes or (30 if quick else 200)
     queries = args.queries or (15 if quick else 100)
     cold = args.cold or (2 if quick else 4)
-    which = args.locomo or (QUICK_CONVERSATION if quick else "all")
+    which = which_locomo
     if writes < 2 or queries < 2 or runs < 1 or cold < 1:
         parser.error("--writes and --queries need at least 2, --runs and --cold at least 1")
 
@@ -948,24 +1003,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     locomo_out: dict[str, Any] = {}
     conv_ids: list[str] = []
     if which != "none":
-        if not args.dataset.exists():
-            log(f"LoCoMo skipped: no {args.dataset}")
-        else:
-            wanted = [] if which == "all" else [w.strip() for w in which.split(",") if w.strip()]
-            conversations = locomo.load_conversations(args.dataset, wanted)
-            conv_ids = [c.sample_id for c in conversations]
-            per_side: dict[str, list[locomo.ConversationRun]] = {s.name: [] for s in sides}
-            for conv in conversations:
-                log(f"LoCoMo {conv.sample_id}: {len(conv.turns)} turns, "
-                    f"{len(conv.questions)} questions")
-                done = anyio.run(locomo_conversation, sides, conv, logs)
-                for side in sides:
-                    run_ = done[side.name]
-                    per_side[side.name].append(run_)
-                    agg = locomo.aggregate(run_.answers["default"])
-                    log(f"  {side.label:10} Hit@5 {100 * agg['hit@5']:.1f}%, write "
-                        f"{1000 * run_.ingest_seconds / max(run_.turns, 1):.1f} ms/turn")
-            locomo_out = {name: summarise_locomo(r) for name, r in per_side.items()}
+        wanted = [] if which == "all" else [w.strip() for w in which.split(",") if w.strip()]
+        conversations = locomo.load_conversations(args.dataset, wanted)
+        conv_ids = [c.sample_id for c in conversations]
+        per_side: dict[str, list[locomo.ConversationRun]] = {s.name: [] for s in sides}
+        for conv in conversations:
+            log(f"LoCoMo {conv.sample_id}: {len(conv.turns)} turns, "
+                f"{len(conv.questions)} questions")
+            done = anyio.run(locomo_conversation, sides, conv, logs)
+            for side in sides:
+                run_ = done[side.name]
+                per_side[side.name].append(run_)
+                agg = locomo.aggregate(run_.answers["default"])
+                log(f"  {side.label:10} Hit@5 {100 * agg['hit@5']:.1f}%, write "
+                    f"{1000 * run_.ingest_seconds / max(run_.turns, 1):.1f} ms/turn")
+        locomo_out = {name: summarise_locomo(r) for name, r in per_side.items()}
 
     result: dict[str, Any] = {
         "benchmark": "versus",

@@ -1,5 +1,5 @@
 """`python -m engram`: the `engram` command, run as a module."""
 
-from .cli.main import main
+from .cli.main import run
 
-main(prog_name="engram")
+run()

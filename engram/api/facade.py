@@ -12,16 +12,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ..domain.continuity.handoffs import Checkpoints
-from ..domain.continuity.lifecycle import Sessions
-from ..domain.continuity.service import Continuity
-from ..domain.interop.service import Interop
-from ..domain.maintenance import Maintenance
-from ..domain.memories import Memories
-from ..domain.records import Records
 from ..domain.workspace import Workspace
 from ..model import memories as mem
 from .citations import CitationReads
+from .lazy import service
 
 if TYPE_CHECKING:
     from ..base.config import Settings, SettingValue
@@ -62,14 +56,16 @@ class Engram(CitationReads):
         actor: str | None = None,
     ) -> None:
         self.workspace = Workspace(cwd=cwd, use=use, session=session, actor=actor)
-        self._records = Records(self.workspace)
-        self._handoffs = Checkpoints(self.workspace)
-        self._sessions = Sessions(self.workspace)
-        self._continuity = Continuity(self.workspace, self._records, self._handoffs,
-                                      self._sessions)
-        self._memories = Memories(self.workspace, self._sessions)
-        self._interop = Interop(self.workspace)
-        self._maintenance = Maintenance(self.workspace)
+
+    # The services, each imported and built when first used (`engram.api.lazy`).
+    _records = service("..domain.records", "Records")
+    _handoffs = service("..domain.continuity.handoffs", "Checkpoints")
+    _sessions = service("..domain.continuity.lifecycle", "Sessions")
+    _continuity = service("..domain.continuity.service", "Continuity",
+                          "_records", "_handoffs", "_sessions")
+    _memories = service("..domain.memories", "Memories", "_sessions")
+    _interop = service("..domain.interop.service", "Interop")
+    _maintenance = service("..domain.maintenance", "Maintenance")
 
     def at(self, rev: str) -> tuple[Engram, list[str]]:
         """The stores as they were at `rev` (a commit, tag, branch or date), read-only, from git

@@ -7,7 +7,9 @@ status; `print_json` prints `--json` output.
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +54,34 @@ class EngramGroup(click.Group):
             ctx.exit(exc.exit_code)
         finally:
             _flush_warnings(ctx)
+
+
+def end_process(code: object) -> None:
+    """End the `engram` process with exit status `code` (what `SystemExit` carries), without
+    the interpreter's teardown when that is safe: the command has returned, so every write is
+    fsynced, due batches are committed and the stores are closed (`open_engram`); what is left
+    is freeing memory and unloading modules, which costs more than many commands' work.
+
+    Output is flushed first; if it cannot be (a closed pipe), or another thread still runs, or
+    the MCP server ran in this process, Python ends as usual. Only the console script calls
+    this: a library user or a test calling `main` keeps its interpreter."""
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # a message: Python prints it and exits with 1
+        echo(str(code), err=True)
+        status = 1
+    if threading.active_count() == 1 and not any(
+            name in sys.modules for name in ("engram.mcp.server", "engram.mcp.http")):
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        else:
+            os._exit(status)
+    sys.exit(status)
 
 
 def _flush_warnings(ctx: click.Context) -> None:

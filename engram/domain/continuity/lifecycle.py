@@ -22,7 +22,6 @@ from ...model.memories import Memory
 from ...storage import events as ev
 from ...storage.store import Store
 from ..workspace import Workspace
-from .handoffs import head_commit
 
 
 class Sessions:
@@ -47,6 +46,8 @@ class Sessions:
                                  "none for a fresh one")
         pid = check_count(pid or None, "pid", PID_MOST) or os.getpid()
         self.workspace.session = session_id
+        from .handoffs import head_commit  # (and the checkpoint machinery) only to start one
+
         self.workspace.emit(store, "session.started", {"session_id": session_id, "agent": agent,
                                               "pid": pid, "head": head_commit(store)})
         sessions.write_beat(store.local_dir, session_id, pid=pid)
