@@ -60,6 +60,7 @@ def render(
     facts: Sequence[Memory] = (),
     since: since_handoff.Since | None = None,
     working: Sequence[FileState] | None = None,
+    more_memories: int = 0,
 ) -> Resume:
     """The resume Markdown. With `max_tokens`, sections are taken by PRIORITY (and a long one
     item by item) until the budget is spent, and what was left out is named at the end;
@@ -123,6 +124,11 @@ def render(
     sections["decisions"] = _memories("Decisions", decisions)
     sections["gotchas"] = _memories("Gotchas", gotchas)
     sections["facts"] = _memories("Facts and preferences of this task", facts)
+    if more_memories:
+        note = (f"- … and {more_memories} more of this task's memories "
+                "(`engram task show` lists them; --depth full brings them)")
+        sections["facts"] = [*(sections["facts"][:-1] or
+                               ["## Facts and preferences of this task", ""]), note, ""]
     sections["memories"] = _memories("Other memories", memories)
     if earlier:
         sections["earlier"] = ["## Earlier checkpoints", "", *[
