@@ -154,6 +154,14 @@ def test_the_depths_differ_brief_is_short_and_full_carries_the_whole_history(
     assert "created: Port the billing jobs" not in shown["standard"]
     assert "- 1 (" in shown["full"].split("## Earlier checkpoints")[1]
     assert "## Earlier checkpoints" not in shown["brief"]
+    for n in range(8):  # brief brings five of the task's memories and says how many it left
+        engram.remember(f"Job {n} runs in the billing pool", kind="fact", task=task.id,
+                        check_duplicates=False)
+    brief = engram.resume(task=task.id, depth="brief").markdown
+    assert "… and 4 more of this task's memories" in brief
+    assert "Jobs keep their cron schedule as it was" in brief  # decisions rank first
+    assert "more of this task's memories" not in engram.resume(task=task.id,
+                                                               depth="full").markdown
 
 
 

@@ -104,7 +104,7 @@ class Synthetic:
                 "must_preserve", "open_questions")},
             "working_set": {"files": [{"path": p, "commit": None} for p in WORKING_SET],
                             "commands": ["make test"], "artifacts": []},
-            "confidence": 0.8})
+            "confidence": 0.8, "head": f"{self.rng.getrandbits(160):040x}"})
 
 
 def build(engram: Engram, tmp: Path, *, memories: int, task_events: int, seed: int = 7) -> str:

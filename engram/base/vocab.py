@@ -167,7 +167,7 @@ OUTCOME = _vocabulary(
 DEPTH = _vocabulary(
     "depth",
     # how much resume brings: events and summaries of earlier checkpoints (None: all), the token
-    # budget filled by priority (None: none), memories beyond the task's own
+    # budget filled by priority (None: none), memories: of the task, and others, each at most
     ("brief", "the last handoff, what happened since, the task's decisions; a small budget",
      {"events": 5, "summaries": 0, "tokens": 1000, "memories": 5}),
     ("standard", "recent history, within a budget",

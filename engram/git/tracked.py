@@ -12,6 +12,7 @@ blob id, which a checkpoint commits and pushes, can only ever be of a file of th
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from ..base.errors import UsageError
 from .repo import open_repository
 
 IN_GIT = "is inside .git/, git's own files"
+_HEX = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 
 def outside(what: str, path: str, fix: str) -> str:
@@ -70,7 +72,7 @@ class TrackedFiles:
         """The commits after `commit` up to HEAD, newest first (at most `limit`), each with the
         files it changed; when this clone lacks `commit` (or none is given), the commits made
         after the time `after`. None when neither can be told."""
-        if commit and self.has_commit(commit):
+        if commit and _HEX.fullmatch(commit) and self.has_commit(commit):
             span = [f"{commit}..HEAD"]
         elif after:
             span = [f"--since={after}", "HEAD"]
@@ -96,7 +98,10 @@ class TrackedFiles:
         return None if self.repo.head_is_unborn else str(self.repo.head.target)
 
     def has_commit(self, commit: str) -> bool:
-        return commit in self.repo
+        try:
+            return commit in self.repo
+        except (ValueError, TypeError, pygit2.GitError):  # not an object id at all
+            return False
 
     def blob_at(self, commit: str, path: str) -> str | None:
         """The blob id of `path` as committed in `commit`, or None if this clone cannot say."""

@@ -67,10 +67,14 @@ def build(service: Continuity, *, store: Store | None, chosen: tasks.Task | None
     events: list[tuple[ev.Event, str]] = []
     interruptions = []
     working: list[workingset.FileState] = []
+    more_memories = 0
     if chosen is not None and store is not None:
         proj = service.workspace.projection(store)
         checkpoint = chosen.latest_checkpoint
-        ranked = taskmemory.for_task(proj, chosen, limit=figures["memories"] * 4)
+        ranked = taskmemory.for_task(proj, chosen, limit=200)
+        # The depth's share of them, best ranked first; how many more there are is said.
+        more_memories = max(0, len(ranked) - figures["memories"])
+        ranked = ranked[:figures["memories"]]
         if checkpoint:
             files = workingset.pinned((checkpoint.get("working_set") or {}).get("files"))
             confidence = cp.confidence(
@@ -131,5 +135,5 @@ def build(service: Continuity, *, store: Store | None, chosen: tasks.Task | None
         gotchas=[m for m in ranked if m.kind in taskmemory.TRAPS],
         facts=[m for m in ranked if m.kind not in ("decision", *taskmemory.TRAPS)],
         memories=others, events=events, interruptions=interruptions, limit=limit,
-        max_tokens=max_tokens, since=after, working=working,
+        max_tokens=max_tokens, since=after, working=working, more_memories=more_memories,
     )

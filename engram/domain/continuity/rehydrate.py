@@ -62,6 +62,7 @@ def render(
     since: since_handoff.Since | None = None,
     working: Sequence[FileState] | None = None,
     freshness: Verdicts | None = None,
+    more_memories: int = 0,
 ) -> Resume:
     """The resume Markdown. With `max_tokens`, sections are taken by PRIORITY (and a long one
     item by item) until the budget is spent, and what was left out is named at the end;
@@ -126,6 +127,11 @@ def render(
     sections["decisions"] = _memories("Decisions", decisions, fresh)
     sections["gotchas"] = _memories("Gotchas", gotchas, fresh)
     sections["facts"] = _memories("Facts and preferences of this task", facts, fresh)
+    if more_memories:
+        note = (f"- … and {more_memories} more of this task's memories "
+                "(`engram task show` lists them; --depth full brings them)")
+        sections["facts"] = [*(sections["facts"][:-1] or
+                               ["## Facts and preferences of this task", ""]), note, ""]
     sections["memories"] = _memories("Other memories", memories, fresh)
     if earlier:
         sections["earlier"] = ["## Earlier checkpoints", "", *[

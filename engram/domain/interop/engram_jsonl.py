@@ -256,7 +256,7 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
             "task": ident, "checkpoint": ident, "seq": seq, "reason": one_of(cp.REASONS),
             "goal": text(blank=True), "summary": text(blank=True),
             **{key: items for key in cp.LIST_FIELDS}, "working_set": working_set,
-            "confidence": share, "origin": origin},
+            "confidence": share, "head": head, "origin": origin},
         "session.started": {**session, "agent": one_of(sessions.AGENTS), "pid": same,
                             "head": head},
         "session.reported": {**session, "reason": one_of(sessions.REASONS, none=True),
