@@ -182,44 +182,44 @@ def test_the_commit_says_what_it_is_and_the_hook_refuses_other_removals(
     assert len(memory_ids(project)) == 12
 
 
-def test_the_hook_lets_doctors_repair_through_and_then_the_month_compacts(
+def test_a_file_with_a_damaged_line_stays_and_the_rest_of_its_month_compacts(
         project: Path) -> None:
     engram = Engram(cwd=project, use="project")
     engram.config_set("compact.files", "0")
-    ids = set(write(engram, 6, "repaired", commit_every=2))
+    ids = set(write(engram, 10, "repaired", commit_every=2))
     assert run_engram("hooks", "install", cwd=project).returncode == 0
     store = project_store(project)
     damaged = store.root / event_files(store)[1]
     with open(damaged, "ab") as handle:
         handle.write(b"<<<<<<< HEAD\n")
     git(project, "commit", "-q", "--no-verify", "-am", "a conflict marker arrives")
-    assert "not compacted" in run_engram("compact", cwd=project).stderr
+    committed = damaged.read_bytes()
     fixed = run_engram("doctor", "--fix", cwd=project)
     assert "set aside 1 damaged line" in fixed.stdout + fixed.stderr
-    # The repair takes a line out of a committed file; the hook lets it through: no event is lost.
-    git(project, "commit", "-q", "-m", "engram: set damaged lines aside", "--",
-        f".engram/{store.rel(damaged)}")
+    assert git(project, "status", "--porcelain", "--", ".engram") == ""  # nothing to commit
     done = run_engram("compact", cwd=project)
     assert done.returncode == 0 and "folded" in done.stdout, done.stdout + done.stderr
+    assert f"{store.rel(damaged)} not compacted" in done.stderr
+    assert damaged.read_bytes() == committed  # its writer's line is left in place
     assert memory_ids(project) == ids
     assert Engram(cwd=project, use="project").verify().ok
 
 
-def test_a_month_with_a_damaged_line_is_left_alone_naming_doctor(project: Path) -> None:
+def test_a_file_with_a_damaged_line_is_left_alone_naming_doctor(project: Path) -> None:
     engram = Engram(cwd=project, use="project")
     engram.config_set("compact.files", "0")
-    write(engram, 6, "damaged", commit_every=2)
+    write(engram, 10, "damaged", commit_every=2)
     store = project_store(project)
     first = store.root / event_files(store)[0]
     with open(first, "ab") as handle:
         handle.write(b'{"not an event"\n')
     git(project, "commit", "-q", "--no-verify", "-am", "a damaged line arrives")
-    before = event_files(store)
+    kept = first.read_bytes()
     done = run_engram("compact", cwd=project)
-    assert done.returncode == 0
-    assert "nothing to compact" in done.stdout
-    assert "not compacted" in done.stderr and "`engram doctor`" in done.stderr
-    assert event_files(store) == before
+    assert done.returncode == 0 and "folded" in done.stdout
+    assert f"{store.rel(first)} not compacted" in done.stderr
+    assert "`engram doctor`" in done.stderr
+    assert first.read_bytes() == kept and store.rel(first) in event_files(store)
 
 
 def test_a_compaction_killed_before_its_commit_loses_nothing_and_the_next_finishes(

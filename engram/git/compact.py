@@ -12,9 +12,10 @@ and removes them, in a single commit that adds the merged file and deletes the o
   merged file, and two clones folding it into different files for a rename/rename conflict. So
   merged files of similar size are folded together later, and a month keeps a few files of
   growing size rather than one that is rewritten every time.
-- A month with a line readers cannot read (invalid JSON, a conflict marker, a torn tail) is not
-  compacted: its lines would have to be dropped or carried unread. `engram doctor` explains and
-  sets them aside; the other months are compacted meanwhile.
+- A file with a line readers cannot read (invalid JSON, a conflict marker, a torn tail) is not
+  folded: its lines would have to be dropped or carried unread, and a committed line is its
+  writer's. It stays as it is (`engram doctor` explains it and sets the line aside in this
+  clone); the month's other files are folded.
 - The merged file is named after its content (`compacted-<sha1>.jsonl`), which no writer uses:
   two clones that compact the same lines make the same file (git merges identical additions),
   and clones that compact different lines make different files (readers dedupe the overlap).
@@ -135,6 +136,12 @@ def plan(store: Store, repo: StoreRepo, *, months: set[str] | None = None
                     path.stat().st_size != blob.size
                     or pygit2.hash(path.read_bytes()) != blob.id)):
                 continue  # not as committed: still open
+            why = _unreadable(blob.data)
+            if why is not None:
+                skipped.append(f"{month}: {rel} not compacted: {why}; it is left as it is "
+                               "(`engram doctor` says what it holds), the month's other files "
+                               "are folded")
+                continue
             sources.append(rel)
         while sources:
             if len(sources) < 2 and all((store.root / rel).exists() for rel in sources):
@@ -148,6 +155,17 @@ def plan(store: Store, repo: StoreRepo, *, months: set[str] | None = None
                 break
             sources = [rel for rel in sources if rel not in found.heavy]
     return plans, skipped
+
+
+def _unreadable(data: bytes) -> str | None:
+    """Why a committed file cannot be folded (a line readers skip), or None."""
+    if data and not data.endswith(b"\n"):
+        return "it ends in a torn line"
+    for number, raw in enumerate(data.split(b"\n")[:-1], 1):
+        found = lines.classify(raw, number)
+        if found.event is None:
+            return f"line {number}: {found.problem}"
+    return None
 
 
 def _fold(store: Store, repo: StoreRepo, month: str, sources: list[str],

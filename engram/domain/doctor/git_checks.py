@@ -15,7 +15,7 @@ from ...base.errors import EngramError
 from ...git.recovery import index_behind
 from ...storage import events as ev
 from ...storage.store import Store, WriterState
-from .event_checks import git_operation, plain_commit, scan
+from .event_checks import git_operation
 from .report import Finding, Host, flag, git_c, restore_command
 
 # -- git ----------------------------------------------------------------------------------------
@@ -40,20 +40,8 @@ def check_git(engram: Host, store: Store) -> list[Finding]:
                                                   "finished (writes go on)", fix))
         out.extend(_removed_while_changed(store))
     pending = repo.pending()
-    repaired = _quarantined(store)
     for rel in pending.refused:
         spec = shlex.quote(store.repo_path(rel))
-        if rel in repaired:
-            kept = (store.root / rel).read_bytes()
-            if not scan(kept).damaged:
-                out.append(Finding(
-                    "repaired", "warning",
-                    "repaired by `engram doctor --fix` (its damaged lines are in quarantine); "
-                    "new events in it wait until the repair is committed",
-                    f"commit the repair with plain git: {plain_commit(store, repo, rel)}",
-                    path=rel,
-                ))
-                continue
         out.append(Finding(
             "committed-changed", "error",
             "changed in its committed part (not by Engram, which only appends); its new "
@@ -138,17 +126,6 @@ def check_lost(engram: Host, store: Store) -> list[Finding]:
         "ledger, and commits them; history is not rewritten",
         auto=True,
     )]
-
-
-def _quarantined(store: Store) -> set[str]:
-    """Event files that `engram doctor --fix` has repaired (from the quarantine manifests)."""
-    found: set[str] = set()
-    for manifest in (store.local_dir / layout.QUARANTINE_DIR).glob("*/manifest.json"):
-        try:
-            found.update(entry["path"] for entry in orjson.loads(manifest.read_bytes()))
-        except (OSError, orjson.JSONDecodeError, TypeError, KeyError):
-            continue
-    return found
 
 
 def _age(seconds: float) -> str:
