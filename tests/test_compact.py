@@ -240,8 +240,16 @@ def test_a_compaction_killed_before_its_commit_loses_nothing_and_the_next_finish
     # The merged file is written and the folded files are gone, uncommitted: every event reads.
     assert len(event_files(store)) == 1
     assert memory_ids(project) == ids
+    # Doctor says so, and names the command that converges (not a restore, not "not read").
+    found = run_engram("doctor", "--json", cwd=project)
+    report = [f for s in json.loads(found.stdout)["stores"] for f in s["findings"]]
+    assert not [f for f in report if f["check"] == "missing-file"], report
+    [unfinished] = [f for f in report if f["check"] == "compaction-unfinished"]
+    assert "not read" not in unfinished["message"]
+    assert unfinished["fix"] == "`engram compact --project` finishes it"
     done = run_engram("compact", cwd=project)
     assert done.returncode == 0, done.stderr
+    assert run_engram("doctor", cwd=project).returncode == 0
     assert len(event_files(store)) == 1
     assert git(project, "status", "--porcelain") == ""
     assert git(project, "ls-files", ".engram/events").count(".jsonl") == 1

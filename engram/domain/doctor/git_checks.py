@@ -48,7 +48,18 @@ def check_git(engram: Host, store: Store) -> list[Finding]:
             "events cannot be committed", f"`{git_c(store)} diff HEAD -- {spec}` shows the "
             f"change; `{restore_command(store, [rel])}` restores the committed lines", path=rel,
         ))
+    folded = _folded_elsewhere(engram, store, repo, pending.missing)
+    if folded:
+        shown = ", ".join(folded[:5]) + (f" and {len(folded) - 5} more" if len(folded) > 5 else "")
+        out.append(Finding(
+            "compaction-unfinished", "warning",
+            f"{len(folded)} committed event file(s) gone from the work tree ({shown}), every "
+            "event of which is read from another file: a compaction was interrupted before "
+            "its commit", f"`engram compact {flag(store)}` finishes it",
+        ))
     for rel in pending.missing:
+        if rel in folded:
+            continue
         out.append(Finding(
             "missing-file", "error", "committed but gone from the work tree; its events are "
             "not read", f"`{restore_command(store, [rel])}`", path=rel,
@@ -126,6 +137,34 @@ def check_lost(engram: Host, store: Store) -> list[Finding]:
         "ledger, and commits them; history is not rewritten",
         auto=True,
     )]
+
+
+def _folded_elsewhere(engram: Host, store: Store, repo: object, missing: list[str]
+                      ) -> list[str]:
+    """The missing committed files whose every event the read model holds from another file
+    (what a compaction killed before its commit leaves)."""
+    from ...storage import lines
+
+    if not missing:
+        return []
+    tree = repo.head_tree()  # type: ignore[attr-defined]
+    if tree is None:
+        return []
+    try:
+        proj = engram.projection(store)
+    except (EngramError, OSError, sqlite3.Error):
+        return []
+    out = []
+    for rel in missing:
+        try:
+            data = tree[store.repo_path(rel)].data
+        except (KeyError, ValueError, AttributeError):
+            continue
+        ids = {line.event.id for line in lines.read(data)[0]
+               if line.problem is None and line.event is not None}
+        if ids and proj.present(ids) == ids:
+            out.append(rel)
+    return out
 
 
 def _age(seconds: float) -> str:
