@@ -90,7 +90,7 @@ def test_a_torn_last_line_is_reported_and_set_aside_by_fix(home_store: Engram) -
     assert fresh.verify().ok
 
 
-def test_conflict_markers_are_set_aside_and_the_repair_committed_with_plain_git(
+def test_committed_conflict_markers_are_set_aside_in_this_clone_never_taken_out_of_history(
         project: Path) -> None:
     engram = Engram(cwd=project)
     one = engram.remember("one", check_duplicates=False)
@@ -103,6 +103,8 @@ def test_conflict_markers_are_set_aside_and_the_repair_committed_with_plain_git(
     path.write_text("".join([lines[0], "<<<<<<< HEAD\n", *lines[1:], "=======\n",
                              ">>>>>>> other\n"]))
     git(project, "commit", "-q", "-am", "merge other")
+    committed = path.read_bytes()
+    head = git(project, "rev-parse", "HEAD")
     (project / "app.py").write_text("print('staged by the user')\n")
     git(project, "add", "app.py")
 
@@ -113,28 +115,30 @@ def test_conflict_markers_are_set_aside_and_the_repair_committed_with_plain_git(
     assert all(f["check"] == "damaged-line" and f["level"] == "error" for f in damaged)
     assert "git conflict marker" in damaged[0]["message"]
     assert "engram doctor --fix --project" in damaged[0]["fix"]
-    assert "`engram commit` refuses" in damaged[0]["fix"]
+    assert "sets it aside in this clone" in damaged[0]["fix"]
+    assert "git " not in damaged[0]["fix"]  # no commit to run
 
     code, report = doctor("--fix", cwd=project)
-    assert code == 1  # repaired, but the repair is not committed yet
-    [repaired] = problems(report)
-    assert repaired["check"] == "repaired" and repaired["path"] == rel
-    assert path.read_text() == "".join(lines)
-    [manifest] = (engram.project.local_dir / "quarantine").glob("*/manifest.json")
-    assert [e["line"] for e in json.loads(manifest.read_text())] == [2, 4, 5]
-
-    [command] = commands(repaired["fix"])
-    assert command.startswith("git -C ") and "commit -m" in command
-    subprocess.run(command, shell=True, check=True, capture_output=True)
-    code, report = doctor(cwd=project)
     assert code == 0 and problems(report) == [], report
+    noted = findings(report, "set-aside")
+    assert [(f["path"], f["line"]) for f in noted] == [(rel, 2), (rel, 4), (rel, 5)]
+    assert all(not commands(f["fix"]) for f in noted)  # nothing to run, nothing to commit
+    assert path.read_bytes() == committed  # the file is left as committed
+    assert git(project, "rev-parse", "HEAD") == head
+    assert git(project, "status", "--porcelain", "--", ".engram") == ""
     assert git(project, "diff", "--cached", "--name-only") == "app.py\n"  # still staged
+    aside = json.loads((engram.project.local_dir / "set-aside.json").read_text())
+    assert sorted(e["line"] for e in aside) == [2, 4, 5]
+
     three = Engram(cwd=project).remember("three", check_duplicates=False)
     [result] = Engram(cwd=project).commit()
     assert result.commit and result.refused == []
+    assert git(project, "show", f"HEAD:.engram/{rel}").encode() == committed
     fresh = Engram(cwd=project)
     assert {m.id for m in fresh.memories()} == {one.id, two.id, three.id}
     assert fresh.verify().ok and fresh.warnings == []
+    code, report = doctor("--fix", cwd=project)  # a second repair changes nothing
+    assert code == 0 and path.read_bytes() == committed
 
 
 def _cut_in_the_middle(lines: list[bytes]) -> list[bytes]:
@@ -154,16 +158,19 @@ def test_a_damaged_line_is_reported_with_file_and_line_and_set_aside(
     path.write_bytes(b"".join(damage(path.read_bytes().splitlines(keepends=True))))
 
     code, report = doctor()
-    [bad] = problems(report)
+    [bad, *lost] = problems(report)
     assert code == 1 and bad["check"] == "damaged-line" and bad["line"] == 2
     assert message in bad["message"] and bad["path"] == home_store.personal.rel(path)
     assert "engram commit --personal` then commits it" in bad["fix"]  # never committed
+    if message == "two lines run together":  # the two events cut short are lost, and said so
+        [gone] = lost
+        assert gone["check"] == "lost-events" and gone["message"].startswith("2 event(s)")
+    else:
+        assert lost == []
 
     code, report = doctor("--fix")
     assert code == 0, report
-    expected = {m.id for m in memories}
-    if message == "two lines run together":
-        expected -= {memories[1].id, memories[2].id}  # their lines were run together
+    expected = {m.id for m in memories}  # the events cut short come back from the ledger
     fresh = Engram()
     assert {m.id for m in fresh.memories()} == expected
     assert fresh.verify().ok

@@ -27,6 +27,7 @@ from ..base.config import (
 from ..base.errors import EngramError, GitError, UsageError
 from ..readmodel.projection import Projection
 from ..storage import events as ev
+from ..storage.reindexing import reindexing
 from ..storage.store import Store, WriterState, require
 from .verify import VerifyReport
 from .workspace import CommitResult, Workspace
@@ -289,44 +290,49 @@ class Maintenance:
         started = time.perf_counter()
         stores: list[StoreReindex] = []
         for store in self.workspace.stores():
-            self.workspace.drop_search(store)
-            proj = self.workspace.cached_projection(store) or Projection(store)
-            try:
-                proj.refresh()  # first, so that events whose files vanished are noted as such
-            except (OSError, EngramError):
-                pass
-            with store.lock():
-                proj.reset()
-                cache = layout.cache_dir(store.local_dir)
-                shutil.rmtree(cache / layout.TEXT_INDEX_DIR, ignore_errors=True)
-                for name in (layout.VECTOR_INDEX, layout.VECTOR_META):
-                    (cache / name).unlink(missing_ok=True)
-            self.workspace.drop_projection(store)
-            proj = self.workspace.projection(store)
-            counts = proj.counts()
-            total = len(proj.all_memory_ids())
-            search = self.workspace.search(store)
-            search.sync_text()
-            report = None
-            embedder = self.workspace.embedder(store)
-            if embedder is not None:
-                done = 0
-
-                def step(count: int, total: int = total, kind: str = store.kind) -> None:
-                    nonlocal done
-                    done += count
-                    if progress is not None:
-                        progress(kind, done, total)
-
-                report = search.sync_vectors(embedder, self.workspace.settings(store), force=True,
-                                             progress=step)
-            stores.append(StoreReindex(store.kind, counts["events"], total,
-                                       report.embedded if report else 0,
-                                       report.reused if report else 0, embedder is not None))
+            with reindexing(store):  # a second reindex of the store waits for the first
+                stores.append(self._reindex_one(store, progress))
         return ReindexReport(
             events=sum(s.events for s in stores), memories=sum(s.memories for s in stores),
             embedded=sum(s.embedded for s in stores), reused=sum(s.reused for s in stores),
             stores=tuple(stores), seconds=round(time.perf_counter() - started, 3))
+
+    def _reindex_one(self, store: Store,
+                     progress: Callable[[str, int, int], None] | None) -> StoreReindex:
+        self.workspace.drop_search(store)
+        proj = self.workspace.cached_projection(store) or Projection(store)
+        try:
+            proj.refresh()  # first, so that events whose files vanished are noted as such
+        except (OSError, EngramError):
+            pass
+        with store.lock():
+            proj.reset()
+            cache = layout.cache_dir(store.local_dir)
+            shutil.rmtree(cache / layout.TEXT_INDEX_DIR, ignore_errors=True)
+            for name in (layout.VECTOR_INDEX, layout.VECTOR_META):
+                (cache / name).unlink(missing_ok=True)
+        self.workspace.drop_projection(store)
+        proj = self.workspace.projection(store)
+        counts = proj.counts()
+        total = len(proj.all_memory_ids())
+        search = self.workspace.search(store)
+        search.sync_text()
+        report = None
+        embedder = self.workspace.embedder(store)
+        if embedder is not None:
+            done = 0
+
+            def step(count: int, total: int = total) -> None:
+                nonlocal done
+                done += count
+                if progress is not None:
+                    progress(store.kind, done, total)
+
+            report = search.sync_vectors(embedder, self.workspace.settings(store), force=True,
+                                         progress=step)
+        return StoreReindex(store.kind, counts["events"], total,
+                            report.embedded if report else 0,
+                            report.reused if report else 0, embedder is not None)
 
     def refresh_indexes(self, *, stores: Sequence[Store] | None = None,
                         progress: Callable[[str, int, int], None] | None = None,

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ..git.compact import is_compacted
-from ..storage import lines
+from ..storage import lines, set_aside
 from ..storage.store import Problem, Store
 
 
@@ -47,12 +47,16 @@ def verify_store(store: Store) -> StoreVerification:
     seen: dict[str, tuple[bytes, str, int]] = {}
     lines_read = events_ok = duplicates = 0
     files = store.event_files()
+    aside = set_aside.load(store)  # damaged committed lines `doctor --fix` set aside here
     for path in files:
         rel = store.rel(path)
         if not _PATH_RE.match(rel):
             problems.append(Problem(rel, 0, "warning",
                                     "not named events/YYYY/MM/<writer>.jsonl"))
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            continue  # gone since the listing (a compaction, a checkout)
         last_clock = -1
         merged = is_compacted(rel)  # clones' lines folded together: equal clocks may meet
         found, torn = lines.read(data, strict=True)
@@ -60,7 +64,8 @@ def verify_store(store: Store) -> StoreVerification:
             lines_read += 1
             number = line.number
             if line.problem is not None:
-                problems.append(Problem(rel, number, "error", line.problem))
+                if not set_aside.is_set_aside(aside, rel, line.raw):
+                    problems.append(Problem(rel, number, "error", line.problem))
                 continue
             event = line.event
             assert event is not None
@@ -81,7 +86,7 @@ def verify_store(store: Store) -> StoreVerification:
                 problems.append(Problem(rel, number, "error",
                                         f"id {event.id} is also at {previous[1]}:{previous[2]} "
                                         "with different content"))
-        if torn:
+        if torn and not set_aside.is_set_aside(aside, rel, torn):
             problems.append(Problem(rel, len(found) + 1, "warning",
                                     "torn last line (a crash mid-write); the next write to "
                                     "this file or `engram doctor --fix` sets it aside"))

@@ -42,6 +42,7 @@ from ..model import tasks
 from ..readmodel import fold
 from ..readmodel.projection import Projection
 from ..storage import events as ev
+from ..storage import set_aside
 from ..storage.store import Store, WriterState, git_c, require
 from .messages import commit_message
 
@@ -243,7 +244,11 @@ class Workspace:
             self.warn(f"{store.root / link} is a symbolic link inside the store; it is not "
                       f"followed, and what it points to is not read; remove it "
                       f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)")
+        aside = set_aside.load(store)
         for problem in proj.problems():
+            if problem.severity == "error" and set_aside.hides(store, aside, problem.path,
+                                                                problem.line):
+                continue  # a damaged committed line `doctor --fix` set aside here
             text = f"{store.root / problem.path}:{problem.line}: {problem.message}"
             if problem.severity == "error":
                 text += "; this line is skipped; `engram doctor` says how to repair it"

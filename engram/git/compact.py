@@ -12,9 +12,14 @@ and removes them, in a single commit that adds the merged file and deletes the o
   merged file, and two clones folding it into different files for a rename/rename conflict. So
   merged files of similar size are folded together later, and a month keeps a few files of
   growing size rather than one that is rewritten every time.
-- A month with a line readers cannot read (invalid JSON, a conflict marker, a torn tail) is not
-  compacted: its lines would have to be dropped or carried unread. `engram doctor` explains and
-  sets them aside; the other months are compacted meanwhile.
+- A file with a line readers cannot read (invalid JSON, a conflict marker, a torn tail) is not
+  folded: its lines would have to be dropped or carried unread, and a committed line is its
+  writer's. It stays as it is (`engram doctor` explains it and sets the line aside in this
+  clone); the month's other files are folded.
+- Two merged files that share most of their lines (two clones compacted the same files at once,
+  each adding some of its own) are folded by the next compaction: the smaller goes, its lines the
+  larger holds are dropped, and the rest (less than half its bytes, so no rename for git) go to a
+  new merged file. Two clones doing so at once make the same change.
 - The merged file is named after its content (`compacted-<sha1>.jsonl`), which no writer uses:
   two clones that compact the same lines make the same file (git merges identical additions),
   and clones that compact different lines make different files (readers dedupe the overlap).
@@ -135,6 +140,12 @@ def plan(store: Store, repo: StoreRepo, *, months: set[str] | None = None
                     path.stat().st_size != blob.size
                     or pygit2.hash(path.read_bytes()) != blob.id)):
                 continue  # not as committed: still open
+            why = _unreadable(blob.data)
+            if why is not None:
+                skipped.append(f"{month}: {rel} not compacted: {why}; it is left as it is "
+                               "(`engram doctor` says what it holds), the month's other files "
+                               "are folded")
+                continue
             sources.append(rel)
         while sources:
             if len(sources) < 2 and all((store.root / rel).exists() for rel in sources):
@@ -147,7 +158,55 @@ def plan(store: Store, repo: StoreRepo, *, months: set[str] | None = None
                 plans.append(found)
                 break
             sources = [rel for rel in sources if rel not in found.heavy]
+        taken = {rel for p in plans if p.month == month for rel in p.sources}
+        merged = [rel for rel in sorted(by_month[month])
+                  if is_compacted(rel) and rel not in taken and rel != live
+                  and (store.root / rel).exists()]
+        overlap = _overlap(month, merged, {rel: repo.repo[committed[rel]].data
+                                           for rel in merged})
+        if overlap is not None:
+            plans.append(overlap)
     return plans, skipped
+
+
+def _overlap(month: str, merged: list[str], data: dict[str, bytes]) -> MonthPlan | None:
+    """Two merged files that share most of their lines (two clones compacted the same files at
+    once, each with some of its own): the smaller is folded away. Its lines the larger holds are
+    dropped, the rest go to a new merged file, which holds less than half of its bytes (so git
+    sees no rename, and two clones doing this at once make the same change)."""
+    held = {rel: set(data[rel].split(b"\n")[:-1]) for rel in merged}
+    if any(_unreadable(data[rel]) for rel in merged):
+        return None
+    order = sorted(merged, key=lambda rel: (len(data[rel]), rel))
+    for small in order:
+        for other in reversed(order):
+            if other == small or len(data[other]) < len(data[small]):
+                continue
+            shared = held[small] & held[other]
+            rest = held[small] - held[other]
+            if not shared or sum(len(raw) + 1 for raw in rest) * 2 >= len(data[small]):
+                continue
+            keyed = {}
+            for raw in rest:
+                event = lines.classify(raw).event
+                assert event is not None  # `_unreadable` let the file through
+                keyed[raw] = (event.clock, event.id)
+            part = sorted(rest, key=lambda raw: (keyed[raw], raw))
+            outputs = [_named(month, part)] if part else []
+            return MonthPlan(month, [small], outputs, events=len({k[1] for k in keyed.values()}),
+                             duplicates=len(shared), heavy=[])
+    return None
+
+
+def _unreadable(data: bytes) -> str | None:
+    """Why a committed file cannot be folded (a line readers skip), or None."""
+    if data and not data.endswith(b"\n"):
+        return "it ends in a torn line"
+    for number, raw in enumerate(data.split(b"\n")[:-1], 1):
+        found = lines.classify(raw, number)
+        if found.event is None:
+            return f"line {number}: {found.problem}"
+    return None
 
 
 def _fold(store: Store, repo: StoreRepo, month: str, sources: list[str],

@@ -8,7 +8,9 @@ ledger of the events that could go missing (`engram.storage.ledger`): every line
 writer appends, and every event the read model drops because its file vanished. An event noted
 there that is in neither the store nor the tip of any branch, tag or remote branch (in any of
 its files: compaction folds the file it was noted in into another) is lost:
-`status` and `doctor` count it, and `recover` writes it back.
+`status` and `doctor` count it, and `recover` writes it back. Lines cut from a file that is still
+there count the same: this clone's writer noted them, the read model noted them as it dropped
+them, or a commit on HEAD's history cut them (`engram.git.cuts` notes those).
 
 Recovery reads the event lines back from git where they are: the reflogs of HEAD and every ref,
 the entries of `git stash list` (their untracked-files commits included), and the objects `git
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.layout import EVENTS_DIR
 from ..storage import events as ev
 from ..storage import lines
+from . import cuts
 from ..storage.ledger import (  # noqa: F401 (note, settle_if_large: the read model's calls)
     Noted,
     ledgers,
@@ -160,6 +163,12 @@ def find(store: Store, proj: Projection) -> LostReport:
     """What is lost from `store` now (`proj` is its read model, refreshed)."""
     from ..storage.store import WriterState
 
+    repo = _open(store)
+    if repo is not None:
+        try:
+            cuts.note_cuts(store, repo)  # lines a commit cut from a file count as lost too
+        except Exception:  # noqa: BLE001 (never fails the caller: only a cut goes unnoticed)
+            pass
     noted = unique(n for worktree, path in ledgers(store)
                     for n in read_ledger(worktree, path))
     present = proj.present({n.event.id for n in noted})
@@ -167,13 +176,16 @@ def find(store: Store, proj: Projection) -> LostReport:
     lost: list[Noted] = []
     elsewhere = 0
     if candidates:
-        repo = _open(store)
         trees = _Trees(store, repo) if repo is not None else None
+        on_disk: dict[str, set[str] | None] = {}
         for item in candidates:
-            if (store.root / item.rel).exists():
-                continue  # changed, not deleted: `verify` and `doctor` report its lines
+            if item.rel not in on_disk:
+                on_disk[item.rel] = _ids_on_disk(store, item.rel)
+            held = on_disk[item.rel]
+            if held is not None and item.event.id in held:
+                continue  # still in its file (read or not): `verify` and `doctor` report it
             if trees is not None and trees.in_head(item.rel, item.event.id):
-                continue  # committed, gone from the work tree only: a missing file
+                continue  # committed, gone from the work tree only: `doctor` says how to restore
             if trees is not None and trees.elsewhere(item.rel, item.event.id):
                 elsewhere += 1
                 continue
@@ -191,10 +203,19 @@ def find(store: Store, proj: Projection) -> LostReport:
     return LostReport(tuple(lost), elsewhere, unrecorded, unrecorded_file)
 
 
+def _ids_on_disk(store: Store, rel: str) -> set[str] | None:
+    """The ids of the events in a file of the work tree (any line that parses), or None if the
+    file is not there."""
+    try:
+        data = (store.root / rel).read_bytes()
+    except OSError:
+        return None
+    return {e.id for e in _events_in(data)}
+
+
 def _file_gone(store: Store, state: Any) -> bool:
-    """The writer's uncommitted file is missing. (Shorter than the writer left it is not git's
-    doing, since git never truncates a file: a line cut out by hand is `doctor`'s finding, and
-    lines `doctor --fix` set aside are in its quarantine.)"""
+    """The writer's uncommitted file is missing. (Lines cut from a file that is there are in
+    the ledger, each counted on its own.)"""
     return not (store.root / state.segment).exists()
 
 

@@ -30,6 +30,9 @@ from .queries import Queries
 from .schema import NOTABLE, VERSION, connect, damaged, dirty_table
 
 
+RESCANS = 8  # scans of the event files one refresh makes when files keep vanishing under it
+
+
 class Projection(Queries):
     """A store's read model: kept up with its event files by `refresh`, read through `Queries`."""
 
@@ -98,17 +101,30 @@ class Projection(Queries):
     def refresh(self) -> RefreshReport:
         self.refreshing = True
         try:
-            report = self._refresh()
+            report = self._rescanning()
         except sqlite3.DatabaseError:
             # A damaged cache is rebuilt, never fatal.
             self.reset()
-            report = self._refresh()
+            report = self._rescanning()
             report.rebuilt = True
         finally:
             self.refreshing = False
         if not self.in_memory:
             lost.settle_if_large(self.store, self)
         return report
+
+    def _rescanning(self) -> RefreshReport:
+        """`_refresh`, scanning again when a file vanished between the scan and its read (a
+        compaction or a checkout in another process): the transaction is rolled back, so the
+        next scan starts from what was committed, and sees the files as they are now."""
+        for attempt in range(RESCANS):
+            try:
+                return self._refresh()
+            except FileNotFoundError:
+                if attempt == RESCANS - 1:
+                    raise
+                time.sleep(0.005 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def rebuild(self) -> None:
         """Start the cache again from the event files (it was found damaged)."""

@@ -19,9 +19,12 @@ It looks at everything a crash, a bad merge, a full disk or a hand edit can leav
 
 Diagnosis repairs nothing (it writes a probe file, removed at once, to learn whether the disk
 takes writes, and brings the read model and the ledger of lost events up to date, as any read
-does). `--fix` applies only the repairs that lose nothing: damaged lines and torn
-tails move to `<git-dir>/engram/quarantine/<time>/` (with a copy of the file as it was) and the
-file is rewritten without them; empty event files, dead processes' temporary files and a stale
+does). `--fix` applies only the repairs that lose nothing, and never takes a line someone
+committed out of a file (nor prints a commit that would): a damaged committed line is set aside in
+this clone (`<git-dir>/engram/set-aside.json`, `engram.storage.set_aside`), and readers read
+around it; damaged lines and torn tails only this clone has move to
+`<git-dir>/engram/quarantine/<time>/` (with a copy of the file as it was) and the file is
+rewritten without them; empty event files, dead processes' temporary files and a stale
 `index.lock` are removed, and git's index entries for Engram's files are brought up to HEAD;
 damaged bookkeeping files are removed and damaged caches rebuilt; missing store files are
 recreated and committed; lost events are written back and committed (`engram recover`).

@@ -15,6 +15,7 @@ from ...base.errors import EngramError
 from ...git.recovery import open_repo
 from ...storage import lines
 from ...storage.store import GITATTRIBUTES_LINE, Store, WriterState
+from ...storage import set_aside
 from .report import HOLD_SECONDS, Finding, Host, flag, git_c, restore_command
 
 # -- event files --------------------------------------------------------------------------------
@@ -74,23 +75,12 @@ def committed_bytes(repo: Any, store: Store, rel: str) -> bytes | None:
     return data if isinstance(data, bytes) else None
 
 
-def plain_commit(store: Store, repo: Any, rel: str) -> str:
-    """The git commands that commit a repaired event file."""
-    path = shlex.quote(store.repo_path(rel))
-    operation = git_operation(repo.busy() if repo is not None else None)
-    if operation:
-        return (f"`{git_c(store)} add -- {path}`, then finish the {operation}: "
-                f"`{git_c(store)} {operation} --continue`")
-    return f"`{git_c(store)} commit -m 'engram: set damaged lines aside' -- {path}`"
-
-
-def after_rewrite(store: Store, repo: Any, rel: str, kept: bytes) -> str:
-    """How the repaired file gets committed: Engram's commit refuses a changed committed part."""
-    committed = committed_bytes(repo, store, rel)
-    if committed is None or kept.startswith(committed):
-        return f"`engram commit {flag(store)}` then commits it"
-    return ("its committed part changes, which `engram commit` refuses: commit it with plain "
-            f"git, {plain_commit(store, repo, rel)}")
+def committed_lines(committed: bytes | None) -> set[bytes]:
+    """The lines (and a torn last line) of a committed event file: someone's committed lines,
+    which no repair takes out."""
+    if not committed:
+        return set()
+    return set(committed.split(b"\n")) - {b""}
 
 
 def check_events(engram: Host, store: Store) -> list[Finding]:
@@ -99,12 +89,15 @@ def check_events(engram: Host, store: Store) -> list[Finding]:
     out: list[Finding] = []
     repo = open_repo(store)
     state = WriterState.load(store)
+    known = set_aside.load(store)
     with _maybe_locked(store):
         reported: set[tuple[str, int]] = set()
         for path in store.event_files():
             rel = store.rel(path)
             try:
                 data = path.read_bytes()
+            except FileNotFoundError:
+                continue  # gone since the listing (a compaction, a checkout)
             except OSError as exc:
                 out.append(Finding("event-file", "error", f"cannot be read ({exc.strerror})",
                                    f"make it readable: `chmod u+r {shlex.quote(str(path))}`",
@@ -121,20 +114,19 @@ def check_events(engram: Host, store: Store) -> list[Finding]:
             found = scan(data)
             if not found.damaged:
                 continue
-            kept = b"".join(found.good)
-            commit_hint = after_rewrite(store, repo, rel, kept)
             if found.crlf:
                 out.append(_line_endings(store, repo, rel, found.crlf))
-            fix = (f"`engram doctor --fix {flag(store)}` moves the line to "
-                   f"{store.local_dir / 'quarantine'}/ (with a copy of the whole file) and "
-                   f"rewrites the file without it; {commit_hint}")
-            for number, _, why in found.bad:
+            theirs = committed_lines(committed_bytes(repo, store, rel))
+            for number, raw, why in found.bad:
                 reported.add((rel, number))
-                out.append(Finding("damaged-line", "error", f"{why}; readers skip this line",
-                                   fix, path=rel, line=number, auto=True))
+                out.append(_damaged(store, known, rel, number, raw, why, raw in theirs))
             if found.torn:
                 number = data.count(b"\n") + 1
                 reported.add((rel, number))
+                if found.torn in theirs:
+                    out.append(_damaged(store, known, rel, number, found.torn,
+                                        f"torn last line ({len(found.torn)} bytes)", True))
+                    continue
                 own = state.segment == rel
                 out.append(Finding(
                     "torn-line", "warning",
@@ -161,6 +153,27 @@ def check_events(engram: Host, store: Store) -> list[Finding]:
             path=problem.path, line=problem.line or None,
         ))
     return out
+
+
+def _damaged(store: Store, known: dict[tuple[str, str], Any], rel: str, number: int,
+             raw: bytes, why: str, committed: bool) -> Finding:
+    """A damaged line: this clone's own (moved to quarantine by the repair), or one someone
+    committed (set aside in this clone, never taken out of the file or its history)."""
+    if committed and set_aside.is_set_aside(known, rel, raw):
+        return Finding("set-aside", "note",
+                       f"{why}; set aside in this clone by `engram doctor --fix`, readers skip it",
+                       "nothing to do here: the line stays as its writer committed it (only "
+                       "they can replace it)", path=rel, line=number)
+    if committed:
+        fix = (f"`engram doctor --fix {flag(store)}` sets it aside in this clone "
+               f"({store.local_dir / set_aside.SET_ASIDE_FILE}); the committed file and its "
+               "history are left as they are")
+    else:
+        fix = (f"`engram doctor --fix {flag(store)}` moves the line to "
+               f"{store.local_dir / 'quarantine'}/ (with a copy of the whole file) and "
+               f"rewrites the file without it; `engram commit {flag(store)}` then commits it")
+    return Finding("damaged-line", "error", f"{why}; readers skip this line", fix, path=rel,
+                   line=number, auto=True)
 
 
 def _line_endings(store: Store, repo: Any, rel: str, count: int) -> Finding:

@@ -15,7 +15,7 @@ from ...base.errors import EngramError
 from ...git.recovery import index_behind
 from ...storage import events as ev
 from ...storage.store import Store, WriterState
-from .event_checks import git_operation, plain_commit, scan
+from .event_checks import git_operation
 from .report import Finding, Host, flag, git_c, restore_command
 from ...base.wording import count as counted
 
@@ -41,27 +41,26 @@ def check_git(engram: Host, store: Store) -> list[Finding]:
                                                   "finished (writes go on)", fix))
         out.extend(_removed_while_changed(store))
     pending = repo.pending()
-    repaired = _quarantined(store)
     for rel in pending.refused:
         spec = shlex.quote(store.repo_path(rel))
-        if rel in repaired:
-            kept = (store.root / rel).read_bytes()
-            if not scan(kept).damaged:
-                out.append(Finding(
-                    "repaired", "warning",
-                    "repaired by `engram doctor --fix` (its damaged lines are in quarantine); "
-                    "new events in it wait until the repair is committed",
-                    f"commit the repair with plain git: {plain_commit(store, repo, rel)}",
-                    path=rel,
-                ))
-                continue
         out.append(Finding(
             "committed-changed", "error",
             "changed in its committed part (not by Engram, which only appends); its new "
             "events cannot be committed", f"`{git_c(store)} diff HEAD -- {spec}` shows the "
             f"change; `{restore_command(store, [rel])}` restores the committed lines", path=rel,
         ))
+    folded = _folded_elsewhere(engram, store, repo, pending.missing)
+    if folded:
+        shown = ", ".join(folded[:5]) + (f" and {len(folded) - 5} more" if len(folded) > 5 else "")
+        out.append(Finding(
+            "compaction-unfinished", "warning",
+            f"{len(folded)} committed event file(s) gone from the work tree ({shown}), every "
+            "event of which is read from another file: a compaction was interrupted before "
+            "its commit", f"`engram compact {flag(store)}` finishes it",
+        ))
     for rel in pending.missing:
+        if rel in folded:
+            continue
         out.append(Finding(
             "missing-file", "error", "committed but gone from the work tree; its events are "
             "not read", f"`{restore_command(store, [rel])}`", path=rel,
@@ -143,15 +142,32 @@ def check_lost(engram: Host, store: Store) -> list[Finding]:
     )]
 
 
-def _quarantined(store: Store) -> set[str]:
-    """Event files that `engram doctor --fix` has repaired (from the quarantine manifests)."""
-    found: set[str] = set()
-    for manifest in (store.local_dir / layout.QUARANTINE_DIR).glob("*/manifest.json"):
+def _folded_elsewhere(engram: Host, store: Store, repo: object, missing: list[str]
+                      ) -> list[str]:
+    """The missing committed files whose every event the read model holds from another file
+    (what a compaction killed before its commit leaves)."""
+    from ...storage import lines
+
+    if not missing:
+        return []
+    tree = repo.head_tree()  # type: ignore[attr-defined]
+    if tree is None:
+        return []
+    try:
+        proj = engram.projection(store)
+    except (EngramError, OSError, sqlite3.Error):
+        return []
+    out = []
+    for rel in missing:
         try:
-            found.update(entry["path"] for entry in orjson.loads(manifest.read_bytes()))
-        except (OSError, orjson.JSONDecodeError, TypeError, KeyError):
+            data = tree[store.repo_path(rel)].data
+        except (KeyError, ValueError, AttributeError):
             continue
-    return found
+        ids = {line.event.id for line in lines.read(data)[0]
+               if line.problem is None and line.event is not None}
+        if ids and proj.present(ids) == ids:
+            out.append(rel)
+    return out
 
 
 def _age(seconds: float) -> str:

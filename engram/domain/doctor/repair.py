@@ -16,10 +16,12 @@ from ...base import layout
 from ...base.errors import EngramError
 from ...base.files import atomic_write
 from ...git.recovery import open_repo, recover_interrupted_commit
+from ...storage import lines
 from ...storage.store import Store
 from .attribute_checks import fix_attributes
 from .cache_checks import cache_lock, damaged_caches, local_state_problems
-from .event_checks import after_rewrite, committed_bytes, scan
+from ...storage import set_aside
+from .event_checks import committed_bytes, committed_lines, scan
 from .report import SKELETON, Finding, Fresh, Host, flag
 from .store_checks import stale_temp_files
 from ...base.wording import count
@@ -64,49 +66,90 @@ def repair(engram: Host, store: Store, findings: list[Finding],
 
 
 def _quarantine(store: Store) -> list[str]:
-    """Move damaged lines and torn tails out of event files, keeping the originals."""
+    """Move damaged lines and torn tails that only this clone has out of the event files
+    (keeping the originals in quarantine), and set aside in this clone, without touching them,
+    those someone committed: a repair never takes a committed line out of history."""
     done = []
     folder: Path | None = None
     manifest: list[dict[str, Any]] = []
     repo = open_repo(store)
     for path in store.event_files():
-        data = path.read_bytes()
-        if not data and committed_bytes(repo, store, store.rel(path)) is None:
-            path.unlink()
-            done.append(f"{store.rel(path)}: removed (empty, left by a killed process)")
+        rel = store.rel(path)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            continue  # gone since the listing (a compaction, a checkout): nothing to repair
+        committed = committed_bytes(repo, store, rel)
+        if not data and committed is None:
+            path.unlink(missing_ok=True)
+            done.append(f"{rel}: removed (empty, left by a killed process)")
             continue
-        found = scan(data)
-        if not found.damaged:
+        if not scan(data).damaged:
+            continue
+        theirs = committed_lines(committed)
+        found, torn = lines.read(data)
+        kept: list[bytes] = []
+        removed: list[tuple[int, bytes, str]] = []
+        aside: list[tuple[int, bytes, str]] = []
+        crlf = 0
+        for line in found:
+            if line.problem is not None:
+                (aside if line.raw in theirs else removed).append(
+                    (line.number, line.raw, line.problem))
+                if line.raw in theirs:
+                    kept.append(line.raw + b"\n")
+            elif line.note == lines.CRLF and (committed is None or line.raw[:-1] in theirs):
+                crlf += 1
+                kept.append(line.raw[:-1] + b"\n")
+            else:
+                kept.append(line.raw + b"\n")
+        if torn and torn in theirs:
+            aside.append((data.count(b"\n") + 1, torn, "torn last line"))
+            kept.append(torn)
+            torn = b""
+        done += _set_aside(store, rel, aside)
+        if not (removed or torn or crlf):
             continue
         if folder is None:
             folder = store.local_dir / layout.QUARANTINE_DIR / \
                 f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-        rel = store.rel(path)
         backup = folder / rel
         backup.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, backup)
-        bad = b"".join(line + b"\n" for _, line, _ in found.bad) + found.torn
+        bad = b"".join(line + b"\n" for _, line, _ in removed) + torn
         backup.with_name(backup.name + ".bad").write_bytes(bad)
-        kept = b"".join(found.good)
-        atomic_write(path, kept, temp=path.with_name(f".{path.name}.doctor.{os.getpid()}.tmp"))
-        for number, line, why in found.bad:
+        atomic_write(path, b"".join(kept),
+                     temp=path.with_name(f".{path.name}.doctor.{os.getpid()}.tmp"))
+        for number, line, why in removed:
             manifest.append({"path": rel, "line": number, "problem": why,
                              "bytes": len(line) + 1})
-        if found.torn:
+        if torn:
             manifest.append({"path": rel, "line": data.count(b"\n") + 1,
-                             "problem": "torn last line", "bytes": len(found.torn)})
-        parts = [f"{len(found.bad)} damaged line(s)"] if found.bad else []
-        if found.torn:
+                             "problem": "torn last line", "bytes": len(torn)})
+        parts = [f"{len(removed)} damaged line(s)"] if removed else []
+        if torn:
             parts.append("a torn last line")
         if not parts:
-            done.append(f"{rel}: wrote {found.crlf} line(s) back with LF endings (the file as "
-                        f"it was: {backup}); {after_rewrite(store, repo, rel, kept)}")
+            done.append(f"{rel}: wrote {crlf} line(s) back with LF endings (the file as "
+                        f"it was: {backup}); `engram commit {flag(store)}` then commits it")
             continue
         done.append(f"{rel}: set aside {' and '.join(parts)} in {folder} (the file as it was: "
-                    f"{backup}); {after_rewrite(store, repo, rel, kept)}")
+                    f"{backup}); `engram commit {flag(store)}` then commits it")
     if folder is not None:
         (folder / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     return done
+
+
+def _set_aside(store: Store, rel: str, bad: list[tuple[int, bytes, str]]) -> list[str]:
+    """Record damaged committed lines as set aside in this clone; the file is not changed."""
+    if not bad:
+        return []
+    added = set_aside.record(store, rel, bad)
+    if not added:
+        return []
+    return [f"{rel}: set aside {added} damaged line(s) of its committed part in this clone "
+            f"({store.local_dir / set_aside.SET_ASIDE_FILE}); readers skip them, and the file "
+            "is left as its writer committed it"]
 
 
 def _remove_leftovers(store: Store) -> list[str]:

@@ -1,0 +1,44 @@
+"""One `engram reindex` of a store at a time.
+
+A reindex removes a store's caches (read model, word index, vector index) and builds them again;
+two at once would each remove what the other is building. The second waits for the first on an
+advisory lock in the cache folder (`<git-dir>/engram/cache/reindex.lock`), then rebuilds from
+the event files as they are then; neither fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ..base import layout
+
+if TYPE_CHECKING:
+    from .store import Store
+
+REINDEX_LOCK = "reindex.lock"  # in the cache folder: one reindex of a store at a time
+
+
+@contextlib.contextmanager
+def reindexing(store: Store) -> Iterator[None]:
+    """Hold the store's reindex lock: a second `engram reindex` waits for the first (each
+    removes and rebuilds the caches the other would be building)."""
+    folder = layout.cache_dir(store.local_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = open(folder / REINDEX_LOCK, "ab")  # noqa: SIM115 (held for the block)
+    except OSError:
+        yield  # a read-only store: its caches are in memory, nothing to share
+        return
+    with handle:
+        try:
+            import fcntl
+        except ImportError:  # no advisory locks here
+            yield
+            return
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
