@@ -164,7 +164,7 @@ def test_a_damaged_line_is_reported_with_file_and_line_and_set_aside(
     assert "engram commit --personal` then commits it" in bad["fix"]  # never committed
     if message == "two lines run together":  # the two events cut short are lost, and said so
         [gone] = lost
-        assert gone["check"] == "lost-events" and gone["message"].startswith("2 event(s)")
+        assert gone["check"] == "lost-events" and gone["message"].startswith("2 events ")
     else:
         assert lost == []
 
