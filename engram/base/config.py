@@ -132,6 +132,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("search.vector_flush", 256, int,
                 "Fold changed memories into the saved vector index once this many are pending.",
                 minimum=1, maximum=100_000),
+        Setting("search.exact_below", 10_000, int,
+                "Below this many saved vectors, recall compares the query with every one "
+                "(exact, no memory unreachable); from it on, it searches the HNSW graph.",
+                minimum=0, maximum=10_000_000),
         Setting("recall.weight_vector", 0.4, float,
                 "Meaning against words in relevance: 0.5 counts both in full, 1 meaning only, "
                 "0 words only.",

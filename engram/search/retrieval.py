@@ -377,7 +377,8 @@ class StoreSearch:
                       limit: int, extra_ids: Sequence[str] = ()) -> dict[str, float]:
         """Cosine similarity of the best `limit` memories, plus any of `extra_ids`."""
         self.sync_vectors(embedder, settings)
-        return self._scores(embedder, query_vector, limit, extra_ids)
+        return self._scores(embedder, query_vector, limit, extra_ids,
+                            exact_below=settings["search.exact_below"])
 
     def nearest(self, embedder: Embedder, vector: np.ndarray,
                 limit: int = 5) -> list[tuple[str, float]]:
@@ -387,11 +388,15 @@ class StoreSearch:
         return sorted(scores.items(), key=lambda item: item[1], reverse=True)[:limit]
 
     def _scores(self, embedder: Embedder, vector: np.ndarray, limit: int,
-                extra_ids: Sequence[str] = ()) -> dict[str, float]:
+                extra_ids: Sequence[str] = (), *, exact_below: int | None = None,
+                ) -> dict[str, float]:
         """Cosine similarity from the saved index, corrected for memories changed since it was
         saved (compared directly), plus any of `extra_ids`."""
+        from .vectors import EXACT_BELOW
+
         index = self.vectors(embedder)
-        scores = dict(index.search(vector, limit))
+        scores = dict(index.search(vector, limit,
+                                   EXACT_BELOW if exact_below is None else exact_below))
         pending = [(memory_id, None if content is None else embedding_text(kind, tags, content))
                    for memory_id, content, kind, tags in self.projection.dirty_contents()]
         for memory_id, similarity in self._pending_scores(embedder, pending, vector).items():
