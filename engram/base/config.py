@@ -154,6 +154,11 @@ SETTINGS: dict[str, Setting] = {
                 "Memories written together are context for each other: a result written next "
                 "to a relevant one gains this share of its relevance (0 turns it off).",
                 minimum=0, maximum=1),
+        Setting("recall.background_sample", 256, int,
+                "Memories of the store sampled into the background a query's meaning is "
+                "calibrated against, besides the fixed sentences shipped with Engram (0: the "
+                "fixed sentences only, so a score does not move with what else the store holds).",
+                minimum=0, maximum=4096),
         Setting("recall.candidates", 100, int,
                 "Candidates taken from each index before fusing and filtering.", minimum=1,
                 maximum=10_000),

@@ -353,7 +353,7 @@ class StoreSearch:
                 raise
             return hits, max((score for _, score in hits), default=0.0), 1.0
 
-    def background(self, embedder: Embedder) -> np.ndarray:
+    def background(self, embedder: Embedder, sample: int = BACKGROUND_SAMPLE) -> np.ndarray:
         """Vectors that stand for ordinary text, for calibrating a query's cosine similarities:
         a fixed set of sentences shipped with Engram and a sample of this store's memories
         (the same sample whatever state the caches are in)."""
@@ -361,11 +361,12 @@ class StoreSearch:
 
         # Kept while the sample's ids stay the same (an edit of a sampled memory hardly moves
         # the background); a new process reads it afresh.
-        key = (embedder.identity, tuple(self.projection.sample_ids(BACKGROUND_SAMPLE)))
+        key = (embedder.identity, tuple(self.projection.sample_ids(sample)) if sample > 0 else ())
         if self._background is not None and self._background[0] == key:
             return self._background[1]
         texts = [embedding_text(kind, tags, content)
-                 for _, content, kind, tags in self.projection.sample(BACKGROUND_SAMPLE)]
+                 for _, content, kind, tags in
+                 (self.projection.sample(sample) if sample > 0 else [])]
         lines = [line.strip() for line in BACKGROUND_FILE.read_text("utf-8").splitlines()]
         vectors, _ = embed_with_cache(embedder, self.embeddings,
                                       [x for x in lines if x] + texts)
