@@ -129,12 +129,21 @@ def test_supersede_retires_the_old_memory_from_recall(home_store: Engram) -> Non
     assert old.id in ranked(engram, "API port", include_forgotten=True)
 
 
-def test_decayed_memories_are_left_out_but_not_deleted(home_store: Engram) -> None:
-    old = home_store.remember("The staging database password rotates monthly", kind="note",
-                              at="2000-01-01")
+def test_age_orders_recall_but_never_hides_a_memory(home_store: Engram) -> None:
+    """A three-year-old failure is still the answer to an exact question about it, ranked
+    after a young memory as relevant; leaving old memories out is a setting the user chooses."""
+    old = home_store.remember("Upgrading Celery to 5.3 failed: the beat scheduler lost every "
+                              "periodic task", kind="failure", at="1095d")
+    young = home_store.remember("Upgrading Celery to 5.3 failed: the beat scheduler lost every "
+                                "periodic task again", kind="failure",
+                                check_duplicates=False)
     engram = Engram()
-    assert old.id not in ranked(engram, "staging database rotates")
-    assert old.id in ranked(engram, "staging database rotates", include_decayed=True)
+    found = ranked(engram, "what failed when we upgraded Celery")
+    assert old.id in found and found.index(young.id) < found.index(old.id)
+    engram.config_set("recall.strength_floor", "0.01")
+    engram = Engram()
+    assert old.id not in ranked(engram, "what failed when we upgraded Celery")
+    assert old.id in ranked(engram, "what failed when we upgraded Celery", include_decayed=True)
     assert engram.get(old.id).status == "active"
 
 

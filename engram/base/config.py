@@ -143,8 +143,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("recall.weight_strength", 0.15, float,
                 "How much memory strength (recency, importance, reinforcement) moves the rank.",
                 minimum=0, maximum=1),
-        Setting("recall.strength_floor", 0.01, float,
-                "Memories whose strength decayed below this are left out of recall (not deleted).",
+        Setting("recall.strength_floor", 0.0, float,
+                "Memories whose strength decayed below this are left out of recall (not "
+                "deleted); 0, the default, leaves none out for its age: age only orders.",
                 minimum=0, maximum=1),
         Setting("recall.min_relevance", 0.05, float,
                 "Results less relevant than this are dropped (calibrated 0 to 1: 0.5 = probably "
