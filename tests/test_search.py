@@ -129,12 +129,21 @@ def test_supersede_retires_the_old_memory_from_recall(home_store: Engram) -> Non
     assert old.id in ranked(engram, "API port", include_forgotten=True)
 
 
-def test_decayed_memories_are_left_out_but_not_deleted(home_store: Engram) -> None:
-    old = home_store.remember("The staging database password rotates monthly", kind="note",
-                              at="2000-01-01")
+def test_age_orders_recall_but_never_hides_a_memory(home_store: Engram) -> None:
+    """A three-year-old failure is still the answer to an exact question about it, ranked
+    after a young memory as relevant; leaving old memories out is a setting the user chooses."""
+    old = home_store.remember("Upgrading Celery to 5.3 failed: the beat scheduler lost every "
+                              "periodic task", kind="failure", at="1095d")
+    young = home_store.remember("Upgrading Celery to 5.3 failed: the beat scheduler lost every "
+                                "periodic task again", kind="failure",
+                                check_duplicates=False)
     engram = Engram()
-    assert old.id not in ranked(engram, "staging database rotates")
-    assert old.id in ranked(engram, "staging database rotates", include_decayed=True)
+    found = ranked(engram, "what failed when we upgraded Celery")
+    assert old.id in found and found.index(young.id) < found.index(old.id)
+    engram.config_set("recall.strength_floor", "0.01")
+    engram = Engram()
+    assert old.id not in ranked(engram, "what failed when we upgraded Celery")
+    assert old.id in ranked(engram, "what failed when we upgraded Celery", include_decayed=True)
     assert engram.get(old.id).status == "active"
 
 
@@ -254,3 +263,30 @@ def test_a_question_naming_a_month_finds_memories_about_it(home_store: Engram) -
                         check_duplicates=False)
     hits = Engram().recall("what did we migrate in May 2023", k=1, include_decayed=True)
     assert hits[0].memory.id == may.id
+
+
+def test_every_vector_is_found_by_itself_below_the_exact_search_size(tmp_path: Path) -> None:
+    """Below `search.exact_below` vectors a query is compared with every one of them: no memory
+    is left unreachable by meaning, even among many near-identical vectors (where the HNSW graph
+    can miss some), and the approximate graph is still what answers from that size on."""
+    import numpy as np
+
+    from engram.search.vectors import EXACT_BELOW, VectorIndex, id_of
+
+    rng = np.random.default_rng(5)
+    centres = rng.standard_normal((20, 384)).astype(np.float32)
+    vectors = centres[rng.integers(0, 20, 600)] + \
+        0.05 * rng.standard_normal((600, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [id_of(1_000_000 + n) for n in range(len(vectors))]
+    index = VectorIndex(tmp_path / "vectors.usearch", "test-model", 384)
+    index.update(dict(zip(ids, vectors, strict=True)), [])
+    assert len(index) < EXACT_BELOW
+    missed = [memory_id for memory_id, vector in zip(ids, vectors, strict=True)
+              if index.search(vector, 1)[0][0] != memory_id]
+    assert missed == []
+    top = index.search(vectors[0], 10)
+    assert top[0] == (ids[0], pytest.approx(1.0, abs=1e-4))
+    assert [s for _, s in top] == sorted((s for _, s in top), reverse=True)
+    # From the size setting on, the graph answers (approximate, so only the best is checked).
+    assert index.search(vectors[0], 10, exact_below=0)[0][0] == ids[0]

@@ -132,6 +132,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("search.vector_flush", 256, int,
                 "Fold changed memories into the saved vector index once this many are pending.",
                 minimum=1, maximum=100_000),
+        Setting("search.exact_below", 10_000, int,
+                "Below this many saved vectors, recall compares the query with every one "
+                "(exact, no memory unreachable); from it on, it searches the HNSW graph.",
+                minimum=0, maximum=10_000_000),
         Setting("recall.weight_vector", 0.4, float,
                 "Meaning against words in relevance: 0.5 counts both in full, 1 meaning only, "
                 "0 words only.",
@@ -139,8 +143,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("recall.weight_strength", 0.15, float,
                 "How much memory strength (recency, importance, reinforcement) moves the rank.",
                 minimum=0, maximum=1),
-        Setting("recall.strength_floor", 0.01, float,
-                "Memories whose strength decayed below this are left out of recall (not deleted).",
+        Setting("recall.strength_floor", 0.0, float,
+                "Memories whose strength decayed below this are left out of recall (not "
+                "deleted); 0, the default, leaves none out for its age: age only orders.",
                 minimum=0, maximum=1),
         Setting("recall.min_relevance", 0.05, float,
                 "Results less relevant than this are dropped (calibrated 0 to 1: 0.5 = probably "
@@ -150,6 +155,11 @@ SETTINGS: dict[str, Setting] = {
                 "Memories written together are context for each other: a result written next "
                 "to a relevant one gains this share of its relevance (0 turns it off).",
                 minimum=0, maximum=1),
+        Setting("recall.background_sample", 256, int,
+                "Memories of the store sampled into the background a query's meaning is "
+                "calibrated against, besides the fixed sentences shipped with Engram (0: the "
+                "fixed sentences only, so a score does not move with what else the store holds).",
+                minimum=0, maximum=4096),
         Setting("recall.candidates", 100, int,
                 "Candidates taken from each index before fusing and filtering.", minimum=1,
                 maximum=10_000),

@@ -102,7 +102,7 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
             query_vectors[embedder.identity] = embedder.embed_query(query)
         vector = query_vectors[embedder.identity]
         cosines = search.vector_scores(embedder, settings, vector, limit, extra_ids=list(bm25))
-        sims = search.background(embedder) @ vector
+        sims = search.background(embedder, settings["recall.background_sample"]) @ vector
         background = ranking.Background.of(sims)
     weight = settings["recall.weight_vector"] if embedder is not None else 0.0
     ids = list(dict.fromkeys([*bm25, *cosines]))

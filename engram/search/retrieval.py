@@ -365,7 +365,7 @@ class StoreSearch:
                 raise
             return hits, max((score for _, score in hits), default=0.0), 1.0
 
-    def background(self, embedder: Embedder) -> np.ndarray:
+    def background(self, embedder: Embedder, sample: int = BACKGROUND_SAMPLE) -> np.ndarray:
         """Vectors that stand for ordinary text, for calibrating a query's cosine similarities:
         a fixed set of sentences shipped with Engram and a sample of this store's memories
         (the same sample whatever state the caches are in)."""
@@ -373,11 +373,12 @@ class StoreSearch:
 
         # Kept while the sample's ids stay the same (an edit of a sampled memory hardly moves
         # the background); a new process reads it afresh.
-        key = (embedder.identity, tuple(self.projection.sample_ids(BACKGROUND_SAMPLE)))
+        key = (embedder.identity, tuple(self.projection.sample_ids(sample)) if sample > 0 else ())
         if self._background is not None and self._background[0] == key:
             return self._background[1]
         texts = [embedding_text(kind, tags, content)
-                 for _, content, kind, tags in self.projection.sample(BACKGROUND_SAMPLE)]
+                 for _, content, kind, tags in
+                 (self.projection.sample(sample) if sample > 0 else [])]
         lines = [line.strip() for line in BACKGROUND_FILE.read_text("utf-8").splitlines()]
         vectors, _ = embed_with_cache(embedder, self.embeddings,
                                       [x for x in lines if x] + texts)
@@ -389,7 +390,8 @@ class StoreSearch:
                       limit: int, extra_ids: Sequence[str] = ()) -> dict[str, float]:
         """Cosine similarity of the best `limit` memories, plus any of `extra_ids`."""
         self.sync_vectors(embedder, settings)
-        return self._scores(embedder, query_vector, limit, extra_ids)
+        return self._scores(embedder, query_vector, limit, extra_ids,
+                            exact_below=settings["search.exact_below"])
 
     def nearest(self, embedder: Embedder, vector: np.ndarray,
                 limit: int = 5) -> list[tuple[str, float]]:
@@ -399,11 +401,15 @@ class StoreSearch:
         return sorted(scores.items(), key=lambda item: item[1], reverse=True)[:limit]
 
     def _scores(self, embedder: Embedder, vector: np.ndarray, limit: int,
-                extra_ids: Sequence[str] = ()) -> dict[str, float]:
+                extra_ids: Sequence[str] = (), *, exact_below: int | None = None,
+                ) -> dict[str, float]:
         """Cosine similarity from the saved index, corrected for memories changed since it was
         saved (compared directly), plus any of `extra_ids`."""
+        from .vectors import EXACT_BELOW
+
         index = self.vectors(embedder)
-        scores = dict(index.search(vector, limit))
+        scores = dict(index.search(vector, limit,
+                                   EXACT_BELOW if exact_below is None else exact_below))
         pending = [(memory_id, None if content is None or kind is None
                                 else embedding_text(kind, tags, content))
                    for memory_id, content, kind, tags in self.projection.dirty_contents()]

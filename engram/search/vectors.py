@@ -14,6 +14,10 @@ from ..base.files import atomic_write, temp_path
 from ..storage.events import CROCKFORD
 from . import usearch_index
 
+# Below this many vectors a query is compared with every one of them (a few milliseconds at
+# tens of thousands of 384-d vectors) rather than walked through the HNSW graph, which can
+# leave a memory unreachable. The default of `search.exact_below`.
+EXACT_BELOW = 10_000
 _CROCKFORD = CROCKFORD.lower()  # entity ids are lower case
 # Crockford digits to the digits int(..., 32) reads; every other ASCII character to one it refuses.
 _TO_DIGITS = {code: "!" for code in range(128)}
@@ -90,10 +94,15 @@ class VectorIndex:
                 "complete": True, "file": file_stamp(self.path)}
         atomic_write(self.meta_path, json.dumps(meta), durable=False)
 
-    def search(self, vector: np.ndarray, limit: int) -> list[tuple[str, float]]:
+    def search(self, vector: np.ndarray, limit: int,
+               exact_below: int = EXACT_BELOW) -> list[tuple[str, float]]:
+        """The `limit` nearest memories: compared with every vector (exact, so none is
+        unreachable) while the index holds fewer than `exact_below`, from the HNSW graph
+        (approximate) beyond."""
         if len(self.index) == 0:
             return []
-        matches = self.index.search(vector.astype(np.float32), min(limit, len(self.index)))
+        matches = self.index.search(vector.astype(np.float32), min(limit, len(self.index)),
+                                    exact=len(self.index) < exact_below, threads=1)
         return [(id_of(int(key)), 1.0 - float(distance))
                 for key, distance in zip(matches.keys, matches.distances, strict=True)]
 
