@@ -1,6 +1,6 @@
 """What checking freshness costs recall: p50 with and without it, at 100,000 memories.
 
-    .venv/bin/python benchmarks/citations.py                  # 100k memories (builds the store once)
+    .venv/bin/python benchmarks/citations.py                 # 100k memories (builds the store once)
     .venv/bin/python benchmarks/citations.py --memories 10000 # quicker
 
 A personal store of N memories is built in bulk (benchmarks/bulkstore.py, random vectors in the
@@ -27,9 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import onnxruntime  # noqa: E402,F401  (before usearch, see engram.search.usearch_index)
-
 import bulkstore  # noqa: E402
+import onnxruntime  # noqa: E402,F401  (before usearch, see engram.search.usearch_index)
 import speed  # noqa: E402
 from bulkstore import StoreSpec  # noqa: E402
 

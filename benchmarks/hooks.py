@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     floor: list[int] = []
     times: dict[str, list[int]] = {name: [] for name in hooks}
     added = 0
-    for name, (hook, make) in hooks.items():  # one warm-up run each (page cache, pyc files)
+    for hook, make in hooks.values():  # one warm-up run each (page cache, pyc files)
         run([*python, "-m", "engram.hooks", hook], make(), repo)
     for _ in range(args.runs):
         floor.append(run([*python, "-c", "pass"], None, repo)[0])

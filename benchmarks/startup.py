@@ -138,7 +138,8 @@ def measure(memories: int, runs: int, baseline: Path | None = None) -> dict[str,
                      **({"baseline_ms": round(1000 * median[name + BASELINE], 1),
                          "baseline_ratio": round(median[name + BASELINE] / floor, 2)}
                         if baseline is not None else {})})
-    return {"memories": memories, "runs": runs, "baseline": str(baseline) if baseline else None, "python_c_pass_ms": round(1000 * median[FLOOR], 1),
+    return {"memories": memories, "runs": runs, "baseline": str(baseline) if baseline else None,
+            "python_c_pass_ms": round(1000 * median[FLOOR], 1),
             "loadavg": os.getloadavg(), "rows": rows,
             "all_s": {name: [round(v, 4) for v in values] for name, values in times.items()}}
 

@@ -17,7 +17,8 @@ Results go to --out (default benchmarks/results/, or benchmarks/results/quick/ w
 a report to include.
 
 Installs. Each tool gets a virtualenv of its own under --work (default
-~/.cache/engram-bench/versus/, or $ENGRAM_BENCH_DIR/versus/: outside the checkout), made by `python -m venv --without-pip` and filled by this harness's pip
+~/.cache/engram-bench/versus/, or $ENGRAM_BENCH_DIR/versus/: outside the checkout), made by
+`python -m venv --without-pip` and filled by this harness's pip
 (`pip --python VENV install --no-cache-dir ...`), so both columns come from the same pip, the same
 package indexes and a cold pip cache (download included). Install time is venv creation plus that
 one pip command; install size is the disk usage of the whole venv. A venv is kept and reused by

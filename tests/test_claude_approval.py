@@ -10,8 +10,8 @@ from conftest import cli, git
 
 def test_committing_the_installers_files_with_add_all_keeps_the_approval(
         project: Path) -> None:
-    from engram.cli.mcp import register
     from engram.cli.main import main
+    from engram.cli.mcp import register
     from engram.mcp.install import approved
 
     if "serve" not in main.commands:

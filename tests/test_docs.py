@@ -77,7 +77,7 @@ def test_every_doc_link_in_the_readme_and_docs_points_at_a_file() -> None:
 def test_the_http_token_recipe_runs_as_written_on_a_fresh_home(tmp_path: Path) -> None:
     """docs/mcp.md's line that makes a token file, run by bash in a HOME with no ~/.config."""
     block = (ROOT / "docs" / "mcp.md").read_text().split("## Over HTTP", 1)[1]
-    [line] = [l for l in block.splitlines() if "token_urlsafe" in l and "> ~/" in l]
+    [line] = [x for x in block.splitlines() if "token_urlsafe" in x and "> ~/" in x]
     home = tmp_path / "fresh"
     home.mkdir()
     done = subprocess.run(["bash", "-c", line], env={"HOME": str(home), "PATH": os.environ[

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-
 from collections.abc import Iterator
 from pathlib import Path
 

@@ -186,8 +186,8 @@ def test_recent_events_cut_a_long_summary_with_an_ellipsis(home_store: Engram) -
     task = home_store.task_create("Long summaries")
     home_store.handoff(task.id, summary="The migration of every billing job to the new queue "
                                         "is halfway done and the rest waits for the cut-over")
-    [line] = [l for l in home_store.resume(task=task.id).markdown.splitlines()
-              if l.startswith("- ") and "handoff " in l]
+    [line] = [x for x in home_store.resume(task=task.id).markdown.splitlines()
+              if x.startswith("- ") and "handoff " in x]
     assert "The migration of every billing job to the new queue is half…" in line
 
 

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+from conftest import git, make_repo, run_engram
 
 from engram.api import Engram
-
-from conftest import git, make_repo, run_engram
 
 # What a quick command must not load: git, the search indexes, the embedding stack, MCP.
 HEAVY = ("pygit2", "tantivy", "usearch", "onnxruntime", "fastembed", "numpy", "mcp")

@@ -23,12 +23,19 @@ if TYPE_CHECKING:
     from ..domain import maintenance
     from ..domain.browse import Browse
     from ..domain.continuity import rehydrate
-    from ..domain.continuity.handoffs import Checkpoint, Handoff, HandoffPackage
-    from ..domain.continuity.service import ContinuityScore, EarlierFailure, TaskChange, TaskView
+    from ..domain.continuity.handoffs import Checkpoint, Checkpoints, Handoff, HandoffPackage
+    from ..domain.continuity.lifecycle import Sessions
+    from ..domain.continuity.service import (
+        Continuity,
+        ContinuityScore,
+        EarlierFailure,
+        TaskChange,
+        TaskView,
+    )
     from ..domain.doctor.report import DoctorReport
-    from ..domain.interop.service import ExportReport, ImportReport
-    from ..domain.memories import MergePlan, Remembered, Superseded
-    from ..domain.records import Record
+    from ..domain.interop.service import ExportReport, ImportReport, Interop
+    from ..domain.memories import Memories, MergePlan, Remembered, Superseded
+    from ..domain.records import Record, Records
     from ..domain.timeline import Timeline
     from ..domain.verify import VerifyReport
     from ..domain.workspace import CommitResult, Use
@@ -58,14 +65,14 @@ class Engram(CitationReads):
         self.workspace = Workspace(cwd=cwd, use=use, session=session, actor=actor)
 
     # The services, each imported and built when first used (`engram.api.lazy`).
-    _records = service("..domain.records", "Records")
-    _handoffs = service("..domain.continuity.handoffs", "Checkpoints")
-    _sessions = service("..domain.continuity.lifecycle", "Sessions")
-    _continuity = service("..domain.continuity.service", "Continuity",
-                          "_records", "_handoffs", "_sessions")
-    _memories = service("..domain.memories", "Memories", "_sessions")
-    _interop = service("..domain.interop.service", "Interop")
-    _maintenance = service("..domain.maintenance", "Maintenance")
+    _records: Records = service("..domain.records", "Records")
+    _handoffs: Checkpoints = service("..domain.continuity.handoffs", "Checkpoints")
+    _sessions: Sessions = service("..domain.continuity.lifecycle", "Sessions")
+    _continuity: Continuity = service("..domain.continuity.service", "Continuity",
+                                      "_records", "_handoffs", "_sessions")
+    _memories: Memories = service("..domain.memories", "Memories", "_sessions")
+    _interop: Interop = service("..domain.interop.service", "Interop")
+    _maintenance: maintenance.Maintenance = service("..domain.maintenance", "Maintenance")
 
     def at(self, rev: str) -> tuple[Engram, list[str]]:
         """The stores as they were at `rev` (a commit, tag, branch or date), read-only, from git

@@ -11,7 +11,13 @@ import importlib
 from typing import Any
 
 
-class service:  # noqa: N801  (used like a decorator-less field: `_memories = service(...)`)
+def service(module: str, name: str, *deps: str) -> Any:
+    """A `Lazy` field, typed as what the annotation of the attribute says
+    (`_memories: Memories = service(...)`): the type checker sees the service, not the field."""
+    return Lazy(module, name, *deps)
+
+
+class Lazy:
     """`name` of module `module` (relative to `engram.api`), built as `name(workspace, *deps)`
     on first access, where each of `deps` is another attribute of the same instance."""
 

@@ -62,7 +62,7 @@ def freshness_mark(fresh: Any) -> str:
 
 
 def with_freshness(memory: Any, fresh: Any) -> dict[str, Any]:
-    data = memory.to_dict()
+    data: dict[str, Any] = memory.to_dict()
     if fresh is not None:
         data["freshness"] = fresh.to_dict()
     return data

@@ -14,8 +14,8 @@ import orjson
 
 from ..base.display import echo, local_time, visible_json
 from ..base.results import as_json as as_json_value
-from .common import json_option, open_engram, print_json, store_options
 from ..base.wording import count
+from .common import json_option, open_engram, print_json, store_options
 
 
 @click.command()

@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from ..base.display import echo
-from .common import json_option, open_engram, print_json, store_options
 from ..base.wording import count
+from .common import json_option, open_engram, print_json, store_options
 
 
 def _progress_bar() -> Any:

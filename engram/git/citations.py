@@ -78,8 +78,7 @@ class CodeAt:
         if commit not in self._renames:
             moves: dict[str, str] = {}
             try:
-                diff = self.repo.diff(self.repo.get(commit).peel(pygit2.Commit).tree,
-                                      self.commit.tree)
+                diff = self.repo[commit].peel(pygit2.Commit).tree.diff_to_tree(self.commit.tree)
                 diff.find_similar()
                 for delta in diff.deltas:
                     if delta.status_char() == "R":
@@ -123,7 +122,7 @@ class CodeAt:
             return None
         try:
             blob = self.commit.tree[path]
-            data = self.repo.get(blob.id).data
+            data = self.repo[blob.id].read_raw()
         except (KeyError, ValueError, AttributeError, pygit2.GitError):
             return None  # not there, or a partial clone without the blob
         return data.decode("utf-8", errors="replace").splitlines()

@@ -35,7 +35,7 @@ def _events_of(repo: pygit2.Repository, oid: Any) -> dict[str, bytes]:
     """id -> line of every readable event in a blob."""
     out: dict[str, bytes] = {}
     try:
-        data = repo[oid].data
+        data = repo[oid].read_raw()
     except (KeyError, ValueError, AttributeError):
         return out
     for line in lines.read(data)[0]:
@@ -68,6 +68,7 @@ def cut_by(store: Store, repo: pygit2.Repository, commit: pygit2.Commit
     new = _subtree(store, commit.tree)
     removed: dict[str, tuple[str, bytes]] = {}
     kept: set[str] = set()
+    deltas: list[tuple[pygit2.DiffFile | None, pygit2.DiffFile | None]]
     if new is None:
         diff = old.diff_to_tree(swap=False)  # everything removed
         deltas = [(d.old_file, None) for d in diff.deltas]
@@ -106,7 +107,7 @@ def note_cuts(store: Store, repo: pygit2.Repository) -> int:
         tips = []
     if str(head) in tips:
         return 0
-    walker = repo.walk(head, pygit2.GIT_SORT_TOPOLOGICAL)
+    walker = repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL)
     for tip in tips:
         try:
             walker.hide(tip)
@@ -114,7 +115,7 @@ def note_cuts(store: Store, repo: pygit2.Repository) -> int:
             continue
     noted = 0
     for commit in walker:
-        for event_id, (rel, raw) in sorted(cut_by(store, repo, commit).items()):
+        for _event_id, (rel, raw) in sorted(cut_by(store, repo, commit).items()):
             ledger.note(store, rel, raw + b"\n")
             noted += 1
     try:

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 from ..base.layout import EVENTS_DIR
 from ..storage import events as ev
 from ..storage import lines
-from . import cuts
 from ..storage.ledger import (  # noqa: F401 (note, settle_if_large: the read model's calls)
     Noted,
     ledgers,
@@ -40,6 +39,7 @@ from ..storage.ledger import (  # noqa: F401 (note, settle_if_large: the read mo
     settle_if_large,
     unique,
 )
+from . import cuts
 
 if TYPE_CHECKING:
     import pygit2

@@ -111,7 +111,8 @@ def add_memory_tools(server: MCPServer) -> None:
             hits = engram.recall(query, k=k, kinds=kinds, tags=tags, scope=scope, task=task,
                                  since=since, include_forgotten=include_all,
                                  include_expired=include_all, include_decayed=include_all)
-            views = [RecallHit(memory=memory_view(h.memory, fresh=h.freshness), score=round(h.score, 4),
+            views = [RecallHit(memory=memory_view(h.memory, fresh=h.freshness),
+                               score=round(h.score, 4),
                                relevance=round(h.relevance, 4), strength=round(h.strength, 4))
                      for h in hits]
             kept, cut = fit(views)

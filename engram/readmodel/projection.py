@@ -29,7 +29,6 @@ from .guard import Guarded
 from .queries import Queries
 from .schema import NOTABLE, VERSION, connect, damaged, dirty_table
 
-
 RESCANS = 8  # scans of the event files one refresh makes when files keep vanishing under it
 
 

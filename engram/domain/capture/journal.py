@@ -76,7 +76,7 @@ def _valid(data: Any) -> bool:
     if not isinstance(files, dict) or not isinstance(failures, list) or \
             not isinstance(shown, dict):
         return False
-    for path, entry in files.items():
+    for _path, entry in files.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("count"), int) or \
                 not all(isinstance(entry.get(k), str) for k in ("first", "last", "tool")):
             return False

@@ -103,14 +103,14 @@ def render(
         sections["blocked"] = _list("Blocked", checkpoint.get("blocked"))
         sections["open_questions"] = _list("Open questions", checkpoint.get("open_questions"))
         sections["completed"] = _list("Completed", checkpoint.get("completed"))
-        working = checkpoint.get("working_set") or {}
+        pinned: Mapping[str, Any] = checkpoint.get("working_set") or {}
         if working_now is not None:
             files = [f"{md_code(f.path)} {md(f.shown())}".rstrip() for f in working_now]
         else:
             files = [md_code(f["path"]) + (f" @ {md(f['commit'][:12])}" if f.get("commit")
-                                            else "") for f in working.get("files") or []]
-        files += [f"command: {md_code(c)}" for c in working.get("commands") or []]
-        files += [f"artifact: {md_lines(a, indent=2)}" for a in working.get("artifacts") or []]
+                                            else "") for f in pinned.get("files") or []]
+        files += [f"command: {md_code(c)}" for c in pinned.get("commands") or []]
+        files += [f"artifact: {md_lines(a, indent=2)}" for a in pinned.get("artifacts") or []]
         sections["working_set"] = _list("Working set", files, shown=True)
     if failures:
         lines = ["## Failures to avoid repeating", ""]
@@ -151,10 +151,9 @@ def render(
         sections, left_out = _fit(sections, max_tokens)
         truncated = bool(left_out)
     text = "\n".join(line for name in order for line in sections.get(name) or [])
-    if max_tokens is not None:
-        if truncated:
-            text += (f"\nLeft out to keep within {max_tokens} tokens: {', '.join(left_out)}; "
-                     "ask for more with a larger --max-tokens or --depth full\n")
+    if max_tokens is not None and truncated:
+        text += (f"\nLeft out to keep within {max_tokens} tokens: {', '.join(left_out)}; "
+                 "ask for more with a larger --max-tokens or --depth full\n")
     if len(text) > limit:
         note = f"\n\n… cut at {limit} characters; {CUT.cli}\n"
         text = text[: max(0, limit - len(note))].rsplit("\n", 1)[0] + note

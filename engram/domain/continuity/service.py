@@ -22,8 +22,8 @@ from ...storage import events as ev
 from ..capture.service import link_failure
 from ..records import Records
 from ..workspace import Workspace
-from . import checkpoints as cp
 from . import assemble, metrics, rehydrate
+from . import checkpoints as cp
 from .handoffs import Checkpoint, Checkpoints
 from .lifecycle import Sessions
 

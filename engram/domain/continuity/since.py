@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...base.display import md, md_code, md_lines
+from ...base.wording import count, listing
 from ...model.memories import Memory
 from ...model.tasks import Failure, Progress, Task
 from ...storage import events as ev
 from . import checkpoints as cp
-from ...base.wording import count, listing
 
 PLAN = ("next", "in_progress", "blocked")
 SHOWN = 10  # items of each kind listed; the rest are counted
@@ -62,9 +62,9 @@ class Since:
 
 def last_handoff(checkpoints: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The newest checkpoint someone asked for (a handoff), else the newest of all."""
-    for item in reversed(checkpoints):
-        if cp.rendered(item.get("reason")):
-            return item
+    for index in range(len(checkpoints) - 1, -1, -1):
+        if cp.rendered(checkpoints[index].get("reason")):
+            return checkpoints[index]
     return checkpoints[-1] if checkpoints else None
 
 

@@ -13,9 +13,8 @@ from typing import Any
 
 from ...base.errors import EngramError
 from ...git.recovery import open_repo
-from ...storage import lines
+from ...storage import lines, set_aside
 from ...storage.store import GITATTRIBUTES_LINE, Store, WriterState
-from ...storage import set_aside
 from .report import HOLD_SECONDS, Finding, Host, flag, git_c, restore_command
 
 # -- event files --------------------------------------------------------------------------------

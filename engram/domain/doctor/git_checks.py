@@ -8,16 +8,13 @@ import shlex
 import sqlite3
 import time
 
-import orjson
-
-from ...base import layout
 from ...base.errors import EngramError
+from ...base.wording import count as counted
 from ...git.recovery import index_behind
 from ...storage import events as ev
 from ...storage.store import Store, WriterState
 from .event_checks import git_operation
 from .report import Finding, Host, flag, git_c, restore_command
-from ...base.wording import count as counted
 
 # -- git ----------------------------------------------------------------------------------------
 

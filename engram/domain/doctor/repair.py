@@ -15,16 +15,15 @@ import orjson
 from ...base import layout
 from ...base.errors import EngramError
 from ...base.files import atomic_write
+from ...base.wording import count
 from ...git.recovery import open_repo, recover_interrupted_commit
-from ...storage import lines
+from ...storage import lines, set_aside
 from ...storage.store import Store
 from .attribute_checks import fix_attributes
 from .cache_checks import cache_lock, damaged_caches, local_state_problems
-from ...storage import set_aside
 from .event_checks import committed_bytes, committed_lines, scan
 from .report import SKELETON, Finding, Fresh, Host, flag
 from .store_checks import stale_temp_files
-from ...base.wording import count
 
 # -- repairs ------------------------------------------------------------------------------------
 
@@ -120,9 +119,9 @@ def _quarantine(store: Store) -> list[str]:
         backup.with_name(backup.name + ".bad").write_bytes(bad)
         atomic_write(path, b"".join(kept),
                      temp=path.with_name(f".{path.name}.doctor.{os.getpid()}.tmp"))
-        for number, line, why in removed:
+        for number, raw, why in removed:
             manifest.append({"path": rel, "line": number, "problem": why,
-                             "bytes": len(line) + 1})
+                             "bytes": len(raw) + 1})
         if torn:
             manifest.append({"path": rel, "line": data.count(b"\n") + 1,
                              "problem": "torn last line", "bytes": len(torn)})

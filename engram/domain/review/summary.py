@@ -136,7 +136,7 @@ def _authors(events: Iterable[ev.Event]) -> tuple[str, ...]:
 def _memory_change(before: mem.Memory | None, after: mem.Memory,
                    new: Sequence[ev.Event]) -> MemoryChange:
     kinds = {e.kind for e in new}
-    common = {"memory": after.id, "kind": after.kind, "content": after.content,
+    common: dict[str, Any] = {"memory": after.id, "kind": after.kind, "content": after.content,
               "status": after.status, "authors": _authors(new)}
     if before is None:
         return MemoryChange(change="added", reason=after.forgotten_reason,
@@ -175,24 +175,24 @@ def review(store: str, text: str, base_id: str | None, head_id: str,
     after_tasks = _by_entity((e for e in head.values() if e.kind.startswith(task_kinds)), "")
     new_tasks = _by_entity((e for e in new if e.kind.startswith(task_kinds)), "")
     for task_id, events in new_tasks.items():
-        after = tasks.fold(after_tasks.get(task_id, ()))
-        if after is None:
+        now = tasks.fold(after_tasks.get(task_id, ()))
+        if now is None:
             continue
-        before = tasks.fold(before_tasks.get(task_id, ()))
+        was = tasks.fold(before_tasks.get(task_id, ()))
         checkpoints = [e for e in events if e.kind == "checkpoint.saved"]
         handoffs = [e for e in checkpoints if e.data.get("reason") == "handoff"]
         found.handoffs += [HandoffNote(
-            task=task_id, task_name=after.name, checkpoint=e.data["checkpoint"],
+            task=task_id, task_name=now.name, checkpoint=e.data["checkpoint"],
             summary=e.data.get("summary") or "", next=tuple(e.data.get("next") or ()),
             author=e.actor, time=e.time) for e in handoffs]
         found.tasks.append(TaskChange(
-            task=task_id, name=after.name, created=before is None,
-            status_before=before.status if before is not None else None, status=after.status,
+            task=task_id, name=now.name, created=was is None,
+            status_before=was.status if was is not None else None, status=now.status,
             authors=_authors(events),
             progress=tuple({"feature": p.feature, "status": p.status, "note": p.note,
-                            "author": p.actor} for p in after.progress if p.event in new_ids),
+                            "author": p.actor} for p in now.progress if p.event in new_ids),
             failures=tuple({"error": f.error, "component": f.component,
                             "root_cause": f.root_cause, "author": f.actor}
-                           for f in after.failures if f.event in new_ids),
+                           for f in now.failures if f.event in new_ids),
             checkpoints=len(checkpoints) - len(handoffs)))
     return found
