@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import io
 import math
-import os
 import unicodedata
 import warnings
 from collections.abc import Iterator, Mapping, MutableMapping
@@ -26,7 +25,14 @@ import orjson
 
 from .errors import UsageError, quote
 from .files import atomic_write
-from .layout import CONFIG_FILE, EVENTS_DIR, PROJECT_DIR
+from .layout import CONFIG_FILE
+from .layout import PROJECT_DIR as PROJECT_DIR
+from .places import GO_ENGRAM as GO_ENGRAM
+from .places import engram_home as engram_home
+from .places import find_foreign_store as find_foreign_store
+from .places import find_project_store as find_project_store
+from .places import find_work_tree as find_work_tree
+from .places import foreign_store as foreign_store
 from .vocab import MEMORY_KIND
 
 if TYPE_CHECKING:
@@ -234,56 +240,6 @@ _TEMPLATE_HEADER = """\
 # Every key and its default: `engram config list`. A project store's settings override the
 # personal store's, which override the built-in defaults.
 """
-
-
-def engram_home() -> Path:
-    home = os.environ.get("ENGRAM_HOME")
-    return Path(home).expanduser() if home else Path.home() / ".engram"
-
-
-def find_work_tree(start: Path) -> Path | None:
-    """The top of the git work tree holding `start`, found the way git finds `.git`."""
-    current = start.resolve()
-    for candidate in (current, *current.parents):
-        if (candidate / ".git").exists():
-            return candidate
-    return None
-
-
-def find_project_store(start: Path) -> Path | None:
-    top = find_work_tree(start)
-    if top is None:
-        return None
-    root = top / PROJECT_DIR
-    if root.is_dir() and root.resolve() != engram_home().resolve() and \
-            foreign_store(root) is None:
-        return root
-    return None
-
-
-GO_ENGRAM = "the Go engram (github.com/Gentleman-Programming/engram)"
-
-
-def foreign_store(root: Path) -> str | None:
-    """What `root` is when another tool keeps its files there rather than an Engram store: the
-    Go engram, which shares the name, writes `.engram/manifest.json` and `.engram/chunks/` in a
-    project (`engram sync`) and keeps `~/.engram/engram.db`. None for anything else."""
-    if not root.is_dir() or (root / CONFIG_FILE).exists() or (root / EVENTS_DIR).is_dir():
-        return None
-    if (root / "manifest.json").is_file() or (root / "chunks").is_dir():
-        return f"the sync folder of {GO_ENGRAM}"
-    if (root / "engram.db").is_file():
-        return f"the data folder of {GO_ENGRAM}"
-    return None
-
-
-def find_foreign_store(start: Path) -> tuple[Path, str] | None:
-    """The `.engram/` of the repository holding `start` when it is another tool's, and what."""
-    top = find_work_tree(start)
-    if top is None:
-        return None
-    what = foreign_store(top / PROJECT_DIR)
-    return (top / PROJECT_DIR, what) if what else None
 
 
 def parse_value(key: str, text: str) -> Any:

@@ -1,0 +1,62 @@
+"""Where stores are: the personal store's folder, the git work tree holding a directory, the
+project store at its top, and another tool's `.engram/` that is not an Engram store.
+
+`engram.base.config` re-exports each of these, where they were first declared.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .layout import CONFIG_FILE, EVENTS_DIR, PROJECT_DIR
+
+
+def engram_home() -> Path:
+    home = os.environ.get("ENGRAM_HOME")
+    return Path(home).expanduser() if home else Path.home() / ".engram"
+
+
+def find_work_tree(start: Path) -> Path | None:
+    """The top of the git work tree holding `start`, found the way git finds `.git`."""
+    current = start.resolve()
+    for candidate in (current, *current.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+def find_project_store(start: Path) -> Path | None:
+    top = find_work_tree(start)
+    if top is None:
+        return None
+    root = top / PROJECT_DIR
+    if root.is_dir() and root.resolve() != engram_home().resolve() and \
+            foreign_store(root) is None:
+        return root
+    return None
+
+
+GO_ENGRAM = "the Go engram (github.com/Gentleman-Programming/engram)"
+
+
+def foreign_store(root: Path) -> str | None:
+    """What `root` is when another tool keeps its files there rather than an Engram store: the
+    Go engram, which shares the name, writes `.engram/manifest.json` and `.engram/chunks/` in a
+    project (`engram sync`) and keeps `~/.engram/engram.db`. None for anything else."""
+    if not root.is_dir() or (root / CONFIG_FILE).exists() or (root / EVENTS_DIR).is_dir():
+        return None
+    if (root / "manifest.json").is_file() or (root / "chunks").is_dir():
+        return f"the sync folder of {GO_ENGRAM}"
+    if (root / "engram.db").is_file():
+        return f"the data folder of {GO_ENGRAM}"
+    return None
+
+
+def find_foreign_store(start: Path) -> tuple[Path, str] | None:
+    """The `.engram/` of the repository holding `start` when it is another tool's, and what."""
+    top = find_work_tree(start)
+    if top is None:
+        return None
+    what = foreign_store(top / PROJECT_DIR)
+    return (top / PROJECT_DIR, what) if what else None
