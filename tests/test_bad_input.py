@@ -444,6 +444,18 @@ CLI_CASES: dict[str, list[Case]] = {
     ],
     "mcp instructions": [extra_argument("mcp", "instructions")],
     "mcp hook": [case("mcp", "hook", "lunch", expect="is not one of")],
+    "diff": [
+        case("diff", "nosuch..HEAD", expect="names no commit in this repository"),
+        case("diff", "a..b..c", expect="is not a range: give A..B, A...B or one revision"),
+        case("diff", expect="Missing argument 'RANGE'"),
+        case("diff", CTRL, expect=CONTROL),
+        unknown_option("diff", "HEAD"),
+    ],
+    "stale": [
+        case("stale", "--at", "nosuch", expect="is not a commit, tag or branch of"),
+        extra_argument("stale"),
+        unknown_option("stale"),
+    ],
     "capture": [
         case("capture", "--session", "two words", expect="--session is 1-128"),
         case("capture", "--session", CTRL, expect="--session is 1-128"),
