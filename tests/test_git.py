@@ -69,9 +69,62 @@ def test_commit_is_authored_by_the_actor_with_a_readable_message(project: Path) 
     author = git(project, "log", "-1", "--format=%an <%ae>").strip()
     assert author == ACTOR
     message = git(project, "log", "-1", "--format=%B")
-    assert message.splitlines()[0] == "engram: 2 events (remember 1, update 1)"
+    assert message.splitlines()[0] == "engram: 2 memories"
     assert f"- remember {first.id[:8]} [decision] Use Postgres for the job queue" in message
     assert f"- update {first.id[:8]} (content): Use Postgres 16 for the job queue" in message
+
+
+def test_a_mixed_commit_counts_in_its_subject_what_its_body_lists(project: Path) -> None:
+    engram = Engram(cwd=project)
+    engram.session_start(agent="codex")
+    engram.remember("The OAuth callback needs the state cookie")
+    engram.remember("Tokens are refreshed by the middleware", kind="decision")
+    task = engram.task_create("OAuth login", goal="Log in with GitHub")
+    engram.progress(task.id, "callback handler")
+    engram.commit()
+    message = git(project, "log", "-1", "--format=%B").strip()
+    subject, blank, *body = message.splitlines()
+    assert subject == "engram: 2 memories, 2 task updates, 1 progress entry (OAuth login)"
+    assert len(subject) <= 72 and blank == ""
+    # One body line per counted event, in the subject's nouns; the session's start last.
+    assert body[-1] == "- and 1 session event"
+    listed = body[:-1]
+    assert len(listed) == 2 + 2 + 1
+    assert sum(line.startswith("- remember ") for line in listed) == 2
+    assert sum(line.startswith(f"- task {task.id[:8]} ") for line in listed) == 2
+    assert sum(line.startswith(f"- progress {task.id[:8]} ") for line in listed) == 1
+
+
+def test_subjects_name_one_task_count_handoffs_and_stay_short() -> None:
+    from engram.api import commit_message
+    from engram.storage.events import Event
+
+    def event(name: str, /, **data: object) -> Event:
+        return Event(id="0" * 26, kind=name, clock=1, time="2026-12-02T00:00:00Z",
+                     actor=ACTOR, session=None, machine=None, data=dict(data))
+
+    task = "a" * 12
+    batch = [event("memory.created", memory="m" * 12, content="one", kind="fact", tags=[]),
+             event("memory.forgotten", memory="m" * 12, reason="wrong"),
+             event("task.created", task=task, name="OAuth login", goal="", status="active"),
+             event("checkpoint.saved", task=task, checkpoint="c" * 12, seq=1,
+                   reason="handoff", summary="callback done"),
+             event("session.ended", session_id="s" * 12)]
+    message = commit_message(batch)
+    assert message.splitlines()[0] == \
+        "engram: 2 memories, 1 task update, 1 handoff (OAuth login)"
+    assert message.splitlines()[-1] == "- and 1 session event"
+    assert len(message.splitlines()) == 2 + 4 + 1
+    # Two tasks: no name. A long name is cut so the subject stays within 72 characters.
+    other = event("checkpoint.saved", task="b" * 12, checkpoint="d" * 12, seq=1,
+                  reason="plan_change")
+    assert commit_message([*batch[:4], other]).splitlines()[0] == \
+        "engram: 2 memories, 1 task update, 1 checkpoint, 1 handoff"
+    long = [batch[0], event("task.created", task=task, name="x" * 200, goal="", status="active")]
+    subject = commit_message(long).splitlines()[0]
+    assert len(subject) == 72 and subject.endswith("x…)")
+    # One event keeps a one-line message.
+    assert commit_message(batch[:1]) == f"engram: remember {'m' * 8} [fact] one\n"
 
 
 def test_commits_are_batched_by_event_count(project: Path) -> None:
@@ -99,7 +152,7 @@ def test_commits_are_batched_by_age_on_the_next_write(project: Path) -> None:
     state.save(store)
     engram.remember("the next write commits both")
     assert git(project, "rev-parse", "HEAD").strip() != head
-    assert "2 events" in git(project, "log", "-1", "--format=%s")
+    assert git(project, "log", "-1", "--format=%s").strip() == "engram: 2 memories"
 
 
 def test_no_commit_while_git_is_mid_merge_and_events_stay_safe(project: Path) -> None:
