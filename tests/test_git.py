@@ -123,6 +123,15 @@ def test_subjects_name_one_task_count_handoffs_and_stay_short() -> None:
     long = [batch[0], event("task.created", task=task, name="x" * 200, goal="", status="active")]
     subject = commit_message(long).splitlines()[0]
     assert len(subject) == 72 and subject.endswith("x…)")
+    # Many kinds: the last ones are told as other events, and the counts still add up.
+    many = [*batch[:4] * 5, event("task.progress", task=task, feature="f"), other,
+            event("task.failure", task=task, error="e"), event("store.created", store="project")]
+    subject = commit_message(many).splitlines()[0]
+    assert subject == "engram: 10 memories, 5 task updates, 1 progress entry, 8 other events"
+    assert len(commit_message(many).splitlines()) == 2 + len(many)
+    # Session events alone are counted as such.
+    started = event("session.started", session_id="s" * 12)
+    assert commit_message([started, started]).splitlines()[0] == "engram: 2 session events"
     # One event keeps a one-line message.
     assert commit_message(batch[:1]) == f"engram: remember {'m' * 8} [fact] one\n"
 

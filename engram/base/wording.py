@@ -8,7 +8,10 @@ IRREGULAR = {"memory": "memories", "was": "were", "this": "these", "entry": "ent
 
 
 def plural(word: str) -> str:
-    """The plural of one of the nouns Engram counts."""
+    """The plural of one of the nouns Engram counts; of a phrase, its last word's."""
+    if " " in word:
+        head, last = word.rsplit(" ", 1)
+        return f"{head} {plural(last)}"
     if word in IRREGULAR:
         return IRREGULAR[word]
     if word.endswith(("s", "x", "ch", "sh")):

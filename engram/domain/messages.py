@@ -40,7 +40,7 @@ PREFIX = "engram: "
 
 # What the subject calls each kind of event, in the order it names them.
 _NOUNS = ("memory", "task update", "progress entry", "failure", "checkpoint", "handoff",
-          "store", "other event")
+          "store", "session event", "other event")
 
 
 def _noun(event: ev.Event) -> str:
@@ -57,6 +57,8 @@ def _noun(event: ev.Event) -> str:
         return "handoff" if event.data.get("reason") == "handoff" else "checkpoint"
     if kind == "store.created":
         return "store"
+    if kind.startswith("session."):
+        return "session event"
     return "other event"
 
 
