@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..base import layout
+from .ledger import locked
 
 if TYPE_CHECKING:
     from .store import Store
@@ -31,14 +32,5 @@ def reindexing(store: Store) -> Iterator[None]:
     except OSError:
         yield  # a read-only store: its caches are in memory, nothing to share
         return
-    with handle:
-        try:
-            import fcntl
-        except ImportError:  # no advisory locks here
-            yield
-            return
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    with handle, locked(handle):  # the ledger's flock, which skips where there is none
+        yield
