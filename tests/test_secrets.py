@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import secrets as random_tokens
@@ -267,9 +268,15 @@ def test_high_entropy_strings_are_refused_only_when_asked() -> None:
          "runs"],
 )
 def test_scanning_a_large_adversarial_text_stays_fast(text: str) -> None:
-    start = time.perf_counter()
-    find_secrets(text)
-    assert time.perf_counter() - start < 0.5
+    # A backtracking pattern is slow every time; a shared machine or a collection of the
+    # suite's heap is slow once. The fastest of three runs tells them apart.
+    timings = []
+    for _ in range(3):
+        gc.collect()
+        start = time.perf_counter()
+        find_secrets(text)
+        timings.append(time.perf_counter() - start)
+    assert min(timings) < 0.5, timings
 
 
 def test_an_error_advises_redact_only_where_the_command_has_it(home_store: Engram) -> None:
