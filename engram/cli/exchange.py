@@ -132,7 +132,8 @@ def timeline(ctx: click.Context, task_argument: str | None, task_option: str | N
              as_json: bool) -> None:
     """A task's checkpoints, progress, failures, decisions and sessions in time order."""
     from ..domain.browse import write_page
-    from ..domain.timeline import render_html, render_text
+    from ..domain.timeline import render_text
+    from ..domain.timeline_html import render_html
 
     task_id = task_of(task_argument, task_option, "timeline")
     engram = open_engram(ctx, project, personal)

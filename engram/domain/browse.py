@@ -30,7 +30,7 @@ from ..base.display import visible
 from ..base.errors import UsageError
 from ..base.files import atomic_write
 from .continuity import checkpoints as cp
-from .timeline import CSS as TIMELINE_CSS
+from .timeline_html import CSS as TIMELINE_CSS
 
 FILTERS = ("kind", "tag", "scope", "store", "status")
 
