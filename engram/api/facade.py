@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..domain import maintenance
     from ..domain.browse import Browse
     from ..domain.doctor.report import DoctorReport
+    from ..domain.indexing import Indexes
     from ..domain.interop.service import ExportReport, ImportReport, Interop
     from ..domain.memories import Memories, MergePlan, Remembered, Superseded
     from ..domain.records import Record
@@ -58,6 +59,7 @@ class Engram(CitationReads, ContinuityCalls):
     _memories: Memories = service("..domain.memories", "Memories", "_sessions")
     _interop: Interop = service("..domain.interop.service", "Interop")
     _maintenance: maintenance.Maintenance = service("..domain.maintenance", "Maintenance")
+    _indexes: Indexes = service("..domain.indexing", "Indexes")
 
     def at(self, rev: str) -> tuple[Engram, list[str]]:
         """The stores as they were at `rev` (a commit, tag, branch or date), read-only, from git
@@ -401,7 +403,7 @@ class Engram(CitationReads, ContinuityCalls):
         same model, so a second reindex embeds nothing. `progress(stage, done, total)` is called
         as work advances.
         """
-        return self._maintenance.reindex(progress=progress)
+        return self._indexes.reindex(progress=progress)
 
     def refresh_indexes(self, *, stores: Sequence[Store] | None = None,
                         progress: Callable[[str, int, int], None] | None = None,
@@ -412,7 +414,7 @@ class Engram(CitationReads, ContinuityCalls):
         branch switch it reads the changed files, indexes the changed memories' words, and folds
         their vectors (embedding only texts the embedding cache has not seen) into the index.
         """
-        return self._maintenance.refresh_indexes(stores=stores, progress=progress)
+        return self._indexes.refresh_indexes(stores=stores, progress=progress)
 
     def index_state(self) -> list[maintenance.StoreIndexState]:
         """Whether each store's caches are current, without changing anything.
@@ -424,7 +426,7 @@ class Engram(CitationReads, ContinuityCalls):
         searches score the unsaved ones. Only a missing or unreadable cache, which the next
         command must rebuild from scratch, makes a store unhealthy.
         """
-        return self._maintenance.index_state()
+        return self._indexes.index_state()
 
     def stats(self, *, now: datetime | None = None) -> list[maintenance.StoreStatistics]:
         """Counts by kind, scope and store, average strength, and index freshness."""

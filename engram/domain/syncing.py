@@ -20,7 +20,7 @@ from ..storage.store import Store
 if TYPE_CHECKING:
     import pygit2
 
-    from .maintenance import IndexRefresh
+    from .indexing import IndexRefresh
 
 PUSH_ATTEMPTS = 3
 
