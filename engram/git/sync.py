@@ -29,9 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.config import CONFIG_FILE
 from ..base.errors import EngramError, UsageError
-from ..base.layout import EVENT_SUFFIX, EVENTS_DIR
+from ..base.layout import CONFIG_FILE, EVENT_SUFFIX, EVENTS_DIR
 from ..storage.store import Store
 
 if TYPE_CHECKING:
@@ -183,13 +182,14 @@ def target(store: Store, repo: pygit2.Repository, remote: str | None) -> Target 
         raise SyncError(f"HEAD of {store.work_tree} is detached; check out a branch, then sync")
     branch = str(repo.references["HEAD"].target).removeprefix("refs/heads/") \
         if repo.head_is_unborn else repo.head.shorthand
-    names = [r.name for r in repo.remotes]
+    names = [r.name for r in repo.remotes if r.name is not None]  # a remote has a name
     config = repo.config
     upstream_remote = config[f"branch.{branch}.remote"] \
         if f"branch.{branch}.remote" in config else None
     upstream_merge = config[f"branch.{branch}.merge"] \
         if f"branch.{branch}.merge" in config else None
-    if remote is None and upstream_remote in names and upstream_merge:
+    if remote is None and upstream_remote is not None and upstream_remote in names \
+            and upstream_merge:
         return Target(upstream_remote, branch, upstream_merge.removeprefix("refs/heads/"), True)
     if remote is None:
         if "origin" in names:
@@ -234,7 +234,8 @@ def fetch(store: Store, target: Target) -> None:
 def _tracking_id(repo: pygit2.Repository, target: Target) -> pygit2.Oid | None:
     """Where the remote-tracking branch points (as the last fetch left it), if it exists."""
     ref = repo.references.get(target.tracking)
-    return None if ref is None else ref.resolve().target
+    found = None if ref is None else ref.resolve().target  # resolved: an Oid, not a name
+    return found if isinstance(found, pygit2.Oid) else None
 
 
 def merge(store: Store, repo: pygit2.Repository, target: Target, *,
