@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pygit2
@@ -38,6 +39,14 @@ def restore_command(store: Store, rels: list[str]) -> str:
     `git checkout -- file`, which takes the index's copy and fails when the index lacks it."""
     paths = " ".join(shlex.quote(store.repo_path(rel)) for rel in rels)
     return f"{git_c(store)} checkout HEAD -- {paths}"
+
+
+def read_blob(repo: pygit2.Repository, oid: pygit2.Oid | str) -> pygit2.Blob:
+    """The blob `oid` names; KeyError when the repository holds no blob by that id."""
+    found = repo[oid]
+    if not isinstance(found, pygit2.Blob):
+        raise KeyError(f"{oid} is not a blob")
+    return found
 
 
 def init_repository(path: Path) -> None:
@@ -113,6 +122,10 @@ class StoreRepo:
 
     # -- reading ---------------------------------------------------------------------------
 
+    def blob(self, oid: pygit2.Oid | str) -> pygit2.Blob:
+        """The blob `oid` names (KeyError: none)."""
+        return read_blob(self.repo, oid)
+
     def head_tree(self) -> pygit2.Tree | None:
         if self.repo.head_is_unborn:
             return None
@@ -175,7 +188,7 @@ class StoreRepo:
                         [st.st_size, st.st_mtime_ns, st.st_ino, str(oid)]:
                     continue  # as committed, known from its stat: the blob is not even read
                 path = root / rel
-                blob = self.repo[oid] if oid is not None else None
+                blob = self.blob(oid) if oid is not None else None
                 committed_size = blob.size if blob is not None else 0
                 if st.st_size == committed_size:
                     if blob is not None and not self._same_as_committed(path, rel, st, blob,
@@ -231,9 +244,10 @@ class StoreRepo:
         def walk(node: pygit2.Tree, prefix: str) -> None:
             for entry in node:
                 path = f"{prefix}/{entry.name}"
-                if entry.type_str == "tree":
-                    walk(self.repo[entry.id], path)
-                elif entry.name.endswith(".jsonl"):
+                child = self.repo[entry.id] if entry.type_str == "tree" else None
+                if isinstance(child, pygit2.Tree):
+                    walk(child, path)
+                elif (entry.name or "").endswith(".jsonl"):
                     out[path] = entry.id
 
         if isinstance(top, pygit2.Tree):
@@ -320,13 +334,13 @@ class StoreRepo:
             return None
         branch = self.repo.branches.local.get(self.repo.head.shorthand)
         upstream = branch.upstream if branch is not None else None
-        if upstream is None:
+        if branch is None or upstream is None:
             return None
         ahead, behind = self.repo.ahead_behind(branch.target, upstream.target)
         return {"upstream": upstream.shorthand, "ahead": ahead, "behind": behind}
 
     def remotes(self) -> list[dict[str, str]]:
-        return [{"name": r.name, "url": r.url or ""} for r in self.repo.remotes]
+        return [{"name": r.name or "", "url": r.url or ""} for r in self.repo.remotes]
 
 
 class StatCache:
@@ -335,15 +349,15 @@ class StatCache:
     def __init__(self, store: Store) -> None:
         self.path = store.local_dir / COMMITTED_STAT
         try:
-            self.entries: dict[str, list] = orjson.loads(self.path.read_bytes())
+            self.entries: dict[str, list[Any]] = orjson.loads(self.path.read_bytes())
         except (FileNotFoundError, orjson.JSONDecodeError):
             self.entries = {}
         self.dirty = False
 
-    def get(self, rel: str) -> list | None:
+    def get(self, rel: str) -> list[Any] | None:
         return self.entries.get(rel)
 
-    def put(self, rel: str, key: list) -> None:
+    def put(self, rel: str, key: list[Any]) -> None:
         self.entries[rel] = key
         self.dirty = True
 
