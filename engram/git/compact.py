@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Any
 from ..base.errors import GitError
 from ..base.files import atomic_write, fsync_dir
 from ..storage import lines
-from ..storage.store import MAX_FILE_BYTES, Store, WriterState
+from ..storage.local import WriterState
+from ..storage.store import MAX_FILE_BYTES, Store
 
 if TYPE_CHECKING:
     from .repo import StoreRepo
@@ -132,7 +133,7 @@ def plan(store: Store, repo: StoreRepo, *, months: set[str] | None = None
         for rel in sorted(by_month[month]):
             if rel == live:
                 continue  # this clone's writer may still append to it
-            blob = repo.repo[committed[rel]]
+            blob = repo.blob(committed[rel])
             if is_compacted(rel) and blob.size >= SETTLED_BYTES:
                 continue
             path = store.root / rel
@@ -162,7 +163,7 @@ def plan(store: Store, repo: StoreRepo, *, months: set[str] | None = None
         merged = [rel for rel in sorted(by_month[month])
                   if is_compacted(rel) and rel not in taken and rel != live
                   and (store.root / rel).exists()]
-        overlap = _overlap(month, merged, {rel: repo.repo[committed[rel]].data
+        overlap = _overlap(month, merged, {rel: repo.blob(committed[rel]).data
                                            for rel in merged})
         if overlap is not None:
             plans.append(overlap)
@@ -214,7 +215,7 @@ def _fold(store: Store, repo: StoreRepo, month: str, sources: list[str],
     keyed: dict[bytes, tuple[int, str]] = {}
     total = 0
     for rel in sources:
-        data = repo.repo[committed[rel]].data
+        data = repo.blob(committed[rel]).data
         if data and not data.endswith(b"\n"):
             return (f"{month}: not compacted: {rel} ends in a torn line; run `engram doctor` "
                     "(it says how to set it aside)")
@@ -245,7 +246,7 @@ def _fold(store: Store, repo: StoreRepo, month: str, sources: list[str],
     # file. So no file is folded into one where its bytes are that large a share.
     heavy = []
     for rel in sources:
-        data = repo.repo[committed[rel]].data
+        data = repo.blob(committed[rel]).data
         shared = [0] * len(outputs)
         for raw in set(data.split(b"\n")[:-1]):
             shared[part_of[raw]] += len(raw) + 1
