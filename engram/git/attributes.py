@@ -110,12 +110,12 @@ def check_out_again(store: Store, rels: Sequence[str]) -> None:
     .gitattributes.) Raises OSError when git fails."""
     if not rels:
         return
-    from .repo import open_repository
+    from .repo import open_repository, read_blob
 
     try:
         repo = open_repository(store.work_tree)
         index = repo.index
-        blobs = {rel: repo[index[store.repo_path(rel)].id].data for rel in rels}
+        blobs = {rel: read_blob(repo, index[store.repo_path(rel)].id).data for rel in rels}
     except (KeyError, EngramError) as exc:
         raise OSError(f"git's index does not hold the file ({exc})") from None
     for rel, data in blobs.items():
