@@ -167,7 +167,7 @@ def staged_problems(store: Store) -> list[str]:
     """Problems in the event files as staged in git's index (what a commit would take)."""
     from ..base.secrets import find_secrets
     from ..storage import lines
-    from .repo import open_repository
+    from .repo import open_repository, read_blob
 
     repo = open_repository(store.work_tree)
     prefix = store.repo_path(EVENTS_DIR) + "/"
@@ -187,7 +187,7 @@ def staged_problems(store: Store) -> list[str]:
                     continue  # unchanged since the last commit
             except KeyError:
                 pass
-        data = repo[entry.id].data
+        data = read_blob(repo, entry.id).data
         found, torn = lines.read(data)
         if torn:
             problems.append(f"{entry.path}: torn last line (no newline at the end); "
