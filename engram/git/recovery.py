@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base import layout
-from ..base.config import CONFIG_FILE
 from ..base.errors import EngramError
+from ..base.layout import CONFIG_FILE
 
 if TYPE_CHECKING:
     from ..storage.store import Store
@@ -149,8 +149,8 @@ def recover_interrupted_commit(store: Store, *, min_age: float = 2.0) -> str | N
         tree = repo.head_tree()
         try:
             with IndexLock(repo.repo) as index:  # git's own protocol: index.lock, rename
-                for path in behind:
-                    index.add(pygit2.IndexEntry(path, tree[path].id, tree[path].filemode))
+                for rel in behind:
+                    index.add(pygit2.IndexEntry(rel, tree[rel].id, tree[rel].filemode))
             done.append(f"brought git's index up to the last commit for {len(behind)} file(s)")
         except EngramError as exc:
             done.append(f"could not update git's index: {exc}")
