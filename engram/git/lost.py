@@ -161,7 +161,7 @@ def _events_in(data: bytes) -> Iterator[ev.Event]:
 
 def find(store: Store, proj: Projection) -> LostReport:
     """What is lost from `store` now (`proj` is its read model, refreshed)."""
-    from ..storage.store import WriterState
+    from ..storage.local import WriterState
 
     repo = _open(store)
     if repo is not None:
@@ -191,7 +191,7 @@ def find(store: Store, proj: Projection) -> LostReport:
                 continue
             if trees is not None and trees.in_head_anywhere(item.event.id):
                 continue  # folded by compaction into a file that is itself missing
-            if trees is not None and item.event.id in trees.all_ids(repo):
+            if trees is not None and repo is not None and item.event.id in trees.all_ids(repo):
                 elsewhere += 1  # folded into a file of another branch
                 continue
             lost.append(item)
@@ -278,7 +278,7 @@ def _walk(repo: pygit2.Repository, tree: pygit2.Tree, found: Found) -> None:
             obj = repo[entry.id]
             if isinstance(obj, pygit2.Tree):
                 stack.append(obj)
-            elif isinstance(obj, pygit2.Blob) and entry.name.endswith(".jsonl"):
+            elif isinstance(obj, pygit2.Blob) and (entry.name or "").endswith(".jsonl"):
                 found.add_blob(obj)
 
 
