@@ -69,7 +69,7 @@ def normal_remote(url: str) -> str | None:
 
 
 def _remote(repo: pygit2.Repository) -> str | None:
-    names = list(repo.remotes.names())
+    names = [name for name in repo.remotes.names() if name is not None]
     for name in (["origin"] if "origin" in names else []) + names:
         url = repo.remotes[name].url
         if url and (normal := normal_remote(url)) is not None:
@@ -81,7 +81,7 @@ def _roots(repo: pygit2.Repository, head: pygit2.Commit, *, since: str | None = 
            known: Sequence[str] = ()) -> list[str]:
     """Every parentless commit HEAD reaches, oldest first: `known` ones and those among the
     commits `since` does not reach."""
-    found = {(repo[sha].commit_time, sha) for sha in known}
+    found = {(repo[sha].peel(pygit2.Commit).commit_time, sha) for sha in known}
     walker = repo.walk(head.id, pygit2.enums.SortMode.NONE)
     if since is not None:
         walker.hide(since)
