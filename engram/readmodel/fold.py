@@ -13,12 +13,15 @@ import os
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from ..model import memories as mem
 from ..storage import events as ev
+
+if TYPE_CHECKING:
+    from .guard import Guarded
 
 
 @dataclass
@@ -151,11 +154,13 @@ def extend_task(db: sqlite3.Connection, entity: str,
     try:
         state = orjson.loads(row[0])
         state.update(progress=[], failures=[])  # the new ones; the rest are stored rows
-        state = tasks.fold_state(events, state)
+        folded = tasks.fold_state(events, state)
     except (ValueError, TypeError, KeyError, AttributeError):
         return False  # a stored state that cannot be read: fold it from the start
+    if folded is None:
+        return False  # folded on from a stored task, it is one: never so, but fold it anew
     if events:
-        _save_task(db, state, events[-1].sort_key, appended_to=row[3])
+        _save_task(db, folded, events[-1].sort_key, appended_to=row[3])
     return True
 
 
@@ -218,7 +223,7 @@ def known_entities(db: Executes, ids: Iterable[str]) -> set[str]:
     return found
 
 
-def entity_events(db: sqlite3.Connection, entity: str) -> list[ev.Event]:
+def entity_events(db: sqlite3.Connection | Guarded, entity: str) -> list[ev.Event]:
     rows = db.execute(
         "SELECT body FROM events WHERE entity=? ORDER BY clock, id", (entity,)
     ).fetchall()
