@@ -46,7 +46,9 @@ class Queries:
 
     def _select(self, table: str, columns: str, column: str, values: Sequence[str],
                 ids: Sequence[str] | None, order: str) -> list[Any]:
-        sql, args, where = f"SELECT {columns} FROM {table}", [], []
+        sql = f"SELECT {columns} FROM {table}"
+        args: list[Any] = []
+        where: list[str] = []
         if values:
             where.append(f"{column} IN ({','.join('?' * len(values))})")
             args.extend(values)
@@ -116,7 +118,8 @@ class Queries:
         return [(r[0], r[1]) for r in self.db.execute(sql)]
 
     def dirty_count(self, which: str) -> int:
-        return self.db.execute(f"SELECT COUNT(*) FROM {dirty_table(which)}").fetchone()[0]
+        count: int = self.db.execute(f"SELECT COUNT(*) FROM {dirty_table(which)}").fetchone()[0]
+        return count
 
     def all_memory_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT id FROM memories")]
@@ -214,7 +217,9 @@ class Queries:
                 f"importance, reinforced, updated_clock FROM memories WHERE id IN ({marks})",
                 chunk,
             ):
-                out[row[0]] = mem.Head(*row, tags=frozenset(tag_sets.get(row[0], ())))
+                tags_of = frozenset(tag_sets.get(row[0], ()))
+                # The row holds the 11 fields before `tags`, so none is given twice.
+                out[row[0]] = mem.Head(*row, tags=tags_of)  # type: ignore[misc]
         return out
 
     def problems(self) -> list[Problem]:
@@ -298,7 +303,8 @@ class Queries:
         ids: Sequence[str] | None = None,
     ) -> Iterator[mem.Memory]:
         """Memories newest first (by last change). Validity windows are the caller's filter."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[Any] = []
         if ids is not None:
             where.append(f"id IN ({','.join('?' * len(ids))})")
             args.extend(ids)
@@ -355,7 +361,8 @@ class Queries:
         actor: str | None = None, since_clock: int | None = None, limit: int | None = None,
         newest_first: bool = True,
     ) -> list[ev.Event]:
-        where, args = [], []
+        where: list[str] = []
+        args: list[Any] = []
         if kinds:
             # `--kind memory` matches every memory.* event; `--kind memory.created` just that.
             where.append("(" + " OR ".join(["kind = ? OR kind LIKE ?"] * len(kinds)) + ")")
