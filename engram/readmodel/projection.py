@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..base import layout
-from ..git import lost
 from ..storage import events as ev
-from ..storage import lines
-from ..storage.store import Store, WriterState
+from ..storage import ledger, lines
+from ..storage.local import WriterState
+from ..storage.store import Store
 from .fold import RefreshReport, add_events, insert, next_gen, refold
 from .guard import Guarded
 from .queries import Queries
@@ -109,7 +109,7 @@ class Projection(Queries):
         finally:
             self.refreshing = False
         if not self.in_memory:
-            lost.settle_if_large(self.store, self)
+            ledger.settle_if_large(self.store, self)
         return report
 
     def _rescanning(self) -> RefreshReport:
@@ -172,12 +172,14 @@ class Projection(Queries):
                     [(p.path, p.line, p.severity, p.message) for p in chunk.problems],
                 )
                 tail = chunk.tail if chunk.tail else (b"" if start == 0 else None)
+                if tail is None and row is not None:  # read on from `row`: its tail stands
+                    tail_hash, tail_len = row[3], row[4]
+                else:
+                    tail_hash, tail_len = hashlib.sha1(tail or b"").hexdigest(), len(tail or b"")
                 db.execute(
                     "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
-                        rel, chunk.consumed, chunk.lines,
-                        hashlib.sha1(tail).hexdigest() if tail is not None else row[3],
-                        len(tail) if tail is not None else row[4],
+                        rel, chunk.consumed, chunk.lines, tail_hash, tail_len,
                         st.st_size, st.st_mtime_ns, st.st_ino,
                     ),
                 )
@@ -197,7 +199,7 @@ class Projection(Queries):
                 pass  # a read-only store still reads
         return report
 
-    def _scan(self, known: Mapping[str, tuple]) -> tuple[dict[str, str], dict[str, Any],
+    def _scan(self, known: Mapping[str, tuple[Any, ...]]) -> tuple[dict[str, str], dict[str, Any],
                                                          list[tuple[str, int, int, int]]]:
         """The event files and their stats, without a `stat` per file where none is needed.
 
@@ -273,12 +275,12 @@ class Projection(Queries):
                            (rel_dir, mtime_ns, ino, started))
 
     def _needs_work(self, disk: Mapping[str, Any], stats: Mapping[str, Any],
-                    known: dict[str, tuple]) -> bool:
+                    known: dict[str, tuple[Any, ...]]) -> bool:
         if disk.keys() != known.keys():
             return True
         return any(not _unchanged(known[rel], st) for rel, st in stats.items())
 
-    def _grew(self, path: Path, row: tuple, st: os.stat_result) -> bool:
+    def _grew(self, path: Path, row: tuple[Any, ...], st: os.stat_result) -> bool:
         """Did the file only grow since we read it (its read part still ends as we saw it)?"""
         consumed, tail, tail_len = row[1], row[3], row[4]
         if st.st_size < consumed:
@@ -287,7 +289,7 @@ class Projection(Queries):
             return True
         with open(path, "rb") as handle:
             handle.seek(consumed - tail_len)
-            return hashlib.sha1(handle.read(tail_len)).hexdigest() == tail
+            return bool(hashlib.sha1(handle.read(tail_len)).hexdigest() == tail)
 
     def _drop_file(self, db: sqlite3.Connection, rel: str, report: RefreshReport,
                    gone: Collection[str] = (), read: dict[str, list[bytes]] | None = None
@@ -314,7 +316,7 @@ class Projection(Queries):
                 report.removed(row[0])
             if row:
                 vanished.append(bytes(row[1]) + b"\n")
-        lost.note(self.store, rel, b"".join(vanished))
+        ledger.note(self.store, rel, b"".join(vanished))
 
     def _settle(self, db: sqlite3.Connection, event_id: str, sources: list[tuple[str, int]],
                 report: RefreshReport, read: dict[str, list[bytes]] | None = None) -> None:
@@ -394,8 +396,8 @@ _RACY_NS = 2_000_000_000  # a directory changed this close to being read is read
 _SWEEP_NS = 60_000_000_000  # every file is checked at least this often
 
 
-def _unchanged(row: tuple, st: os.stat_result) -> bool:
-    return row[5] == st.st_size and row[6] == st.st_mtime_ns and row[7] == st.st_ino
+def _unchanged(row: tuple[Any, ...], st: os.stat_result) -> bool:
+    return bool(row[5] == st.st_size and row[6] == st.st_mtime_ns and row[7] == st.st_ino)
 
 
 __all__ = ["NOTABLE", "VERSION", "Projection", "RefreshReport"]
