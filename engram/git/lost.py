@@ -29,16 +29,8 @@ from typing import TYPE_CHECKING, Any
 from ..base.layout import EVENTS_DIR
 from ..storage import events as ev
 from ..storage import lines
-from ..storage.ledger import (  # noqa: F401 (note, settle_if_large: the read model's calls)
-    Noted,
-    ledgers,
-    note,
-    plain,
-    read_ledger,
-    settle,
-    settle_if_large,
-    unique,
-)
+from ..storage.ledger import Noted, ledgers, plain, read_ledger, unique
+from ..storage.ledger import settle as settle
 from . import cuts
 
 if TYPE_CHECKING:
