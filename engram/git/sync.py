@@ -235,7 +235,7 @@ def _tracking_id(repo: pygit2.Repository, target: Target) -> pygit2.Oid | None:
     """Where the remote-tracking branch points (as the last fetch left it), if it exists."""
     ref = repo.references.get(target.tracking)
     found = None if ref is None else ref.resolve().target  # resolved: an Oid, not a name
-    return found if isinstance(found, pygit2.Oid) else None
+    return None if isinstance(found, str) else found
 
 
 def merge(store: Store, repo: pygit2.Repository, target: Target, *,
