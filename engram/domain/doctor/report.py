@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ...base import layout
-from ...base.config import CONFIG_FILE
+from ...base.layout import CONFIG_FILE
 from ...storage.store import Store
+from ...storage.store import git_c as git_c  # the checks take it from here
 
 if TYPE_CHECKING:
     from ...readmodel.projection import Projection
@@ -112,12 +113,6 @@ class DoctorReport:
 
 def flag(store: Store) -> str:
     return f"--{store.kind}"
-
-
-def git_c(store: Store) -> str:
-    from ...git.repo import git_c
-
-    return git_c(store)
 
 
 def restore_command(store: Store, rels: list[str]) -> str:
