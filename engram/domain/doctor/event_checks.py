@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...base.errors import EngramError
+from ...base.layout import GITATTRIBUTES_LINE
 from ...git.recovery import open_repo
 from ...storage import lines, set_aside
-from ...storage.store import GITATTRIBUTES_LINE, Store, WriterState
+from ...storage.local import WriterState
+from ...storage.store import Store
 from .report import HOLD_SECONDS, Finding, Host, flag, git_c, restore_command
 
 # -- event files --------------------------------------------------------------------------------
