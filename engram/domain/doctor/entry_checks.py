@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ...base import entries
-from ...base.config import CONFIG_FILE
+from ...base.layout import CONFIG_FILE, EVENTS_DIR
 from ...git.hooks import stale
-from ...storage.store import EVENTS_DIR, Store
+from ...storage.store import Store
 from .report import Finding, Host, flag
 
 WHY = ("imports an `engram` package or `engram.py` from the directory it is started in, so a "
