@@ -14,7 +14,8 @@ from urllib.parse import quote
 import orjson
 
 from ...base import layout
-from ...storage.store import Store, WriterState
+from ...storage.local import WriterState
+from ...storage.store import Store
 from .report import Finding, Host, Level, flag
 
 # -- caches and bookkeeping ------------------------------------------------------------------------
