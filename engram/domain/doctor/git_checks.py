@@ -12,7 +12,8 @@ from ...base.errors import EngramError
 from ...base.wording import count as counted
 from ...git.recovery import index_behind
 from ...storage import events as ev
-from ...storage.store import Store, WriterState
+from ...storage.local import WriterState
+from ...storage.store import Store
 from .event_checks import git_operation
 from .report import Finding, Host, flag, git_c, restore_command
 
