@@ -195,8 +195,8 @@ def check_locks(engram: Host, store: Store) -> list[Finding]:
             age = time.time() - lock.stat().st_mtime
         except FileNotFoundError:
             continue
-        holders = open_by(lock)
-        if holders or (holders is None and age < 60):
+        lock_holders = open_by(lock)
+        if lock_holders or (lock_holders is None and age < 60):
             out.append(Finding("git-lock", "note",
                                f"a git command is updating {lock.stem} ({lock})",
                                "let it finish", path=str(lock)))
