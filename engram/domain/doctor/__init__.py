@@ -35,12 +35,13 @@ Everything else is reported with the command a person should run.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeGuard
 
-from ...base.config import CONFIG_FILE
 from ...base.errors import NoStoreError
+from ...base.layout import CONFIG_FILE, EVENTS_DIR
 from ...git.recovery import git_lock_files, recover_interrupted_commit
 from ...storage import events as ev
-from ...storage.store import EVENTS_DIR, Store
+from ...storage.store import Store
 from .attribute_checks import check_attributes
 from .cache_checks import check_caches, check_local_state, damaged_caches
 from .citation_checks import check_citations
@@ -63,7 +64,7 @@ from .store_checks import check_disk, check_layout, check_links, check_locks, ch
 # -- which stores -------------------------------------------------------------------------------
 
 
-def _present(store: Store | None) -> bool:
+def _present(store: Store | None) -> TypeGuard[Store]:
     """A store worth examining: its directory exists and holds something of a store."""
     if store is None or not store.root.is_dir():
         return False
