@@ -14,9 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..base.config import CONFIG_FILE, PROJECT_DIR, engram_home
+from ..base.config import PROJECT_DIR, engram_home
 from ..base.entries import child_command
-from ..base.layout import HOOKS_LOG
+from ..base.layout import CONFIG_FILE, HOOKS_LOG
 from ..git.hooks import staged_problems
 from ..storage.store import Store
 
