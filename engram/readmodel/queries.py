@@ -23,6 +23,9 @@ from .fold import entity_events
 from .guard import Guarded, recovering
 from .schema import NOTABLE, dirty_table
 
+if TYPE_CHECKING:
+    from ..model.sessions import Session
+
 
 class Queries:
     """Reads of the read model, newest first where an order is asked for."""
@@ -104,7 +107,7 @@ class Queries:
 
     @recovering
     def sessions(self, *, states: Sequence[str] = (), ids: Sequence[str] | None = None,
-                 ) -> list[Any]:
+                 ) -> list[Session]:
         from ..model.sessions import Session
 
         return [Session.from_dict(body) for body in
