@@ -15,12 +15,17 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...base.config import SETTINGS
 from ...base.errors import UsageError
 from ...base.vocab import IMPORT_FORMAT
 from ...storage import events as ev
+
+if TYPE_CHECKING:
+    from ...base.validation import Checks
+
+T = TypeVar("T")
 
 FORMATS: dict[str, str] = IMPORT_FORMAT.descriptions()
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -180,15 +185,16 @@ class Checker:
     them: a failed check raises a `UsageError` whose message says why. What an input repeats
     (its authors, tags, names) is checked once."""
 
-    def __init__(self, checks: Any, *, redact: bool = False) -> None:
-        self.checks = checks  # engram.validation.Checks
+    def __init__(self, checks: Checks, *, redact: bool = False) -> None:
+        self.checks = checks
         self.redact = redact
         self._known: dict[tuple[Any, ...], Any] = {}
 
-    def once(self, key: tuple[Any, ...], check: Callable[[], Any]) -> Any:
+    def once(self, key: tuple[Any, ...], check: Callable[[], T]) -> T:
         """`check()`, or what it returned for the same `key` before (a failure is not kept)."""
         if key in self._known:
-            return self._known[key]
+            known: T = self._known[key]
+            return known
         value = check()
         if len(self._known) < KNOWN_VALUES:
             self._known[key] = value
