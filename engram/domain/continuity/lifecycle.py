@@ -19,6 +19,7 @@ from ...base.validation import session_id as check_session_id
 from ...base.vocab import AGENT, INTERRUPTION, OUTCOME
 from ...model import sessions
 from ...model.memories import Memory
+from ...model.sessions import Session
 from ...storage import events as ev
 from ...storage.store import Store
 from ..workspace import Workspace
@@ -31,7 +32,7 @@ class Sessions:
         self.workspace = workspace
 
     def session_start(self, *, agent: str = "cli", session_id: str | None = None,
-                      pid: int | None = None) -> sessions.Session:
+                      pid: int | None = None) -> Session:
         """Open a session for this process (or `pid`): later events carry its id."""
         store = self.workspace.write_store()
         AGENT.one_of(agent)
@@ -103,7 +104,7 @@ class Sessions:
         self.workspace.emit(store, "session.reported", data)
 
     def session_end(self, *, outcome: str | None = None, how: str = "exit",
-                    session_id: str | None = None) -> sessions.Session:
+                    session_id: str | None = None) -> Session:
         """Close the session; its outcome adjusts the importance of the memories it made or
         relied on (success +0.05, failure -0.05). Commits pending events."""
         store = self.workspace.write_store()
@@ -154,13 +155,13 @@ class Sessions:
                 raise UsageError("no session: start one with `engram session start`")
         return check_session_id(session_id)
 
-    def _open_session(self, session_id: str) -> sessions.Session:
+    def _open_session(self, session_id: str) -> Session:
         current = self.session_info(session_id)
         if current.state != "open":
             raise UsageError(f"session {current.id[:8]} is {current.state}: it is history")
         return current
 
-    def session_info(self, session_id: str) -> sessions.Session:
+    def session_info(self, session_id: str) -> Session:
         session_id = check_session_id(session_id)
         for store in self.workspace.stores():
             found = self.workspace.projection(store).sessions(ids=[session_id])
@@ -172,12 +173,12 @@ class Sessions:
             return self.workspace.projection(matches[0][0]).sessions(ids=[matches[0][1]])[0]
         raise NotFoundError("session", session_id)
 
-    def sessions(self, *, states: Sequence[str] = ()) -> list[sessions.Session]:
+    def sessions(self, *, states: Sequence[str] = ()) -> list[Session]:
         out = [s for store in self.workspace.stores()
                for s in self.workspace.projection(store).sessions(states=states)]
         return sorted(out, key=lambda s: (s.started_clock, s.id), reverse=True)
 
-    def detect_interruptions(self) -> list[sessions.Session]:
+    def detect_interruptions(self) -> list[Session]:
         """Find open sessions of this machine whose process is gone (or whose heartbeat
         stopped), classify why, and record it. Runs when a store is opened for resume or by
         the MCP server; safe to run often."""
