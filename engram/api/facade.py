@@ -16,6 +16,7 @@ from ..domain.workspace import Workspace
 from ..model import memories as mem
 from .citations import CitationReads
 from .lazy import service
+from .receipts import ReceiptReads
 
 if TYPE_CHECKING:
     from ..base.config import Settings, SettingValue
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from ..storage.store import Store
 
 
-class Engram(CitationReads):
+class Engram(CitationReads, ReceiptReads):
     """Open the stores that apply to a working directory.
 
     `use` picks which stores reads look at and where writes go: "both" (the default) reads both
@@ -144,8 +145,7 @@ class Engram(CitationReads):
 
     def doctor(self, *, fix: bool = False) -> DoctorReport:
         """Diagnose the selected stores: every problem, where it is, and the command that fixes
-        it. With `fix`, apply the repairs that lose nothing (keeping backups), then diagnose
-        again."""
+        it. With `fix`, apply the repairs that lose nothing (with backups), then diagnose again."""
         from ..domain.doctor import run
 
         return run(self, fix=fix)

@@ -23,6 +23,7 @@ from .common import (
     task_choice,
     task_of,
 )
+from .receipts import echo_receipt, with_receipts
 
 if TYPE_CHECKING:
     from ..api import EarlierFailure, HandoffPackage
@@ -58,9 +59,10 @@ def task_create(ctx: click.Context, name: str, goal: str, parent: str | None,
     engram = open_engram(ctx, project, personal)
     created = engram.task_create(name, goal=goal, parent=parent, tags=tags, status=status)
     if as_json:
-        print_json(created.to_dict())
+        print_json(with_receipts(engram, created.to_dict()))
     else:
         echo(f"created task {created.id[:8]}: {created.name}")
+        echo_receipt(engram)
 
 
 @task.command(name="show")
@@ -117,9 +119,10 @@ def task_update(ctx: click.Context, ident: str, name: str | None, goal: str | No
     updated = engram.task_update(ident, name=name, goal=goal, status=status, parent=parent,
                                  tags=tags or None)
     if as_json:
-        print_json(updated.to_dict())
+        print_json(with_receipts(engram, updated.to_dict()))
     else:
         echo(f"updated task {updated.id[:8]} ({updated.status})")
+        echo_receipt(engram)
 
 
 @task.command(name="list")
@@ -168,9 +171,10 @@ def task_progress(ctx: click.Context, ident: str, feature: str, status: str, not
     result = engram.progress(ident, feature, status=status, note=note, component=component,
                              files=files)
     if as_json:
-        print_json(result.to_dict())
+        print_json(with_receipts(engram, result.to_dict()))
         return
     echo(f"progress on {result.task.id[:8]}: [{status}] {feature}")
+    echo_receipt(engram)
     if result.checkpoint:
         echo(f"  checkpoint {result.checkpoint.seq} saved ({result.checkpoint.reason})")
     _print_earlier_failures(result.earlier_failures)
@@ -192,10 +196,11 @@ def task_failure(ctx: click.Context, ident: str, error: str, component: str | No
     engram = open_engram(ctx, project, personal)
     result = engram.failure(ident, error, component=component, root_cause=root_cause, fix=fix)
     if as_json:
-        print_json(result.to_dict())
+        print_json(with_receipts(engram, result.to_dict()))
         return
     echo(f"failure on {result.task.id[:8]} recorded; checkpoint "
          f"{result.checkpoint.seq if result.checkpoint else '-'} saved")
+    echo_receipt(engram)
     _print_earlier_failures(result.earlier_failures)
 
 
@@ -250,11 +255,12 @@ def handoff(ctx: click.Context, task_id: str, summary: str | None, completed: tu
         commands=commands, artifacts=artifacts, open_questions=open_questions, goal=goal,
     )
     if as_json:
-        print_json(saved.to_dict())
+        print_json(with_receipts(engram, saved.to_dict()))
     else:
         done = "recorded and committed" if saved.commit else "recorded, not committed"
         echo(f"handoff {saved.checkpoint.seq} for task {saved.checkpoint.task[:8]} {done} "
              f"(confidence {saved.checkpoint.confidence:.2f})")
+        echo_receipt(engram)
 
 
 @click.command()
