@@ -55,15 +55,18 @@ class Receipt:
     indexed: Indexed | None = None  # for a memory's event, when asked (`engram status ID`)
 
     def summary(self) -> str:
-        """One line: `saved 01JF3K2M at events/2026/12/box-1a2b.jsonl:4 (project store); ...`."""
+        """One line: `fxf51mfs at events/2026/12/box-1a2b.jsonl:4 (project store); not
+        committed yet (batched)`; `engram status ID` says the rest."""
         where = f"{self.event[-8:].lower()} at {self.file}:{self.line} ({self.store} store)"
         if self.committed is None:
-            state = "not committed yet"
-        elif self.pushed:
-            state = f"committed in {self.committed[:8]}, pushed to {self.upstream}"
-        else:
-            state = f"committed in {self.committed[:8]}, not pushed"
-        return f"{where}; {state}" + (f" ({self.next})" if self.next else "")
+            why = "commit.auto is off" if self.next.startswith("commit.auto") else \
+                "HEAD is detached" if self.next.startswith("HEAD") else \
+                "batched; `engram commit` commits now"
+            return f"{where}; not committed yet ({why})"
+        state = f"{where}; committed in {self.committed[:8]}"
+        if self.pushed:
+            return f"{state}, pushed to {self.upstream}"
+        return f"{state}, not pushed ({'no remote' if self.pushed is None else '`engram push`'})"
 
 
 class Receipts:
@@ -94,13 +97,21 @@ class Receipts:
 
     def status(self, ident: str) -> Receipt:
         """The receipt of any event by id (or a unique prefix of 4 characters or more, or the
-        end of its id as `engram log` shows it), with whether the search indexes hold it."""
+        end of its id as `engram log` shows it), with whether the search indexes hold it. A
+        memory's id gives the receipt of its latest event."""
         ident = reference(ident, "event id")
         if len(ident) < MIN_PREFIX:
             raise UsageError(f"event id {ident!r} is too short; give at least {MIN_PREFIX} "
                              "characters (`engram log` shows ids)")
-        found = [(store, full) for store, full, kind in self.workspace.resolve(ident, what="any")
-                 if kind == "event"]
+        matched = self.workspace.resolve(ident, what="any")
+        found = [(store, full) for store, full, kind in matched if kind == "event"]
+        memories = {(store.root, full): store for store, full, kind in matched
+                    if kind == "memory"}
+        if not found and len(memories) == 1:  # a memory's id: the receipt of its last change
+            (_, full), store = next(iter(memories.items()))
+            record = self.workspace.projection(store).memory(full)
+            if record is not None and record.events:
+                found = [(store, record.events[-1])]
         if not found:
             raise NotFoundError("event", ident)
         if len({full for _, full in found}) > 1:
