@@ -151,4 +151,9 @@ def test_mcp_write_results_carry_receipts_and_memory_receipt_follows_them(repo: 
             assert third["pushed"] is True and third["upstream"] == "origin/main"
 
             assert "no event with id" in await fail(client, "memory_receipt", event="zzzz9999")
+            # Comparing the personal store leaves the server writing to the project store.
+            assert "personal store does not exist" in await fail(
+                client, "memory_diff", range="HEAD", store="personal")
+            later = await call(client, "memory_remember", content="Backoff doubles each try")
+            assert [r["store"] for r in later["receipts"]] == ["project"]
     anyio.run(scenario)

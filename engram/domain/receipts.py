@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 import orjson
 
-from ..base.errors import AmbiguousIdError, NotFoundError, UsageError
+from ..base.errors import AmbiguousIdError, EngramError, NotFoundError, UsageError
 from ..base.validation import reference
 from ..storage import events as ev
 from ..storage.local import WriterState
@@ -79,16 +79,26 @@ class Receipts:
         """Receipts for the substantive events this workspace appended after the first `since`
         it noted (`mark()`), oldest first: what a write command wrote, without the session
         events that rode along."""
+        import pygit2
+
         written = list(self.workspace.written)[since:]
-        stores: dict[str, _Git] = {}
+        stores: dict[str, _Git | str] = {}
         out = []
         for store, event, rel, line in written:
             if not ev.substantive(event.kind):
                 continue
             state = stores.get(str(store.root))
             if state is None:
-                state = stores[str(store.root)] = _Git(self.workspace, store)
-            out.append(state.receipt(event.id, event.kind, rel, line))
+                try:
+                    state = _Git(self.workspace, store)
+                except (EngramError, OSError, pygit2.GitError) as exc:
+                    # The event is written and durable; only what git says of it is unknown.
+                    state = f"git could not be read ({ev.one_line(exc, 200)})"
+                stores[str(store.root)] = state
+            out.append(state.receipt(event.id, event.kind, rel, line)
+                       if isinstance(state, _Git) else
+                       Receipt(event.id, event.kind, store.kind, rel, line, None, None, None,
+                               None, state))
         return out
 
     def mark(self) -> int:

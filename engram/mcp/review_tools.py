@@ -74,8 +74,12 @@ def add_review_tools(server: MCPServer) -> None:
             from ..api.review import diff as diff_range
             from ..domain.review.render import markdown, stat_line
 
+            kept_use = engram.use  # the server's own instance: every later call reads both
             engram.use = store
-            reviews = diff_range(engram, range)
+            try:
+                reviews = diff_range(engram, range)
+            finally:
+                engram.use = kept_use
             text = markdown(reviews)
             notes = [note for r in reviews for note in r.notes]
             return DiffResult(range=range, markdown=text[:DIFF_CHARS],
