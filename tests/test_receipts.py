@@ -157,3 +157,44 @@ def test_mcp_write_results_carry_receipts_and_memory_receipt_follows_them(repo: 
             later = await call(client, "memory_remember", content="Backoff doubles each try")
             assert [r["store"] for r in later["receipts"]] == ["project"]
     anyio.run(scenario)
+
+
+def test_every_receipt_names_the_line_that_holds_its_event(tmp_path: Path) -> None:
+    """Across a commit (a new file), a torn tail a crash left (set aside) and a whole line a
+    crash left past the writer's bookkeeping (kept), each receipt's file:line holds its event."""
+    path = make_repo(tmp_path / "plain-repo")
+    engram = Engram(cwd=path)
+    engram.init(project=True)
+    engram.use = "project"
+    engram.config_set("search.model", "off")
+    engram.use = "both"
+    store = engram.write_store()
+    seen = []
+
+    def write(text: str) -> dict[str, Any]:
+        mark = engram.write_mark()
+        engram.remember(text, check_duplicates=False)
+        [receipt] = engram.receipts(since=mark)
+        seen.append(receipt)
+        return {"file": receipt.file, "line": receipt.line, "event": receipt.event}
+
+    for n in range(5):
+        write(f"note number {n}")
+    engram.commit()
+    first = write("after the commit")
+    assert first["line"] == 1 and first["file"] != seen[0].file
+    live = store.root / first["file"]
+    with open(live, "ab") as handle:  # a crash mid-line
+        handle.write(b'{"id": "01TORN')
+    write("after a torn tail")
+    kept = live.read_bytes().splitlines(keepends=True)[0]
+    copy = json.loads(kept)
+    copy["id"] = copy["id"][:-4] + "ZZZZ"
+    with open(live, "ab") as handle:  # a whole line the writer's state never recorded
+        handle.write(json.dumps(copy, separators=(",", ":")).encode() + b"\n")
+    write("after a line past the bookkeeping")
+    for receipt in seen:
+        assert line_of(path, {"file": receipt.file, "line": receipt.line})["id"] == \
+            receipt.event, receipt
+    assert seen[-1].line == 4
+    engram.close()

@@ -297,7 +297,7 @@ class Store:
                skew_us: int | None = None) -> tuple[str, int]:
         """Append events durably: returns once their lines are written and fsynced, with where
         they went: the file (relative to the store) and the line of the first of them (the
-        others follow it, one a line).
+        others follow it, one a line; 0 when the file could not be read back to count).
 
         Callers hold `self.lock()`; they build events with `next_clock()` under the same lock.
         Substantive events (`events.substantive`) count towards the next batched commit, from
@@ -340,7 +340,7 @@ class Store:
             raise unwritable(self, exc) from None
         try:
             before = os.fstat(fd).st_size
-            first = 1 + _lines_before(fd, before, state if state.segment == self.rel(path)
+            first = 1 + _lines_before(path, before, state if state.segment == self.rel(path)
                                       else None)
             try:
                 written = 0
@@ -376,7 +376,8 @@ class Store:
                 state.segment = None
             top = limit
         state.clock = max(state.clock, top)
-        state.lines = first - 1 + (len(raw) if raw is not None else len(batch))
+        state.lines = first - 1 + (len(raw) if raw is not None else len(batch)) if first > 0 \
+            else 0
         counted = sum(1 for event in batch if ev.substantive(event.kind))
         if counted:
             if state.pending == 0:
@@ -563,21 +564,27 @@ class Store:
         return sorted(seen.values(), key=lambda e: e.sort_key), problems
 
 
-def _lines_before(fd: int, size: int, state: WriterState | None) -> int:
-    """How many lines the first `size` bytes of the open file hold: what the writer's state
-    says when it left the file at that size, else counted (a file is at most MAX_FILE_BYTES)."""
+def _lines_before(path: Path, size: int, state: WriterState | None) -> int:
+    """How many lines the first `size` bytes of the file hold: what the writer's state says
+    when it left the file at that size, else counted (a file is at most MAX_FILE_BYTES). Only
+    for receipts: if the file cannot be read back, the line is not known (-1), and the write
+    goes on."""
     if size == 0:
         return 0
     if state is not None and state.size == size and state.lines > 0:
         return state.lines
     count = 0
-    offset = 0
-    while offset < size:
-        chunk = os.pread(fd, min(1 << 20, size - offset), offset)
-        if not chunk:
-            break
-        count += chunk.count(b"\n")
-        offset += len(chunk)
+    try:
+        with open(path, "rb") as handle:
+            left = size
+            while left > 0:
+                chunk = handle.read(min(1 << 20, left))
+                if not chunk:
+                    break
+                count += chunk.count(b"\n")
+                left -= len(chunk)
+    except OSError:
+        return -1
     return count
 
 
