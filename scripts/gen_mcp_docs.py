@@ -36,6 +36,8 @@ def type_of(schema: dict[str, Any], defs: dict[str, Any]) -> str:
     kind = schema.get("type")
     if kind == "array":
         return f"list of {type_of(schema.get('items', {}), defs)}"
+    if kind == "object" and schema.get("additionalProperties") is True:
+        return "object"
     if kind == "object" and "additionalProperties" in schema:
         return f"map of {type_of(schema['additionalProperties'], defs)}"
     if kind == "integer" or kind == "number":

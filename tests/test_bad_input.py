@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 import click
+import orjson
 import pygit2
 import pytest
 from click.testing import CliRunner
@@ -189,7 +190,16 @@ CLI_CASES: dict[str, list[Case]] = {
         case("show", NUL, expect=CONTROL),
         case("show", BAD_UTF8, expect=UTF8),
     ],
-    "status": [extra_argument("status"), unknown_option("status")],
+    "status": [
+        case("status", "surplus", "more", expect="unexpected extra argument"),
+        unknown_option("status"),
+        case("status", MISSING, expect="no event with id"),
+        case("status", "@event-prefix", expect="matches"),
+        case("status", "01", expect="too short"),
+        case("status", "", expect=EMPTY),
+        case("status", CTRL, expect=CONTROL),
+        case("status", MISSING, cwd="plain", expect="no Engram store yet"),
+    ],
     "verify": [extra_argument("verify"), unknown_option("verify")],
     "doctor": [extra_argument("doctor"), unknown_option("doctor"),
                case("doctor", "--project", "--personal", expect="cannot be used together")],
@@ -449,6 +459,7 @@ CLI_CASES: dict[str, list[Case]] = {
         case("diff", "a..b..c", expect="is not a range: give A..B, A...B or one revision"),
         case("diff", expect="Missing argument 'RANGE'"),
         case("diff", CTRL, expect=CONTROL),
+        case("diff", "", expect=EMPTY),
         unknown_option("diff", "HEAD"),
     ],
     "stale": [
@@ -551,6 +562,9 @@ class World:
     places: dict[str, Path] = field(default_factory=dict)
 
     def arg(self, value: str) -> str:
+        if value == "@event-prefix":  # the first 4 characters of the store's event ids
+            events = next((self.repo / ".engram" / "events").rglob("*.jsonl")).read_text()
+            return orjson.loads(events.splitlines()[0])["id"][:4]
         if value.startswith("@pkg/"):
             return str(self.packages / value.removeprefix("@pkg/"))
         return value
@@ -711,6 +725,20 @@ MCP_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"content": "ok", "task": "abce"}, AMBIGUOUS),
         ({"content": "ok", "valid_until": "someday"}, "is not a date"),
         ({"content": "ok", "kind": "rumour"}, "kind"),
+    ],
+    "memory_receipt": [
+        ({"event": MISSING}, "no event with id"),
+        ({"event": "01"}, "too short"),
+        ({"event": ""}, EMPTY),
+        ({"event": CTRL}, CONTROL),
+        ({"event": LONE}, UTF8),
+    ],
+    "memory_diff": [
+        ({"range": "nosuch..HEAD"}, "names no commit in this repository"),
+        ({"range": "a..b..c"}, "is not a range"),
+        ({"range": ""}, EMPTY),
+        ({"range": CTRL}, CONTROL),
+        ({"range": "HEAD", "store": "elsewhere"}, "store"),
     ],
     "memory_recall": [
         ({"query": ""}, EMPTY),

@@ -134,6 +134,8 @@ SURFACE: dict[str, tuple[list[str], list[str], bool, bool, bool]] = {
     "discovery_record": (["content", "citations"], ["tags", "task", "importance", "redact"],
                          False, False, False),
     "discovery_check": ([], ["id", "limit"], True, False, False),
+    "memory_receipt": (["event"], [], True, False, False),
+    "memory_diff": ([], ["range", "store"], True, False, False),
 }
 
 
@@ -163,7 +165,7 @@ def test_the_tool_surface_is_pinned() -> None:
         assert len(tool.description or "") > 150, f"{name} needs a fuller description"
         for parameter, spec in schema["properties"].items():
             assert spec.get("description"), f"{name}.{parameter} has no description"
-    assert len(tools) <= 21
+    assert len(tools) <= 23
     prompts = run(server.list_prompts)
     assert [p.name for p in prompts] == ["resume"]
     assert [(a.name, a.required) for a in prompts[0].arguments or []] == [("task", False)]

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     )
     from ..domain.memories import MergePlan, Remembered, Superseded
     from ..domain.messages import commit_message, describe
+    from ..domain.receipts import Indexed, Receipt
     from ..domain.records import EntityRecord, EventRecord, MemoryRecord, Record
     from ..domain.verify import VerifyReport
     from ..domain.workspace import CommitResult
@@ -57,11 +58,13 @@ _WHERE = {
     "ImportReport": "..domain.interop.service",
     "IndexRefresh": "..domain.maintenance",
     "IndexState": "..domain.maintenance",
+    "Indexed": "..domain.receipts",
     "JsonlExport": "..domain.interop.service",
     "MarkdownExport": "..domain.interop.service",
     "MemoryRecord": "..domain.records",
     "MergePlan": "..domain.memories",
     "MissingReadModel": "..domain.maintenance",
+    "Receipt": "..domain.receipts",
     "Record": "..domain.records",
     "ReindexReport": "..domain.maintenance",
     "Remembered": "..domain.memories",
@@ -91,7 +94,7 @@ def __getattr__(name: str) -> Any:
 __all__ = ["Browse", "Checkpoint", "CommitResult", "ContinuityScore", "DoctorReport",
            "EarlierFailure", "EffectiveSetting", "Engram", "EntityRecord", "EventRecord",
            "ExportReport", "Handoff", "HandoffPackage", "ImportReport", "IndexRefresh",
-           "IndexState", "JsonlExport", "MarkdownExport", "MemoryRecord", "MergePlan",
-           "MissingReadModel", "Record", "ReindexReport", "Remembered", "SettingValue",
+           "IndexState", "Indexed", "JsonlExport", "MarkdownExport", "MemoryRecord", "MergePlan",
+           "MissingReadModel", "Receipt", "Record", "ReindexReport", "Remembered", "SettingValue",
            "StoreIndexState", "StoreStatistics", "StoreStatus", "Superseded", "TaskChange",
            "TaskView", "VerifyReport", "commit_message", "describe", "written_by"]

@@ -17,6 +17,7 @@ from ..model import memories as mem
 from .citations import CitationReads
 from .continuity import ContinuityCalls
 from .lazy import service
+from .receipts import ReceiptReads
 
 if TYPE_CHECKING:
     from ..base.config import Settings, SettingValue
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from ..storage.store import Store
 
 
-class Engram(CitationReads, ContinuityCalls):
+class Engram(CitationReads, ContinuityCalls, ReceiptReads):
     """Open the stores that apply to a working directory.
 
     `use` picks which stores reads look at and where writes go: "both" (the default) reads both
@@ -131,8 +132,7 @@ class Engram(CitationReads, ContinuityCalls):
 
     def doctor(self, *, fix: bool = False) -> DoctorReport:
         """Diagnose the selected stores: every problem, where it is, and the command that fixes
-        it. With `fix`, apply the repairs that lose nothing (keeping backups), then diagnose
-        again."""
+        it. With `fix`, apply the repairs that lose nothing (with backups), then diagnose again."""
         from ..domain.doctor import run
 
         return run(self, fix=fix)

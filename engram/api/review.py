@@ -54,6 +54,8 @@ def diff(engram: Engram, text: str) -> list[Review]:
     `engram` reads: the project store unless told `--personal`, as git reads the range in
     that store's repository."""
     text = well_formed(text, "RANGE")
+    if not text.strip():
+        raise UsageError("RANGE is empty; give A..B, A...B or one revision")
     stores: Sequence[Store]
     if engram.use == "personal":
         stores = [engram.personal]

@@ -60,6 +60,8 @@ FIND_IDS = {
     "session": Fix("list them with `engram sessions`", "find ids with session_list"),
     "checkpoint": Fix("see a task's checkpoints with `engram timeline TASK`",
                       "see them with task_get and checkpoints=true"),
+    "event": Fix("list them with `engram log`; a write's receipt names its event",
+                  "a write's receipt names its event (receipts[].event)"),
     "record": Fix("list them with `engram list` or `engram log`",
                   "find ids with memory_list, task_list or session_list"),
 }

@@ -23,6 +23,7 @@ from .common import (
     task_choice,
     task_of,
 )
+from .receipts import echo_receipt, with_receipts
 from .tasks import task
 
 if TYPE_CHECKING:
@@ -83,11 +84,12 @@ def handoff(ctx: click.Context, task_id: str, summary: str | None, completed: tu
         commands=commands, artifacts=artifacts, open_questions=open_questions, goal=goal,
     )
     if as_json:
-        print_json(saved.to_dict())
+        print_json(with_receipts(engram, saved.to_dict()))
     else:
         done = "recorded and committed" if saved.commit else "recorded, not committed"
         echo(f"handoff {saved.checkpoint.seq} for task {saved.checkpoint.task[:8]} {done} "
              f"(confidence {saved.checkpoint.confidence:.2f})")
+        echo_receipt(engram)
 
 
 @click.command()

@@ -14,6 +14,7 @@ from ..base.display import echo, local_time
 from ..base.results import as_json as as_json_value
 from ..search.neardup import describe as describe_differences
 from .common import at_option, json_option, open_engram, print_json, read_text, store_options
+from .receipts import echo_receipt, with_receipts
 
 # -- memories -----------------------------------------------------------------------------------
 
@@ -103,7 +104,7 @@ def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, .
         supersedes=supersedes, redact=redact, everywhere=everywhere, cite=cite,
     )
     if as_json:
-        print_json(result.to_dict())
+        print_json(with_receipts(engram, result.to_dict()))
         return
     memory = result.memory
     if result.duplicate:
@@ -111,10 +112,12 @@ def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, .
         echo(f"reinforced {memory.id[:8]} instead of adding a near-duplicate "
              f"(similarity {similarity:.2f}): {memory.summary(60)}")
         echo(f"  your text is kept in its history: engram get --history {memory.id[:8]}")
+        echo_receipt(engram)
         return
     belongs = f", project {memory.project[:8]}" if memory.project else \
         ", this project" if memory.project_remote else ""
     echo(f"remembered {memory.id[:8]} ({memory.kind}, {memory.store} store{belongs})")
+    echo_receipt(engram)
     if memory.citations:
         echo("  cites " + ", ".join(c["path"] for c in memory.citations) + " (as at HEAD)")
     for other, similarity in result.related:
@@ -210,9 +213,10 @@ def update(ctx: click.Context, ident: str, text: str | None, kind: str | None,
         valid_from=valid_from, valid_until=valid_until, redact=redact,
     )
     if as_json:
-        print_json(memory.to_dict())
+        print_json(with_receipts(engram, memory.to_dict()))
     else:
         echo(f"updated {memory.id[:8]} (version {memory.version})")
+        echo_receipt(engram)
 
 
 @click.command()
@@ -227,9 +231,10 @@ def forget(ctx: click.Context, ident: str, reason: str, project: bool, personal:
     engram = open_engram(ctx, project, personal)
     memory = engram.forget(ident, reason=reason)
     if as_json:
-        print_json(memory.to_dict())
+        print_json(with_receipts(engram, memory.to_dict()))
     else:
         echo(f"forgot {memory.id[:8]}")
+        echo_receipt(engram)
 
 
 def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -102,12 +102,27 @@ def show(ctx: click.Context, ident: str, project: bool, personal: bool, as_json:
 
 
 @click.command()
+@click.argument("ident", metavar="[ID]", required=False)
 @store_options
 @json_option
 @click.pass_context
-def status(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> None:
-    """Where the stores are, what they hold, what is not committed, how remotes stand."""
+def status(ctx: click.Context, ident: str | None, project: bool, personal: bool,
+           as_json: bool) -> None:
+    """Where the stores are, what they hold, what is not committed, how remotes stand.
+
+    With an event ID (as `engram log` or a write's receipt shows it): where that event is
+    (file:line), its commit, whether the commit is pushed, and whether the search indexes hold
+    it."""
     engram = open_engram(ctx, project, personal)
+    if ident is not None:
+        from .receipts import echo_status
+
+        receipt = engram.event_status(ident)
+        if as_json:
+            print_json(as_json_value(receipt))
+        else:
+            echo_status(receipt)
+        return
     report = engram.status()
     if as_json:
         print_json(as_json_value(report))

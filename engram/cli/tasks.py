@@ -13,6 +13,7 @@ import click
 from ..base.display import echo, local_time
 from ..base.vocab import PROGRESS_STATUS, TASK_STATUS
 from .common import json_option, open_engram, print_json, store_options
+from .receipts import echo_receipt, with_receipts
 
 if TYPE_CHECKING:
     from ..api import EarlierFailure
@@ -45,9 +46,10 @@ def task_create(ctx: click.Context, name: str, goal: str, parent: str | None,
     engram = open_engram(ctx, project, personal)
     created = engram.task_create(name, goal=goal, parent=parent, tags=tags, status=status)
     if as_json:
-        print_json(created.to_dict())
+        print_json(with_receipts(engram, created.to_dict()))
     else:
         echo(f"created task {created.id[:8]}: {created.name}")
+        echo_receipt(engram)
 
 
 @task.command(name="show")
@@ -104,9 +106,10 @@ def task_update(ctx: click.Context, ident: str, name: str | None, goal: str | No
     updated = engram.task_update(ident, name=name, goal=goal, status=status, parent=parent,
                                  tags=tags or None)
     if as_json:
-        print_json(updated.to_dict())
+        print_json(with_receipts(engram, updated.to_dict()))
     else:
         echo(f"updated task {updated.id[:8]} ({updated.status})")
+        echo_receipt(engram)
 
 
 @task.command(name="list")
@@ -155,9 +158,10 @@ def task_progress(ctx: click.Context, ident: str, feature: str, status: str, not
     result = engram.progress(ident, feature, status=status, note=note, component=component,
                              files=files)
     if as_json:
-        print_json(result.to_dict())
+        print_json(with_receipts(engram, result.to_dict()))
         return
     echo(f"progress on {result.task.id[:8]}: [{status}] {feature}")
+    echo_receipt(engram)
     if result.checkpoint:
         echo(f"  checkpoint {result.checkpoint.seq} saved ({result.checkpoint.reason})")
     _print_earlier_failures(result.earlier_failures)
@@ -179,8 +183,9 @@ def task_failure(ctx: click.Context, ident: str, error: str, component: str | No
     engram = open_engram(ctx, project, personal)
     result = engram.failure(ident, error, component=component, root_cause=root_cause, fix=fix)
     if as_json:
-        print_json(result.to_dict())
+        print_json(with_receipts(engram, result.to_dict()))
         return
     echo(f"failure on {result.task.id[:8]} recorded; checkpoint "
          f"{result.checkpoint.seq if result.checkpoint else '-'} saved")
+    echo_receipt(engram)
     _print_earlier_failures(result.earlier_failures)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,8 @@ class Workspace:
         self._settings: tuple[tuple[Any, ...], Settings] | None = None
         self._here: tuple[Project | None] | None = None
         self.warnings: list[str] = []
+        # The events this instance appended lately, with where: (store, event, file, line).
+        self.written: deque[tuple[Store, ev.Event, str, int]] = deque(maxlen=256)
         self.read_only: str | None = None  # the revision, for the stores as they were (at())
         # What the commit policy reads as "now" (`commit.every_seconds`); a test may set it.
         self.clock: Callable[[], float] = time.time
@@ -385,7 +388,8 @@ class Workspace:
                 id=ev.new_event_id(), kind=kind, clock=clock + offset, time=now, actor=actor,
                 session=self.session, machine=ev.machine_name(), data=data,
             ) for offset, (kind, data) in enumerate(items)])
-            store.append(batch, now=self.clock())
+            rel, line = store.append(batch, now=self.clock())
+            self.written.extend((store, event, rel, line + n) for n, event in enumerate(batch))
             self.warnings.extend(store.repairs)
             store.repairs.clear()
             if commit:

@@ -61,6 +61,35 @@ class Result(BaseModel):
                                             "back to words only).")
 
 
+class ReceiptIndex(BaseModel):
+    memory: str
+    words: Literal["indexed", "pending", "missing"] = Field(
+        description="pending: the next recall adds it to the word index.")
+    vectors: Literal["saved", "pending", "missing", "off"] = Field(
+        description="pending: recall scores it anyway, from the embedding cache.")
+
+
+class ReceiptView(BaseModel):
+    event: str = Field(description="The event's id (memory_receipt answers for it later).")
+    kind: str
+    store: str = Field(description="personal or project")
+    file: str = Field(description="The event file, relative to the store.")
+    line: int
+    committed: str | None = Field(description="The commit that holds its line; null: not yet.")
+    branch: str | None
+    upstream: str | None = Field(description="The branch's upstream, e.g. origin/main.")
+    pushed: bool | None = Field(description="Its commit is on the upstream (as of the last "
+                                            "fetch); null: no remote.")
+    next: str = Field(description="What is still to happen to it, and what makes it happen.")
+    indexed: ReceiptIndex | None = None
+
+
+class Receipted(Result):
+    receipts: list[ReceiptView] = Field(
+        default_factory=list, description="For a write: each event it appended, where it is, "
+                                          "and whether it is committed and pushed yet.")
+
+
 class MemoryView(BaseModel):
     id: str
     kind: str
@@ -99,7 +128,7 @@ class Related(BaseModel):
     summary: str
 
 
-class RememberResult(Result):
+class RememberResult(Receipted):
     memory: MemoryView
     duplicate: bool = Field(description="True when an existing near-duplicate was reinforced "
                                         "instead of adding a memory; `memory` is that one.")
@@ -136,7 +165,7 @@ class Version(BaseModel):
     memory: MemoryView
 
 
-class MemoryResult(Result):
+class MemoryResult(Receipted):
     memory: MemoryView
     history: list[Version] | None = Field(None, description="Every version, oldest first "
                                                             "(when asked for).")
@@ -144,7 +173,7 @@ class MemoryResult(Result):
     note: str | None = None
 
 
-class ForgetResult(Result):
+class ForgetResult(Receipted):
     memory: MemoryView = Field(description="The retired memory.")
     replacement: MemoryView | None = Field(description="The memory that supersedes it, when "
                                                        "replace_with was given.")
@@ -165,7 +194,7 @@ class Cluster(BaseModel):
     merged_into: str | None
 
 
-class ConsolidateResult(Result):
+class ConsolidateResult(Receipted):
     applied: bool
     clusters: list[Cluster]
     truncated: bool
@@ -300,7 +329,7 @@ class EarlierFailure(BaseModel):
     time: str
 
 
-class TaskResult(Result):
+class TaskResult(Receipted):
     task: TaskView
     memories: list[MemoryView] = Field(default_factory=list)
     children: list[str] = Field(default_factory=list)
@@ -309,7 +338,7 @@ class TaskResult(Result):
     note: str | None = None
 
 
-class TaskChange(Result):
+class TaskChange(Receipted):
     task: TaskSummary
     checkpoint: CheckpointView | None = Field(None, description="A checkpoint this saved, if "
                                                                 "any.")
@@ -336,7 +365,7 @@ class ContinuityResult(Result):
     composite: float
 
 
-class HandoffResult(Result):
+class HandoffResult(Receipted):
     task: str
     checkpoint: CheckpointView
     note: str
@@ -404,7 +433,7 @@ class CitationCheckView(CitationView):
     moved_to: list[dict[str, int]]
 
 
-class DiscoveryResult(Result):
+class DiscoveryResult(Receipted):
     memory: MemoryView
     fact: str
     citations: list[CitationView]

@@ -29,7 +29,8 @@ from ..base.config import check_value
 from ..base.errors import EngramError
 from ..base.vocab import AGENT
 from .messages import agent_message
-from .models import SCOPES, SESSION, WRITE, Result, RuntimeView
+from .models import READ, SCOPES, SESSION, WRITE, Receipted, Result, RuntimeView
+from .views import receipt_views
 
 HEARTBEAT_SECONDS = 30.0
 COMMIT_CHECK_SECONDS = 30.0  # the commit timer looks at least this often whether a batch waits
@@ -332,7 +333,10 @@ class Runtime:
             try:
                 engram = self._engram(actor)
                 engram.session = self.session_id
+                mark = engram.write_mark()
                 result = call(engram)
+                if scope != READ and isinstance(result, Receipted):
+                    result.receipts = receipt_views(engram.receipts(since=mark))
             except EngramError as exc:
                 raise ToolError(agent_message(exc)) from None
             finally:

@@ -48,6 +48,7 @@ from .. import __version__
 from ..base.display import hidden_shown
 from .memory_tools import add_memory_tools
 from .messages import invalid_arguments
+from .review_tools import add_review_tools
 from .runtime import ROOTS_WAIT_SECONDS, Runtime, root_folders
 from .session_tools import add_discovery_tools, add_prompts, add_session_tools
 from .task_tools import add_task_tools
@@ -199,6 +200,7 @@ def build(*, cwd: Path | str | None = None, agent: str | None = None,
     add_task_tools(server)
     add_session_tools(server)
     add_discovery_tools(server)
+    add_review_tools(server)
     add_prompts(server)
     return server, runtime
 

@@ -1,5 +1,5 @@
-"""Facade results as MCP tool results: memories, tasks, checkpoints and remember outcomes
-turned into the result models, cut to the output budget (`fit`)."""
+"""Facade results as MCP tool results: memories, tasks, checkpoints, remember outcomes and
+write receipts turned into the result models, cut to the output budget (`fit`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from .models import (
     FailureView,
     MemoryView,
     ProgressView,
+    ReceiptIndex,
+    ReceiptView,
     Related,
     RememberResult,
     TaskChange,
@@ -156,3 +158,17 @@ def task_change(result: api.TaskChange) -> TaskChange:
                       checkpoint=checkpoint_view(result.checkpoint.record
                                                  if result.checkpoint else None),
                       earlier_failures=_earlier(result.earlier_failures))
+
+
+def receipt_views(receipts: Sequence[api.Receipt]) -> list[ReceiptView]:
+    return [receipt_view(r) for r in receipts]
+
+
+def receipt_view(receipt: api.Receipt) -> ReceiptView:
+    index = receipt.indexed
+    return ReceiptView(
+        event=receipt.event, kind=receipt.kind, store=receipt.store, file=receipt.file,
+        line=receipt.line, committed=receipt.committed, branch=receipt.branch,
+        upstream=receipt.upstream, pushed=receipt.pushed, next=receipt.next,
+        indexed=None if index is None else ReceiptIndex(memory=index.memory, words=index.words,
+                                                        vectors=index.vectors))

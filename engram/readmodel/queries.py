@@ -404,6 +404,17 @@ class Queries:
         row = self.db.execute("SELECT body FROM events WHERE id=?", (event_id,)).fetchone()
         return ev.parse_line(row[0]) if row else None
 
+    @recovering
+    def places(self, event_id: str) -> list[tuple[str, int]]:
+        """Where the event's line is: (file relative to the store, line), first file first."""
+        return [(r[0], r[1]) for r in self.db.execute(
+            "SELECT file, line FROM sources WHERE id=? ORDER BY file, line", (event_id,))]
+
+    def is_dirty(self, memory_id: str, which: str) -> bool:
+        """Is the memory's last change still to be taken by that index ("text", "vec")?"""
+        return self.db.execute(f"SELECT 1 FROM {dirty_table(which)} WHERE memory=?",
+                               (memory_id,)).fetchone() is not None
+
     def match_ids(self, prefix: str) -> list[tuple[str, str]]:
         """(id, what) pairs whose id starts with `prefix`: memories, tasks, sessions, events."""
         out = []

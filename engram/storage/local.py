@@ -38,6 +38,7 @@ class WriterState:
     pending: int = 0  # substantive events written since the last commit
     pending_since: float = 0.0  # when the first of them was written
     index_stamp: str = ""  # git's index (mtime:size) when last looked at for the live file
+    lines: int = 0  # lines of the segment when it was left at `size` (0: count them)
 
     @classmethod
     def load(cls, store: Store) -> WriterState:
@@ -66,7 +67,7 @@ _OPTIONAL_TEXT = (str, type(None))
 _WRITER_FIELDS: dict[str, Any] = {
     "writer": _OPTIONAL_TEXT, "segment": _OPTIONAL_TEXT, "head": _OPTIONAL_TEXT, "size": int,
     "tail": str, "tail_len": int, "clock": int, "pending": int, "pending_since": (int, float),
-    "index_stamp": str,
+    "index_stamp": str, "lines": int,
 }
 
 

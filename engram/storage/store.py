@@ -294,8 +294,10 @@ class Store:
 
     def append(self, events: Iterable[ev.Event], *, now: float | None = None,
                fresh: bool = False, raw: Sequence[bytes] | None = None,
-               skew_us: int | None = None) -> None:
-        """Append events durably: returns once their lines are written and fsynced.
+               skew_us: int | None = None) -> tuple[str, int]:
+        """Append events durably: returns once their lines are written and fsynced, with where
+        they went: the file (relative to the store) and the line of the first of them (the
+        others follow it, one a line; 0 when the file could not be read back to count).
 
         Callers hold `self.lock()`; they build events with `next_clock()` under the same lock.
         Substantive events (`events.substantive`) count towards the next batched commit, from
@@ -314,7 +316,7 @@ class Store:
         """
         batch = list(events)
         if not batch:
-            return
+            return "", 0
         state = WriterState.load(self)
         head = self.head_id()
         if fresh:
@@ -338,6 +340,8 @@ class Store:
             raise unwritable(self, exc) from None
         try:
             before = os.fstat(fd).st_size
+            first = 1 + _lines_before(path, before, state if state.segment == self.rel(path)
+                                      else None)
             try:
                 written = 0
                 while written < len(data):
@@ -372,6 +376,8 @@ class Store:
                 state.segment = None
             top = limit
         state.clock = max(state.clock, top)
+        state.lines = first - 1 + (len(raw) if raw is not None else len(batch)) if first > 0 \
+            else 0
         counted = sum(1 for event in batch if ev.substantive(event.kind))
         if counted:
             if state.pending == 0:
@@ -381,6 +387,7 @@ class Store:
             state.save(self)
         except OSError:
             pass  # the lines are durable; without this bookkeeping the next append starts anew
+        return self.rel(path), first
 
     def next_clock(self, skew_us: int = ev.MAX_SKEW_US) -> int:
         """The clock for the next event; call under the lock. It follows the clocks read from
@@ -492,6 +499,7 @@ class Store:
             last_line = line
         if keep:
             state.size += keep
+            state.lines = 0  # lines that are not counted: the next append counts them
             state.tail = hashlib.sha1(last_line).hexdigest()
             state.tail_len = len(last_line)
         if state.size < path.stat().st_size:
@@ -554,6 +562,30 @@ class Store:
             for _, event in chunk.events:
                 seen.setdefault(event.id, event)
         return sorted(seen.values(), key=lambda e: e.sort_key), problems
+
+
+def _lines_before(path: Path, size: int, state: WriterState | None) -> int:
+    """How many lines the first `size` bytes of the file hold: what the writer's state says
+    when it left the file at that size, else counted (a file is at most MAX_FILE_BYTES). Only
+    for receipts: if the file cannot be read back, the line is not known (-1), and the write
+    goes on."""
+    if size == 0:
+        return 0
+    if state is not None and state.size == size and state.lines > 0:
+        return state.lines
+    count = 0
+    try:
+        with open(path, "rb") as handle:
+            left = size
+            while left > 0:
+                chunk = handle.read(min(1 << 20, left))
+                if not chunk:
+                    break
+                count += chunk.count(b"\n")
+                left -= len(chunk)
+    except OSError:
+        return -1
+    return count
 
 
 def require(store: Store | None, kind: StoreKind) -> Store:
