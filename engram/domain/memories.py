@@ -20,7 +20,8 @@ from ..base.validation import Checks, well_formed
 from ..model import memories as mem
 from ..storage import events as ev
 from . import citing, freshness
-from .consolidation import ClusterMember, MergePlan  # noqa: F401 (re-exported)
+from .consolidation import ClusterMember as ClusterMember  # re-exported
+from .consolidation import MergePlan as MergePlan
 from .continuity.lifecycle import Sessions
 from .workspace import Workspace
 
