@@ -10,7 +10,7 @@ from conftest import cli
 
 from engram.api import Engram
 from engram.base.errors import SecretError
-from engram.domain.memories import normalised as _normalised
+from engram.domain.duplicates import normalised as _normalised
 from engram.search.neardup import Difference, differences
 from engram.storage import events as ev
 

@@ -24,6 +24,13 @@ HEAVY = ("pygit2", "tantivy", "usearch", "onnxruntime", "fastembed", "numpy", "m
 
 def loaded(*args: str, cwd: Path) -> set[str]:
     """The top-level packages that `engram ARGS` imported, from `-X importtime`."""
+    names = {name.split(".")[0] for name in loaded_modules(*args, cwd=cwd)}
+    assert "engram" in names  # the list was read
+    return names
+
+
+def loaded_modules(*args: str, cwd: Path) -> set[str]:
+    """Every module that `engram ARGS` imported, from `-X importtime`."""
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "engram", *args], cwd=cwd,
                           capture_output=True, text=True, env=dict(os.environ), timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -32,8 +39,7 @@ def loaded(*args: str, cwd: Path) -> set[str]:
         if line.startswith("import time:") and "|" in line:
             name = line.rsplit("|", 1)[1].strip()
             if name != "imported package":
-                names.add(name.split(".")[0])
-    assert "engram" in names  # the list was read
+                names.add(name)
     return names
 
 
@@ -50,6 +56,25 @@ def test_help_list_and_config_load_nothing_heavy(tmp_path: Path) -> None:
     assert heavy(loaded("--help", cwd=tmp_path)) == set()
     assert heavy(loaded("list", cwd=tmp_path)) == set()
     assert heavy(loaded("config", "get", "commit.every_events", cwd=tmp_path)) == set()
+
+
+def test_each_command_is_found_where_the_group_says_and_loads_only_its_family(
+        tmp_path: Path) -> None:
+    from engram.cli import families
+    from engram.cli.main import main
+
+    for name, command in main.commands.items():
+        assert command.callback is not None
+        assert command.callback.__module__ == "engram.cli" + families.WHERE[name], name
+    assert set(families.WHERE) == set(main.commands)
+    engram = Engram()
+    engram.init()
+    engram.close()
+    modules = loaded_modules("list", cwd=tmp_path)
+    family_modules = {"engram.cli" + module for module in families.FAMILIES}
+    assert modules & family_modules == {"engram.cli.memories"}
+    assert {"engram.mcp", "engram.search.neardup"}.isdisjoint(modules)
+    assert family_modules <= loaded_modules("--help", cwd=tmp_path)
 
 
 def test_status_loads_git_but_no_search_embedding_or_mcp(project: Path) -> None:

@@ -4,7 +4,9 @@ Library errors become one line on stderr and their exit status (2 for bad input)
 every read command prints a JSON document for scripts; otherwise output is for people.
 
 The `main` group is defined here; each command family lives in its own module and adds its
-commands with `register(main)`. Those modules import only `engram.cli.common`, never this one.
+commands with `register(main)`, imported when one of its commands runs (`engram.cli.families`,
+which lists where each command is). Those modules import only `engram.cli.common`, never this
+one.
 """
 
 from __future__ import annotations
@@ -14,23 +16,13 @@ from pathlib import Path
 import click
 
 from .. import __version__
-from .capture import register as register_capture
-from .common import CONTEXT, EngramGroup, end_process
-from .config import register as register_config
-from .continuity import register as register_continuity
-from .exchange import register as register_exchange
-from .mcp import register as register_mcp
-from .memories import register as register_memories
-from .model import register as register_model
-from .review import register as register_review
-from .stale import register as register_stale
-from .stores import register as register_stores
-from .sync import register as register_sync
+from .common import CONTEXT, end_process
+from .families import Families
 
 # -- the group ----------------------------------------------------------------------------------
 
 
-@click.group(cls=EngramGroup, context_settings=CONTEXT)
+@click.group(cls=Families, context_settings=CONTEXT)
 @click.version_option(__version__, "-V", "--version", prog_name="engram")
 @click.option("-C", "cwd", type=click.Path(file_okay=False, exists=True, path_type=Path),
               default=None, help="Run as if started in this directory (like git -C).")
@@ -44,19 +36,6 @@ def main(ctx: click.Context, cwd: Path | None) -> None:
     """
     ctx.ensure_object(dict)
     ctx.obj["cwd"] = cwd or Path.cwd()
-
-
-register_stores(main)
-register_memories(main)
-register_continuity(main)
-register_config(main)
-register_mcp(main)
-register_sync(main)
-register_exchange(main)
-register_model(main)
-register_capture(main)
-register_review(main)
-register_stale(main)
 
 
 def run() -> None:

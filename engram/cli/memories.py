@@ -12,7 +12,6 @@ import click
 
 from ..base.display import echo, local_time
 from ..base.results import as_json as as_json_value
-from ..search.neardup import describe as describe_differences
 from .common import at_option, json_option, open_engram, print_json, read_text, store_options
 from .receipts import echo_receipt, with_receipts
 
@@ -126,6 +125,8 @@ def remember(ctx: click.Context, text: str, kind: str | None, tags: tuple[str, .
              f"{other.summary(50)}")
         found = result.differs_from(other.id)
         if found:
+            from ..search.neardup import describe as describe_differences
+
             echo(f"    the new text differs from {short} in {describe_differences(found)}")
         echo(f"    if {short} is now wrong, replace it: "
              f"engram remember ... --supersedes {short}")

@@ -8,24 +8,25 @@ session.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..base.config import LIST_LIMIT, RECALL_K, Settings, check_count
-from ..base.errors import EngramError, UsageError
+from ..base.config import LIST_LIMIT, RECALL_K, check_count
+from ..base.errors import UsageError
 from ..base.validation import Checks, well_formed
 from ..model import memories as mem
-from ..search.neardup import Difference, differences
 from ..storage import events as ev
-from ..storage.store import Store
 from . import citing, freshness
+from .consolidation import ClusterMember as ClusterMember  # re-exported
+from .consolidation import MergePlan as MergePlan
 from .continuity.lifecycle import Sessions
 from .workspace import Workspace
 
 if TYPE_CHECKING:
+    from ..search.neardup import Difference
     from ..search.recall import Source
     from ..search.retrieval import Hit
 
@@ -58,28 +59,6 @@ class Remembered:
                          "differences": [d.to_dict() for d in self.differs_from(m.id)]}
                         for m, sim in self.related],
         }
-
-
-@dataclass(frozen=True)
-class ClusterMember:
-    """A memory of a near-duplicate cluster, by id and summary."""
-
-    id: str
-    summary: str
-
-
-@dataclass(frozen=True)
-class MergePlan:
-    """A cluster of near-duplicate memories and the one memory that replaces them (`merged_into`
-    once merged, else None)."""
-
-    store: str
-    members: tuple[ClusterMember, ...]
-    content: str
-    kind: str
-    tags: tuple[str, ...]
-    importance: float
-    merged_into: str | None
 
 
 @dataclass(frozen=True)
@@ -168,10 +147,12 @@ class Memories:
                 raise UsageError(f"memory {old_memory.id[:8]} is {old_memory.status} already")
         check = settings["remember.check_duplicates"] if check_duplicates is None \
             else check_duplicates
+        if check:
+            from . import duplicates  # the embedding and the comparison of facts
         if old:
             data["supersedes"] = [m.id for _, m in old]
-            same = self._stored_as(store, data, skip={m.id for _, m in old}) if check \
-                else None
+            same = duplicates.stored_as(self.workspace, store, data,
+                                        skip={m.id for _, m in old}) if check else None
             if same is not None:
                 # The text is stored already: remember added it and reported these as possible
                 # contradictions, and the caller now says they are replaced. Point them at it
@@ -184,8 +165,9 @@ class Memories:
         related: list[tuple[mem.Memory, float, tuple[Difference, ...]]] = []
         if check and not old:
             # `content` passed the secret checks above: the reinforcement below keeps it.
-            duplicate, related = self._near(store, settings, content, kind=data["kind"],
-                                            tags=data["tags"], project=data)
+            duplicate, related = duplicates.near(self.workspace, store, settings, content,
+                                                 kind=data["kind"], tags=data["tags"],
+                                                 project=data)
             if duplicate is not None:
                 existing, similarity = duplicate
                 self.workspace.emit(store, "memory.reinforced",
@@ -201,82 +183,6 @@ class Memories:
         return Remembered(mem.Memory.from_dict({**memory.to_dict(), "store": store.kind}),
                           related=tuple((m, sim) for m, sim, _ in related),
                           differences=tuple((m.id, found) for m, _, found in related if found))
-
-    def _near(self, store: Store, settings: Settings, content: str, *, kind: str,
-              tags: Sequence[str], project: Mapping[str, Any] | None = None,
-              ) -> tuple[tuple[mem.Memory, float] | None,
-                         list[tuple[mem.Memory, float, tuple[Difference, ...]]]]:
-        """The near-duplicate of `content` among active memories, and the related ones with
-        what they say otherwise (`neardup.differences`).
-
-        A memory is a near-duplicate when it is as similar as `remember.duplicate_similarity`
-        (or the same text but for case, punctuation and spacing) and says the same facts: a
-        correction ("100 requests per second" -> "1000") is as similar as a rewording to the
-        model, and folding it would keep the wrong value and drop the right one.
-
-        In the personal store, a memory for every project reinforces only one for every project,
-        and one of a project (`project`, its payload's `project` and `project_remote`) only one
-        of the same project or for every project: the reinforced memory stays where the new text
-        would have been seen.
-        """
-        embedder = self.workspace.embedder(store)
-        if embedder is None:
-            return None, []
-        from ..search.embed import embed_with_cache
-        from ..search.retrieval import embedding_text
-
-        search = self.workspace.search(store)
-        proj = self.workspace.projection(store)
-        # Fold the changes since the vector index was saved into it once there are enough of
-        # them (`search.vector_flush`), as recall does, so that the comparisons with changed
-        # memories each write makes stay few.
-        search.sync_vectors(embedder, settings)
-        # Embedded as the index embeds a memory (with its kind and tags), so that it is
-        # compared like with like, and cached, so indexing it later does not embed it again.
-        vector, _ = embed_with_cache(embedder, search.embeddings,
-                                     [embedding_text(kind, tags, content)])
-        near = search.nearest(embedder, vector[0], limit=8)
-        found = proj.memories_by_id([i for i, _ in near])
-        now = ev.utc_now()
-        related = []
-        for memory_id, similarity in near:
-            memory = found.get(memory_id)
-            if memory is None or memory.status != "active" or not memory.valid_at(now):
-                continue
-            close = similarity >= settings["remember.duplicate_similarity"] or \
-                normalised(memory.content) == normalised(content)
-            if not close and similarity < settings["remember.related_similarity"]:
-                continue
-            found_differences = differences(memory.content, content)
-            if close and not found_differences:
-                if _same_reach(store, memory, project or {}):
-                    return (memory, similarity), []
-                continue  # the same, for another project: neither a duplicate nor different
-            related.append((memory, similarity, found_differences))
-        return None, related
-
-    def _stored_as(self, store: Store, data: dict[str, Any], *, skip: set[str],
-                   ) -> mem.Memory | None:
-        """An active memory with the text of `data` (but for case, punctuation and spacing)."""
-        embedder = self.workspace.embedder(store)
-        if embedder is None:
-            return None
-        from ..search.embed import embed_with_cache
-        from ..search.retrieval import embedding_text
-
-        search = self.workspace.search(store)
-        search.sync_vectors(embedder, self.workspace.settings(store))
-        content = data["content"]
-        vector, _ = embed_with_cache(embedder, search.embeddings,
-                                     [embedding_text(data["kind"], data["tags"], content)])
-        near = [i for i, _ in search.nearest(embedder, vector[0], limit=8) if i not in skip]
-        now = ev.utc_now()
-        for memory in self.workspace.projection(store).memories_by_id(near).values():
-            if memory.status == "active" and memory.valid_at(now) and \
-                    normalised(memory.content) == normalised(content) and \
-                    not differences(memory.content, content):
-                return memory
-        return None
 
     @staticmethod
     def _checked_content(content: str, checks: Checks, redact: bool) -> str:
@@ -466,96 +372,11 @@ class Memories:
 
     def consolidate(self, *, apply: bool = False, similarity: float | None = None,
                     ) -> list[MergePlan]:
-        """Find clusters of near-duplicate memories; with `apply`, merge each into one.
+        """Clusters of near-duplicate memories, each merged into one with `apply`
+        (`engram.domain.consolidation`)."""
+        from .consolidation import consolidate
 
-        A merge is events only: a new memory (the longest text of the cluster, the union of its
-        tags, the highest importance) that supersedes every member. Nothing is deleted. Memories
-        that say a different number, version, path, ... (`neardup.differences`) are never put in
-        one cluster, however similar: merging them would keep one value and drop the other.
-        """
-        import numpy as np
-
-        from ..search.embed import embed_with_cache
-
-        plans: list[MergePlan] = []
-        for store in self.workspace.stores():
-            settings = self.workspace.settings(store)
-            threshold = settings["consolidate.similarity"] if similarity is None else similarity
-            embedder = self.workspace.embedder(store)
-            if embedder is None:
-                raise EngramError("consolidate needs the embedding model, which did not load; "
-                                  "see `engram stats`")
-            proj = self.workspace.projection(store)
-            search = self.workspace.search(store)
-            active = [m for m in proj.memories() if m.valid_at(ev.utc_now())]
-            if len(active) < 2:
-                continue
-            vectors, _ = embed_with_cache(embedder, search.embeddings, [m.content for m in active])
-            parent = list(range(len(active)))
-            members_of = {i: [i] for i in range(len(active))}
-
-            # Called only within this store's pass; the defaults bind this pass's lists.
-            def find(i: int, parent: list[int] = parent) -> int:
-                while parent[i] != i:
-                    parent[i] = parent[parent[i]]
-                    i = parent[i]
-                return i
-
-            def agree(a: int, b: int, active: list[mem.Memory] = active,
-                      members_of: dict[int, list[int]] = members_of) -> bool:
-                # Every pair across the two clusters, not only the similar pair: a chain of
-                # small rewordings must not join two memories that say different values.
-                return not any(differences(active[x].content, active[y].content)
-                               for x in members_of[a] for y in members_of[b])
-
-            for start in range(0, len(active), 1024):
-                block = vectors[start : start + 1024] @ vectors.T
-                for offset, row in enumerate(block):
-                    i = start + offset
-                    for j in np.nonzero(row >= threshold)[0]:
-                        if j > i and active[i].kind == active[int(j)].kind:
-                            a, b = find(i), find(int(j))
-                            if a != b and agree(a, b):
-                                parent[a] = b
-                                members_of[b] += members_of.pop(a)
-            clusters: dict[int, list[int]] = {}
-            for i in range(len(active)):
-                clusters.setdefault(find(i), []).append(i)
-            for members in clusters.values():
-                if len(members) < 2:
-                    continue
-                group = [active[i] for i in members]
-                keeper = max(group, key=lambda m: (len(m.content), m.importance, m.updated_clock))
-                tags = list(dict.fromkeys(t for m in group for t in m.tags))
-                plan = MergePlan(
-                    store=store.kind,
-                    members=tuple(ClusterMember(m.id, m.summary()) for m in group),
-                    content=keeper.content,
-                    kind=keeper.kind,
-                    tags=tuple(tags[: settings["limits.tags"]]),
-                    importance=max(m.importance for m in group),
-                    merged_into=None,
-                )
-                if apply:
-                    plan = replace(plan, merged_into=self._merge(store, group, plan))
-                plans.append(plan)
-        return plans
-
-    def _merge(self, store: Store, group: list[mem.Memory], plan: MergePlan) -> str:
-        new_id = ev.new_entity_id()
-        keeper = max(group, key=lambda m: (len(m.content), m.importance, m.updated_clock))
-        data: dict[str, Any] = {
-            "memory": new_id, "content": plan.content, "kind": plan.kind,
-            "tags": list(plan.tags), "scope": keeper.scope, "source": keeper.source,
-            "importance": plan.importance, "valid_from": None, "valid_until": None,
-            "supersedes": [m.id for m in group],
-        }
-        if keeper.task:
-            data["task"] = keeper.task
-        items = [("memory.created", data)]
-        items += [("memory.superseded", {"memory": m.id, "by": new_id}) for m in group]
-        self.workspace.emit_many(store, items)
-        return new_id
+        return consolidate(self.workspace, apply=apply, similarity=similarity)
 
 
 def _moment(value: str | datetime | None, what: str, *, future: bool = True) -> str | None:
@@ -570,16 +391,3 @@ def _moment(value: str | datetime | None, what: str, *, future: bool = True) -> 
     return ev.format_time(moment)
 
 
-def _same_reach(store: Store, memory: mem.Memory, new: Mapping[str, Any]) -> bool:
-    """Whether a new memory (its payload `new`) may reinforce `memory` instead of being added:
-    in the personal store, only where `memory` is seen wherever the new one would be."""
-    if store.kind != "personal" or (memory.project is None and memory.project_remote is None):
-        return True
-    return (memory.project, memory.project_remote) == \
-        (new.get("project"), new.get("project_remote")) or \
-        (new.get("project") is not None and memory.project == new.get("project"))
-
-
-def normalised(text: str) -> str:
-    """Text compared for duplicates: case, punctuation and spacing do not count."""
-    return " ".join("".join(c if c.isalnum() else " " for c in text.casefold()).split())

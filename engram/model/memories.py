@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ..base.errors import Fix, UsageError, parameter, quote
 
@@ -106,9 +106,9 @@ def valid_at(valid_from: str | None, valid_until: str | None, moment: datetime) 
     return True
 
 
-@dataclass(frozen=True, slots=True)
-class Head:
-    """What ranking and filtering need of a memory, read without its body."""
+class Head(NamedTuple):
+    """What ranking and filtering need of a memory, read without its body (a named tuple:
+    recall builds one per candidate, several hundred a query)."""
 
     id: str
     status: str

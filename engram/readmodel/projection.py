@@ -50,6 +50,14 @@ class Projection(Queries):
             self._db = self._open()
         return self._db
 
+    def generation(self) -> tuple[int, int, int]:
+        """A value that changes whenever the read model may have changed: a commit by another
+        connection (SQLite's `data_version`), a change through this one, a new connection. Equal
+        values mean that the tables read the same, so what was read from them still holds; it
+        costs no read of any table."""
+        db = self.connection()
+        return (id(db), db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
+
     def _open(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
@@ -25,6 +25,14 @@ from .schema import NOTABLE, dirty_table
 
 if TYPE_CHECKING:
     from ..model.sessions import Session
+
+
+class Reach(NamedTuple):
+    """Where a memory of the personal store is seen: its project (root commit) and project
+    remote, None for a memory seen everywhere (`Workspace.belongs_here` reads these)."""
+
+    project: str | None
+    project_remote: str | None
 
 
 class Queries:
@@ -137,6 +145,34 @@ class Queries:
             ):
                 memory = self._memory(body)
                 out[memory.id] = memory
+        return out
+
+    @recovering
+    def contents(self, ids: Sequence[str]) -> dict[str, str]:
+        """The text of each of these memories, read from its column: no body is parsed."""
+        out: dict[str, str] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            for memory_id, content in self.db.execute(
+                f"SELECT id, content FROM memories WHERE id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ):
+                out[memory_id] = content
+        return out
+
+    @recovering
+    def reaches(self, ids: Sequence[str]) -> dict[str, Reach]:
+        """Where each of these memories is seen (its project and project remote), read from its
+        body without folding it into a `Memory`."""
+        out: dict[str, Reach] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            for memory_id, body in self.db.execute(
+                f"SELECT id, body FROM memories WHERE id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ):
+                data = orjson.loads(body)
+                out[memory_id] = Reach(data.get("project"), data.get("project_remote"))
         return out
 
     def dirty_contents(self) -> list[tuple[str, str | None, str | None, list[str]]]:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..base.config import Settings
     from ..model.memories import Memory
     from ..readmodel.projection import Projection
+    from ..readmodel.queries import Reach
     from ..storage.store import Store
     from .embed import Embedder
     from .retrieval import StoreSearch
@@ -40,8 +41,9 @@ class Source:
     search: StoreSearch
     embedder: Embedder | None
     # Which of the store's memories may be recalled here (None: all of them); the personal
-    # store inside a repository leaves out the memories of other projects.
-    belongs: Callable[[Memory], bool] | None = None
+    # store inside a repository leaves out the memories of other projects. It is given each
+    # candidate's `Reach` (its project and project remote), not the whole memory.
+    belongs: Callable[[Reach], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -107,13 +109,13 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
     weight = settings["recall.weight_vector"] if embedder is not None else 0.0
     ids = list(dict.fromkeys([*bm25, *cosines]))
     if source.belongs is not None:
-        found = proj.memories_by_id(ids)
-        ids = [i for i in ids if i in found and source.belongs(found[i])]
+        reaches = proj.reaches(ids)
+        ids = [i for i in ids if i in reaches and source.belongs(reaches[i])]
     heads = proj.heads(ids, tags=bool(filters.tags))
-    contents: dict[str, Memory] = {}
+    contents: dict[str, str] = {}
     if intent.identifiers and bm25:
         # Only memories BM25 found can hold the identifier's words.
-        contents = proj.memories_by_id(list(bm25))
+        contents = proj.contents(list(bm25))
     pool: dict[str, ranking.Candidate] = {}
     for memory_id in ids:
         if memory_id not in heads:
@@ -122,7 +124,7 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
         c.share = bm25.get(memory_id, 0.0) / query_weight if query_weight > 0 else 0.0
         if memory_id in contents:
             c.identifiers = ranking.identifiers_found(intent.identifiers,
-                                                      contents[memory_id].content)
+                                                      contents[memory_id])
         c.words = ranking.words_evidence(c.share, specificity, c.identifiers)
         c.meaning = background.meaning(c.cosine) if background is not None else 0.0
         c.relevance = ranking.relevance(c.meaning, c.words, weight)

@@ -76,7 +76,6 @@ def memory_embedding_text(memory: mem.Memory) -> str:
     return embedding_text(memory.kind, memory.tags, memory.content)
 
 
-BACKGROUND_FILE = Path(__file__).resolve().parent.parent / "background.txt"
 BACKGROUND_SAMPLE = 256  # memories of the store sampled into a query's background
 
 
@@ -169,6 +168,12 @@ class StoreSearch:
         self._held_ids: list[str] = []
         self._held_matrix: Any = None  # their vectors stacked, in the order of _held_ids
         self._background: tuple[Any, np.ndarray] | None = None
+        # What a sync with nothing to do saw (the read model's generation, the vector index's
+        # file): while it is unchanged, the next recall skips the lock and the reads. Only a
+        # sync that found nothing to do under the lock sets it; damage seen clears it.
+        self._quiet: dict[str, Any] = {}
+        self._pending: tuple[Any, list[tuple[str, str | None]]] | None = None
+        self._sample: tuple[Any, tuple[str, ...]] | None = None
 
     @contextmanager
     def lock(self) -> Iterator[None]:
@@ -222,8 +227,11 @@ class StoreSearch:
                    [i for i in chunk if i not in found])
 
     def sync_text(self, report: SyncReport | None = None) -> SyncReport:
-        report = report or SyncReport()
         proj = self.projection
+        if report is None and self._text is not None and not self.read_only and \
+                self._quiet.get("text") == proj.generation():
+            return SyncReport()  # nothing changed since a sync that had nothing to do
+        report = report or SyncReport()
         with self.lock():
             text = self.text
             if self.read_only:
@@ -234,8 +242,11 @@ class StoreSearch:
                 proj.mark_all_dirty("text")
                 text.rebuilt = False
                 report.rebuilt.append("text")
+            generation = proj.generation()
             marks = proj.dirty("text")
             if not marks:
+                if not report.rebuilt:
+                    self._quiet["text"] = generation
                 return report
             ids = [m for m, _ in marks]
             try:
@@ -277,8 +288,14 @@ class StoreSearch:
     def sync_vectors(self, embedder: Embedder, settings: Settings, *, force: bool = False,
                      report: SyncReport | None = None, progress: Any = None) -> SyncReport:
         """Fold changed memories into the saved vector index once enough have changed."""
-        report = report or SyncReport()
         proj = self.projection
+        quiet = (embedder.identity, settings["search.vector_flush"],
+                 _stamp(self.cache_dir / VECTOR_INDEX))
+        if not force and report is None and progress is None and not self.read_only and \
+                self._vectors is not None and self._quiet.get("vec") == (*quiet,
+                                                                         proj.generation()):
+            return SyncReport()  # nothing changed since a sync that had nothing to do
+        report = report or SyncReport()
         with self.lock():
             index = self.vectors(embedder)
             if self.read_only:
@@ -289,7 +306,10 @@ class StoreSearch:
                 index.rebuilt = False
                 report.rebuilt.append("vectors")
                 force = True
+            generation = proj.generation()
             if not force and proj.dirty_count("vec") < settings["search.vector_flush"]:
+                if quiet[2] == self._vectors_stamp:
+                    self._quiet["vec"] = (*quiet, generation)
                 return report
             changed = False
             while True:
@@ -348,6 +368,7 @@ class StoreSearch:
         try:
             return self.text.search(query, limit)
         except TextIndexDamaged:
+            self._quiet.pop("text", None)
             self.sync_text()  # the index was emptied: fill it again, then ask once more
             return self.text.search(query, limit)
 
@@ -367,22 +388,23 @@ class StoreSearch:
 
     def background(self, embedder: Embedder, sample: int = BACKGROUND_SAMPLE) -> np.ndarray:
         """Vectors that stand for ordinary text, for calibrating a query's cosine similarities:
-        a fixed set of sentences shipped with Engram and a sample of this store's memories
-        (the same sample whatever state the caches are in)."""
+        a fixed set of sentences shipped with Engram (`engram.search.calibration`, kept per
+        model) and a sample of this store's memories (the same sample whatever state the caches
+        are in)."""
         import numpy as np
 
         # Kept while the sample's ids stay the same (an edit of a sampled memory hardly moves
         # the background); a new process reads it afresh.
-        key = (embedder.identity, tuple(self.projection.sample_ids(sample)) if sample > 0 else ())
+        key = (embedder.identity, self._sample_ids(sample) if sample > 0 else ())
         if self._background is not None and self._background[0] == key:
             return self._background[1]
+        from .calibration import fixed_vectors
+
         texts = [embedding_text(kind, tags, content)
                  for _, content, kind, tags in
                  (self.projection.sample(sample) if sample > 0 else [])]
-        lines = [line.strip() for line in BACKGROUND_FILE.read_text("utf-8").splitlines()]
-        vectors, _ = embed_with_cache(embedder, self.embeddings,
-                                      [x for x in lines if x] + texts)
-        matrix = np.asarray(vectors, dtype=np.float32)
+        vectors, _ = embed_with_cache(embedder, self.embeddings, texts)
+        matrix = np.vstack([fixed_vectors(embedder), np.asarray(vectors, dtype=np.float32)])
         self._background = (key, matrix)
         return matrix
 
@@ -410,9 +432,7 @@ class StoreSearch:
         index = self.vectors(embedder)
         scores = dict(index.search(vector, limit,
                                    EXACT_BELOW if exact_below is None else exact_below))
-        pending = [(memory_id, None if content is None or kind is None
-                                else embedding_text(kind, tags, content))
-                   for memory_id, content, kind, tags in self.projection.dirty_contents()]
+        pending = self._pending_texts()
         for memory_id, similarity in self._pending_scores(embedder, pending, vector).items():
             scores[memory_id] = similarity
         stale = {memory_id for memory_id, _ in pending}
@@ -432,6 +452,24 @@ class StoreSearch:
             for row, memory in enumerate(live):
                 scores[memory.id] = float(vectors[row] @ vector)
         return scores
+
+    def _pending_texts(self) -> list[tuple[str, str | None]]:
+        """(memory id, embedding text or None) of the memories changed since the vector index
+        was saved, read again only when the read model has changed."""
+        generation = self.projection.generation()
+        if self._pending is None or self._pending[0] != generation:
+            self._pending = (generation, [
+                (memory_id, None if content is None or kind is None
+                 else embedding_text(kind, tags, content))
+                for memory_id, content, kind, tags in self.projection.dirty_contents()])
+        return self._pending[1]
+
+    def _sample_ids(self, sample: int) -> tuple[str, ...]:
+        """The ids of the background's sample, read again only when the read model changed."""
+        key = (self.projection.generation(), sample)
+        if self._sample is None or self._sample[0] != key:
+            self._sample = (key, tuple(self.projection.sample_ids(sample)))
+        return self._sample[1]
 
     def _pending_scores(self, embedder: Embedder, pending: Sequence[tuple[str, str | None]],
                         vector: np.ndarray) -> dict[str, float]:
