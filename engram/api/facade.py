@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ..model import tasks
     from ..model.sessions import Session
     from ..readmodel.projection import Projection
-    from ..search.retrieval import Hit
+    from ..search.backlog import Recalled
     from ..storage import events as ev
     from ..storage.store import Store
 
@@ -316,7 +316,7 @@ class Engram(CitationReads):
         include_expired: bool = False,
         include_decayed: bool = False,
         now: datetime | None = None,
-    ) -> list[Hit]:
+    ) -> Recalled:
         """Memories by meaning and by words, fused, weighted by strength, best first.
 
         Superseded, forgotten, expired and fully decayed memories are left out unless asked for.

@@ -28,6 +28,7 @@ from .vectors import VectorIndex, id_of, key_of
 REACH_K = 10  # a vector is reachable when a search with it returns it among this many
 BATCH = 8192  # vectors searched per call (bounds the memory of the answers)
 DUPLICATE = 1e-6  # cosine distance under which two vectors are the same text's
+QUICK_EXPANSION = 16  # the first, narrow pass of the check
 
 
 @dataclass(frozen=True)
@@ -46,11 +47,31 @@ class Reachability:
 def unreachable_keys(index: Any, *, k: int = REACH_K, batch: int = BATCH,
                      threads: int = 0) -> list[int]:
     """The keys of a usearch index that a graph search with their own vector does not return
-    among the `k` nearest (`threads=0`: every core)."""
+    among the `k` nearest (`threads=0`: every core), searching as queries do.
+
+    Two passes: every vector with a narrow search (`QUICK_EXPANSION`, several times cheaper),
+    then those it did not find again with the index's own expansion: a vector found by the
+    narrow search is found by the wider one."""
     keys = np.asarray(index.keys, dtype=np.uint64)
     if len(keys) == 0:
         return []
-    k = min(k, len(keys))
+    wide = int(index.expansion_search)
+    if wide <= QUICK_EXPANSION:
+        return _unreachable(index, keys, k=k, batch=batch, threads=threads)
+    index.expansion_search = QUICK_EXPANSION
+    try:
+        doubtful = _unreachable(index, keys, k=k, batch=batch, threads=threads)
+    finally:
+        index.expansion_search = wide
+    if not doubtful:
+        return []
+    return _unreachable(index, np.asarray(doubtful, dtype=np.uint64), k=k, batch=batch,
+                        threads=threads)
+
+
+def _unreachable(index: Any, keys: np.ndarray, *, k: int, batch: int,
+                 threads: int) -> list[int]:
+    k = min(k, len(index))
     out: list[int] = []
     for start in range(0, len(keys), batch):
         chunk = keys[start:start + batch]

@@ -21,9 +21,9 @@ EXACT_BELOW = 10_000
 # The HNSW graph beyond it: links per vector (usearch's "connectivity", M), the breadth of the
 # search that links a new vector (expansion_add) and of a query's search (expansion_search).
 # Chosen from `benchmarks/hnsw_recall.py` on real embeddings (docs/search.md).
-CONNECTIVITY = 16
-EXPANSION_ADD = 128
-EXPANSION_SEARCH = 64
+CONNECTIVITY = 32
+EXPANSION_ADD = 256
+EXPANSION_SEARCH = 128
 _CROCKFORD = CROCKFORD.lower()  # entity ids are lower case
 # Crockford digits to the digits int(..., 32) reads; every other ASCII character to one it refuses.
 _TO_DIGITS = {code: "!" for code in range(128)}
