@@ -163,13 +163,14 @@ def embedded(cache: Path, texts: Sequence[str], *, query: bool) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def build(vectors: np.ndarray, connectivity: int, expansion_add: int) -> tuple[object, float]:
+def build(vectors: np.ndarray, connectivity: int, expansion_add: int,
+          threads: int = 1) -> tuple[object, float]:
     from usearch.index import Index
 
     index = Index(ndim=vectors.shape[1], metric="cos", dtype="f32",
                   connectivity=connectivity, expansion_add=expansion_add)
     started = time.perf_counter()
-    index.add(np.arange(len(vectors), dtype=np.uint64), vectors, threads=1)
+    index.add(np.arange(len(vectors), dtype=np.uint64), vectors, threads=threads)
     return index, time.perf_counter() - started
 
 
@@ -210,7 +211,7 @@ def check_at(vectors: np.ndarray, size: int, setting: str) -> dict[str, float]:
         rows.append(noisy / np.linalg.norm(noisy, axis=1, keepdims=True))
     part = np.concatenate(rows)[:size]
     connectivity, expansion_add, expansion_search = (int(x) for x in setting.split(":"))
-    index, build_s = build(part, connectivity, expansion_add)
+    index, build_s = build(part, connectivity, expansion_add, threads=0)
     index.expansion_search = expansion_search  # type: ignore[attr-defined]
     started = time.perf_counter()
     lost = unreachable_keys(index)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli, run_engram
+from conftest import cli, make_repo, run_engram
 
 from engram.api import Engram
 
@@ -82,3 +82,51 @@ def test_the_first_recall_after_a_bulk_import_answers_fast_and_says_it_is_partia
     assert paraphrase[0].vector > 0.3
     listed = json.loads(run_engram("recall", "--json", "jobs queue").stdout)
     assert listed and not any("partial" in hit for hit in listed)
+
+
+@pytest.mark.slow  # embeds 3,000 memories in the server's worker thread
+def test_the_mcp_recall_answers_partial_at_once_and_embeds_in_a_worker_thread(
+        tmp_path: Path) -> None:
+    import anyio
+    from test_mcp import call, connect
+
+    repo = make_repo(tmp_path / "repo", {"README.md": "a project\n"})
+    Engram(cwd=repo).init(project=True)
+    Engram(cwd=repo).remember("Jobs go through the Postgres queue, never through Redis",
+                              kind="decision", check_duplicates=False)
+    graph = memory_graph(tmp_path / "memory.jsonl", 3000)
+
+    async def scenario() -> list[int]:
+        async with connect(repo) as client:
+            warm = await call(client, "memory_recall", query="postgres")  # loads the model
+            assert warm["partial"] is False and warm["hits"]
+            Engram(cwd=repo).import_from(graph)  # the library: no detached process
+
+            started = time.perf_counter()
+            first = await call(client, "memory_recall", query="which queue do jobs go through")
+            took = time.perf_counter() - started
+            print(f"first MCP recall after importing 3,000 memories: {took:.2f} s")
+            assert took <= 2.0
+            assert first["partial"] is True and first["unembedded"] >= 2000
+            assert "partial answer" in first["note"]
+            assert first["hits"][0]["memory"]["content"].startswith("Jobs go through")
+            # Other calls are answered while the worker thread embeds.
+            started = time.perf_counter()
+            listed = await call(client, "memory_list", limit=5)
+            assert listed["memories"] and time.perf_counter() - started <= 2.0
+            left = [first["unembedded"]]
+            deadline = time.monotonic() + 900
+            while left[-1]:
+                assert time.monotonic() < deadline, left
+                await anyio.sleep(3)
+                found = await call(client, "memory_recall", query="which queue do jobs go through")
+                left.append(found["unembedded"])
+                assert found["partial"] is bool(found["unembedded"])
+            paraphrase = await call(client, "memory_recall",
+                                    query="where do background tasks get queued", k=3)
+            assert paraphrase["partial"] is False
+            assert paraphrase["hits"][0]["memory"]["content"].startswith("Jobs go through")
+            return left
+
+    left = anyio.run(scenario)
+    assert left[1] < left[0], "a later call sees more embedded"
