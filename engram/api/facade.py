@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..git.identity import Project
     from ..git.lost import Recovered
     from ..readmodel.projection import Projection
-    from ..search.retrieval import Hit
+    from ..search.backlog import Recalled
     from ..storage import events as ev
     from ..storage.store import Store
 
@@ -303,7 +303,7 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
         include_expired: bool = False,
         include_decayed: bool = False,
         now: datetime | None = None,
-    ) -> list[Hit]:
+    ) -> Recalled:
         """Memories by meaning and by words, fused, weighted by strength, best first.
 
         Superseded, forgotten, expired and fully decayed memories are left out unless asked for.
@@ -416,17 +416,17 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
         """
         return self._indexes.refresh_indexes(stores=stores, progress=progress)
 
-    def index_state(self) -> list[maintenance.StoreIndexState]:
+    def index_state(self, *, reach: bool = False) -> list[maintenance.StoreIndexState]:
         """Whether each store's caches are current, without changing anything.
 
         `current`: every cache has caught up with the files. `healthy`: nothing needs a rebuild.
         A cache that is merely behind is so by design and catches up on its own: the read model
         reads changed files on the next command, the word index takes changes on the next
         search, and the vector index saves changes in batches (`search.vector_flush`) while
-        searches score the unsaved ones. Only a missing or unreadable cache, which the next
-        command must rebuild from scratch, makes a store unhealthy.
+        searches score the unsaved ones. Only a missing or unreadable cache (or, with `reach`,
+        vectors the graph cannot reach: `engram doctor --fix`) makes a store unhealthy.
         """
-        return self._indexes.index_state()
+        return self._indexes.index_state(reach=reach)
 
     def stats(self, *, now: datetime | None = None) -> list[maintenance.StoreStatistics]:
         """Counts by kind, scope and store, average strength, and index freshness."""

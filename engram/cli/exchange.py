@@ -13,6 +13,7 @@ import click
 from ..base.display import echo
 from ..base.results import as_json as as_json_value
 from ..base.vocab import EXPORT_FORMAT, IMPORT_FORMAT
+from .backlog import embed_imported
 from .common import json_option, open_engram, print_json, store_options, task_choice, task_of
 
 # -- import, export, timeline -------------------------------------------------------------------
@@ -45,6 +46,7 @@ def import_(ctx: click.Context, path: str, fmt: str | None, dry_run: bool, redac
                                 allow_changes=allow_changes)
     if as_json:
         print_json(report.to_dict())
+        embed_imported(engram, report, as_json=True)
         return
     if dry_run:
         for _, text in report.added:
@@ -84,6 +86,7 @@ def import_(ctx: click.Context, path: str, fmt: str | None, dry_run: bool, redac
         echo("dry run: nothing written; run again without --dry-run to import")
     elif report.commit:
         echo(f"  committed as {report.commit[:8]}")
+    embed_imported(engram, report, as_json=False)
 
 
 @click.command()

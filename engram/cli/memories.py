@@ -12,6 +12,7 @@ import click
 
 from ..base.display import echo, local_time
 from ..base.results import as_json as as_json_value
+from .backlog import embed_backlog
 from .common import at_option, json_option, open_engram, print_json, read_text, store_options
 from .receipts import echo_receipt, with_receipts
 
@@ -324,7 +325,10 @@ def recall(ctx: click.Context, query: str, k: int, kinds: tuple[str, ...],
                          since=since, until=until, include_forgotten=include_all,
                          include_expired=include_all, include_decayed=include_all)
     if as_json:
-        print_json([hit.to_dict(full=full or explain) for hit in hits])
+        # A partial answer says so in each hit (the list stays the answer's shape).
+        print_json([{**hit.to_dict(full=full or explain), **({"partial": True, "unembedded":
+                    hits.unembedded} if hits.partial else {})} for hit in hits])
+        embed_backlog(engram, hits, as_json=True)
         return
     many = len(engram.stores()) > 1
     detail = engram.freshness([h.memory for h in hits if h.freshness and h.freshness.stale],
@@ -345,6 +349,7 @@ def recall(ctx: click.Context, query: str, k: int, kinds: tuple[str, ...],
                 echo(f"          {line}")
     if not hits:
         echo("nothing found")
+    embed_backlog(engram, hits)
 
 
 @click.command()

@@ -305,7 +305,8 @@ def compact(ctx: click.Context, dry_run: bool, project: bool, personal: bool,
 @click.command()
 @click.option("--check", is_flag=True,
               help="Only report whether the caches are current; exit 1 only when one must be "
-                   "rebuilt (a cache that is behind by design catches up on its own).")
+                   "rebuilt (a cache that is behind by design catches up on its own) or the "
+                   "vector index's graph cannot reach a memory.")
 @store_options
 @json_option
 @click.pass_context
@@ -314,7 +315,7 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool,
     """Rebuild the caches (read model, word and vector indexes) from the event files."""
     engram = open_engram(ctx, project, personal)
     if check:
-        states = engram.index_state()
+        states = engram.index_state(reach=True)
         if as_json:
             print_json(as_json_value(states))
         else:

@@ -190,7 +190,7 @@ class Indexes:
             totals["reused"] += report.reused
         return IndexRefresh(**totals, seconds=round(time.perf_counter() - started, 3))
 
-    def index_state(self) -> list[StoreIndexState]:
+    def index_state(self, *, reach: bool = False) -> list[StoreIndexState]:
         """Whether each store's caches are current, without changing anything.
 
         `current`: every cache has caught up with the files. `healthy`: nothing needs a rebuild.
@@ -198,9 +198,12 @@ class Indexes:
         reads changed files on the next command, the word index takes changes on the next
         search, and the vector index saves changes in batches (`search.vector_flush`) while
         searches score the unsaved ones. Only a missing or unreadable cache, which the next
-        command must rebuild from scratch, makes a store unhealthy.
+        command must rebuild from scratch, makes a store unhealthy; with `reach`, so do vectors
+        the graph cannot reach (`engram.search.reachability`).
         """
         import json
+
+        from ..search.reachability import unreachable_note
 
         out: list[StoreIndexState] = []
         for store in self.workspace.stores():
@@ -235,7 +238,10 @@ class Indexes:
             if model != "off":
                 if identity is None:
                     broken.append("vector index missing")
-                elif dirty_vec:
+                elif reach and (note := unreachable_note(cache, settings["search.exact_below"],
+                                                         store.kind)):
+                    broken.append(note)
+                if identity is not None and dirty_vec:
                     behind.append(f"{dirty_vec} change(s) not yet saved in the vector index "
                                   f"(searches score them; saved every "
                                   f"{settings['search.vector_flush']})")

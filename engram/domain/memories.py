@@ -26,9 +26,9 @@ from .continuity.lifecycle import Sessions
 from .workspace import Workspace
 
 if TYPE_CHECKING:
+    from ..search.backlog import Recalled
     from ..search.neardup import Difference
     from ..search.recall import Source
-    from ..search.retrieval import Hit
 
 
 @dataclass(frozen=True)
@@ -322,14 +322,16 @@ class Memories:
         include_expired: bool = False,
         include_decayed: bool = False,
         now: datetime | None = None,
-    ) -> list[Hit]:
-        """Memories by meaning and by words, fused, weighted by strength, best first.
+    ) -> Recalled:
+        """Memories by meaning and by words, fused, weighted by strength, best first (partial:
+        `Recalled.backlog`).
 
         Superseded, forgotten, expired and fully decayed memories are left out unless asked for.
         `now` is the moment strength and validity are judged at (default: now).
         """
         from ..search import ranking
         from ..search import recall as pipeline
+        from ..search.backlog import Recalled
 
         checks = self.workspace.checks()
         query, k = checks.query(query), check_count(k, "k", RECALL_K)
@@ -345,7 +347,7 @@ class Memories:
         until_text = _moment(until, "--until", future=False) if until else None
         intent = ranking.analyse(query, moment)
         if not ranking.has_content(query, intent):
-            return []  # "the", "what is it": words that carry no meaning ask for nothing
+            return Recalled()  # "the", "what is it": words that carry no meaning ask for nothing
         filters = pipeline.Filters(
             kinds=tuple(kinds), tags=frozenset(wanted_tags), scope=scope, task=task,
             since=since_text, until=until_text, include_forgotten=include_forgotten,
@@ -354,7 +356,8 @@ class Memories:
                              moment=moment)
         hits = freshness.rerank(self.workspace, hits)  # stale ones a little lower
         self.lifecycle.note_recalled([hit.memory.id for hit in hits[:3]])  # relied on
-        return hits
+        return Recalled(hits, [s.backlog for s in map(self.workspace.search,
+                                                       self.workspace.stores()) if s.backlog])
 
     def _sources(self) -> Iterator[Source]:
         """Each selected store as recall reads it, opened as the ranking reaches it."""

@@ -116,9 +116,15 @@ def add_memory_tools(server: MCPServer) -> None:
                                relevance=round(h.relevance, 4), strength=round(h.strength, 4))
                      for h in hits]
             kept, cut = fit(views)
-            return RecallResult(query=query, hits=kept, truncated=cut,
-                                note=None if kept else "nothing found; try other words, or "
-                                                       "memory_list for the latest memories")
+            for backlog in hits.backlog:  # in a worker thread: other calls go on meanwhile
+                backlog.start()
+            note = None if kept else ("nothing found; try other words, or memory_list for the "
+                                      "latest memories")
+            if hits.partial:
+                note = hits.partial_note("embedding them in the background; call again soon "
+                                         "for a complete answer")
+            return RecallResult(query=query, hits=kept, truncated=cut, partial=hits.partial,
+                                unembedded=hits.unembedded, note=note)
         return runtime_of(ctx).run("memory_recall", READ, call)
 
     @tool(server, "List recent memories", read_only=True)

@@ -148,6 +148,10 @@ class RecallResult(Result):
     query: str
     hits: list[RecallHit]
     truncated: bool = Field(description="Some hits were left out to keep the answer short.")
+    partial: bool = Field(default=False, description="Some memories have no embedding yet and "
+                          "were matched by words only; they are being embedded in the "
+                          "background, so a later call finds more.")
+    unembedded: int = Field(default=0, description="How many memories were not embedded yet.")
     note: str | None = None
 
 

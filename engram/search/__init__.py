@@ -2,6 +2,7 @@
 
 - `text.py`: tantivy (BM25) over each memory's words.
 - `vectors.py`: usearch (cosine) over each memory's embedding.
+- `reachability.py`: the vectors that usearch's graph cannot reach, found and linked again.
 - `embed.py`: fastembed (ONNX Runtime) embeddings, and a cache keyed by (model identity, content
   hash) so that no text is embedded twice.
 

@@ -42,7 +42,8 @@ from ..model.freshness import Freshness
 from ..readmodel.projection import Projection
 from ..storage import events as ev
 from ..storage.store import Store
-from .embed import Embedder, EmbeddingCache, embed_with_cache
+from .backlog import INLINE, Backlog
+from .embed import Embedder, EmbeddingCache, content_hash, embed_with_cache
 from .ranking import Candidate, dates_said
 from .text import TextIndex, TextIndexDamaged, failed
 
@@ -174,6 +175,9 @@ class StoreSearch:
         self._quiet: dict[str, Any] = {}
         self._pending: tuple[Any, list[tuple[str, str | None]]] | None = None
         self._sample: tuple[Any, tuple[str, ...]] | None = None
+        # Set by each vector search: memories it left out of meaning (no vector yet), if many.
+        self.backlog: Backlog | None = None
+        self._waiting: frozenset[str] = frozenset()
 
     @contextmanager
     def lock(self) -> Iterator[None]:
@@ -296,6 +300,13 @@ class StoreSearch:
                                                                          proj.generation()):
             return SyncReport()  # nothing changed since a sync that had nothing to do
         report = report or SyncReport()
+        if not self.read_only and (force or proj.dirty_count("vec") >= settings[
+                "search.vector_flush"]):
+            # The model runs outside the lock, into the cache; under it, vectors are only read.
+            prefilled = self.prefill(embedder, progress, wait=force)
+            report.embedded += prefilled
+            report.reused -= prefilled  # counted below as read from the cache
+            progress = None
         with self.lock():
             index = self.vectors(embedder)
             if self.read_only:
@@ -395,14 +406,17 @@ class StoreSearch:
 
         # Kept while the sample's ids stay the same (an edit of a sampled memory hardly moves
         # the background); a new process reads it afresh.
-        key = (embedder.identity, self._sample_ids(sample) if sample > 0 else ())
+        # A partial answer (see vector_scores) leaves out of the sample what is not embedded yet.
+        waiting = self._waiting if self.backlog is not None else frozenset()
+        key = (embedder.identity, self._sample_ids(sample) if sample > 0 else (), len(waiting))
         if self._background is not None and self._background[0] == key:
             return self._background[1]
         from .calibration import fixed_vectors
 
         texts = [embedding_text(kind, tags, content)
-                 for _, content, kind, tags in
-                 (self.projection.sample(sample) if sample > 0 else [])]
+                 for memory_id, content, kind, tags in
+                 (self.projection.sample(sample) if sample > 0 else [])
+                 if memory_id not in waiting]
         vectors, _ = embed_with_cache(embedder, self.embeddings, texts)
         matrix = np.vstack([fixed_vectors(embedder), np.asarray(vectors, dtype=np.float32)])
         self._background = (key, matrix)
@@ -410,10 +424,50 @@ class StoreSearch:
 
     def vector_scores(self, embedder: Embedder, settings: Settings, query_vector: np.ndarray,
                       limit: int, extra_ids: Sequence[str] = ()) -> dict[str, float]:
-        """Cosine similarity of the best `limit` memories, plus any of `extra_ids`."""
-        self.sync_vectors(embedder, settings)
+        """Cosine similarity of the best `limit` memories, plus any of `extra_ids`.
+
+        When more than `backlog.INLINE` changed memories have no vector cached, none is
+        embedded now: they are left out of meaning and `self.backlog` holds them."""
+        waiting = self.unembedded(embedder)
+        self.backlog = Backlog(self.store.kind, embedder, self.embeddings, list(waiting.values()),
+                               owner=self) if len(waiting) > INLINE else None
+        self._waiting = frozenset(waiting)
+        if self.backlog is None:
+            self.sync_vectors(embedder, settings)
         return self._scores(embedder, query_vector, limit, extra_ids,
-                            exact_below=settings["search.exact_below"])
+                            exact_below=settings["search.exact_below"],
+                            skip=set(waiting) if self.backlog is not None else set())
+
+    def unembedded(self, embedder: Embedder) -> dict[str, str]:
+        """Changed memories whose vector is neither cached nor held here: id -> text."""
+        texts = {memory_id: text for memory_id, text in self._pending_texts() if text is not None}
+        held = self._held if self._held_identity == embedder.identity else {}
+        texts = {m: t for m, t in texts.items() if m not in held or held[m][0] != t}
+        if not texts:
+            return {}
+        hashes = {m: content_hash(t) for m, t in texts.items()}
+        cached = self.embeddings.get(embedder.identity, list(set(hashes.values())))
+        return {m: t for m, t in texts.items() if hashes[m] not in cached}
+
+    def prefill(self, embedder: Embedder, progress: Any = None, *, wait: bool = True) -> int:
+        """Embed the changed memories that have no cached vector into the embedding cache,
+        without the index lock (searches go on meanwhile); `progress(count)` as it goes.
+        Without `wait`, nothing when another is embedding them already."""
+        waiting = self.unembedded(embedder)
+        if not waiting:
+            return 0
+        backlog = Backlog(self.store.kind, embedder, self.embeddings, list(waiting.values()))
+        if progress is not None:  # those already cached are done
+            progress(max(0, self.projection.dirty_count("vec") - len(waiting)))
+        last = 0
+
+        def step(done: int, total: int) -> None:
+            nonlocal last
+            if progress is not None:
+                progress(done - last)
+            last = done
+
+        return backlog.run(step, wait=wait)
 
     def nearest(self, embedder: Embedder, vector: np.ndarray,
                 limit: int = 5) -> list[tuple[str, float]]:
@@ -424,7 +478,7 @@ class StoreSearch:
 
     def _scores(self, embedder: Embedder, vector: np.ndarray, limit: int,
                 extra_ids: Sequence[str] = (), *, exact_below: int | None = None,
-                ) -> dict[str, float]:
+                skip: set[str] | frozenset[str] = frozenset()) -> dict[str, float]:
         """Cosine similarity from the saved index, corrected for memories changed since it was
         saved (compared directly), plus any of `extra_ids`."""
         from .vectors import EXACT_BELOW
@@ -432,7 +486,9 @@ class StoreSearch:
         index = self.vectors(embedder)
         scores = dict(index.search(vector, limit,
                                    EXACT_BELOW if exact_below is None else exact_below))
-        pending = self._pending_texts()
+        # Memories left out (no vector yet, see vector_scores) count as no longer memories here.
+        pending = [(memory_id, None if memory_id in skip else text)
+                   for memory_id, text in self._pending_texts()]
         for memory_id, similarity in self._pending_scores(embedder, pending, vector).items():
             scores[memory_id] = similarity
         stale = {memory_id for memory_id, _ in pending}

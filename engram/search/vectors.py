@@ -18,6 +18,12 @@ from . import usearch_index
 # tens of thousands of 384-d vectors) rather than walked through the HNSW graph, which can
 # leave a memory unreachable. The default of `search.exact_below`.
 EXACT_BELOW = 10_000
+# The HNSW graph beyond it: links per vector (usearch's "connectivity", M), the breadth of the
+# search that links a new vector (expansion_add) and of a query's search (expansion_search).
+# Chosen from `benchmarks/hnsw_recall.py` on real embeddings (docs/search.md).
+CONNECTIVITY = 32
+EXPANSION_ADD = 256
+EXPANSION_SEARCH = 128
 _CROCKFORD = CROCKFORD.lower()  # entity ids are lower case
 # Crockford digits to the digits int(..., 32) reads; every other ASCII character to one it refuses.
 _TO_DIGITS = {code: "!" for code in range(128)}
@@ -57,7 +63,19 @@ class VectorIndex:
         self.index = self._open()
 
     def _new(self) -> Any:  # a usearch Index: usearch ships no types
-        return usearch_index().Index(ndim=self.dim, metric="cos", dtype="f32")
+        # A saved graph keeps the connectivity it was built with; the expansions are this one's.
+        return usearch_index().Index(ndim=self.dim, metric="cos", dtype="f32",
+                                     connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
+                                     expansion_search=EXPANSION_SEARCH)
+
+    def rebuild_graph(self) -> None:
+        """Build the graph again from the vectors it holds (nothing is embedded again)."""
+        keys = np.asarray(self.index.keys, dtype=np.uint64)
+        stored = np.asarray(self.index.get(keys), dtype=np.float32).reshape(len(keys), -1)
+        index = self._new()
+        if len(keys):
+            index.add(keys, stored, threads=0)
+        self.index = index
 
     def _open(self) -> Any:
         try:

@@ -8,7 +8,8 @@ It looks at everything a crash, a bad merge, a full disk or a hand edit can leav
   git's `index.lock` left by a killed commit;
 - git: events not committed yet, a merge or rebase in progress, events that git took away (a
   clean, a dropped stash, a reset, a revert, a rebase, a removed worktree: see `engram.lost`);
-- derived state in `<git-dir>/engram/`: damaged or missing caches, damaged bookkeeping files;
+- derived state in `<git-dir>/engram/`: damaged or missing caches, damaged bookkeeping files,
+  vectors the vector index's graph cannot reach (memories no search by meaning returns);
 - the disk: a read-only or full file system;
 - the store's own files: config.yaml, README.md, .gitattributes (and Engram's lines in it), and
   every git attribute that would change an event file's bytes (a re-encoding, `ident`, a
@@ -26,7 +27,8 @@ around it; damaged lines and torn tails only this clone has move to
 `<git-dir>/engram/quarantine/<time>/` (with a copy of the file as it was) and the file is
 rewritten without them; empty event files, dead processes' temporary files and a stale
 `index.lock` are removed, and git's index entries for Engram's files are brought up to HEAD;
-damaged bookkeeping files are removed and damaged caches rebuilt; missing store files are
+damaged bookkeeping files are removed and damaged caches rebuilt; unreachable vectors are added to
+the graph again; missing store files are
 recreated and committed; lost events are written back and committed (`engram recover`).
 Everything else is reported with the command a person should run.
 """
@@ -60,6 +62,7 @@ from .report import (
     restore_command,
 )
 from .store_checks import check_disk, check_layout, check_links, check_locks, check_temp_files
+from .vector_checks import check_vectors
 
 # -- which stores -------------------------------------------------------------------------------
 
@@ -118,7 +121,7 @@ def diagnose(engram: Host, store: Store) -> list[Finding]:
     out: list[Finding] = []
     checks = (check_layout, check_links, check_disk, check_locks, check_temp_files,
               check_attributes, check_events,
-              check_git, check_caches, check_local_state, check_lost, check_entries,
+              check_git, check_caches, check_vectors, check_local_state, check_lost, check_entries,
               check_citations)
     for check in checks:
         try:

@@ -24,6 +24,7 @@ from .cache_checks import cache_lock, damaged_caches, local_state_problems
 from .event_checks import committed_bytes, committed_lines, scan
 from .report import SKELETON, Finding, Fresh, Host, flag
 from .store_checks import stale_temp_files
+from .vector_checks import repair_vectors
 
 # -- repairs ------------------------------------------------------------------------------------
 
@@ -61,6 +62,8 @@ def repair(engram: Host, store: Store, findings: list[Finding],
         done += _recover(reopen, store)
     if "cache" in wanted:
         done += _rebuild_caches(reopen, store)
+    elif "vector-reach" in wanted:
+        done += repair_vectors(engram, store)
     return done
 
 

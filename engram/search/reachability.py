@@ -1,0 +1,152 @@
+"""Vectors the HNSW graph cannot reach: found, and repaired.
+
+HNSW links each vector to a few neighbours as it is added; later insertions can leave a vector
+with no way in, and then no search of the graph returns it, not even a search with its own
+vector. Such a memory is found only when its words match too, so a paraphrase never finds it.
+
+The check searches the graph with every stored vector (in batches, on every core) and calls a
+vector *unreachable* when its own key is not among the `REACH_K` nearest returned, unless those
+are all exact copies of it (memories with the same text). The repair removes the unreachable
+vectors and adds them again, which links them from the graph as it is now; any still unreachable
+after that is repaired by building the graph again from the stored vectors (no text is embedded
+again). Below `search.exact_below` vectors recall does not use the graph (it compares the query
+with every vector), so there is nothing to check.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..base.layout import VECTOR_INDEX
+from .vectors import VectorIndex, id_of, key_of
+
+REACH_K = 10  # a vector is reachable when a search with it returns it among this many
+BATCH = 8192  # vectors searched per call (bounds the memory of the answers)
+DUPLICATE = 1e-6  # cosine distance under which two vectors are the same text's
+QUICK_EXPANSION = 16  # the first, narrow pass of the check
+
+
+@dataclass(frozen=True)
+class Reachability:
+    """What the check found in one saved vector index, and what the repair did."""
+
+    vectors: int
+    checked: bool  # False below `search.exact_below`: recall compares with every vector
+    unreachable: tuple[str, ...]  # memory ids the graph does not return for their own vector
+    seconds: float
+    readded: int = 0
+    rebuilt: bool = False
+    left: int = 0  # still unreachable after the repair
+
+
+def unreachable_keys(index: Any, *, k: int = REACH_K, batch: int = BATCH,
+                     threads: int = 0) -> list[int]:
+    """The keys of a usearch index that a graph search with their own vector does not return
+    among the `k` nearest (`threads=0`: every core), searching as queries do.
+
+    Two passes: every vector with a narrow search (`QUICK_EXPANSION`, several times cheaper),
+    then those it did not find again with the index's own expansion: a vector found by the
+    narrow search is found by the wider one."""
+    keys = np.asarray(index.keys, dtype=np.uint64)
+    if len(keys) == 0:
+        return []
+    wide = int(index.expansion_search)
+    if wide <= QUICK_EXPANSION:
+        return _unreachable(index, keys, k=k, batch=batch, threads=threads)
+    index.expansion_search = QUICK_EXPANSION
+    try:
+        doubtful = _unreachable(index, keys, k=k, batch=batch, threads=threads)
+    finally:
+        index.expansion_search = wide
+    if not doubtful:
+        return []
+    return _unreachable(index, np.asarray(doubtful, dtype=np.uint64), k=k, batch=batch,
+                        threads=threads)
+
+
+def _unreachable(index: Any, keys: np.ndarray, *, k: int, batch: int,
+                 threads: int) -> list[int]:
+    k = min(k, len(index))
+    out: list[int] = []
+    for start in range(0, len(keys), batch):
+        chunk = keys[start:start + batch]
+        vectors = np.asarray(index.get(chunk), dtype=np.float32).reshape(len(chunk), -1)
+        found = index.search(vectors, k, threads=threads)
+        returned = np.asarray(found.keys, dtype=np.uint64).reshape(len(chunk), -1)
+        distances = np.asarray(found.distances, dtype=np.float32).reshape(len(chunk), -1)
+        missing = ~(returned == chunk[:, None]).any(axis=1)
+        # Crowded out by exact copies of itself (the same text in several memories) is found.
+        crowded = (distances <= DUPLICATE).all(axis=1) & (np.asarray(found.counts) == k)
+        out.extend(int(key) for key in chunk[missing & ~crowded])
+    return out
+
+
+def check(vectors: VectorIndex, exact_below: int) -> Reachability:
+    import time
+
+    started = time.perf_counter()
+    count = len(vectors)
+    if count < max(exact_below, 1):
+        return Reachability(count, False, (), 0.0)
+    missing = unreachable_keys(vectors.index)
+    return Reachability(count, True, tuple(id_of(k) for k in missing),
+                        round(time.perf_counter() - started, 3))
+
+
+def repair(vectors: VectorIndex, exact_below: int) -> Reachability:
+    """Find the unreachable vectors, add them again, and build the graph again if any is still
+    unreachable; saves the index when it changed."""
+    import time
+
+    started = time.perf_counter()
+    found = check(vectors, exact_below)
+    if not found.unreachable:
+        return found
+    index = vectors.index
+    keys = np.array([key_of(m) for m in found.unreachable], dtype=np.uint64)
+    stored = np.asarray(index.get(keys), dtype=np.float32).reshape(len(keys), -1)
+    for key in keys:
+        index.remove(int(key))
+    index.add(keys, stored, threads=0)
+    left = unreachable_keys(index)
+    rebuilt = False
+    if left:
+        vectors.rebuild_graph()
+        left = unreachable_keys(vectors.index)
+        rebuilt = True
+    vectors.save()
+    return Reachability(found.vectors, True, found.unreachable,
+                        round(time.perf_counter() - started, 3), readded=len(keys),
+                        rebuilt=rebuilt, left=len(left))
+
+
+def saved_index(cache: Path) -> VectorIndex | None:
+    """The saved vector index of a cache directory as it is (its model named by its sidecar),
+    or None when there is none sound to check (a damaged one is the cache check's)."""
+    meta_path = (cache / VECTOR_INDEX).with_suffix(".json")
+    try:
+        meta = json.loads(meta_path.read_text())
+        identity, dim = meta["identity"], int(meta["dim"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(identity, str):
+        return None
+    vectors = VectorIndex(cache / VECTOR_INDEX, identity, dim)
+    return None if vectors.rebuilt else vectors
+
+
+def unreachable_note(cache: Path, exact_below: int, store: str) -> str | None:
+    """One line for `engram reindex --check` when the saved index has unreachable vectors."""
+    vectors = saved_index(cache)
+    if vectors is None:
+        return None
+    found = check(vectors, exact_below)
+    if not found.unreachable:
+        return None
+    return (f"{len(found.unreachable)} of {found.vectors} vectors cannot be reached through the "
+            f"vector index's graph: `engram doctor --fix --{store}` links them again")

@@ -1,0 +1,132 @@
+"""Embedding is never silent and never blocks an answer for long: after a bulk import, recall
+answers at once from words and what is embedded, says the answer is partial, and the rest is
+embedded in the background, so a later recall is complete. Real store, model and processes."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import pytest
+from conftest import cli, make_repo, run_engram
+
+from engram.api import Engram
+
+_TOOLS = ["Redis", "RabbitMQ", "Postgres", "Kafka", "Nginx", "Celery", "pytest", "Terraform",
+          "Grafana", "Sentry", "MySQL", "SQLite", "Vite", "Jest", "gRPC", "Ansible"]
+_AREAS = ["billing", "search", "auth", "reporting", "ingest", "upload", "cache", "metrics",
+          "checkout", "audit"]
+_SAYINGS = ["the {a} service talks to {t} on port {n} only",
+            "{t} drops {a} retries when its config is reloaded (seen {n} times)",
+            "we chose {t} for the {a} layer over {u} in sprint {n}",
+            "the {a} job number {n} failed because {t} ran out of memory",
+            "the team prefers {t} over {u} for {a} work since release {n}"]
+
+
+def memory_graph(path: Path, count: int) -> Path:
+    """An MCP memory server's memory.jsonl with `count` observations, one entity each."""
+    rng = random.Random(8)
+    lines = []
+    for n in range(count):
+        t, u = rng.sample(_TOOLS, 2)
+        text = rng.choice(_SAYINGS).format(t=t, u=u, a=rng.choice(_AREAS), n=n)
+        lines.append(json.dumps({"type": "entity", "name": f"project-{n % 40}",
+                                 "entityType": "project", "observations": [text]}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.slow  # embeds 3,000 memories in the background
+def test_the_first_recall_after_a_bulk_import_answers_fast_and_says_it_is_partial(
+        home_store: Engram, tmp_path: Path) -> None:
+    # A store in use: the model loaded in this process, its calibration sentences embedded.
+    home_store.remember("Jobs go through the Postgres queue, never through Redis",
+                        kind="decision", check_duplicates=False)
+    assert Engram().recall("postgres")
+    graph = memory_graph(tmp_path / "memory.jsonl", 3000)
+    imported = cli("import", str(graph))
+    assert imported.exit_code == 0, imported.output
+    # Not a terminal: the embedding is left to a detached process, and the import says so.
+    assert "embedding 3,000 memories in the background" in imported.output
+
+    started = time.perf_counter()
+    hits = Engram().recall("which queue do jobs go through")
+    first = time.perf_counter() - started
+    print(f"first recall after importing 3,000 memories: {first:.2f} s, "
+          f"{hits.unembedded} not embedded yet")
+    assert first <= 2.0
+    assert hits.partial and hits.unembedded >= 2000, hits.unembedded
+    assert hits[0].memory.content.startswith("Jobs go through the Postgres queue")
+
+    answer = run_engram("recall", "--json", "which queue do jobs go through", timeout=60)
+    assert answer.returncode == 0, answer.stderr
+    listed = json.loads(answer.stdout)
+    assert listed and all(hit["partial"] for hit in listed)
+    assert "partial answer:" in answer.stderr and "in the background" in answer.stderr
+    text = run_engram("recall", "jobs queue", timeout=60)
+    assert "partial answer:" in text.stdout
+
+    deadline = time.monotonic() + 900
+    while True:
+        hits = Engram().recall("which queue do jobs go through")
+        if not hits.partial:
+            break
+        assert time.monotonic() < deadline, f"{hits.unembedded} still not embedded"
+        time.sleep(3)
+    # Complete: every memory is scored by meaning, and nothing is embedded while it answers.
+    paraphrase = Engram().recall("where do background tasks get queued", k=3)
+    assert not paraphrase.partial
+    assert paraphrase[0].memory.content.startswith("Jobs go through the Postgres queue")
+    assert paraphrase[0].vector > 0.3
+    listed = json.loads(run_engram("recall", "--json", "jobs queue").stdout)
+    assert listed and not any("partial" in hit for hit in listed)
+
+
+@pytest.mark.slow  # embeds 3,000 memories in the server's worker thread
+def test_the_mcp_recall_answers_partial_at_once_and_embeds_in_a_worker_thread(
+        tmp_path: Path) -> None:
+    import anyio
+    from test_mcp import call, connect
+
+    repo = make_repo(tmp_path / "repo", {"README.md": "a project\n"})
+    Engram(cwd=repo).init(project=True)
+    Engram(cwd=repo).remember("Jobs go through the Postgres queue, never through Redis",
+                              kind="decision", check_duplicates=False)
+    graph = memory_graph(tmp_path / "memory.jsonl", 3000)
+
+    async def scenario() -> list[int]:
+        async with connect(repo) as client:
+            warm = await call(client, "memory_recall", query="postgres")  # loads the model
+            assert warm["partial"] is False and warm["hits"]
+            Engram(cwd=repo).import_from(graph)  # the library: no detached process
+
+            started = time.perf_counter()
+            first = await call(client, "memory_recall", query="which queue do jobs go through")
+            took = time.perf_counter() - started
+            print(f"first MCP recall after importing 3,000 memories: {took:.2f} s")
+            assert took <= 2.0
+            assert first["partial"] is True and first["unembedded"] >= 2000
+            assert "partial answer" in first["note"]
+            assert first["hits"][0]["memory"]["content"].startswith("Jobs go through")
+            # Other calls are answered while the worker thread embeds.
+            started = time.perf_counter()
+            listed = await call(client, "memory_list", limit=5)
+            assert listed["memories"] and time.perf_counter() - started <= 2.0
+            left = [first["unembedded"]]
+            deadline = time.monotonic() + 900
+            while left[-1]:
+                assert time.monotonic() < deadline, left
+                await anyio.sleep(3)
+                found = await call(client, "memory_recall", query="which queue do jobs go through")
+                left.append(found["unembedded"])
+                assert found["partial"] is bool(found["unembedded"])
+            paraphrase = await call(client, "memory_recall",
+                                    query="where do background tasks get queued", k=3)
+            assert paraphrase["partial"] is False
+            assert paraphrase["hits"][0]["memory"]["content"].startswith("Jobs go through")
+            return left
+
+    left = anyio.run(scenario)
+    assert left[1] < left[0], "a later call sees more embedded"
