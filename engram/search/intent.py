@@ -8,10 +8,12 @@ from __future__ import annotations
 import calendar
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
+
+from .identifiers import identifiers_found as identifiers_found
+from .identifiers import identifiers_in
 
 # -- what the query asks -------------------------------------------------------------------------
 
@@ -51,15 +53,6 @@ _MONTH = re.compile(r"\b(?:in|during|since|of|from)\s+(" + "|".join(
     + r")\b(?:\s+(\d{4}))?", re.I)
 _YEAR = re.compile(r"\b(?:in|during)\s+((?:19|20)\d\d)\b", re.I)
 _YESTERDAY = re.compile(r"\b(yesterday|the day before)\b", re.I)
-# Code-like words: snake_case and ALL_CAPS_WITH_UNDERSCORES, camelCase, dotted or slashed names,
-# flags. (A capitalised name such as ScyllaDB or AckWait is one word to BM25 already; as an
-# identifier it would make every memory naming a product an outright match.)
-_TOKEN = re.compile(r"[A-Za-z0-9_./:@#$-]+")
-_IDENTIFIER = re.compile(
-    r"^(?:--?[A-Za-z][\w-]+|\w*[A-Za-z0-9]_\w+|_\w+|[a-z]+[A-Z]\w*|"
-    r"[\w-]+(?:[./:][\w-]+)+)$")
-
-
 @dataclass(frozen=True)
 class Intent:
     """What a query asks for besides its words."""
@@ -149,10 +142,7 @@ def analyse(query: str, now: datetime) -> Intent:
     if kinds:  # weighed by kind, not by words: "which gotchas" is not about the word
         words = re.sub(r"\b(" + "|".join(w for w in lowered if w in _KIND_WORDS) + r")\b", " ",
                        words, flags=re.I)
-    identifiers = tuple(dict.fromkeys(
-        token for token in (t.strip(".,:;!?()[]{}'\"`") for t in _TOKEN.findall(query))
-        if _IDENTIFIER.match(token) and sum(c.isalnum() for c in token) >= 3
-        and any(c.isalpha() for c in token)))
+    identifiers = identifiers_in(query)
     words = " ".join(words.split())
     return Intent(words=words, identifiers=identifiers, kinds=kinds, tense=tense,
                   window=window, recent=recent)
@@ -193,13 +183,6 @@ def dates_said(text: str, moment: datetime) -> list[str]:
 
 
 # -- factors ------------------------------------------------------------------------------------
-
-def identifiers_found(identifiers: Sequence[str], text: str) -> float:
-    if not identifiers:
-        return 0.0
-    lowered = text.lower()
-    return sum(1 for i in identifiers if i.lower() in lowered) / len(identifiers)
-
 
 OUT_OF_WINDOW = 0.5  # a memory dated outside the window the query names
 OTHER_KIND = 0.75  # a memory of another kind than the one the query names
