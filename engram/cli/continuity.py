@@ -1,7 +1,7 @@
-"""`engram task|handoff|checkpoints|session|sessions|resume|rehydrate|continuity`: continuity.
+"""`engram handoff|checkpoints|session|sessions|resume|rehydrate|continuity`: continuity.
 
-Tasks (the `task` group is `engram.cli.tasks`'), handoffs, sessions and resuming, as click
-commands; `register(main)` adds them to the `engram` group.
+Handoffs, sessions and resuming (the `task` group is `engram.cli.tasks`), as click commands;
+`register(main)` adds them to the `engram` group.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from .common import (
     task_of,
 )
 from .receipts import echo_receipt, with_receipts
-from .tasks import task
 
 if TYPE_CHECKING:
     from ..api import HandoffPackage
@@ -281,5 +280,5 @@ def continuity(ctx: click.Context, task_argument: str | None, task_option: str |
 
 def register(main: click.Group) -> None:
     """Add the continuity commands to the `engram` command group."""
-    for command in (task, handoff, checkpoints, session, sessions_, resume, rehydrate, continuity):
+    for command in (handoff, checkpoints, session, sessions_, resume, rehydrate, continuity):
         main.add_command(command)

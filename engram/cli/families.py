@@ -18,8 +18,8 @@ import click
 from .common import EngramGroup
 
 # The family modules, in the order they register, and where each command is.
-FAMILIES = (".stores", ".memories", ".continuity", ".config", ".mcp", ".sync", ".exchange",
-            ".model", ".capture", ".review", ".stale")
+FAMILIES = (".stores", ".memories", ".tasks", ".continuity", ".config", ".mcp", ".sync",
+            ".exchange", ".model", ".capture", ".review", ".stale")
 WHERE = {
     "browse": ".exchange", "capture": ".capture", "checkpoints": ".continuity",
     "clone": ".sync", "commit": ".stores", "compact": ".stores", "config": ".config",
@@ -31,7 +31,7 @@ WHERE = {
     "reindex": ".stores", "remember": ".memories", "remote": ".sync", "resume": ".continuity",
     "serve": ".mcp", "session": ".continuity", "sessions": ".continuity", "show": ".stores",
     "stale": ".stale", "stats": ".stores", "status": ".stores", "sync": ".sync",
-    "task": ".continuity", "timeline": ".exchange", "update": ".memories",
+    "task": ".tasks", "timeline": ".exchange", "update": ".memories",
     "verify": ".stores",
 }
 

@@ -189,3 +189,8 @@ def task_failure(ctx: click.Context, ident: str, error: str, component: str | No
          f"{result.checkpoint.seq if result.checkpoint else '-'} saved")
     echo_receipt(engram)
     _print_earlier_failures(result.earlier_failures)
+
+
+def register(main: click.Group) -> None:
+    """Add the `task` group to the `engram` command group."""
+    main.add_command(task)
