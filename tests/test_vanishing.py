@@ -114,7 +114,8 @@ def test_commands_under_a_concurrent_compaction_loop_never_die(project: Path) ->
         [sys.executable, "-c",
          "import os, subprocess, sys\n"
          f"while not os.path.exists({str(stop)!r}):\n"
-         "    subprocess.run([sys.executable, '-m', 'engram', 'compact'], capture_output=True)\n"],
+         "    subprocess.run([sys.executable, '-m', 'engram', 'compact'],\n"
+         "                   capture_output=True)\n"],
         cwd=project)
     failures = []
     try:

@@ -11,13 +11,16 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
 
 from ..base.display import echo, visible_json
 from ..base.errors import EngramError
+
+if TYPE_CHECKING:
+    from ..domain.workspace import Use
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -99,7 +102,7 @@ def open_engram(ctx: click.Context, project: bool = False, personal: bool = Fals
 
     if project and personal:
         raise click.UsageError("--project and --personal cannot be used together")
-    use = "project" if project else "personal" if personal else "both"
+    use: Use = "project" if project else "personal" if personal else "both"
     engram = Engram(cwd=ctx.obj["cwd"], use=use)
     ctx.meta["engram"] = engram
     ctx.call_on_close(engram.close)

@@ -26,13 +26,13 @@ from .common import (
 from .receipts import echo_receipt, with_receipts
 
 if TYPE_CHECKING:
-    from ..api import HandoffPackage
+    from ..api import Engram, HandoffPackage
 
 
 # -- continuity ---------------------------------------------------------------------------------
 
 
-def _load_package(engram: Any, source: str) -> HandoffPackage:
+def _load_package(engram: Engram, source: str) -> HandoffPackage:
     """The package of `--from FILE` (YAML, or JSON for *.json), or of stdin for `-`."""
     if source == "-":
         return engram.read_package(sys.stdin.buffer, name="stdin")
@@ -207,7 +207,7 @@ def _resume_command(ctx: click.Context, task_id: str | None, session_id: str | N
 
 
 def resume_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
+    options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         click.option("--task", "task_id", default=None, help="The task to resume (id or name)."),
         click.option("--session", "session_id", default=None,
                      help="Resume what this session was working on."),
@@ -235,7 +235,7 @@ def resume_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @store_options
 @json_option
 @click.pass_context
-def resume(ctx: click.Context, **options: Any) -> None:
+def resume(ctx: click.Context, /, **options: Any) -> None:
     """What the next agent needs to continue, as Markdown (exit 3: choose a task)."""
     _resume_command(ctx, **options)
 
@@ -245,7 +245,7 @@ def resume(ctx: click.Context, **options: Any) -> None:
 @store_options
 @json_option
 @click.pass_context
-def rehydrate(ctx: click.Context, **options: Any) -> None:
+def rehydrate(ctx: click.Context, /, **options: Any) -> None:
     """Same as `engram resume`."""
     _resume_command(ctx, **options)
 

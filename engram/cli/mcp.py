@@ -92,7 +92,7 @@ def _token(token_file: Path | None) -> tuple[str | None, str]:
                    "/.well-known/openid-configuration).")
 @_limit_options
 @click.pass_context
-def serve(ctx: click.Context, use_http: bool, host: str, port: int, http_path: str,
+def serve(ctx: click.Context, /, use_http: bool, host: str, port: int, http_path: str,
           agent: str | None, actor: str | None, scopes: str | None, token_file: Path | None,
           oidc_issuer: str | None, oidc_audience: str | None, jwks_url: str | None,
           **limits: Any) -> None:
@@ -142,8 +142,9 @@ def mcp_group() -> None:
 def mcp_install(ctx: click.Context, client: str, project: bool, hooks: bool, name: str,
                 approve: bool, dry_run: bool) -> None:
     """Add Engram to CLIENT's MCP configuration, keeping everything else in it."""
+    from ..base.config import find_work_tree
     from ..base.errors import EngramError
-    from ..mcp.install import approved, claude_notes, find_work_tree, install
+    from ..mcp.install import approved, claude_notes, install
 
     if hooks and client != "claude":
         raise click.UsageError("--hooks is for Claude Code (claude) only")

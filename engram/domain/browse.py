@@ -101,10 +101,10 @@ def render_html(page: Browse) -> str:
         options["scope"][m.scope or "-"] += 1
         options["store"][m.store or "-"] += 1
         options["status"][m.status] += 1
-    for card in tasks:
+    for task_card in tasks:
         options["kind"]["task"] += 1
-        options["store"][card.task.get("store") or "-"] += 1
-        options["status"][card.task["status"]] += 1
+        options["store"][task_card.task.get("store") or "-"] += 1
+        options["status"][task_card.task["status"]] += 1
     handoffs = sum(1 for t in tasks for c in t.checkpoints if c.get("reason") == "handoff")
     parts = [
         "<!DOCTYPE html>",

@@ -22,7 +22,8 @@ from ..base.config import (
 )
 from ..base.errors import GitError, UsageError
 from ..storage import events as ev
-from ..storage.store import Store, WriterState, require
+from ..storage.local import WriterState
+from ..storage.store import Store, require
 from .indexing import Indexes
 from .indexing import IndexRefresh as IndexRefresh
 from .indexing import IndexState as IndexState
@@ -326,7 +327,7 @@ class Maintenance:
         from ..base.config import parse_value
 
         store = self.config_target()
-        value = parse_value(key, text)
+        value: SettingValue = parse_value(key, text)
         if isinstance(value, str):
             self.workspace.checks(store).scan(value, field=key, redactable=False)
         if store.kind == "project" and personal_only(key, value):
@@ -345,7 +346,8 @@ class Maintenance:
         return self.workspace.settings()
 
     def config_get(self, key: str) -> SettingValue:
-        return self._effective_settings()[key]
+        value: SettingValue = self._effective_settings()[key]
+        return value
 
     def config_list(self) -> list[EffectiveSetting]:
         settings = self._effective_settings()

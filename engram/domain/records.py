@@ -112,8 +112,8 @@ class Records:
             assert memory is not None
             return MemoryRecord(store.kind, memory, tuple(proj.entity_events(full)))
         if kind in ("task", "session"):
-            return EntityRecord(kind, store.kind, full,  # type: ignore[arg-type]
-                                tuple(proj.entity_events(full)))
+            entity: Literal["task", "session"] = "task" if kind == "task" else "session"
+            return EntityRecord(entity, store.kind, full, tuple(proj.entity_events(full)))
         event = proj.event(full)
         if event is None:
             raise NotFoundError("record", ident)

@@ -97,8 +97,9 @@ def build(task: Any, events: Sequence[ev.Event]) -> Timeline:
     ends: dict[str, tuple[ev.Event, str, str]] = {}
     for event in events:
         data = event.data
-        base = {"id": event.id, "kind": event.kind, "time": event.time, "clock": event.clock,
-                "actor": event.actor, "machine": event.machine, "session": event.session}
+        base: dict[str, Any] = {
+            "id": event.id, "kind": event.kind, "time": event.time, "clock": event.clock,
+            "actor": event.actor, "machine": event.machine, "session": event.session}
         kind = event.kind
         if kind == "task.created":
             item = Item(**base, category="task", title=f"created: {data.get('name', '')}",

@@ -44,7 +44,8 @@ from ..readmodel import fold
 from ..readmodel.projection import Projection
 from ..storage import events as ev
 from ..storage import set_aside
-from ..storage.store import Store, WriterState, git_c, require
+from ..storage.local import WriterState
+from ..storage.store import Store, StoreKind, git_c, require
 from .messages import commit_message
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class Workspace:
         self.use: Use = use
         self.session = session if session is not None else os.environ.get("ENGRAM_SESSION")
         # The actor given to the constructor: it wins over the settings (see `actor`).
-        self.given_actor = check_value("actor", actor) if actor is not None else None
+        self.given_actor: str | None = check_value("actor", actor) if actor is not None else None
         self.personal = Store(engram_home(), "personal")
         project_root = find_project_store(self.cwd)
         self.project = Store(project_root, "project") if project_root else None
@@ -111,7 +112,7 @@ class Workspace:
             moment = mem.parse_moment(rev, what="--at")
         except UsageError:
             moment = None  # names no date either: only a commit, tag or branch can match
-        found: dict[str, Any] = {}
+        found: dict[StoreKind, Any] = {}
         for store in self.stores():
             commit = asof.named(store, rev)
             if commit is None and moment is not None:
@@ -123,7 +124,7 @@ class Workspace:
         self.personal = found["personal"][0] if "personal" in found else \
             Store(self.personal.root / ".absent", "personal")
         self.project = found["project"][0] if "project" in found else None
-        self.use = "both" if len(found) == 2 else next(iter(found))  # type: ignore[assignment]
+        self.use = "both" if len(found) == 2 else next(iter(found))
         return [f"{kind} store at {asof.describe(commit)}" for kind, (_, commit) in found.items()]
 
     def drop_foreign_warning(self) -> None:
@@ -225,7 +226,7 @@ class Workspace:
     def actor(self, store: Store) -> str:
         if self.given_actor:
             return self.given_actor
-        configured = self.settings(store)["actor"]
+        configured: str | None = self.settings(store)["actor"]
         if configured:
             return configured
         from ..git import repo as git
@@ -412,7 +413,8 @@ class Workspace:
         if state.pending >= settings["commit.every_events"]:
             return 0.0
         age = self.clock() - state.pending_since
-        return max(0.0, settings["commit.every_seconds"] - age)
+        every: float = settings["commit.every_seconds"]
+        return max(0.0, every - age)
 
     def maybe_commit(self, store: Store) -> None:
         """Commit the pending events if their batch is due (the caller holds the lock)."""
@@ -451,6 +453,8 @@ class Workspace:
                      lifecycle_alone: bool = False) -> CommitResult:
         """Commit the store's pending changes. Pending session lifecycle events alone are left
         for the next commit unless `lifecycle_alone` (an explicit `engram commit`)."""
+        import pygit2
+
         from ..git import repo as git
 
         if not locked:
@@ -472,7 +476,7 @@ class Workspace:
                     author=self.actor(store) if pending.changes else "",
                 )
                 break
-            except (GitError, git.pygit2.GitError, OSError) as exc:
+            except (GitError, pygit2.GitError, OSError) as exc:
                 # A commit killed half-way leaves git's lock files (index.lock, a branch's
                 # ref lock) and the index behind HEAD: once no process holds them, the next
                 # commit clears them up.

@@ -133,7 +133,7 @@ class Continuity:
         checks = self.workspace.checks(store)
         name = self._task_name(checks, name)
         goal = checks.text(goal, field="goal") if goal and goal.strip() else ""
-        data = {
+        data: dict[str, Any] = {
             "task": ev.new_entity_id(), "name": name, "goal": goal,
             "status": tasks.check_status(status),
             "tags": list(checks.tags(tags)),

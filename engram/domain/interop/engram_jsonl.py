@@ -272,16 +272,16 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
 
 def _line(value: Any, what: str, check: Checker) -> str:
     """An author or a machine: one line of at most TEXT_SETTING_CHARS, without a secret."""
-    value = well_formed(value, what).strip()
-    if not value:
+    line = well_formed(value, what).strip()
+    if not line:
         raise UsageError(f"{what} is empty")
-    if "\n" in value or "\t" in value:
-        raise UsageError(f"{what} {quote(value)} must be one line")
-    if len(value) > TEXT_SETTING_CHARS:
-        raise UsageError(f"{what} {quote(value, 20)} is longer than {TEXT_SETTING_CHARS} "
+    if "\n" in line or "\t" in line:
+        raise UsageError(f"{what} {quote(line)} must be one line")
+    if len(line) > TEXT_SETTING_CHARS:
+        raise UsageError(f"{what} {quote(line, 20)} is longer than {TEXT_SETTING_CHARS} "
                          "characters")
-    check.scan(value, what)
-    return value
+    check.scan(line, what)
+    return line
 
 
 def _origin(value: Any, check: Checker, depth: int = 1) -> dict[str, Any]:

@@ -201,7 +201,7 @@ class Interop:
         They go into new files of their own, one per month, each starting a new writer: their
         clocks are older than this writer's, and within a file clocks must increase.
         """
-        from ...storage.store import WriterState
+        from ...storage.local import WriterState
 
         runs: list[list[ev.Event]] = []
         for event in sorted(events, key=lambda e: e.sort_key):
@@ -308,7 +308,7 @@ class Interop:
         from .. import browse as br
         memories: list[br.MemoryCard] = []
         tasks: list[br.TaskCard] = []
-        stores = []
+        stores: list[tuple[str, str]] = []
         for store in self.workspace.stores():
             proj = self.workspace.projection(store)
             stores.append((store.kind, str(store.root)))
