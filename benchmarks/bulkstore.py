@@ -175,6 +175,8 @@ def checkpoint_data(rng: random.Random, task_id: str, seq: int, done: list[str],
                         "commands": [f"pytest tests/test_{rng.choice(speed.NOUNS)}.py"],
                         "artifacts": []},
         "confidence": round(rng.uniform(0.4, 0.9), 4),
+        # The commit the store's repository was at (a personal store's resume does not read it).
+        "head": "".join(rng.choice("0123456789abcdef") for _ in range(40)),
     }
 
 
