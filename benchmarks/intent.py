@@ -1,9 +1,10 @@
 """How many phrasings of a phrasing set Engram reads right: tense, kinds and time window.
 
-Each phrasing of the set (default: tests/corpus/intent_heldout.json, written without tuning the
-rules on it) names the tense it asks for ("past": the state before a change, "current": the
-state after it, or none), the kinds of memory it names, and whether it names a time window.
-A phrasing is read right when all three match what `engram.search.intent.analyse` reads.
+Each phrasing of the set (default: tests/corpus/intent_heldout.json; also
+tests/corpus/intent_heldout2.json; docs/search.md says how each was written) names the tense
+it asks for ("past": the state before a change, "current": the state after it, or none), the
+kinds of memory it names, and whether it names a time window. A phrasing is read right when
+all three match what `engram.search.intent.analyse` reads.
 
   .venv/bin/python benchmarks/intent.py [SET.json] [--misses]
 """

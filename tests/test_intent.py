@@ -56,11 +56,34 @@ def held_out() -> list[dict[str, object]]:
 
 
 def test_the_held_out_phrasings_are_read_right() -> None:
-    """The phrasing set the rules were not tuned on: tense, kinds and window all right for most
-    of them (docs/search.md gives the figure)."""
+    """Phrasings written before the cue families: tense, kinds and window all right for most of
+    them (docs/search.md gives the figures, and says how held out each set is)."""
     right = 0
     for phrasing in held_out():
         intent = analyse(str(phrasing["q"]), NOW)
         right += (intent.tense == phrasing["tense"] and sorted(intent.kinds) ==
                   sorted(phrasing["kinds"]) and (intent.window is not None) == phrasing["window"])
-    assert right >= 25, right
+    assert right >= 70, right
+
+
+def test_the_second_phrasing_set_is_read_right() -> None:
+    phrasings = json.loads((HELD_OUT.parent / "intent_heldout2.json").read_text(
+        encoding="utf-8"))["phrasings"]
+    right = sum(
+        1 for p in phrasings
+        if (intent := analyse(str(p["q"]), NOW)).tense == p["tense"]
+        and sorted(intent.kinds) == sorted(p["kinds"])
+        and (intent.window is not None) == p["window"])
+    assert right >= 50, right
+
+
+@pytest.mark.parametrize(("question", "tense"), [
+    ("what did we replace polars with?", "current"),
+    ("what did we replace with the new scheduler?", "past"),
+    ("which library is used to parse YAML?", None),
+    ("will customers get refunds for switching to a cheaper plan?", None),
+    ("what did we fix the day before yesterday?", None),
+    ("how do we replace a failed disk?", None),
+])
+def test_the_direction_of_a_change_decides_the_tense(question: str, tense: str | None) -> None:
+    assert analyse(question, NOW).tense == tense

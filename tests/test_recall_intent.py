@@ -59,3 +59,60 @@ def test_a_platform_name_is_a_word_not_an_identifier(store: dict[str, str]) -> N
     content, score, explain = recall("app.config.ts")[0]
     assert content.startswith("The mobile app reads") and explain["identifiers"] == 1.0
     assert score > 0.9
+
+
+def test_a_one_word_query_finds_the_memory_that_names_it_in_a_name(
+        store: dict[str, str]) -> None:
+    """`tests` shares no word with "Prefer pytest fixtures" for BM25, and the model puts them
+    at cosine 0.1; `postgres` is not a word of "Chose PostgreSQL 16". Both are pieces of a
+    name in the memory; `latest` or `contest` would not be."""
+    found = {content: score for content, score, _ in recall("tests")}
+    assert found.get("Prefer pytest fixtures over setUp methods", 0.0) > 0.3, found
+    assert recall("postgres")[0][0].startswith("Chose PostgreSQL 16")
+    with Engram() as engram:
+        hit = next(h for h in engram.recall("tests") if h.memory.content.startswith("Prefer"))
+    assert any("pytest" in note for note in hit.explain()["notes"])  # type: ignore[union-attr]
+
+
+def test_a_word_inside_an_ordinary_word_is_not_a_piece(home_store: Engram) -> None:
+    home_store.remember("The latest contest results are on the wiki", check_duplicates=False)
+    home_store.remember("Prefer pytest fixtures over setUp methods", kind="preference",
+                        at=ev.utc_now() - timedelta(days=3), check_duplicates=False)
+    home_store.close()
+    hits = recall("tests")
+    assert hits[0][0].startswith("Prefer pytest"), hits
+    assert all(not content.startswith("The latest") or score < 0.2
+               for content, score, _ in hits), hits
+
+
+@pytest.mark.parametrize("question", [
+    "what did we use for the driver before the upgrade?",
+    "back when we started, which ScyllaDB driver was it?",
+    "which ScyllaDB driver did we get rid of?",
+])
+def test_past_phrasings_put_the_older_memory_first(home_store: Engram, question: str) -> None:
+    now = ev.utc_now()
+    home_store.remember("Use the upstream gocql driver with token-aware routing for ScyllaDB",
+                        kind="decision", tags=["scylladb"], at=now - timedelta(days=200),
+                        check_duplicates=False)
+    home_store.remember("Switched the ScyllaDB driver to the scylladb/gocql fork for "
+                        "shard-aware routing", kind="decision", tags=["scylladb"],
+                        at=now - timedelta(days=20), check_duplicates=False)
+    home_store.close()
+    assert recall(question)[0][0].startswith("Use the upstream gocql"), recall(question)
+
+
+def test_current_phrasings_put_the_newer_memory_first(home_store: Engram) -> None:
+    now = ev.utc_now()
+    home_store.remember("Use the upstream gocql driver with token-aware routing for ScyllaDB",
+                        kind="decision", tags=["scylladb"], at=now - timedelta(days=20),
+                        check_duplicates=False)
+    home_store.remember("Switched the ScyllaDB driver to the scylladb/gocql fork for "
+                        "shard-aware routing", kind="decision", tags=["scylladb"],
+                        at=now - timedelta(days=200), check_duplicates=False)
+    home_store.close()
+    # The newer memory here is the upstream one: the question says "the old way", yet asks
+    # what replaced it.
+    for question in ("what replaced the old ScyllaDB driver setup?",
+                     "which ScyllaDB driver are we on as things stand?"):
+        assert recall(question)[0][0].startswith("Use the upstream gocql"), question

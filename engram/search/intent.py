@@ -10,44 +10,30 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
 
+from . import cues
+from .cues import Tense as Tense
 from .identifiers import identifiers_found as identifiers_found
 from .identifiers import identifiers_in
 
 # -- what the query asks -------------------------------------------------------------------------
 
-Tense = Literal["current", "past"]
 
-_KIND_WORDS = {
-    "gotcha": "gotcha", "gotchas": "gotcha", "pitfall": "gotcha", "pitfalls": "gotcha",
-    "decision": "decision", "decisions": "decision", "decided": "decision",
-    "preference": "preference", "preferences": "preference", "prefer": "preference",
-    "prefers": "preference", "preferred": "preference",
-    "convention": "convention", "conventions": "convention",
-    "failure": "failure", "failures": "failure", "failed": "failure", "broke": "failure",
-    "lesson": "lesson", "lessons": "lesson", "learned": "lesson", "learnt": "lesson",
-    "procedure": "procedure", "procedures": "procedure", "steps": "procedure",
-}
 _CURRENT = re.compile(
     r"\b(now|nowadays|currently|current|today|these days|at the moment|right now|at present|"
     r"still|latest|most recent|newest|anymore|any more)\b", re.I)
-_PAST = re.compile(
-    r"\b(originally|initially|previously|formerly|used to|at first|in the past|"
-    r"before (?:we|i|they|you|it) (?:switched|changed|moved|migrated|replaced)|"
-    r"before the (?:switch|change|move|migration)|the old|the previous)\b", re.I)
 _RECENT = re.compile(r"\b(recently|lately|recent|latest|newest|most recent|just now)\b", re.I)
 _NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
                  "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a few": 3,
                  "couple of": 2, "a couple of": 2}
-_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+_UNIT_DAYS = {"day": 1, "week": 7, "fortnight": 14, "month": 30, "year": 365}
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 _MONTHS |= {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name}
 _AMOUNT = r"(\d+|a few|a couple of|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten)"
-_AGO = re.compile(_AMOUNT + r"\s+(day|week|month|year)s?\s+ago\b", re.I)
-_LAST_N = re.compile(r"\b(?:last|past|previous)\s+" + _AMOUNT + r"\s+(day|week|month|year)s?\b",
-                     re.I)
-_LAST_UNIT = re.compile(r"\b(?:last|past|previous|this)\s+(day|week|month|year)\b", re.I)
+_UNIT = r"(day|week|fortnight|month|year)"
+_AGO = re.compile(_AMOUNT + r"\s+" + _UNIT + r"s?\s+(?:ago|back)\b", re.I)
+_LAST_N = re.compile(r"\b(?:last|past|previous)\s+" + _AMOUNT + r"\s+" + _UNIT + r"s?\b", re.I)
+_LAST_UNIT = re.compile(r"\b(?:last|past|previous|this)\s+" + _UNIT + r"\b", re.I)
 _MONTH = re.compile(r"\b(?:in|during|since|of|from)\s+(" + "|".join(
     sorted((n for n in _MONTHS if len(n) > 3 or n == "may"), key=len, reverse=True))
     + r")\b(?:\s+(\d{4}))?", re.I)
@@ -129,19 +115,13 @@ def analyse(query: str, now: datetime) -> Intent:
                               microsecond=0),
                   now.replace(year=year + 1, month=1, day=1, hour=0, minute=0, second=0,
                               microsecond=0))
-    tense: Tense | None = None
-    if _PAST.search(query):
-        tense = "past"
-    elif _CURRENT.search(query):
-        tense = "current"
+    tense = cues.tense(query)
     recent = bool(_RECENT.search(query))
     for pattern in (_CURRENT, _RECENT):
         words = pattern.sub(" ", words)
-    lowered = re.findall(r"[a-z]+", query.lower())
-    kinds = frozenset(_KIND_WORDS[w] for w in lowered if w in _KIND_WORDS)
-    if kinds:  # weighed by kind, not by words: "which gotchas" is not about the word
-        words = re.sub(r"\b(" + "|".join(w for w in lowered if w in _KIND_WORDS) + r")\b", " ",
-                       words, flags=re.I)
+    kinds, names = cues.kinds(query)
+    if names:  # weighed by kind, not by words: "which gotchas" is not about the word
+        words = re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b", " ", words, flags=re.I)
     identifiers = identifiers_in(query)
     words = " ".join(words.split())
     return Intent(words=words, identifiers=identifiers, kinds=kinds, tense=tense,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..storage import events as ev
-from . import ranking
+from . import pieces, ranking
 from .retrieval import Hit, memory_embedding_text, strength
 
 if TYPE_CHECKING:
@@ -96,6 +96,8 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
     limit = max(settings["recall.candidates"], k * 5)
     text_hits, query_weight, specificity = search.text_evidence(intent.words, limit)
     bm25 = dict(text_hits)
+    # A one- or two-word query also matches pieces of names ("tests" in "pytest").
+    by_pieces = pieces.found(search, proj, intent.words, limit) if query_weight > 0 else {}
     cosines: dict[str, float] = {}
     background = None
     embedder = source.embedder
@@ -103,11 +105,12 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
         if embedder.identity not in query_vectors:
             query_vectors[embedder.identity] = embedder.embed_query(query)
         vector = query_vectors[embedder.identity]
-        cosines = search.vector_scores(embedder, settings, vector, limit, extra_ids=list(bm25))
+        cosines = search.vector_scores(embedder, settings, vector, limit,
+                                       extra_ids=[*bm25, *by_pieces])
         sims = search.background(embedder, settings["recall.background_sample"]) @ vector
         background = ranking.Background.of(sims)
     weight = settings["recall.weight_vector"] if embedder is not None else 0.0
-    ids = list(dict.fromkeys([*bm25, *cosines]))
+    ids = list(dict.fromkeys([*bm25, *by_pieces, *cosines]))
     if source.belongs is not None:
         reaches = proj.reaches(ids)
         ids = [i for i in ids if i in reaches and source.belongs(reaches[i])]
@@ -122,6 +125,9 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
             continue
         c = ranking.Candidate(memory_id, cosine=max(0.0, cosines.get(memory_id, 0.0)))
         c.share = bm25.get(memory_id, 0.0) / query_weight if query_weight > 0 else 0.0
+        if memory_id in by_pieces and by_pieces[memory_id][0] > c.share:
+            c.share = by_pieces[memory_id][0]
+            c.notes.append("a word as a piece of " + ", ".join(by_pieces[memory_id][1][:3]))
         if memory_id in contents:
             c.identifiers = ranking.identifiers_found(intent.identifiers,
                                                       contents[memory_id])

@@ -63,6 +63,11 @@ def _analyzer() -> tantivy.TextAnalyzer:
             .filter(tantivy.Filter.stemmer("english")).build())
 
 
+def stems(word: str) -> list[str]:
+    """The terms the index holds for `word` ("tests" -> ["test"])."""
+    return list(_analyzer().analyze(word))
+
+
 def _schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("id", stored=True, tokenizer_name="raw")
