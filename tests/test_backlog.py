@@ -130,3 +130,31 @@ def test_the_mcp_recall_answers_partial_at_once_and_embeds_in_a_worker_thread(
 
     left = anyio.run(scenario)
     assert left[1] < left[0], "a later call sees more embedded"
+
+
+def test_reindex_shows_its_bar_from_the_start_on_a_terminal(home_store: Engram) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    for text in ("Use Postgres for the job queue", "Prefer pytest fixtures over setUp"):
+        home_store.remember(text, check_duplicates=False)
+    master, terminal = pty.openpty()
+    child = subprocess.Popen([sys.executable, "-m", "engram", "reindex"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=terminal)
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    assert child.wait(timeout=120) == 0
+    assert child.stdout is not None
+    assert b"2 memories: 2 embedded" in child.stdout.read()
+    # Before any text is embedded, the bar says what is under way (on stderr, a terminal).
+    assert b"reading the event files" in shown

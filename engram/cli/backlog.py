@@ -15,12 +15,13 @@ def embed_backlog(engram: Any, hits: Any, *, as_json: bool = False) -> None:
     if not getattr(hits, "partial", False):
         return
     if sys.stderr.isatty():
+        from rich.console import Console
         from rich.progress import Progress
 
         echo(hits.partial_note("embedding them now (Ctrl-C stops; the next recall goes on)"),
              err=as_json)
         try:
-            with Progress(transient=True) as bar:
+            with Progress(console=Console(stderr=True), transient=True) as bar:
                 for backlog in hits.backlog:
                     task = bar.add_task(f"embedding ({backlog.store})", total=len(backlog))
                     backlog.run(lambda done, _total, task=task: bar.update(task, completed=done))
@@ -48,10 +49,11 @@ def embed_imported(engram: Any, report: Any, *, as_json: bool) -> None:
         return
     stores = [s for s in engram.stores() if s.kind == report.store]
     if sys.stderr.isatty() and not as_json:
+        from rich.console import Console
         from rich.progress import Progress
 
         try:
-            with Progress(transient=True) as bar:
+            with Progress(console=Console(stderr=True), transient=True) as bar:
                 task = bar.add_task(f"embedding {created:,} memories ({report.store})",
                                     total=None)
 

@@ -332,12 +332,19 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool,
             ctx.exit(1)
         return
     if sys.stderr.isatty() and not as_json:
+        from rich.console import Console
         from rich.progress import Progress
 
-        with Progress(transient=True) as bar:
+        with Progress(console=Console(stderr=True), transient=True) as bar:
+            # Shown from the start: reading the event files comes before the first embedding.
+            reading: Any = bar.add_task("reading the event files", total=None)
             tasks: dict[str, Any] = {}
 
             def progress(store: str, done: int, total: int) -> None:
+                nonlocal reading
+                if reading is not None:
+                    bar.remove_task(reading)
+                    reading = None
                 if store not in tasks:
                     tasks[store] = bar.add_task(f"embedding ({store})", total=total)
                 bar.update(tasks[store], completed=done)

@@ -323,8 +323,7 @@ class Memories:
         include_decayed: bool = False,
         now: datetime | None = None,
     ) -> Recalled:
-        """Memories by meaning and by words, fused, weighted by strength, best first (partial:
-        `Recalled.backlog`).
+        """Memories by meaning and by words, fused, weighted by strength, best first.
 
         Superseded, forgotten, expired and fully decayed memories are left out unless asked for.
         `now` is the moment strength and validity are judged at (default: now).

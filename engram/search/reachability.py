@@ -29,6 +29,7 @@ REACH_K = 10  # a vector is reachable when a search with it returns it among thi
 BATCH = 8192  # vectors searched per call (bounds the memory of the answers)
 DUPLICATE = 1e-6  # cosine distance under which two vectors are the same text's
 QUICK_EXPANSION = 16  # the first, narrow pass of the check
+SAMPLE = 20_000  # vectors `engram doctor` and `reindex --check` search in a larger index
 
 
 @dataclass(frozen=True)
@@ -42,17 +43,18 @@ class Reachability:
     readded: int = 0
     rebuilt: bool = False
     left: int = 0  # still unreachable after the repair
+    checked_count: int = 0  # vectors searched (fewer than `vectors` when sampled)
 
 
 def unreachable_keys(index: Any, *, k: int = REACH_K, batch: int = BATCH,
-                     threads: int = 0) -> list[int]:
+                     threads: int = 0, keys: np.ndarray | None = None) -> list[int]:
     """The keys of a usearch index that a graph search with their own vector does not return
     among the `k` nearest (`threads=0`: every core), searching as queries do.
 
     Two passes: every vector with a narrow search (`QUICK_EXPANSION`, several times cheaper),
     then those it did not find again with the index's own expansion: a vector found by the
     narrow search is found by the wider one."""
-    keys = np.asarray(index.keys, dtype=np.uint64)
+    keys = np.asarray(index.keys if keys is None else keys, dtype=np.uint64)
     if len(keys) == 0:
         return []
     wide = int(index.expansion_search)
@@ -86,16 +88,21 @@ def _unreachable(index: Any, keys: np.ndarray, *, k: int, batch: int,
     return out
 
 
-def check(vectors: VectorIndex, exact_below: int) -> Reachability:
+def check(vectors: VectorIndex, exact_below: int, sample: int | None = None) -> Reachability:
+    """Every vector, or with `sample` at most that many drawn at random (a diagnosis of a large
+    index: each run looks at other vectors, and the repair checks them all)."""
     import time
 
     started = time.perf_counter()
     count = len(vectors)
     if count < max(exact_below, 1):
         return Reachability(count, False, (), 0.0)
-    missing = unreachable_keys(vectors.index)
+    keys = np.asarray(vectors.index.keys, dtype=np.uint64)
+    if sample is not None and count > sample:
+        keys = np.random.default_rng().choice(keys, sample, replace=False)
+    missing = unreachable_keys(vectors.index, keys=keys)
     return Reachability(count, True, tuple(id_of(k) for k in missing),
-                        round(time.perf_counter() - started, 3))
+                        round(time.perf_counter() - started, 3), checked_count=len(keys))
 
 
 def repair(vectors: VectorIndex, exact_below: int) -> Reachability:
@@ -145,8 +152,9 @@ def unreachable_note(cache: Path, exact_below: int, store: str) -> str | None:
     vectors = saved_index(cache)
     if vectors is None:
         return None
-    found = check(vectors, exact_below)
+    found = check(vectors, exact_below, SAMPLE)
     if not found.unreachable:
         return None
-    return (f"{len(found.unreachable)} of {found.vectors} vectors cannot be reached through the "
-            f"vector index's graph: `engram doctor --fix --{store}` links them again")
+    return (f"{len(found.unreachable)} of {found.checked_count} vectors"
+            f"{' checked' if found.checked_count < found.vectors else ''} cannot be reached "
+            f"through the vector index's graph: `engram doctor --fix --{store}` links them again")

@@ -11,7 +11,7 @@ from .report import Finding, Host, flag
 
 
 def check_vectors(engram: Host, store: Store) -> list[Finding]:
-    from ...search.reachability import check, saved_index
+    from ...search.reachability import SAMPLE, check, saved_index
 
     settings = engram.settings(store)
     if settings["search.model"] == "off":
@@ -23,12 +23,14 @@ def check_vectors(engram: Host, store: Store) -> list[Finding]:
         vectors = saved_index(cache)
         if vectors is None:
             return []  # missing or damaged: the cache check says so
-        found = check(vectors, settings["search.exact_below"])
+        found = check(vectors, settings["search.exact_below"], SAMPLE)
     if not found.unreachable:
         return []
     count = len(found.unreachable)
     return [Finding("vector-reach", "warning",
-                    f"{count} of {found.vectors} memories cannot be found by meaning: the vector "
+                    f"{count} of {found.checked_count} memories"
+                    f"{' checked' if found.checked_count < found.vectors else ''} cannot be "
+                    f"found by meaning: the vector "
                     f"index's graph does not return {'it' if count == 1 else 'them'} even for "
                     f"{'its' if count == 1 else 'their'} own vector (first: "
                     f"{', '.join(found.unreachable[:3])})",
