@@ -76,8 +76,6 @@ def memory_embedding_text(memory: mem.Memory) -> str:
     return embedding_text(memory.kind, memory.tags, memory.content)
 
 
-BACKGROUND_FILE = Path(__file__).resolve().parent.parent / "background.txt"
-BACKGROUND_SAMPLE = 256  # memories of the store sampled into a query's background
 
 
 def strength(memory: mem.Memory | mem.Head, now: datetime, settings: Settings) -> float:
@@ -365,24 +363,26 @@ class StoreSearch:
                 raise
             return hits, max((score for _, score in hits), default=0.0), 1.0
 
-    def background(self, embedder: Embedder, sample: int = BACKGROUND_SAMPLE) -> np.ndarray:
+    def background(self, embedder: Embedder, sample: int = 0) -> np.ndarray:
         """Vectors that stand for ordinary text, for calibrating a query's cosine similarities:
-        a fixed set of sentences shipped with Engram and a sample of this store's memories
-        (the same sample whatever state the caches are in)."""
+        the fixed background of the model (`engram.search.background`), plus, when `sample`
+        is set (to measure with), a sample of this store's memories."""
         import numpy as np
 
+        from . import background
+
+        fixed = background.vectors(embedder)
+        if sample <= 0:
+            return fixed
         # Kept while the sample's ids stay the same (an edit of a sampled memory hardly moves
         # the background); a new process reads it afresh.
-        key = (embedder.identity, tuple(self.projection.sample_ids(sample)) if sample > 0 else ())
+        key = (embedder.identity, tuple(self.projection.sample_ids(sample)))
         if self._background is not None and self._background[0] == key:
             return self._background[1]
         texts = [embedding_text(kind, tags, content)
-                 for _, content, kind, tags in
-                 (self.projection.sample(sample) if sample > 0 else [])]
-        lines = [line.strip() for line in BACKGROUND_FILE.read_text("utf-8").splitlines()]
-        vectors, _ = embed_with_cache(embedder, self.embeddings,
-                                      [x for x in lines if x] + texts)
-        matrix = np.asarray(vectors, dtype=np.float32)
+                 for _, content, kind, tags in self.projection.sample(sample)]
+        vectors, _ = embed_with_cache(embedder, self.embeddings, texts)
+        matrix = np.vstack([fixed, np.asarray(vectors, dtype=np.float32)])
         self._background = (key, matrix)
         return matrix
 

@@ -1,0 +1,132 @@
+"""Scores that keep their meaning whatever else the store holds, with the real model: the same
+question and memory score the same before and after thousands of unrelated memories arrive, the
+background's vectors come with the model rather than from the store, and memories written
+together lend each other nothing unless each has evidence of its own."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engram.api import Engram
+from engram.search import background
+from engram.storage import events as ev
+
+CODING = [
+    ("Kafka consumers retry a record three times, then park it on the dead-letter topic "
+     "orders.dlq for a person to look at", "decision", ["kafka"]),
+    ("Set AWS_REGION=eu-west-1 in the shell before running terraform plan, or the provider "
+     "picks us-east-1", "gotcha", ["terraform"]),
+    ("The search page timed out because the products table had no index on sku", "failure",
+     ["search"]),
+    ("Prefer pytest fixtures over setUp methods", "preference", []),
+    ("Release notes are written in CHANGELOG.md under an Unreleased heading", "convention", []),
+]
+PARAPHRASE = "where do events that keep failing end up?"
+NEVER_STORED = "how do we pair Bluetooth heart-rate straps with the watch app?"
+
+_NAMES = ["Ana", "Ben", "Chloe", "Dev", "Elif", "Femi", "Greta", "Hugo", "Iris", "Jonas"]
+_DID = ["went hiking", "baked bread", "painted the fence", "visited my aunt", "watched a film",
+        "played chess", "planted roses", "fixed my bike", "tried a new cafe", "went swimming",
+        "cleaned the attic", "wrote a poem", "called my brother", "bought new shoes",
+        "learned a song", "walked the dog", "made soup", "read a novel", "went to a concert",
+        "sorted old photos"]
+_WHEN = ["yesterday", "this morning", "last weekend", "on Friday", "after work", "with friends",
+         "in the rain", "for the first time", "again", "with my kids", "before lunch",
+         "at the lake", "downtown", "on my day off", "late at night"]
+
+
+def chat_turns(count: int) -> list[str]:
+    """Chat-like personal turns, all different, about nothing a coding question asks."""
+    turns = (f"{name}: I {did} {when} and it was {feeling}."
+             for name, did, when, feeling in itertools.product(
+                 _NAMES, _DID, _WHEN, ["lovely", "tiring", "fun", "great"]))
+    return list(itertools.islice(turns, count))
+
+
+def ask(query: str, k: int = 5) -> list[Any]:
+    with Engram() as engram:
+        return engram.recall(query, k=k)
+
+
+@pytest.mark.slow
+def test_a_score_does_not_move_when_thousands_of_unrelated_memories_arrive(
+        home_store: Engram) -> None:
+    for text, kind, tags in CODING:
+        home_store.remember(text, kind=kind, tags=tags, check_duplicates=False)
+    home_store.close()
+    before = ask(PARAPHRASE)
+    assert before[0].memory.content.startswith("Kafka consumers")
+    none_before = ask(NEVER_STORED)
+
+    with Engram() as engram:
+        start = ev.utc_now() - timedelta(days=40)
+        for n, text in enumerate(chat_turns(3000)):
+            engram.remember(text, kind="fact", at=start + timedelta(minutes=n),
+                            check_duplicates=False)
+    after = ask(PARAPHRASE)
+    assert after[0].memory.content.startswith("Kafka consumers")
+    # The same query and memory: the same meaning and score (the store's words weigh a
+    # little differently with 3,000 more memories; the meaning not at all).
+    assert after[0].evidence.meaning == pytest.approx(before[0].evidence.meaning, abs=0.01)
+    assert after[0].score == pytest.approx(before[0].score, abs=0.03)
+    # A question about something never stored stays low: the chat turns do not make it look
+    # answered.
+    none_after = ask(NEVER_STORED)
+    top_before = none_before[0].score if none_before else 0.0
+    top_after = none_after[0].score if none_after else 0.0
+    assert top_after < 0.3 and top_after <= top_before + 0.05
+
+
+def test_the_background_ships_with_the_built_in_model() -> None:
+    from engram.base.models import BUILTIN
+    from engram.search.embed import load_embedder
+
+    embedder = load_embedder(BUILTIN)
+    lines = background.sentences()
+    shipped = background._shipped(embedder.identity, background.digest(lines))
+    assert shipped is not None, "background.txt changed: run python -m engram.search.background"
+    assert shipped.shape == (len(lines), embedder.dim) and len(lines) >= 250
+    fresh = embedder.embed(lines[:3] + lines[-3:])
+    agreement = np.sum(fresh * shipped[[0, 1, 2, -3, -2, -1]], axis=1)
+    assert agreement.min() > 0.999
+
+
+class _CountingModel:
+    """A model of its own identity that counts what it is asked to embed."""
+
+    def __init__(self) -> None:
+        self.identity = "counting-model@test"
+        self.dim = 8
+        self.embedded = 0
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.embedded += len(texts)
+        rng = np.random.default_rng(len(texts))
+        rows = rng.normal(size=(len(texts), self.dim)).astype(np.float32)
+        out: np.ndarray = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+        return out
+
+
+def test_another_models_background_is_embedded_once_per_machine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENGRAM_MODEL_CACHE", str(tmp_path / "models"))
+    monkeypatch.setattr(background, "_memo", {})
+    model = _CountingModel()
+    first = background.vectors(model)  # type: ignore[arg-type]
+    assert model.embedded == len(background.sentences())
+    monkeypatch.setattr(background, "_memo", {})  # a new process
+    again = background.vectors(model)  # type: ignore[arg-type]
+    assert model.embedded == len(background.sentences())  # read from the model cache
+    assert np.array_equal(first, again)
+    # A damaged cache file is embedded again, not trusted.
+    (cached,) = (tmp_path / "models" / "background").iterdir()
+    cached.write_bytes(b"not an array")
+    monkeypatch.setattr(background, "_memo", {})
+    background.vectors(model)  # type: ignore[arg-type]
+    assert model.embedded == 2 * len(background.sentences())
