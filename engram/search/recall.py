@@ -141,9 +141,18 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
         involved = {i for source_id, near in neighbours.items() for i in (source_id, *near)
                     if i in pool}
         tagged = proj.heads(list(involved), tags=True) if involved else {}
+        similarity = None
+        if embedder is not None and involved:
+            vectors = search.stored_vectors(embedder, sorted(involved))
+
+            def similarity(a: str, b: str) -> float:
+                if a not in vectors or b not in vectors:
+                    return 0.0
+                return float(vectors[a] @ vectors[b])
+
         ranking.add_context(pool, neighbours, context,
                             {i: head.tags for i, head in tagged.items()},
-                            settings["recall.context_floor"])
+                            settings["recall.context_floor"], similarity)
     floor = settings["recall.strength_floor"]
     min_relevance = settings["recall.min_relevance"]
     share = settings["recall.weight_strength"]

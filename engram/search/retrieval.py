@@ -433,6 +433,25 @@ class StoreSearch:
                 scores[memory.id] = float(vectors[row] @ vector)
         return scores
 
+    def stored_vectors(self, embedder: Embedder, memory_ids: Sequence[str],
+                       ) -> dict[str, np.ndarray]:
+        """The vectors of these memories: changed since the index was saved (held in this
+        process), else from the index, else from the embedding cache (or the model)."""
+        out: dict[str, np.ndarray] = {}
+        if self._held_identity == embedder.identity:
+            out = {m: self._held[m][1] for m in memory_ids if m in self._held}
+        rest = [m for m in memory_ids if m not in out]
+        if rest:
+            out |= self.vectors(embedder).vectors_for(rest)
+        wanted = [m for m in memory_ids if m not in out]
+        if wanted:
+            found = self.projection.memories_by_id(wanted)
+            live = [found[m] for m in wanted if m in found]
+            vectors, _ = embed_with_cache(embedder, self.embeddings,
+                                          [memory_embedding_text(m) for m in live])
+            out |= {m.id: vectors[row] for row, m in enumerate(live)}
+        return out
+
     def _pending_scores(self, embedder: Embedder, pending: Sequence[tuple[str, str | None]],
                         vector: np.ndarray) -> dict[str, float]:
         """Similarity of the memories changed since the vector index was saved.
