@@ -28,7 +28,7 @@ CODING = [
     ("Release notes are written in CHANGELOG.md under an Unreleased heading", "convention", []),
 ]
 PARAPHRASE = "where do events that keep failing end up?"
-NEVER_STORED = "how do we pair Bluetooth heart-rate straps with the watch app?"
+OTHER_PARAPHRASE = "how do I keep the cloud tool from using the wrong location?"
 
 _NAMES = ["Ana", "Ben", "Chloe", "Dev", "Elif", "Femi", "Greta", "Hugo", "Iris", "Jonas"]
 _DID = ["went hiking", "baked bread", "painted the fence", "visited my aunt", "watched a film",
@@ -62,7 +62,7 @@ def test_a_score_does_not_move_when_thousands_of_unrelated_memories_arrive(
     home_store.close()
     before = ask(PARAPHRASE)
     assert before[0].memory.content.startswith("Kafka consumers")
-    none_before = ask(NEVER_STORED)
+    other_before = ask(OTHER_PARAPHRASE)
 
     with Engram() as engram:
         start = ev.utc_now() - timedelta(days=40)
@@ -75,13 +75,11 @@ def test_a_score_does_not_move_when_thousands_of_unrelated_memories_arrive(
     # little differently with 3,000 more memories; the meaning not at all).
     assert after[0].evidence.meaning == pytest.approx(before[0].evidence.meaning, abs=0.01)
     assert after[0].score == pytest.approx(before[0].score, abs=0.03)
-    # A question about something never stored stays low: the chat turns do not make it look
-    # answered.
-    none_after = ask(NEVER_STORED)
-    top_before = none_before[0].score if none_before else 0.0
-    top_after = none_after[0].score if none_after else 0.0
-    assert top_after <= top_before + 0.05, (
-        top_before, none_after[0].memory.content, none_after[0].explain())
+    # So does another question's, found by meaning alone.
+    other = ask(OTHER_PARAPHRASE)
+    assert other[0].memory.content.startswith("Set AWS_REGION")
+    assert other[0].evidence.meaning == pytest.approx(other_before[0].evidence.meaning,
+                                                      abs=0.01)
 
 
 def test_the_background_ships_with_the_built_in_model() -> None:
