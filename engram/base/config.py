@@ -161,10 +161,14 @@ SETTINGS: dict[str, Setting] = {
                 "Memories written together are context for each other: a result written next "
                 "to a relevant one gains this share of its relevance (0 turns it off).",
                 minimum=0, maximum=1),
-        Setting("recall.context_floor", 0.05, float,
+        Setting("recall.context_floor", 0.0, float,
                 "Context lends relevance only to a memory with at least this much evidence of "
-                "its own for the query (meaning and words, 0 to 1): memories written together "
-                "but about other things do not lift each other.",
+                "its own for the query (meaning and words, 0 to 1; 0: any found by either).",
+                minimum=0, maximum=1),
+        Setting("recall.context_similarity", 0.35, float,
+                "Context passes only between memories at least this similar to each other "
+                "(cosine of their vectors): memories written together but about other things "
+                "do not lift each other.",
                 minimum=0, maximum=1),
         Setting("recall.sitting_penalty", 0.0, float,
                 "Variety in the results: the n-th result of one sitting (memories written "

@@ -361,7 +361,6 @@ class Candidate:
 CONTEXT_TOP = 10  # the most relevant candidates whose neighbours get context
 CONTEXT_SPAN = 2  # neighbours: this many written just before and just after
 CONTEXT_SECONDS = 1800.0  # ... among memories whose moments are this close
-CONTEXT_SIMILARITY = 0.35  # cosine of two memories below which they are not context for each other
 
 
 def most_relevant(pool: dict[str, Candidate]) -> list[str]:
@@ -370,13 +369,14 @@ def most_relevant(pool: dict[str, Candidate]) -> list[str]:
 
 def add_context(pool: dict[str, Candidate], neighbours: dict[str, list[str]],
                 weight: float, tags: dict[str, frozenset[str]], floor: float = 0.0,
-                similarity: Callable[[str, str], float] | None = None) -> None:
+                similarity: Callable[[str, str], float] | None = None,
+                least_similar: float = 0.35) -> None:
     """Memories written together are context for each other: a candidate written next to a
     relevant one gains `weight` times that one's relevance, as a further independent piece of
     evidence (an answer's turn next to the turn that names the question's words). Only
     candidates with evidence of their own (relevance at least `floor`) gain; context alone
     finds nothing. Context passes only between related memories: two memories less similar to
-    each other than `CONTEXT_SIMILARITY` (by `similarity`, the cosine of their vectors), or
+    each other than `least_similar` (by `similarity`, the cosine of their vectors), or
     whose tags say they are about different things (both tagged, no tag in common), are not
     context for each other, however close in time."""
     gains: dict[str, tuple[float, str]] = {}
@@ -389,7 +389,7 @@ def add_context(pool: dict[str, Candidate], neighbours: dict[str, list[str]],
             if memory_id in pool and memory_id != source and \
                     pool[memory_id].relevance >= floor and \
                     given > gains.get(memory_id, (0.0, ""))[0] and \
-                    (similarity is None or similarity(source, memory_id) >= CONTEXT_SIMILARITY):
+                    (similarity is None or similarity(source, memory_id) >= least_similar):
                 gains[memory_id] = (given, source)
     for memory_id, (given, source) in gains.items():
         c = pool[memory_id]

@@ -152,7 +152,8 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
 
         ranking.add_context(pool, neighbours, context,
                             {i: head.tags for i, head in tagged.items()},
-                            settings["recall.context_floor"], similarity)
+                            settings["recall.context_floor"], similarity,
+                            settings["recall.context_similarity"])
     floor = settings["recall.strength_floor"]
     min_relevance = settings["recall.min_relevance"]
     share = settings["recall.weight_strength"]
