@@ -148,3 +148,28 @@ def test_memories_written_together_about_other_things_do_not_lift_each_other(
     for hit in hits[1:]:
         assert hit.evidence.context == 0.0, hit.explain()
         assert hit.score < 0.2, (hit.memory.content, hit.explain())
+
+
+def test_one_sitting_need_not_fill_the_top_results(home_store: Engram) -> None:
+    sitting = ev.utc_now() - timedelta(days=3)
+    for n, text in enumerate([
+            "Nina: We hiked up to the lake above the village on Saturday",
+            "Nina: The hike to the lake took us four hours with the kids",
+            "Nina: At the lake we swam, the water was freezing after the hike",
+            "Nina: Coming down from the lake hike we got caught in the rain",
+            "Nina: Next time we hike to the lake we will start earlier"]):
+        home_store.remember(text, kind="fact", at=sitting + timedelta(minutes=n),
+                            check_duplicates=False)
+    other = home_store.remember("Nina: Last spring we hiked around a lake in the mountains",
+                                kind="fact", at=sitting - timedelta(days=200),
+                                check_duplicates=False)
+    home_store.close()
+    query = "when did Nina hike to the lake?"
+    assert other.id not in [h.memory.id for h in ask(query, k=5)]
+    with Engram() as engram:
+        engram.config_set("recall.sitting_penalty", "0.3")
+        hits = engram.recall(query, k=5)
+    assert other.id in [h.memory.id for h in hits]
+    later = [h for h in hits if h.memory.id != other.id][1:]
+    assert later and all(h.evidence.variety < 1.0 for h in later)
+    assert any("of one sitting" in note for h in later for note in h.evidence.notes)
