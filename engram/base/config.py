@@ -165,7 +165,7 @@ SETTINGS: dict[str, Setting] = {
                 "Context lends relevance only to a memory with at least this much evidence of "
                 "its own for the query (meaning and words, 0 to 1; 0: any found by either).",
                 minimum=0, maximum=1),
-        Setting("recall.context_similarity", 0.35, float,
+        Setting("recall.context_similarity", 0.3, float,
                 "Context passes only between memories at least this similar to each other "
                 "(cosine of their vectors): memories written together but about other things "
                 "do not lift each other.",

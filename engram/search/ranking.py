@@ -370,7 +370,7 @@ def most_relevant(pool: dict[str, Candidate]) -> list[str]:
 def add_context(pool: dict[str, Candidate], neighbours: dict[str, list[str]],
                 weight: float, tags: dict[str, frozenset[str]], floor: float = 0.0,
                 similarity: Callable[[str, str], float] | None = None,
-                least_similar: float = 0.35) -> None:
+                least_similar: float = 0.3) -> None:
     """Memories written together are context for each other: a candidate written next to a
     relevant one gains `weight` times that one's relevance, as a further independent piece of
     evidence (an answer's turn next to the turn that names the question's words). Only
