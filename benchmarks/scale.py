@@ -29,6 +29,7 @@ How to run
     .venv/bin/python benchmarks/scale.py ../shared/data/coding-recall-dev.json \\
         ../shared/data/locomo-dev.json --json /tmp/scale.json
     .venv/bin/python benchmarks/scale.py DEV.json LOCOMO.json --variant recall.strength_floor=0
+    .venv/bin/python benchmarks/scale.py DEV.json LOCOMO.json --embedding-cache /tmp/scale.sqlite3
 
 About ten minutes on two cores, most of it embedding the distractors once.
 """
@@ -38,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -240,9 +242,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE[,...]")
     parser.add_argument("--json", type=Path, help="write every figure to this file")
+    parser.add_argument("--embedding-cache", type=Path, metavar="FILE",
+                        help="an embedding cache (SQLite) kept between runs: read before the "
+                             "memories are embedded, written back at the end (vectors are "
+                             "keyed by model and text, so any run may share it)")
     args = parser.parse_args(argv)
 
     from engram.base.config import SETTINGS
+    from engram.base.layout import EMBEDDINGS_DB, cache_dir
 
     base: dict[str, str] = {}
     for item in args.set:
@@ -268,6 +275,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             e.init()
             for key, value in base.items():
                 e.config_set(key, value)
+            cached = cache_dir(e.personal.local_dir) / EMBEDDINGS_DB
+            if args.embedding_cache is not None and args.embedding_cache.exists():
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(args.embedding_cache, cached)
             ids: dict[str, str] = {}
             for name, data in sets.items():
                 remember_all(e, data["memories"], name, ids, now)
@@ -305,6 +316,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             measure("large")
         finally:
             e.close()
+        if args.embedding_cache is not None and cached.exists():
+            shutil.copyfile(cached, args.embedding_cache)
 
     for name in sets:
         print(table(f"\n{name} set ({', '.join(f'{s} {n}' for s, n in sizes.items())} memories)"

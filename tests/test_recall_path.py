@@ -1,6 +1,6 @@
 """Recall's hot path: what a recall reuses from the one before must never hide a change.
 
-The calibration sentences are embedded once per model (kept in the model cache, not per store);
+No store embeds the background a query is calibrated against (the built-in model's ships);
 a long-lived process (the MCP server) that recalls again after another process wrote, indexed or
 damaged the indexes finds what is there now.
 """
@@ -15,7 +15,7 @@ import pytest
 from conftest import run_engram
 
 from engram.api import Engram
-from engram.search import calibration, embed
+from engram.search import background, embed
 
 
 @pytest.fixture
@@ -30,55 +30,25 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return real(texts)
 
     monkeypatch.setattr(model, "embed", counting)
-    monkeypatch.setattr(calibration, "_held", {})  # as in a new process
+    monkeypatch.setattr(background, "_memo", {})  # as in a new process
     return calls
 
 
-def test_calibration_is_embedded_once_per_model_not_per_store(tmp_path: Path,
-                                                              counted: list[int],
-                                                              monkeypatch: pytest.MonkeyPatch,
-                                                              ) -> None:
-    engram = Engram()
-    engram.init()
-    engram.remember("the deploy script reads its secrets from vault")
-    assert engram.recall("where do deploy secrets come from")[0].memory.content == \
-        "the deploy script reads its secrets from vault"
-    sentences = len(calibration.sentences())
-    assert sentences in counted  # the first recall on this machine embeds them, once
-    saved = list((embed.model_cache_dir() / "background").glob("*.npy"))
-    assert len(saved) == 1
-    engram.close()
-    # A new store in a new process (the process's copy forgotten): only the query and the new
-    # memory are embedded, the sentences come from the model cache.
-    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "other-store"))
-    monkeypatch.setattr(calibration, "_held", {})
-    counted.clear()
-    other = Engram()
-    other.init()
-    other.remember("the nightly job rotates the API tokens")
-    assert other.recall("which job rotates tokens")[0].memory.content == \
-        "the nightly job rotates the API tokens"
-    assert sentences not in counted and max(counted) == 1
-    other.close()
-
-
-def test_a_damaged_calibration_file_is_ignored_and_written_again(counted: list[int]) -> None:
-    engram = Engram()
-    engram.init()
-    engram.remember("staging runs on the small cluster")
-    engram.recall("where does staging run")
-    (saved,) = (embed.model_cache_dir() / "background").glob("*.npy")
-    good = saved.read_bytes()
-    for bad in (b"not a numpy file", good[:-64], good.replace(b"<f4", b"<f8", 1)):
-        saved.write_bytes(bad)
-        calibration._held.clear()
+def test_no_store_embeds_the_background(tmp_path: Path, counted: list[int],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # The built-in model's background vectors ship with Engram: a first recall on a new store
+    # (in a process that holds none of them yet) embeds the query and the memory, nothing more.
+    for home in ("one-store", "other-store"):
+        monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / home))
+        monkeypatch.setattr(background, "_memo", {})
         counted.clear()
-        with Engram() as fresh:  # as a new process would
-            assert fresh.recall("where does staging run")[0].memory.content == \
-                "staging runs on the small cluster"
-        assert len(calibration.sentences()) in counted  # embedded again, not read as it was
-        assert saved.read_bytes() == good
-    engram.close()
+        with Engram() as engram:
+            engram.init()
+            engram.remember(f"the deploy script of {home} reads its secrets from vault")
+            assert engram.recall("where do deploy secrets come from")[0].memory.content == \
+                f"the deploy script of {home} reads its secrets from vault"
+        assert counted and max(counted) == 1, counted
+    assert not (embed.model_cache_dir() / "background").exists()
 
 
 def test_a_long_lived_process_recalls_what_another_process_wrote_and_indexed(

@@ -126,10 +126,24 @@ SETTINGS: dict[str, Setting] = {
                 "Memories written together are context for each other: a result written next "
                 "to a relevant one gains this share of its relevance (0 turns it off).",
                 minimum=0, maximum=1),
-        Setting("recall.background_sample", 256, int,
+        Setting("recall.context_floor", 0.0, float,
+                "Context lends relevance only to a memory with at least this much evidence of "
+                "its own for the query (meaning and words, 0 to 1; 0: any found by either).",
+                minimum=0, maximum=1),
+        Setting("recall.context_similarity", 0.3, float,
+                "Context passes only between memories at least this similar to each other "
+                "(cosine of their vectors): memories written together but about other things "
+                "do not lift each other.",
+                minimum=0, maximum=1),
+        Setting("recall.sitting_penalty", 0.0, float,
+                "Variety in the results: the n-th result of one sitting (memories written "
+                "within 30 minutes of each other) keeps (1 - this)^(n - 1) of its score.",
+                minimum=0, maximum=1),
+        Setting("recall.background_sample", 0, int,
                 "Memories of the store sampled into the background a query's meaning is "
-                "calibrated against, besides the fixed sentences shipped with Engram (0: the "
-                "fixed sentences only, so a score does not move with what else the store holds).",
+                "calibrated against, besides the fixed sentences shipped with Engram (0, the "
+                "default: the fixed sentences only, so a score does not move with what else "
+                "the store holds).",
                 minimum=0, maximum=4096),
         Setting("recall.candidates", 100, int,
                 "Candidates taken from each index before fusing and filtering.", minimum=1,

@@ -9,9 +9,11 @@ query, the store or its size:
   An identifier in the query (`test_upload_retry`, `AWS_REGION`, `cmd/api/main.go`, `--dry-run`,
   `collectAsState`) found verbatim in a memory is full evidence on its own.
 - **meaning**: the cosine similarity of query and memory against the similarities of the same
-  query to a background (a fixed set of ordinary sentences shipped with Engram plus a sample of
-  the store): z = (cosine - mean) / deviation, meaning = sigmoid(z - 3). A memory 3 standard
-  deviations more similar to the question than ordinary text is gets 0.5.
+  query to a fixed background of ordinary sentences (`engram.search.background`; nothing of
+  the store, so a score does not move with what else the store holds): z = (cosine - mean) /
+  deviation, meaning = sigmoid(z - 3.5 - crowd discount). A memory 3.5 standard deviations
+  more similar to the question than ordinary text is gets 0.5, unless many memories are that
+  close (see `Background.crowded`).
 
 Relevance joins them as independent evidence (noisy OR): 1 - (1 - meaning)(1 - words). So 0.5
 reads "probably answers": one signal at its midpoint, or both weaker. `recall.weight_vector`
@@ -28,7 +30,9 @@ Kind: a question that names a kind ("which gotchas", "list the decisions") favou
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 # What the query asks (its identifiers, kinds, tense, window) and the factors it puts on a score.
@@ -56,21 +60,45 @@ def sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x))
 
 
+CROWD_SIZE = 2  # memories this close to a query that meaning can still tell apart
+CROWD_WEIGHT = 1.0  # standard deviations taken off meaning per doubling of a crowd beyond that
+
+
 @dataclass(frozen=True)
 class Background:
-    """How similar a query is to ordinary text: the mean and deviation of its cosine to a
-    background sample."""
+    """How similar a query is to ordinary text: the mean and deviation of its cosine to the
+    fixed background; and how many of the store's memories are at least as close to it as
+    the midpoint (its crowd)."""
 
     mean: float
     deviation: float
+    crowd: int = 0
 
     @classmethod
     def of(cls, similarities: Any) -> Background:
         return cls(float(similarities.mean()),
                    max(float(similarities.std()), DEVIATION_FLOOR))
 
+    def z(self, cosine: float) -> float:
+        return (cosine - self.mean) / self.deviation
+
+    def crowded(self, cosines: Iterable[float]) -> Background:
+        """This background with the query's crowd counted among `cosines` (the candidates'):
+        when many memories are about as close to a query (every turn of a conversation that
+        names the person asked about), closeness tells them apart less, as a word found in
+        most memories does. Memories unrelated to the query never count."""
+        crowd = sum(1 for c in cosines if self.z(c) >= MEANING_MIDPOINT)
+        return Background(self.mean, self.deviation, crowd)
+
+    @property
+    def discount(self) -> float:
+        """Standard deviations taken off meaning for the crowd."""
+        if self.crowd <= CROWD_SIZE:
+            return 0.0
+        return CROWD_WEIGHT * math.log2(self.crowd / CROWD_SIZE)
+
     def meaning(self, cosine: float) -> float:
-        return sigmoid((cosine - self.mean) / self.deviation - MEANING_MIDPOINT)
+        return sigmoid(self.z(cosine) - MEANING_MIDPOINT - self.discount)
 
 
 def words_evidence(share: float, specificity: float, identifiers_found: float) -> float:
@@ -103,10 +131,13 @@ class Candidate:
     words: float = 0.0
     relevance: float = 0.0
     context: float = 0.0  # relevance gained from memories written next to it
+    crowd: int = 0  # candidates as close to the query as the midpoint, when they discount it
     time: float = 1.0
     kind: float = 1.0
+    variety: float = 1.0  # the share kept as a later result of a sitting already shown
     strength: float = 1.0
     score: float = 0.0
+    moment: datetime | None = None  # the memory's moment, once read
     notes: list[str] = field(default_factory=list)
 
     def explain(self) -> dict[str, object]:
@@ -121,6 +152,10 @@ class Candidate:
             out["identifiers"] = round(self.identifiers, 4)
         if self.context:
             out["context"] = round(self.context, 4)
+        if self.crowd:
+            out["crowd"] = self.crowd
+        if self.variety < 1.0:
+            out["variety"] = round(self.variety, 4)
         if self.notes:
             out["notes"] = list(self.notes)
         return out
@@ -138,13 +173,17 @@ def most_relevant(pool: dict[str, Candidate]) -> list[str]:
 
 
 def add_context(pool: dict[str, Candidate], neighbours: dict[str, list[str]],
-                weight: float, tags: dict[str, frozenset[str]]) -> None:
+                weight: float, tags: dict[str, frozenset[str]], floor: float = 0.0,
+                similarity: Callable[[str, str], float] | None = None,
+                least_similar: float = 0.3) -> None:
     """Memories written together are context for each other: a candidate written next to a
     relevant one gains `weight` times that one's relevance, as a further independent piece of
     evidence (an answer's turn next to the turn that names the question's words). Only
-    candidates already found by words or meaning gain; context alone finds nothing. Two
-    memories whose tags say they are about different things (both tagged, no tag in common)
-    are not context for each other, however close in time."""
+    candidates with evidence of their own (relevance at least `floor`) gain; context alone
+    finds nothing. Context passes only between related memories: two memories less similar to
+    each other than `least_similar` (by `similarity`, the cosine of their vectors), or
+    whose tags say they are about different things (both tagged, no tag in common), are not
+    context for each other, however close in time."""
     gains: dict[str, tuple[float, str]] = {}
     for source, near in neighbours.items():
         given = weight * pool[source].relevance
@@ -153,10 +192,44 @@ def add_context(pool: dict[str, Candidate], neighbours: dict[str, list[str]],
             if ours and theirs and not ours & theirs:
                 continue
             if memory_id in pool and memory_id != source and \
-                    given > gains.get(memory_id, (0.0, ""))[0]:
+                    pool[memory_id].relevance >= floor and \
+                    given > gains.get(memory_id, (0.0, ""))[0] and \
+                    (similarity is None or similarity(source, memory_id) >= least_similar):
                 gains[memory_id] = (given, source)
     for memory_id, (given, source) in gains.items():
         c = pool[memory_id]
         c.context = given
         c.relevance = 1.0 - (1.0 - c.relevance) * (1.0 - given)
         c.notes.append(f"written next to {source[:8]}")
+
+
+SITTING_SECONDS = CONTEXT_SECONDS  # memories this close in time are one sitting
+
+
+def vary(order: Sequence[tuple[Candidate, datetime]], penalty: float) -> list[int]:
+    """Variety in the top results: taken greedily, best first, the n-th result of one sitting
+    (a memory within `SITTING_SECONDS` of one already taken) keeps (1 - penalty)^(n - 1) of its
+    score, so one conversation's session does not fill the top 5 when others also match.
+    Returns the new order (indexes into `order`); scores and notes are updated."""
+    if penalty <= 0 or len(order) < 2:
+        return list(range(len(order)))
+    taken: list[int] = []
+    left = list(range(len(order)))
+    base = [c.score for c, _ in order]
+
+    def seen(i: int) -> int:
+        moment = order[i][1]
+        return sum(1 for j in taken
+                   if abs((order[j][1] - moment).total_seconds()) <= SITTING_SECONDS)
+
+    while left:
+        kept = {i: (1.0 - penalty) ** seen(i) for i in left}
+        best = max(left, key=lambda i: (base[i] * kept[i], -i))
+        c = order[best][0]
+        if kept[best] < 1.0:
+            c.variety = kept[best]
+            c.score = base[best] * kept[best]
+            c.notes.append(f"result {seen(best) + 1} of one sitting")
+        taken.append(best)
+        left.remove(best)
+    return taken

@@ -83,6 +83,10 @@ def rank(query: str, intent: ranking.Intent, sources: Iterable[Source], *, k: in
     if intent.tense is not None and len(ranked) > 1:
         _rank_by_subject(intent.tense, ranked, bodies)
     ranked.sort(key=lambda item: (item[0], item[1]), reverse=True)
+    penalty = max((item[2].settings["recall.sitting_penalty"] for item in ranked), default=0.0)
+    if penalty > 0:
+        order = ranking.vary([(c, c.moment or moment) for _, _, _, c in ranked], penalty)
+        ranked = [(ranked[i][3].score, *ranked[i][1:]) for i in order]
     return [Hit(bodies[source.store.root][c.id], c,
                 source.embedder.identity if source.embedder is not None else None)
             for _, _, source, c in ranked[:k]]
@@ -108,7 +112,7 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
         cosines = search.vector_scores(embedder, settings, vector, limit,
                                        extra_ids=[*bm25, *by_pieces])
         sims = search.background(embedder, settings["recall.background_sample"]) @ vector
-        background = ranking.Background.of(sims)
+        background = ranking.Background.of(sims).crowded(cosines.values())
     weight = settings["recall.weight_vector"] if embedder is not None else 0.0
     ids = list(dict.fromkeys([*bm25, *by_pieces, *cosines]))
     if source.belongs is not None:
@@ -132,7 +136,9 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
             c.identifiers = ranking.identifiers_found(intent.identifiers,
                                                       contents[memory_id])
         c.words = ranking.words_evidence(c.share, specificity, c.identifiers)
-        c.meaning = background.meaning(c.cosine) if background is not None else 0.0
+        if background is not None:
+            c.meaning = background.meaning(c.cosine)
+            c.crowd = background.crowd if background.discount > 0 else 0
         c.relevance = ranking.relevance(c.meaning, c.words, weight)
         pool[memory_id] = c
     context = settings["recall.context"]
@@ -143,8 +149,19 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
         involved = {i for source_id, near in neighbours.items() for i in (source_id, *near)
                     if i in pool}
         tagged = proj.heads(list(involved), tags=True) if involved else {}
+        similarity = None
+        if embedder is not None and involved:
+            vectors = search.stored_vectors(embedder, sorted(involved))
+
+            def similarity(a: str, b: str) -> float:
+                if a not in vectors or b not in vectors:
+                    return 0.0
+                return float(vectors[a] @ vectors[b])
+
         ranking.add_context(pool, neighbours, context,
-                            {i: head.tags for i, head in tagged.items()})
+                            {i: head.tags for i, head in tagged.items()},
+                            settings["recall.context_floor"], similarity,
+                            settings["recall.context_similarity"])
     floor = settings["recall.strength_floor"]
     min_relevance = settings["recall.min_relevance"]
     share = settings["recall.weight_strength"]
@@ -172,7 +189,8 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
         c.strength = strength(head, moment, settings)
         if c.strength < floor and not filters.include_decayed:
             continue
-        c.time = ranking.time_factor(intent, ev.parse_time(head.moment), moment)
+        c.moment = ev.parse_time(head.moment)
+        c.time = ranking.time_factor(intent, c.moment, moment)
         c.kind = ranking.kind_factor(intent, head.kind)
         c.score = c.relevance * c.time * c.kind * ((1.0 - share) + share * c.strength)
         out.append((c.score, head.updated_clock, source, c))

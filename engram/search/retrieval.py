@@ -77,7 +77,6 @@ def memory_embedding_text(memory: mem.Memory) -> str:
     return embedding_text(memory.kind, memory.tags, memory.content)
 
 
-BACKGROUND_SAMPLE = 256  # memories of the store sampled into a query's background
 
 
 def strength(memory: mem.Memory | mem.Head, now: datetime, settings: Settings) -> float:
@@ -397,28 +396,29 @@ class StoreSearch:
                 raise
             return hits, max((score for _, score in hits), default=0.0), 1.0
 
-    def background(self, embedder: Embedder, sample: int = BACKGROUND_SAMPLE) -> np.ndarray:
+    def background(self, embedder: Embedder, sample: int = 0) -> np.ndarray:
         """Vectors that stand for ordinary text, for calibrating a query's cosine similarities:
-        a fixed set of sentences shipped with Engram (`engram.search.calibration`, kept per
-        model) and a sample of this store's memories (the same sample whatever state the caches
-        are in)."""
+        the fixed background of the model (`engram.search.background`), plus, when `sample`
+        is set (to measure with), a sample of this store's memories."""
         import numpy as np
 
+        from . import background
+
+        fixed = background.vectors(embedder)
+        if sample <= 0:
+            return fixed
         # Kept while the sample's ids stay the same (an edit of a sampled memory hardly moves
         # the background); a new process reads it afresh.
         # A partial answer (see vector_scores) leaves out of the sample what is not embedded yet.
         waiting = self._waiting if self.backlog is not None else frozenset()
-        key = (embedder.identity, self._sample_ids(sample) if sample > 0 else (), len(waiting))
+        key = (embedder.identity, self._sample_ids(sample), len(waiting))
         if self._background is not None and self._background[0] == key:
             return self._background[1]
-        from .calibration import fixed_vectors
-
         texts = [embedding_text(kind, tags, content)
-                 for memory_id, content, kind, tags in
-                 (self.projection.sample(sample) if sample > 0 else [])
+                 for memory_id, content, kind, tags in self.projection.sample(sample)
                  if memory_id not in waiting]
         vectors, _ = embed_with_cache(embedder, self.embeddings, texts)
-        matrix = np.vstack([fixed_vectors(embedder), np.asarray(vectors, dtype=np.float32)])
+        matrix = np.vstack([fixed, np.asarray(vectors, dtype=np.float32)])
         self._background = (key, matrix)
         return matrix
 
@@ -526,6 +526,25 @@ class StoreSearch:
         if self._sample is None or self._sample[0] != key:
             self._sample = (key, tuple(self.projection.sample_ids(sample)))
         return self._sample[1]
+
+    def stored_vectors(self, embedder: Embedder, memory_ids: Sequence[str],
+                       ) -> dict[str, np.ndarray]:
+        """The vectors of these memories: changed since the index was saved (held in this
+        process), else from the index, else from the embedding cache (or the model)."""
+        out: dict[str, np.ndarray] = {}
+        if self._held_identity == embedder.identity:
+            out = {m: self._held[m][1] for m in memory_ids if m in self._held}
+        rest = [m for m in memory_ids if m not in out]
+        if rest:
+            out |= self.vectors(embedder).vectors_for(rest)
+        wanted = [m for m in memory_ids if m not in out]
+        if wanted:
+            found = self.projection.memories_by_id(wanted)
+            live = [found[m] for m in wanted if m in found]
+            vectors, _ = embed_with_cache(embedder, self.embeddings,
+                                          [memory_embedding_text(m) for m in live])
+            out |= {m.id: vectors[row] for row, m in enumerate(live)}
+        return out
 
     def _pending_scores(self, embedder: Embedder, pending: Sequence[tuple[str, str | None]],
                         vector: np.ndarray) -> dict[str, float]:
