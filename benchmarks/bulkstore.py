@@ -118,12 +118,20 @@ def ensure_store(work: Path, spec: StoreSpec, *, rebuild: bool = False) -> Built
 # Event payloads, as the public API writes them.
 # --------------------------------------------------------------------------------------------
 
-def memory_data(rng: random.Random, memory_id: str, *, task: str | None = None,
-                kind: str | None = None) -> dict[str, Any]:
+
+def memory_data(
+    rng: random.Random, memory_id: str, *, task: str | None = None, kind: str | None = None
+) -> dict[str, Any]:
     text, made_kind, tags = speed.make_memory(rng)
     data: dict[str, Any] = {
-        "memory": memory_id, "content": text, "kind": kind or made_kind, "tags": tags,
-        "scope": None, "source": "agent-inferred", "importance": 0.5, "valid_from": None,
+        "memory": memory_id,
+        "content": text,
+        "kind": kind or made_kind,
+        "tags": tags,
+        "scope": None,
+        "source": "agent-inferred",
+        "importance": 0.5,
+        "valid_from": None,
         "valid_until": None,
     }
     if task is not None:
@@ -132,8 +140,14 @@ def memory_data(rng: random.Random, memory_id: str, *, task: str | None = None,
 
 
 def task_created(task_id: str, name: str, goal: str) -> dict[str, Any]:
-    return {"task": task_id, "name": name, "goal": goal, "status": "open", "tags": [],
-            "parent": None}
+    return {
+        "task": task_id,
+        "name": name,
+        "goal": goal,
+        "status": "open",
+        "tags": [],
+        "parent": None,
+    }
 
 
 def progress_data(rng: random.Random, task_id: str, step: int) -> dict[str, Any]:
@@ -142,38 +156,56 @@ def progress_data(rng: random.Random, task_id: str, step: int) -> dict[str, Any]
     return {
         "task": task_id,
         "feature": f"step {step}: {rng.choice(speed.VERBS)} the {rng.choice(speed.NOUNS)} "
-                   f"in the {rng.choice(speed.COMPONENTS)}",
-        "status": status, "component": component,
+        f"in the {rng.choice(speed.COMPONENTS)}",
+        "status": status,
+        "component": component,
         "files": [speed._file(rng) for _ in range(rng.randint(0, 2))],
     }
 
 
 def failure_data(rng: random.Random, task_id: str) -> dict[str, Any]:
-    return {"task": task_id,
-            "error": f"{speed._ident(rng)}() hit {rng.choice(speed.ERRORS)} when "
-                     f"{rng.choice(speed.CONDITIONS)}",
-            "component": rng.choice(speed.COMPONENTS).replace(" ", "-"),
-            "root_cause": f"{rng.choice(speed.ERRORS)} in {speed._file(rng)}",
-            "fix": rng.choice(speed.FIXES)}
+    return {
+        "task": task_id,
+        "error": f"{speed._ident(rng)}() hit {rng.choice(speed.ERRORS)} when "
+        f"{rng.choice(speed.CONDITIONS)}",
+        "component": rng.choice(speed.COMPONENTS).replace(" ", "-"),
+        "root_cause": f"{rng.choice(speed.ERRORS)} in {speed._file(rng)}",
+        "fix": rng.choice(speed.FIXES),
+    }
 
 
-def checkpoint_data(rng: random.Random, task_id: str, seq: int, done: list[str],
-                    ) -> dict[str, Any]:
+def checkpoint_data(
+    rng: random.Random,
+    task_id: str,
+    seq: int,
+    done: list[str],
+) -> dict[str, Any]:
     def items(count: int) -> list[str]:
-        return [f"{rng.choice(speed.VERBS)} the {rng.choice(speed.NOUNS)} in the "
-                f"{rng.choice(speed.COMPONENTS)}" for _ in range(count)]
+        return [
+            f"{rng.choice(speed.VERBS)} the {rng.choice(speed.NOUNS)} in the "
+            f"{rng.choice(speed.COMPONENTS)}"
+            for _ in range(count)
+        ]
 
     return {
-        "task": task_id, "checkpoint": _entity_id(rng), "seq": seq,
+        "task": task_id,
+        "checkpoint": _entity_id(rng),
+        "seq": seq,
         "reason": rng.choice(["handoff", "plan_change", "working_set", "quiet"]),
         "goal": "Move the billing worker onto the outbox relay without losing an invoice",
         "summary": f"checkpoint {seq}: {rng.choice(speed.TASKS)}",
-        "completed": done[-20:], "in_progress": items(2), "blocked": items(rng.randint(0, 1)),
-        "next": items(4), "must_not_redo": items(2), "must_preserve": items(1),
+        "completed": done[-20:],
+        "in_progress": items(2),
+        "blocked": items(rng.randint(0, 1)),
+        "next": items(4),
+        "must_not_redo": items(2),
+        "must_preserve": items(1),
         "open_questions": items(rng.randint(0, 2)),
-        "working_set": {"files": [{"path": speed._file(rng), "commit": None} for _ in range(4)],
-                        "commands": [f"pytest tests/test_{rng.choice(speed.NOUNS)}.py"],
-                        "artifacts": []},
+        "working_set": {
+            "files": [{"path": speed._file(rng), "commit": None} for _ in range(4)],
+            "commands": [f"pytest tests/test_{rng.choice(speed.NOUNS)}.py"],
+            "artifacts": [],
+        },
         "confidence": round(rng.uniform(0.4, 0.9), 4),
         # The commit the store's repository was at (a personal store's resume does not read it).
         "head": "".join(rng.choice("0123456789abcdef") for _ in range(40)),
@@ -197,8 +229,12 @@ def _event_id(rng: random.Random, ms: int) -> str:
 # The event stream of a spec: memories with the long task's events spread evenly among them.
 # --------------------------------------------------------------------------------------------
 
-def event_stream(spec: StoreSpec, rng: random.Random, task_id: str | None,
-                 ) -> Iterator[tuple[str, dict[str, Any]]]:
+
+def event_stream(
+    spec: StoreSpec,
+    rng: random.Random,
+    task_id: str | None,
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """(kind, data) pairs in the order they are written."""
     slots = spec.memories + spec.task_events + spec.other_tasks * 10
     task_every = slots / spec.task_events if spec.task_events else 0.0
@@ -221,8 +257,12 @@ def event_stream(spec: StoreSpec, rng: random.Random, task_id: str | None,
             other_step += 1
             tid = other_ids[which]
             if step == 0:
-                yield "task.created", task_created(tid, f"chore {which}: {speed._ident(rng)}",
-                                                   rng.choice(speed.TASKS))
+                yield (
+                    "task.created",
+                    task_created(
+                        tid, f"chore {which}: {speed._ident(rng)}", rng.choice(speed.TASKS)
+                    ),
+                )
             elif step == 9:
                 yield "task.failure", failure_data(rng, tid)
             else:
@@ -231,12 +271,18 @@ def event_stream(spec: StoreSpec, rng: random.Random, task_id: str | None,
         yield "memory.created", memory_data(rng, _entity_id(rng))
 
 
-def _task_event(rng: random.Random, task_id: str, step: int, done: list[str],
-                ) -> tuple[str, dict[str, Any]]:
+def _task_event(
+    rng: random.Random,
+    task_id: str,
+    step: int,
+    done: list[str],
+) -> tuple[str, dict[str, Any]]:
     if step == 0:
         return "task.created", task_created(
-            task_id, "outbox migration", "Move the billing worker onto the outbox relay "
-                                         "without losing an invoice")
+            task_id,
+            "outbox migration",
+            "Move the billing worker onto the outbox relay without losing an invoice",
+        )
     if step % 100 == 0:
         return "checkpoint.saved", checkpoint_data(rng, task_id, step // 100, done)
     if step % 50 == 25:
@@ -253,6 +299,7 @@ def _task_event(rng: random.Random, task_id: str, step: int, done: list[str],
 # --------------------------------------------------------------------------------------------
 # Building.
 # --------------------------------------------------------------------------------------------
+
 
 def build(base: Path, spec: StoreSpec) -> Built:
     from engram.api import Engram
@@ -293,8 +340,12 @@ def build(base: Path, spec: StoreSpec) -> Built:
         if handle is not None:
             handle.close()
         month = (moment.year, moment.month)
-        path = store.events_dir / f"{moment:%Y}" / f"{moment:%m}" / \
-            f"{writer_base}{_entity_id(rng)[:8]}.jsonl"
+        path = (
+            store.events_dir
+            / f"{moment:%Y}"
+            / f"{moment:%m}"
+            / f"{writer_base}{_entity_id(rng)[:8]}.jsonl"
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(path, "ab")  # noqa: SIM115  kept open across files, closed when it rolls
         size = 0
@@ -308,20 +359,25 @@ def build(base: Path, spec: StoreSpec) -> Built:
             kind, data = next(stream)
             clock = start_us + written * step_us
             moment = datetime.fromtimestamp(clock / 1e6, UTC)
-            if handle is None or (moment.year, moment.month) != month or \
-                    size >= MAX_FILE_BYTES:
+            if handle is None or (moment.year, moment.month) != month or size >= MAX_FILE_BYTES:
                 new_file(moment)
-            event = ev.Event(id=_event_id(rng, clock // 1000), kind=kind, clock=clock,
-                             time=ev.format_time(moment), actor=ACTOR, session=None,
-                             machine=MACHINE, data=data)
+            event = ev.Event(
+                id=_event_id(rng, clock // 1000),
+                kind=kind,
+                clock=clock,
+                time=ev.format_time(moment),
+                actor=ACTOR,
+                session=None,
+                machine=MACHINE,
+                data=data,
+            )
             line = event.to_line()
             assert handle is not None
             handle.write(line)
             size += len(line)
             if kind == "memory.created":
                 # What the model sees of the memory, as the embedding cache keys it.
-                texts.append(embedding_text(data["kind"], data.get("tags") or [],
-                                            data["content"]))
+                texts.append(embedding_text(data["kind"], data.get("tags") or [], data["content"]))
             written += 1
         if handle is not None:
             handle.close()
@@ -331,17 +387,24 @@ def build(base: Path, spec: StoreSpec) -> Built:
         t_commit += time.perf_counter() - t0
         if spec.commits > 1 and (chunk + 1) % max(1, spec.commits // 10) == 0:
             speed.log(f"[{spec.name}]   {chunk + 1}/{spec.commits} commits")
-    info.update(events=written + 1, memories=len(texts), write_s=round(t_write, 1),
-                commit_s=round(t_commit, 1))
-    speed.log(f"[{spec.name}] wrote {written} events in {t_write:.1f}s, "
-              f"committed in {t_commit:.1f}s")
+    info.update(
+        events=written + 1,
+        memories=len(texts),
+        write_s=round(t_write, 1),
+        commit_s=round(t_commit, 1),
+    )
+    speed.log(
+        f"[{spec.name}] wrote {written} events in {t_write:.1f}s, committed in {t_commit:.1f}s"
+    )
 
     if spec.prefill_vectors:
         t0 = time.perf_counter()
         prefill_embeddings(store, texts, seed=spec.seed)
         info["prefill_s"] = round(time.perf_counter() - t0, 1)
-        speed.log(f"[{spec.name}] embedding cache filled with {len(texts)} random unit vectors "
-                  f"in {info['prefill_s']}s")
+        speed.log(
+            f"[{spec.name}] embedding cache filled with {len(texts)} random unit vectors "
+            f"in {info['prefill_s']}s"
+        )
     del texts
     if not spec.prefill_vectors:
         # Every text would be embedded: left to the stage that measures exactly that.
@@ -361,8 +424,9 @@ def build(base: Path, spec: StoreSpec) -> Built:
     return finish(base, spec, info, e, t_start, store)
 
 
-def finish(base: Path, spec: StoreSpec, info: dict[str, Any], e: Any, t_start: float,
-           store: Any) -> Built:
+def finish(
+    base: Path, spec: StoreSpec, info: dict[str, Any], e: Any, t_start: float, store: Any
+) -> Built:
     e.close()
     info["build_s"] = round(time.perf_counter() - t_start, 1)
     info["head"] = git(store.root, "rev-parse", "HEAD")
@@ -393,8 +457,9 @@ def random_unit_vectors(gen: np.random.Generator, count: int, dim: int) -> np.nd
     return vectors
 
 
-def append_bulk(store: Any, events: list[tuple[str, dict[str, Any]]], *,
-                rng: random.Random, actor: str = ACTOR) -> Path:
+def append_bulk(
+    store: Any, events: list[tuple[str, dict[str, Any]]], *, rng: random.Random, actor: str = ACTOR
+) -> Path:
     """Write events to a new writer file of their own (as another clone would), uncommitted.
 
     Clocks follow the store's observed clock, so they sort after everything already seen.
@@ -403,22 +468,32 @@ def append_bulk(store: Any, events: list[tuple[str, dict[str, Any]]], *,
 
     moment = datetime.now(UTC)
     clock = max(int(moment.timestamp() * 1e6), store.observed_clock() + 1)
-    path = store.events_dir / f"{moment:%Y}" / f"{moment:%m}" / \
-        f"{MACHINE}-{_entity_id(rng)[:8]}.jsonl"
+    path = (
+        store.events_dir
+        / f"{moment:%Y}"
+        / f"{moment:%m}"
+        / f"{MACHINE}-{_entity_id(rng)[:8]}.jsonl"
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "ab") as handle:
         for offset, (kind, data) in enumerate(events):
-            event = ev.Event(id=_event_id(rng, (clock + offset) // 1000), kind=kind,
-                             clock=clock + offset, time=ev.format_time(moment), actor=actor,
-                             session=None, machine=MACHINE, data=data)
+            event = ev.Event(
+                id=_event_id(rng, (clock + offset) // 1000),
+                kind=kind,
+                clock=clock + offset,
+                time=ev.format_time(moment),
+                actor=actor,
+                session=None,
+                machine=MACHINE,
+                data=data,
+            )
             handle.write(event.to_line())
         os.fsync(handle.fileno())
     return path
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
     if check and done.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed in {cwd}: {done.stderr.strip()}")
     return done.stdout.strip()
@@ -448,15 +523,32 @@ def check_shapes() -> None:
         e.init()
         rng = random.Random(1)
         task = e.task_create("shape check", goal="a goal")
-        e.remember("a memory about the payment service", kind="decision", tags=["payment"],
-                   task=task.id, check_duplicates=False)
-        e.progress(task.id, "first step", status="done", component="billing-worker",
-                   files=["src/a.py"])
-        e.failure(task.id, "it broke", component="billing-worker", root_cause="a cause",
-                  fix="a fix")
-        e.handoff(task.id, summary="where it stands", next=["one", "two"], completed=["x"],
-                  must_not_redo=["y"], must_preserve=["z"], in_progress=["w"],
-                  blocked=["b"], open_questions=["q"], commands=["pytest"], files=["src/a.py"])
+        e.remember(
+            "a memory about the payment service",
+            kind="decision",
+            tags=["payment"],
+            task=task.id,
+            check_duplicates=False,
+        )
+        e.progress(
+            task.id, "first step", status="done", component="billing-worker", files=["src/a.py"]
+        )
+        e.failure(
+            task.id, "it broke", component="billing-worker", root_cause="a cause", fix="a fix"
+        )
+        e.handoff(
+            task.id,
+            summary="where it stands",
+            next=["one", "two"],
+            completed=["x"],
+            must_not_redo=["y"],
+            must_preserve=["z"],
+            in_progress=["w"],
+            blocked=["b"],
+            open_questions=["q"],
+            commands=["pytest"],
+            files=["src/a.py"],
+        )
         api: dict[str, set[str]] = {}
         for _, event in e.log(limit=None):
             keys = set(event.data)
@@ -480,7 +572,8 @@ def check_shapes() -> None:
             if keys != api.get(kind, set()) - ({"note"} if kind == "task.progress" else set()):
                 raise RuntimeError(
                     f"benchmarks/bulkstore.py writes {kind} with fields {sorted(keys)}, the API "
-                    f"with {sorted(api.get(kind, set()))}: update bulkstore.py")
+                    f"with {sorted(api.get(kind, set()))}: update bulkstore.py"
+                )
     finally:
         os.environ.clear()
         os.environ.update(saved)

@@ -37,8 +37,9 @@ FILES = 400
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def code_repository(path: Path) -> tuple[str, dict[str, str]]:
@@ -91,9 +92,18 @@ def main(argv: list[str] | None = None) -> int:
         others = [m.id for m in e.memories(limit=None)]
         cited = sorted(hit_ids | set(rng.sample(others, min(10_000, len(others)))))
         names = sorted(blobs)
-        events = [("memory.updated", {"memory": ident, "citations": [
-            {"path": p, "commit": first, "blob": blobs[p]} for p in rng.sample(names, 2)]})
-            for ident in cited]
+        events = [
+            (
+                "memory.updated",
+                {
+                    "memory": ident,
+                    "citations": [
+                        {"path": p, "commit": first, "blob": blobs[p]} for p in rng.sample(names, 2)
+                    ],
+                },
+            )
+            for ident in cited
+        ]
         bulkstore.append_bulk(e.write_store(), events, rng=rng)
         e.commit(subject="bench: citations")
         e.close()
@@ -135,15 +145,23 @@ def main(argv: list[str] | None = None) -> int:
     on, off = speed.summary(timings[True]), speed.summary(timings[False])
     extra = [a - b for a, b in zip(sorted(timings[True]), sorted(timings[False]), strict=True)]
     out = {
-        "memories": args.memories, "queries": len(queries), "rounds": args.rounds,
-        "cited_memories": info["cited"], "results_judged": judged,
-        "results_stale": stale, "recall_with_check": on, "recall_without_check": off,
+        "memories": args.memories,
+        "queries": len(queries),
+        "rounds": args.rounds,
+        "cited_memories": info["cited"],
+        "results_judged": judged,
+        "results_stale": stale,
+        "recall_with_check": on,
+        "recall_without_check": off,
         "p50_extra_ms": on["median_ms"] - off["median_ms"],
         "median_paired_extra_ms": statistics.median(extra) / 1e6,
-        "engram": speed.engram_version(), "loadavg": list(os.getloadavg()),
+        "engram": speed.engram_version(),
+        "loadavg": list(os.getloadavg()),
     }
-    speed.log(f"recall @ {args.memories}: p50 {on['median_ms']:.2f} ms with the check, "
-              f"{off['median_ms']:.2f} ms without ({judged} results judged, {stale} stale)")
+    speed.log(
+        f"recall @ {args.memories}: p50 {on['median_ms']:.2f} ms with the check, "
+        f"{off['median_ms']:.2f} ms without ({judged} results judged, {stale} stale)"
+    )
     text = json.dumps(out, indent=2) + "\n"
     if args.result is not None:
         args.result.write_text(text)

@@ -5,6 +5,7 @@ index sizes; the figures choose `search.exact_below` (see docs/search.md).
 
     .venv/bin/python benchmarks/exact_search.py
 """
+
 import time
 
 import numpy as np

@@ -44,14 +44,68 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 HOLDOUT = Path(__file__).resolve().parent / "data" / "coding-recall-holdout.json"
 
-_PROJECTS = ["halyard", "quillon", "marrow", "bitterns", "ostrava", "pellucid", "wicket",
-             "sorrel", "tamarack", "vesper", "lumen-ops", "brackish", "corvid", "ferrule",
-             "gantry", "hollis", "isobar", "juniper", "kelpie", "larch"]
-_TOOLS = ["Redis", "RabbitMQ", "Elasticsearch", "Jenkins", "GitLab CI", "Nginx", "Vue",
-          "Angular", "Spring Boot", "Rails", "Laravel", "Flask", "FastAPI", "Prometheus",
-          "Grafana", "Kubernetes", "Docker Compose", "MySQL", "MongoDB", "SQLite", "Webpack",
-          "Vite", "Jest", "Mocha", "Gradle", "Maven", "Ansible", "Pulumi", "Sentry", "Datadog",
-          "Postgres", "Kafka", "Terraform", "pytest", "Celery", "gRPC", "GraphQL", "React"]
+_PROJECTS = [
+    "halyard",
+    "quillon",
+    "marrow",
+    "bitterns",
+    "ostrava",
+    "pellucid",
+    "wicket",
+    "sorrel",
+    "tamarack",
+    "vesper",
+    "lumen-ops",
+    "brackish",
+    "corvid",
+    "ferrule",
+    "gantry",
+    "hollis",
+    "isobar",
+    "juniper",
+    "kelpie",
+    "larch",
+]
+_TOOLS = [
+    "Redis",
+    "RabbitMQ",
+    "Elasticsearch",
+    "Jenkins",
+    "GitLab CI",
+    "Nginx",
+    "Vue",
+    "Angular",
+    "Spring Boot",
+    "Rails",
+    "Laravel",
+    "Flask",
+    "FastAPI",
+    "Prometheus",
+    "Grafana",
+    "Kubernetes",
+    "Docker Compose",
+    "MySQL",
+    "MongoDB",
+    "SQLite",
+    "Webpack",
+    "Vite",
+    "Jest",
+    "Mocha",
+    "Gradle",
+    "Maven",
+    "Ansible",
+    "Pulumi",
+    "Sentry",
+    "Datadog",
+    "Postgres",
+    "Kafka",
+    "Terraform",
+    "pytest",
+    "Celery",
+    "gRPC",
+    "GraphQL",
+    "React",
+]
 _KINDS = ["decision", "gotcha", "failure", "procedure", "convention", "fact", "preference"]
 _OPENINGS = [
     "we chose {t} for the {area} layer after comparing it with {u}",
@@ -68,16 +122,46 @@ _OPENINGS = [
     "migrating {area} from {u} to {t} took two sprints",
 ]
 _REASONS = [
-    "because {u} could not keep up with {thing}", "so that {thing} survive a restart",
-    "after an outage lost {thing}", "since {t} already runs in staging",
-    "which halved the {area} latency", "until the {resource} leak in {u} is fixed",
-    "as the on-call runbook says", "to keep {thing} out of the logs", "",
+    "because {u} could not keep up with {thing}",
+    "so that {thing} survive a restart",
+    "after an outage lost {thing}",
+    "since {t} already runs in staging",
+    "which halved the {area} latency",
+    "until the {resource} leak in {u} is fixed",
+    "as the on-call runbook says",
+    "to keep {thing} out of the logs",
+    "",
 ]
-_AREAS = ["billing", "search", "auth", "reporting", "ingest", "notifications", "admin",
-          "export", "scheduler", "upload", "cache", "metrics", "checkout", "onboarding",
-          "sync", "audit"]
-_THINGS = ["queued messages", "open connections", "pending writes", "scheduled tasks",
-           "log lines", "session keys", "retries", "webhooks", "cache entries", "user uploads"]
+_AREAS = [
+    "billing",
+    "search",
+    "auth",
+    "reporting",
+    "ingest",
+    "notifications",
+    "admin",
+    "export",
+    "scheduler",
+    "upload",
+    "cache",
+    "metrics",
+    "checkout",
+    "onboarding",
+    "sync",
+    "audit",
+]
+_THINGS = [
+    "queued messages",
+    "open connections",
+    "pending writes",
+    "scheduled tasks",
+    "log lines",
+    "session keys",
+    "retries",
+    "webhooks",
+    "cache entries",
+    "user uploads",
+]
 _RESOURCES = ["memory", "disk", "file handles", "threads", "connections", "CPU"]
 
 
@@ -88,8 +172,13 @@ def generated(count: int, seed: int = 11) -> list[str]:
     seen: set[str] = set()
     while len(out) < count:
         t, u = rng.sample(_TOOLS, 2)
-        fill = {"t": t, "u": u, "area": rng.choice(_AREAS), "thing": rng.choice(_THINGS),
-                "resource": rng.choice(_RESOURCES)}
+        fill = {
+            "t": t,
+            "u": u,
+            "area": rng.choice(_AREAS),
+            "thing": rng.choice(_THINGS),
+            "resource": rng.choice(_RESOURCES),
+        }
         text = rng.choice(_OPENINGS).format(**fill)
         reason = rng.choice(_REASONS).format(**fill)
         text = f"{rng.choice(_PROJECTS)}: {text}{' ' + reason if reason else ''}."
@@ -115,8 +204,9 @@ def locomo_texts(path: Path) -> tuple[list[str], list[str]]:
             for name, events in session.items():
                 if name != "date" and isinstance(events, list):
                     texts += [f"note: {e}" for e in events if isinstance(e, str)]
-        texts += [f"note: {s}" for s in sample.get("session_summary", {}).values()
-                  if isinstance(s, str)]
+        texts += [
+            f"note: {s}" for s in sample.get("session_summary", {}).values() if isinstance(s, str)
+        ]
         questions += [qa["question"] for qa in sample["qa"] if qa.get("question")]
     return texts, questions
 
@@ -144,7 +234,7 @@ def embedded(cache: Path, texts: Sequence[str], *, query: bool) -> np.ndarray:
     parts = []
     started = time.perf_counter()
     for start in range(0, len(texts), 1024):
-        chunk = list(texts[start:start + 1024])
+        chunk = list(texts[start : start + 1024])
         digest = hashlib.sha256(("q" if query else "d").join(chunk).encode()).hexdigest()[:16]
         kept = cache / f"{digest}.npy"
         if kept.exists():
@@ -154,28 +244,42 @@ def embedded(cache: Path, texts: Sequence[str], *, query: bool) -> np.ndarray:
             from engram.search.embed import load_embedder
 
             embedder = load_embedder("builtin")
-        vectors = (np.stack([embedder.embed_query(t) for t in chunk]) if query
-                   else embedder.embed(chunk)).astype(np.float32)
+        vectors = (
+            np.stack([embedder.embed_query(t) for t in chunk]) if query else embedder.embed(chunk)
+        ).astype(np.float32)
         np.save(kept, vectors)
         parts.append(vectors)
-        print(f"  embedded {start + len(chunk)}/{len(texts)} "
-              f"({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
+        print(
+            f"  embedded {start + len(chunk)}/{len(texts)} ({time.perf_counter() - started:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
     return np.concatenate(parts)
 
 
-def build(vectors: np.ndarray, connectivity: int, expansion_add: int,
-          threads: int = 1) -> tuple[object, float]:
+def build(
+    vectors: np.ndarray, connectivity: int, expansion_add: int, threads: int = 1
+) -> tuple[object, float]:
     from usearch.index import Index
 
-    index = Index(ndim=vectors.shape[1], metric="cos", dtype="f32",
-                  connectivity=connectivity, expansion_add=expansion_add)
+    index = Index(
+        ndim=vectors.shape[1],
+        metric="cos",
+        dtype="f32",
+        connectivity=connectivity,
+        expansion_add=expansion_add,
+    )
     started = time.perf_counter()
     index.add(np.arange(len(vectors), dtype=np.uint64), vectors, threads=threads)
     return index, time.perf_counter() - started
 
 
-def measure(index: object, vectors: np.ndarray, probes: np.ndarray, expansion_search: int,
-            ) -> dict[str, float]:
+def measure(
+    index: object,
+    vectors: np.ndarray,
+    probes: np.ndarray,
+    expansion_search: int,
+) -> dict[str, float]:
     idx: object = index
     idx.expansion_search = expansion_search  # type: ignore[attr-defined]
     recalls, hnsw_ms, exact_ms = [], [], []
@@ -194,9 +298,14 @@ def measure(index: object, vectors: np.ndarray, probes: np.ndarray, expansion_se
     check_s = time.perf_counter() - started
     keys = np.asarray(own.keys)
     unreachable = int((~(keys == np.arange(len(vectors))[:, None]).any(axis=1)).sum())
-    return {"recall_mean": float(np.mean(recalls)), "recall_min": float(np.min(recalls)),
-            "hnsw_p50_ms": float(np.median(hnsw_ms)), "exact_p50_ms": float(np.median(exact_ms)),
-            "unreachable": unreachable, "self_check_s": check_s}
+    return {
+        "recall_mean": float(np.mean(recalls)),
+        "recall_min": float(np.min(recalls)),
+        "hnsw_p50_ms": float(np.median(hnsw_ms)),
+        "exact_p50_ms": float(np.median(exact_ms)),
+        "unreachable": unreachable,
+        "self_check_s": check_s,
+    }
 
 
 def check_at(vectors: np.ndarray, size: int, setting: str) -> dict[str, float]:
@@ -215,12 +324,21 @@ def check_at(vectors: np.ndarray, size: int, setting: str) -> dict[str, float]:
     index.expansion_search = expansion_search  # type: ignore[attr-defined]
     started = time.perf_counter()
     lost = unreachable_keys(index)
-    row = {"size": size, "connectivity": connectivity, "expansion_add": expansion_add,
-           "expansion_search": expansion_search, "build_s": build_s,
-           "unreachable": len(lost), "self_check_s": time.perf_counter() - started}
-    print(f"{size:>6} M={connectivity:<3} ef_add={expansion_add:<4} ef={expansion_search:<4} "
-          f"unreachable {len(lost)}  build {build_s:.1f} s  self-check "
-          f"{row['self_check_s']:.1f} s", flush=True)
+    row = {
+        "size": size,
+        "connectivity": connectivity,
+        "expansion_add": expansion_add,
+        "expansion_search": expansion_search,
+        "build_s": build_s,
+        "unreachable": len(lost),
+        "self_check_s": time.perf_counter() - started,
+    }
+    print(
+        f"{size:>6} M={connectivity:<3} ef_add={expansion_add:<4} ef={expansion_search:<4} "
+        f"unreachable {len(lost)}  build {build_s:.1f} s  self-check "
+        f"{row['self_check_s']:.1f} s",
+        flush=True,
+    )
     return row
 
 
@@ -230,13 +348,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("coding", type=Path, nargs="+")
     parser.add_argument("--size", type=int, default=20_000, help="texts in all (largest index)")
     parser.add_argument("--sizes", default="10000,20000")
-    parser.add_argument("--settings", default="16:128:64,16:128:100,16:128:200,32:128:100,"
-                        "32:256:200", help="connectivity:expansion_add:expansion_search,...")
+    parser.add_argument(
+        "--settings",
+        default="16:128:64,16:128:100,16:128:200,32:128:100,32:256:200",
+        help="connectivity:expansion_add:expansion_search,...",
+    )
     parser.add_argument("--probes", type=int, default=200)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/engram-hnsw-recall"))
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--check-at", type=int, default=0,
-                        help="also time the reachability check at this index size")
+    parser.add_argument(
+        "--check-at",
+        type=int,
+        default=0,
+        help="also time the reachability check at this index size",
+    )
     args = parser.parse_args(argv)
 
     texts, questions = locomo_texts(args.locomo)
@@ -263,16 +388,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             if key not in built:
                 built[key] = build(part, connectivity, expansion_add)
             index, build_s = built[key]
-            row = {"size": size, "connectivity": connectivity, "expansion_add": expansion_add,
-                   "expansion_search": expansion_search, "build_s": build_s,
-                   **measure(index, part, probes, expansion_search)}
+            row = {
+                "size": size,
+                "connectivity": connectivity,
+                "expansion_add": expansion_add,
+                "expansion_search": expansion_search,
+                "build_s": build_s,
+                **measure(index, part, probes, expansion_search),
+            }
             rows.append(row)
-            print(f"{size:>6} M={connectivity:<3} ef_add={expansion_add:<4} "
-                  f"ef={expansion_search:<4} recall@100 mean {row['recall_mean']:.4f} "
-                  f"min {row['recall_min']:.2f}  unreachable {row['unreachable']:>3}  "
-                  f"build {build_s:5.1f} s  hnsw p50 {row['hnsw_p50_ms']:.2f} ms  "
-                  f"exact p50 {row['exact_p50_ms']:.2f} ms  self-check "
-                  f"{row['self_check_s']:.2f} s", flush=True)
+            print(
+                f"{size:>6} M={connectivity:<3} ef_add={expansion_add:<4} "
+                f"ef={expansion_search:<4} recall@100 mean {row['recall_mean']:.4f} "
+                f"min {row['recall_min']:.2f}  unreachable {row['unreachable']:>3}  "
+                f"build {build_s:5.1f} s  hnsw p50 {row['hnsw_p50_ms']:.2f} ms  "
+                f"exact p50 {row['exact_p50_ms']:.2f} ms  self-check "
+                f"{row['self_check_s']:.2f} s",
+                flush=True,
+            )
     if args.check_at:
         rows.append(check_at(vectors, args.check_at, args.settings.split(",")[0]))
     if args.json:

@@ -43,21 +43,34 @@ SESSION = "bench-session-0001"
 
 def payloads(repo: Path, rng: random.Random, queries: list[str]) -> dict[str, Any]:
     """A function per measured hook giving the next run's payload."""
-    base = {"session_id": SESSION, "cwd": str(repo), "permission_mode": "default",
-            "transcript_path": str(repo / "transcript.jsonl")}
+    base = {
+        "session_id": SESSION,
+        "cwd": str(repo),
+        "permission_mode": "default",
+        "transcript_path": str(repo / "transcript.jsonl"),
+    }
 
     def edit() -> dict[str, Any]:
         path = repo / "src" / f"module_{rng.randrange(40)}.py"
-        return {**base, "hook_event_name": "PostToolUse", "tool_name": "Edit",
-                "tool_input": {"file_path": str(path), "old_string": "a", "new_string": "b"},
-                "tool_response": {"filePath": str(path)}}
+        return {
+            **base,
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Edit",
+            "tool_input": {"file_path": str(path), "old_string": "a", "new_string": "b"},
+            "tool_response": {"filePath": str(path)},
+        }
 
     def failure() -> dict[str, Any]:
         test = f"tests/test_{rng.randrange(20)}.py"
-        return {**base, "hook_event_name": "PostToolUseFailure", "tool_name": "Bash",
-                "tool_input": {"command": f"python -m pytest -q {test}"},
-                "error": "Exit code 1\nF..\nE   AssertionError: expected 200, got 500\n"
-                         "1 failed, 2 passed in 0.40s", "is_interrupt": False}
+        return {
+            **base,
+            "hook_event_name": "PostToolUseFailure",
+            "tool_name": "Bash",
+            "tool_input": {"command": f"python -m pytest -q {test}"},
+            "error": "Exit code 1\nF..\nE   AssertionError: expected 200, got 500\n"
+            "1 failed, 2 passed in 0.40s",
+            "is_interrupt": False,
+        }
 
     def prompt() -> dict[str, Any]:
         return {**base, "hook_event_name": "UserPromptSubmit", "prompt": rng.choice(queries)}
@@ -66,19 +79,27 @@ def payloads(repo: Path, rng: random.Random, queries: list[str]) -> dict[str, An
         "capture (PostToolUse, Edit)": ("capture", edit),
         "capture (PostToolUseFailure, Bash)": ("capture", failure),
         "prompt (UserPromptSubmit)": ("prompt", prompt),
-        "session-start (SessionStart)": ("session-start",
-                                         lambda: {**base, "hook_event_name": "SessionStart",
-                                                  "source": "startup"}),
-        "precompact (PreCompact)": ("precompact",
-                                    lambda: {**base, "hook_event_name": "PreCompact",
-                                             "trigger": "auto"}),
+        "session-start (SessionStart)": (
+            "session-start",
+            lambda: {**base, "hook_event_name": "SessionStart", "source": "startup"},
+        ),
+        "precompact (PreCompact)": (
+            "precompact",
+            lambda: {**base, "hook_event_name": "PreCompact", "trigger": "auto"},
+        ),
     }
 
 
 def run(command: list[str], payload: dict[str, Any] | None, cwd: Path) -> tuple[int, str]:
     started = time.perf_counter_ns()
-    done = subprocess.run(command, input=json.dumps(payload) if payload is not None else "",
-                          capture_output=True, text=True, cwd=cwd, timeout=120)
+    done = subprocess.run(
+        command,
+        input=json.dumps(payload) if payload is not None else "",
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
     took = time.perf_counter_ns() - started
     if done.returncode != 0 or done.stderr:
         raise SystemExit(f"{command[-1]} failed: {done.stderr.strip()[:500]}")
@@ -92,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = ap.parse_args(argv)
 
-    spec = bulkstore.StoreSpec(name=f"hooks-{args.memories}", memories=args.memories,
-                               task_events=200)
+    spec = bulkstore.StoreSpec(
+        name=f"hooks-{args.memories}", memories=args.memories, task_events=200
+    )
     built = bulkstore.ensure_store(WORK, spec)
     from engram.api import Engram
 
@@ -103,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         bulkstore.git(repo, "init", "-q")
         (repo / "README.md").write_text("a project\n")
         bulkstore.git(repo, "add", "-A")
-        bulkstore.git(repo, "-c", "user.name=bench", "-c", "user.email=b@x", "commit", "-q",
-                      "-m", "initial")
+        bulkstore.git(
+            repo, "-c", "user.name=bench", "-c", "user.email=b@x", "commit", "-q", "-m", "initial"
+        )
     with Engram(cwd=repo) as engram:
         engram.refresh_indexes()  # the indexes are current, as after any command
         engram.config_set("commit.every_events", "10000")  # checkpoints wait for a batch
@@ -125,22 +148,31 @@ def main(argv: list[str] | None = None) -> int:
             times[name].append(took)
             added += hook == "prompt" and bool(out.strip())
     result = {
-        "memories": args.memories, "runs": args.runs, "commit": speed.engram_version(),
-        "python": sys.version.split()[0], "measured": time.strftime("%Y-%m-%d %H:%M"),
+        "memories": args.memories,
+        "runs": args.runs,
+        "commit": speed.engram_version(),
+        "python": sys.version.split()[0],
+        "measured": time.strftime("%Y-%m-%d %H:%M"),
         "floor": speed.summary(floor),
         "hooks": {name: speed.summary(values) for name, values in times.items()},
         "prompts_with_context": added,
         "load_average": {"before": load_before[0], "after": os.getloadavg()[0]},
     }
-    print(f"{args.memories} memories, {args.runs} runs per hook, commit {result['commit']}, "
-          f"load average {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f} on "
-          f"{os.cpu_count()} cores")
+    print(
+        f"{args.memories} memories, {args.runs} runs per hook, commit {result['commit']}, "
+        f"load average {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} cores"
+    )
     print("| hook | p50 | p95 | max |")
     print("|---|---|---|---|")
-    for name, figures in [*result["hooks"].items(),
-                          ("`python -I -c pass` (floor)", result["floor"])]:
-        print(f"| {name} | {figures['median_ms']:.0f} ms | {figures['p95_ms']:.0f} ms | "
-              f"{figures['max_ms']:.0f} ms |")
+    for name, figures in [
+        *result["hooks"].items(),
+        ("`python -I -c pass` (floor)", result["floor"]),
+    ]:
+        print(
+            f"| {name} | {figures['median_ms']:.0f} ms | {figures['p95_ms']:.0f} ms | "
+            f"{figures['max_ms']:.0f} ms |"
+        )
     print(f"prompts given context: {added} of {args.runs}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -30,9 +30,16 @@ from pathlib import Path
 
 import httpx2
 
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {},
-    "clientInfo": {"name": "bench", "version": "1"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"},
+    },
+}
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -42,16 +49,29 @@ def rss_kb(pid: int) -> int:
 
 
 def start(work: Path, code: str | None, options: list[str]) -> tuple[subprocess.Popen[str], str]:
-    env = {**os.environ, "HOME": str(work), "ENGRAM_HOME": str(work / ".engram"),
-           "ENGRAM_MCP_TOKEN": "", "ENGRAM_ACTOR": "Bench <bench@example.com>",
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    env = {
+        **os.environ,
+        "HOME": str(work),
+        "ENGRAM_HOME": str(work / ".engram"),
+        "ENGRAM_MCP_TOKEN": "",
+        "ENGRAM_ACTOR": "Bench <bench@example.com>",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
     if code:
         env["PYTHONPATH"] = code
-    subprocess.run([sys.executable, "-m", "engram", "init"], env=env, cwd=work, check=True,
-                   capture_output=True)
-    proc = subprocess.Popen([sys.executable, "-m", "engram", "serve", "--http", "--port", "0",
-                             *options], env=env, cwd=work, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "engram", "init"], env=env, cwd=work, check=True, capture_output=True
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engram", "serve", "--http", "--port", "0", *options],
+        env=env,
+        cwd=work,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stderr is not None
     for line in proc.stderr:
         if "serving MCP" in line:
@@ -69,8 +89,14 @@ def flood(url: str, pid: int, count: int) -> dict[str, object]:
             codes[status] = codes.get(status, 0) + 1
         took = time.monotonic() - started
         fresh = client.post(url, json=INITIALIZE, headers=HEADERS).status_code
-    return {"sessions": count, "seconds": round(took, 1), "codes": codes,
-            "new_client": fresh, "rss_kb_before": before, "rss_kb_after": rss_kb(pid)}
+    return {
+        "sessions": count,
+        "seconds": round(took, 1),
+        "codes": codes,
+        "new_client": fresh,
+        "rss_kb_before": before,
+        "rss_kb_after": rss_kb(pid),
+    }
 
 
 def slowloris(url: str, hold: float = 60) -> float | None:
@@ -98,8 +124,10 @@ def big_body(url: str, seconds: float = 15) -> dict[str, object]:
     chunk = b"x" * (1 << 20)
     started = time.monotonic()
     with socket.create_connection((host, int(port))) as sock:
-        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
-                     b"\r\nContent-Length: 7000000000\r\n\r\n")
+        sock.sendall(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+            b"\r\nContent-Length: 7000000000\r\n\r\n"
+        )
         sock.settimeout(1)
         closed = False
         while time.monotonic() - started < seconds:
@@ -110,8 +138,11 @@ def big_body(url: str, seconds: float = 15) -> dict[str, object]:
             except OSError:
                 closed = True
                 break
-    return {"bytes_sent": sent, "seconds": round(time.monotonic() - started, 1),
-            "closed_by_server": closed}
+    return {
+        "bytes_sent": sent,
+        "seconds": round(time.monotonic() - started, 1),
+        "closed_by_server": closed,
+    }
 
 
 def main() -> None:
@@ -122,9 +153,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         proc, url = start(Path(work), known.code, options)
         try:
-            result = {"flood": flood(url, proc.pid, known.sessions),
-                      "slowloris_cut_after_s": slowloris(url),
-                      "7GB_body": big_body(url)}
+            result = {
+                "flood": flood(url, proc.pid, known.sessions),
+                "slowloris_cut_after_s": slowloris(url),
+                "7GB_body": big_body(url),
+            }
         finally:
             proc.terminate()
             proc.wait(timeout=30)

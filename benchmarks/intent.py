@@ -28,8 +28,11 @@ NOW = datetime(2026, 6, 15, 12, 0, tzinfo=UTC)
 
 def read(phrasing: dict[str, object]) -> dict[str, object]:
     intent = analyse(str(phrasing["q"]), NOW)
-    return {"tense": intent.tense, "kinds": sorted(intent.kinds),
-            "window": intent.window is not None}
+    return {
+        "tense": intent.tense,
+        "kinds": sorted(intent.kinds),
+        "window": intent.window is not None,
+    }
 
 
 def main() -> int:
@@ -42,8 +45,11 @@ def main() -> int:
     misses = []
     for phrasing in phrasings:
         got = read(phrasing)
-        want = {"tense": phrasing["tense"], "kinds": sorted(phrasing["kinds"]),
-                "window": phrasing["window"]}
+        want = {
+            "tense": phrasing["tense"],
+            "kinds": sorted(phrasing["kinds"]),
+            "window": phrasing["window"],
+        }
         for key in ("tense", "kinds", "window"):
             right[key] += got[key] == want[key]
         if got == want:
@@ -57,8 +63,9 @@ def main() -> int:
     if args.misses:
         for q, want, got in misses:
             wrong = {k: (want[k], got[k]) for k in want if want[k] != got[k]}
-            print(f"  - {q}  " + "  ".join(f"{k}: want {w}, read {g}"
-                                            for k, (w, g) in wrong.items()))
+            print(
+                f"  - {q}  " + "  ".join(f"{k}: want {w}, read {g}" for k, (w, g) in wrong.items())
+            )
     return 0
 
 

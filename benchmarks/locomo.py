@@ -142,22 +142,27 @@ def load_conversations(path: Path, wanted: Sequence[str] = ()) -> list[Conversat
     by_id = {c["sample_id"]: c for c in data}
     missing = [w for w in wanted if w not in by_id]
     if missing:
-        raise SystemExit(f"no conversation {', '.join(missing)} in {path}; "
-                         f"it has {', '.join(by_id)}")
+        raise SystemExit(
+            f"no conversation {', '.join(missing)} in {path}; it has {', '.join(by_id)}"
+        )
     chosen = [by_id[w] for w in wanted] if wanted else data
     out = []
     for sample in chosen:
         conv = sample["conversation"]
-        sessions = sorted((int(m[1]), key) for key in conv
-                          if (m := _SESSION_KEY.match(key)) and isinstance(conv[key], list))
+        sessions = sorted(
+            (int(m[1]), key)
+            for key in conv
+            if (m := _SESSION_KEY.match(key)) and isinstance(conv[key], list)
+        )
         turns: list[Turn] = []
         dates: list[datetime] = []
         for _, key in sessions:
             at = parse_session_time(conv[f"{key}_date_time"])
             dates.append(at)
             for t in conv[key]:
-                turns.append(Turn(t["dia_id"], t["speaker"], t["text"],
-                                  t.get("blip_caption") or None, at))
+                turns.append(
+                    Turn(t["dia_id"], t["speaker"], t["text"], t.get("blip_caption") or None, at)
+                )
         known = {t.dia_id for t in turns}
         result = Conversation(sample["sample_id"], turns, [], max(dates) + timedelta(days=1))
         for index, qa in enumerate(sample["qa"]):
@@ -221,8 +226,9 @@ def parse_assignments(text: str) -> dict[str, str]:
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in SETTINGS:
-            raise SystemExit(f"bad setting {part!r}: give KEY=VALUE with a key from "
-                             "`engram config list`")
+            raise SystemExit(
+                f"bad setting {part!r}: give KEY=VALUE with a key from `engram config list`"
+            )
         out[key] = value.strip()
     return out
 
@@ -246,14 +252,17 @@ class ConversationRun:
     query_seconds: dict[str, list[float]]
 
 
-def run_conversation(conv: Conversation, base: dict[str, str], variants: Sequence[Variant],
-                     captions: bool, log: Any) -> ConversationRun:
+def run_conversation(
+    conv: Conversation, base: dict[str, str], variants: Sequence[Variant], captions: bool, log: Any
+) -> ConversationRun:
     from engram.base.config import SETTINGS
     from engram.base.errors import EngramError
 
     touched = sorted({key for v in variants for key in v.settings})
-    with tempfile.TemporaryDirectory(prefix="engram-locomo-") as tmp, \
-            isolated_environment(Path(tmp)):
+    with (
+        tempfile.TemporaryDirectory(prefix="engram-locomo-") as tmp,
+        isolated_environment(Path(tmp)),
+    ):
         from engram.api import Engram
 
         work = Path(tmp) / "work"  # not inside any git repository: no project store applies
@@ -269,8 +278,12 @@ def run_conversation(conv: Conversation, base: dict[str, str], variants: Sequenc
             start = time.perf_counter()
             for turn in conv.turns:
                 try:
-                    r = e.remember(turn_content(turn, captions), kind="fact", at=turn.at,
-                                   check_duplicates=False)
+                    r = e.remember(
+                        turn_content(turn, captions),
+                        kind="fact",
+                        at=turn.at,
+                        check_duplicates=False,
+                    )
                 except EngramError as exc:
                     refused.append(turn.dia_id)
                     log(f"  {conv.sample_id} {turn.dia_id}: not stored ({exc})")
@@ -299,19 +312,29 @@ def run_conversation(conv: Conversation, base: dict[str, str], variants: Sequenc
                     start = time.perf_counter()
                     hits = e.recall(q.question, k=K, now=conv.now)
                     spent.append(time.perf_counter() - start)
-                    records.append({
-                        "index": q.index,
-                        "category": q.category,
-                        "evidence": list(q.evidence),
-                        "retrieved": [by_memory.get(h.memory.id, "?") for h in hits],
-                    })
+                    records.append(
+                        {
+                            "index": q.index,
+                            "category": q.category,
+                            "evidence": list(q.evidence),
+                            "retrieved": [by_memory.get(h.memory.id, "?") for h in hits],
+                        }
+                    )
                 answers[variant.name] = records
                 timings[variant.name] = spent
             warnings = list(dict.fromkeys(e.warnings))
         finally:
             e.close()
-    return ConversationRun(conv.sample_id, len(conv.turns), ingest_seconds, index_seconds,
-                           refused, warnings, answers, timings)
+    return ConversationRun(
+        conv.sample_id,
+        len(conv.turns),
+        ingest_seconds,
+        index_seconds,
+        refused,
+        warnings,
+        answers,
+        timings,
+    )
 
 
 def _setting_text(value: Any) -> str:
@@ -333,8 +356,9 @@ def score_one(evidence: Sequence[str], retrieved: Sequence[str]) -> dict[str, fl
     out[f"recall@{RECALL_K}"] = len(wanted & set(retrieved[:RECALL_K])) / len(wanted)
     # Session level, as most published results count: an evidence session is found when any
     # of its turns is among the first five.
-    out["session_hit@5"] = float(bool({_session(e) for e in wanted}
-                                      & {_session(r) for r in retrieved[:5]}))
+    out["session_hit@5"] = float(
+        bool({_session(e) for e in wanted} & {_session(r) for r in retrieved[:5]})
+    )
     return out
 
 
@@ -379,13 +403,14 @@ def _pct(value: float | None) -> str:
 
 
 def format_table(title: str, rows: Sequence[tuple[str, dict[str, Any]]]) -> str:
-    head = (f"{'':24} {'n':>4}  {'Hit@1':>5}  {'Hit@5':>5}  {'Hit@10':>6}  {'R@5':>5}  "
-            f"{'S@5':>5}")
+    head = f"{'':24} {'n':>4}  {'Hit@1':>5}  {'Hit@5':>5}  {'Hit@10':>6}  {'R@5':>5}  {'S@5':>5}"
     lines = [title, head, "-" * len(head)]
     for label, agg in rows:
-        lines.append(f"{label:24} {agg['n']:>4}  {_pct(agg['hit@1'])}  {_pct(agg['hit@5'])}  "
-                     f"{_pct(agg['hit@10']):>6}  {_pct(agg[f'recall@{RECALL_K}'])}  "
-                     f"{_pct(agg['session_hit@5'])}")
+        lines.append(
+            f"{label:24} {agg['n']:>4}  {_pct(agg['hit@1'])}  {_pct(agg['hit@5'])}  "
+            f"{_pct(agg['hit@10']):>6}  {_pct(agg[f'recall@{RECALL_K}'])}  "
+            f"{_pct(agg['session_hit@5'])}"
+        )
     return "\n".join(lines)
 
 
@@ -398,21 +423,26 @@ def report(summary: dict[str, Any], variant: Variant, runs: Sequence[Conversatio
         parts.append(format_table("by conversation", list(summary["by_conversation"].items())))
     q = summary["query_ms"]
     if q["mean"] is not None:
-        parts.append(f"query latency: mean {q['mean']:.1f} ms, median {q['median']:.1f} ms, "
-                     f"p95 {q['p95']:.1f} ms")
+        parts.append(
+            f"query latency: mean {q['mean']:.1f} ms, median {q['median']:.1f} ms, "
+            f"p95 {q['p95']:.1f} ms"
+        )
     return "\n\n".join(parts)
 
 
 def comparison(summaries: dict[str, dict[str, Any]]) -> str:
     cats = list(CATEGORIES)
-    head = (f"{'variant':42} {'Hit@1':>5}  {'Hit@5':>5}  {'Hit@10':>6}  {'R@5':>5}  | "
-            + "  ".join(f"H@5 c{c}" for c in cats))
+    head = f"{'variant':42} {'Hit@1':>5}  {'Hit@5':>5}  {'Hit@10':>6}  {'R@5':>5}  | " + "  ".join(
+        f"H@5 c{c}" for c in cats
+    )
     lines = ["Variants (overall, and Hit@5 per category)", head, "-" * len(head)]
     for name, s in summaries.items():
         o = s["overall"]
         per_cat = "  ".join(f"{_pct(a['hit@5']):>6}" for a in s["by_category"].values())
-        lines.append(f"{name[:42]:42} {_pct(o['hit@1'])}  {_pct(o['hit@5'])}  "
-                     f"{_pct(o['hit@10']):>6}  {_pct(o[f'recall@{RECALL_K}'])}  | {per_cat}")
+        lines.append(
+            f"{name[:42]:42} {_pct(o['hit@1'])}  {_pct(o['hit@5'])}  "
+            f"{_pct(o['hit@10']):>6}  {_pct(o[f'recall@{RECALL_K}'])}  | {per_cat}"
+        )
     return "\n".join(lines)
 
 
@@ -423,7 +453,10 @@ def engram_revision() -> str | None:
     try:
         done = subprocess.run(
             ["git", "-C", str(Path(engram.__file__).resolve().parent), "rev-parse", "HEAD"],
-            check=False, capture_output=True, text=True, timeout=10,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=10,
             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
         )
     except (OSError, subprocess.SubprocessError):
@@ -438,19 +471,39 @@ def engram_revision() -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description="Retrieval benchmark of Engram on LoCoMo (Hit@1/5/10, Recall@5).")
+        description="Retrieval benchmark of Engram on LoCoMo (Hit@1/5/10, Recall@5)."
+    )
     parser.add_argument("dataset", type=Path, help="LoCoMo JSON file (e.g. locomo-dev.json)")
-    parser.add_argument("--conversations", default="",
-                        help="comma-separated sample ids (default: all), e.g. conv-26,conv-30")
+    parser.add_argument(
+        "--conversations",
+        default="",
+        help="comma-separated sample ids (default: all), e.g. conv-26,conv-30",
+    )
     parser.add_argument("--json", type=Path, help="write the figures to this file")
-    parser.add_argument("--no-captions", action="store_true",
-                        help="do not append shared photos' captions to their turns")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="an Engram setting for every variant (repeatable)")
-    parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE[,...]",
-                        help="also evaluate with these settings, on the same store (repeatable)")
-    parser.add_argument("--details", action="store_true",
-                        help="put each question's retrieved turn ids in the JSON output")
+    parser.add_argument(
+        "--no-captions",
+        action="store_true",
+        help="do not append shared photos' captions to their turns",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an Engram setting for every variant (repeatable)",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE[,...]",
+        help="also evaluate with these settings, on the same store (repeatable)",
+    )
+    parser.add_argument(
+        "--details",
+        action="store_true",
+        help="put each question's retrieved turn ids in the JSON output",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
 
@@ -473,8 +526,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     runs: list[ConversationRun] = []
     for conv in conversations:
-        log(f"{conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions "
-            f"({conv.asked} in categories 1-4, {conv.skipped} without evidence)")
+        log(
+            f"{conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions "
+            f"({conv.asked} in categories 1-4, {conv.skipped} without evidence)"
+        )
         run = run_conversation(conv, base, variants, captions, log)
         log(f"  ingest {run.ingest_seconds:.1f} s, index {run.index_seconds:.1f} s")
         for warning in run.warnings:
@@ -489,19 +544,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     index = sum(r.index_seconds for r in runs)
     dropped = [i for c in conversations for i in c.dropped_ids]
 
-    print(f"Engram {engram.__version__} ({revision[:12] if revision else 'no git revision'}, "
-          f"{Path(engram.__file__).parent}) on LoCoMo: {args.dataset.name}, conversations "
-          f"{', '.join(c.sample_id for c in conversations)}")
-    print(f"{turns} turns ingested as memories (photo captions "
-          f"{'appended as [shares a photo: ...]' if captions else 'not used'}); "
-          f"{asked} questions in categories 1-4, {skipped} skipped without evidence, "
-          f"{asked - skipped} scored; evidence ids dropped: {', '.join(dropped) or 'none'}")
+    print(
+        f"Engram {engram.__version__} ({revision[:12] if revision else 'no git revision'}, "
+        f"{Path(engram.__file__).parent}) on LoCoMo: {args.dataset.name}, conversations "
+        f"{', '.join(c.sample_id for c in conversations)}"
+    )
+    print(
+        f"{turns} turns ingested as memories (photo captions "
+        f"{'appended as [shares a photo: ...]' if captions else 'not used'}); "
+        f"{asked} questions in categories 1-4, {skipped} skipped without evidence, "
+        f"{asked - skipped} scored; evidence ids dropped: {', '.join(dropped) or 'none'}"
+    )
     if base:
         print("settings for every variant: " + ", ".join(f"{k}={v}" for k, v in base.items()))
-    print(f"recall(question, k={K}, now=last session + 1 day); category 5 (adversarial) "
-          "left out")
-    print(f"time: ingest {ingest:.1f} s ({1000 * ingest / max(turns, 1):.1f} ms/turn), "
-          f"index build {index:.1f} s (first recall: tantivy + embeddings)")
+    print(f"recall(question, k={K}, now=last session + 1 day); category 5 (adversarial) left out")
+    print(
+        f"time: ingest {ingest:.1f} s ({1000 * ingest / max(turns, 1):.1f} ms/turn), "
+        f"index build {index:.1f} s (first recall: tantivy + embeddings)"
+    )
     refused = [i for r in runs for i in r.refused]
     if refused:
         print(f"turns Engram refused to store: {', '.join(refused)}")
@@ -527,21 +587,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             "captions": captions,
             "k": K,
             "base_settings": base,
-            "questions": {"asked": asked, "skipped_no_evidence": skipped,
-                          "scored": asked - skipped, "dropped_evidence_ids": dropped},
+            "questions": {
+                "asked": asked,
+                "skipped_no_evidence": skipped,
+                "scored": asked - skipped,
+                "dropped_evidence_ids": dropped,
+            },
             "timing": {
                 "turns": turns,
                 "ingest_seconds": round(ingest, 3),
                 "index_seconds": round(index, 3),
-                "by_conversation": {r.sample_id: {"turns": r.turns,
-                                                  "ingest_seconds": round(r.ingest_seconds, 3),
-                                                  "index_seconds": round(r.index_seconds, 3)}
-                                    for r in runs},
+                "by_conversation": {
+                    r.sample_id: {
+                        "turns": r.turns,
+                        "ingest_seconds": round(r.ingest_seconds, 3),
+                        "index_seconds": round(r.index_seconds, 3),
+                    }
+                    for r in runs
+                },
             },
             "refused_turns": refused,
             "warnings": warnings,
-            "variants": {v.name: {"settings": v.settings, **summaries[v.name]}
-                         for v in variants},
+            "variants": {v.name: {"settings": v.settings, **summaries[v.name]} for v in variants},
         }
         if args.details:
             out["details"] = {

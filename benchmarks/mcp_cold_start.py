@@ -76,12 +76,19 @@ def main() -> None:
         bare = root / "bare_server.py"
         bare.write_text(BARE)
         env = {
-            "HOME": str(root / "home"), "ENGRAM_HOME": str(root / "home" / ".engram"),
-            "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-            "ENGRAM_ACTOR": "Bench <bench@example.com>", "PATH": os.environ.get("PATH", ""),
+            "HOME": str(root / "home"),
+            "ENGRAM_HOME": str(root / "home" / ".engram"),
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "ENGRAM_ACTOR": "Bench <bench@example.com>",
+            "PATH": os.environ.get("PATH", ""),
         }
-        subprocess.run([sys.executable, "-m", "engram", "init"], env={**os.environ, **env},
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "engram", "init"],
+            env={**os.environ, **env},
+            check=True,
+            capture_output=True,
+        )
         commands = {"bare": [sys.executable, str(bare)], "engram": engram_command()}
         times: dict[str, list[float]] = {name: [] for name in commands}
         for command in commands.values():  # warm the OS file cache once, not measured
@@ -103,8 +110,10 @@ def main() -> None:
     report["ok"] = report["difference_seconds"] <= 0.5
     print(f"bare MCPServer, one tool : median {medians['bare']:.3f} s to the first tools/list")
     print(f"engram serve             : median {medians['engram']:.3f} s to the first tools/list")
-    print(f"difference               : {report['difference_seconds']:+.3f} s "
-          f"(target <= +0.500 s): {'ok' if report['ok'] else 'OVER'}")
+    print(
+        f"difference               : {report['difference_seconds']:+.3f} s "
+        f"(target <= +0.500 s): {'ok' if report['ok'] else 'OVER'}"
+    )
     print(f"ratio                    : {report['ratio']:.2f}x")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -57,98 +57,352 @@ from typing import Any
 # --------------------------------------------------------------------------------------------
 
 COMPONENTS = [
-    "payment service", "auth middleware", "billing worker", "search indexer", "rate limiter",
-    "job scheduler", "config loader", "CLI parser", "migration runner", "webhook handler",
-    "cache layer", "session store", "image resizer", "email sender", "feature flag client",
-    "metrics exporter", "GraphQL gateway", "websocket hub", "PDF renderer", "audit logger",
-    "upload pipeline", "notification queue", "report generator", "tenant router",
-    "permission checker", "export job", "import wizard", "retry decorator", "health check",
-    "dependency injector", "plugin loader", "template engine", "diff viewer", "sync daemon",
-    "backup task", "invoice builder", "geocoder", "thumbnail cache", "OAuth callback",
-    "admin dashboard", "event bus", "outbox relay", "schema registry", "checkout flow",
-    "inventory service", "pricing engine", "recommendation model", "crawler", "tokenizer",
-    "log shipper", "secrets loader", "build script", "release pipeline", "docs site",
-    "test harness", "fixture factory", "ORM layer", "query builder", "file watcher", "LSP server",
+    "payment service",
+    "auth middleware",
+    "billing worker",
+    "search indexer",
+    "rate limiter",
+    "job scheduler",
+    "config loader",
+    "CLI parser",
+    "migration runner",
+    "webhook handler",
+    "cache layer",
+    "session store",
+    "image resizer",
+    "email sender",
+    "feature flag client",
+    "metrics exporter",
+    "GraphQL gateway",
+    "websocket hub",
+    "PDF renderer",
+    "audit logger",
+    "upload pipeline",
+    "notification queue",
+    "report generator",
+    "tenant router",
+    "permission checker",
+    "export job",
+    "import wizard",
+    "retry decorator",
+    "health check",
+    "dependency injector",
+    "plugin loader",
+    "template engine",
+    "diff viewer",
+    "sync daemon",
+    "backup task",
+    "invoice builder",
+    "geocoder",
+    "thumbnail cache",
+    "OAuth callback",
+    "admin dashboard",
+    "event bus",
+    "outbox relay",
+    "schema registry",
+    "checkout flow",
+    "inventory service",
+    "pricing engine",
+    "recommendation model",
+    "crawler",
+    "tokenizer",
+    "log shipper",
+    "secrets loader",
+    "build script",
+    "release pipeline",
+    "docs site",
+    "test harness",
+    "fixture factory",
+    "ORM layer",
+    "query builder",
+    "file watcher",
+    "LSP server",
 ]
 LIBS = [
-    "pytest", "mypy", "ruff", "black", "poetry", "uv", "SQLAlchemy", "alembic", "FastAPI",
-    "Django", "Flask", "pydantic", "celery", "redis", "postgres", "sqlite", "kafka", "docker",
-    "kubernetes", "terraform", "webpack", "vite", "React", "TypeScript", "eslint", "jest",
-    "cargo", "tokio", "serde", "gRPC", "protobuf", "nginx", "gunicorn", "uvicorn", "boto3",
-    "numpy", "pandas", "requests", "httpx", "asyncio", "GitHub Actions", "pre-commit", "sentry",
-    "prometheus", "grafana", "OpenTelemetry", "hypothesis", "tox", "nox", "structlog", "orjson",
-    "attrs", "click", "typer", "jinja2", "marshmallow", "aiohttp", "trio", "rich", "playwright",
+    "pytest",
+    "mypy",
+    "ruff",
+    "black",
+    "poetry",
+    "uv",
+    "SQLAlchemy",
+    "alembic",
+    "FastAPI",
+    "Django",
+    "Flask",
+    "pydantic",
+    "celery",
+    "redis",
+    "postgres",
+    "sqlite",
+    "kafka",
+    "docker",
+    "kubernetes",
+    "terraform",
+    "webpack",
+    "vite",
+    "React",
+    "TypeScript",
+    "eslint",
+    "jest",
+    "cargo",
+    "tokio",
+    "serde",
+    "gRPC",
+    "protobuf",
+    "nginx",
+    "gunicorn",
+    "uvicorn",
+    "boto3",
+    "numpy",
+    "pandas",
+    "requests",
+    "httpx",
+    "asyncio",
+    "GitHub Actions",
+    "pre-commit",
+    "sentry",
+    "prometheus",
+    "grafana",
+    "OpenTelemetry",
+    "hypothesis",
+    "tox",
+    "nox",
+    "structlog",
+    "orjson",
+    "attrs",
+    "click",
+    "typer",
+    "jinja2",
+    "marshmallow",
+    "aiohttp",
+    "trio",
+    "rich",
+    "playwright",
 ]
 VERBS = [
-    "parse", "load", "fetch", "sync", "flush", "resolve", "render", "validate", "normalize",
-    "retry", "schedule", "encode", "decode", "merge", "dispatch", "serialize", "hydrate",
-    "compact", "index", "migrate", "refresh", "prune", "expand", "sign", "verify", "throttle",
-    "debounce", "batch", "stream", "snapshot", "restore", "rotate", "hash", "split", "join",
+    "parse",
+    "load",
+    "fetch",
+    "sync",
+    "flush",
+    "resolve",
+    "render",
+    "validate",
+    "normalize",
+    "retry",
+    "schedule",
+    "encode",
+    "decode",
+    "merge",
+    "dispatch",
+    "serialize",
+    "hydrate",
+    "compact",
+    "index",
+    "migrate",
+    "refresh",
+    "prune",
+    "expand",
+    "sign",
+    "verify",
+    "throttle",
+    "debounce",
+    "batch",
+    "stream",
+    "snapshot",
+    "restore",
+    "rotate",
+    "hash",
+    "split",
+    "join",
 ]
 NOUNS = [
-    "config", "token", "batch", "payload", "manifest", "schema", "request", "session", "cursor",
-    "snapshot", "invoice", "user", "event", "record", "chunk", "header", "query", "tenant",
-    "artifact", "lockfile", "webhook", "receipt", "ledger", "quota", "locale", "timezone",
-    "thumbnail", "attachment", "cookie", "nonce", "offset", "partition", "segment", "shard",
-    "checkpoint", "watermark", "backlog", "template", "policy", "role",
+    "config",
+    "token",
+    "batch",
+    "payload",
+    "manifest",
+    "schema",
+    "request",
+    "session",
+    "cursor",
+    "snapshot",
+    "invoice",
+    "user",
+    "event",
+    "record",
+    "chunk",
+    "header",
+    "query",
+    "tenant",
+    "artifact",
+    "lockfile",
+    "webhook",
+    "receipt",
+    "ledger",
+    "quota",
+    "locale",
+    "timezone",
+    "thumbnail",
+    "attachment",
+    "cookie",
+    "nonce",
+    "offset",
+    "partition",
+    "segment",
+    "shard",
+    "checkpoint",
+    "watermark",
+    "backlog",
+    "template",
+    "policy",
+    "role",
 ]
-DIRS = ["src", "lib", "app", "pkg", "internal", "services", "core", "api", "tests", "tools",
-        "scripts", "web", "server", "worker", "common", "infra"]
+DIRS = [
+    "src",
+    "lib",
+    "app",
+    "pkg",
+    "internal",
+    "services",
+    "core",
+    "api",
+    "tests",
+    "tools",
+    "scripts",
+    "web",
+    "server",
+    "worker",
+    "common",
+    "infra",
+]
 EXTS = [".py", ".py", ".py", ".ts", ".tsx", ".rs", ".go", ".sql", ".yaml", ".toml", ".sh"]
 ERRORS = [
-    "a deadlock", "a race condition", "an off-by-one error", "a memory leak", "a timezone bug",
-    "a stale cache entry", "a silent truncation", "a flaky timeout", "a unicode decode error",
-    "an N+1 query", "connection pool exhaustion", "a double charge", "a lost update",
-    "a segfault", "a file descriptor leak", "an infinite retry loop", "a float rounding error",
-    "a missing index scan", "a circular import", "a zombie process", "an OOM kill",
-    "a DST transition bug", "a non-deterministic test order", "a broken pipe",
+    "a deadlock",
+    "a race condition",
+    "an off-by-one error",
+    "a memory leak",
+    "a timezone bug",
+    "a stale cache entry",
+    "a silent truncation",
+    "a flaky timeout",
+    "a unicode decode error",
+    "an N+1 query",
+    "connection pool exhaustion",
+    "a double charge",
+    "a lost update",
+    "a segfault",
+    "a file descriptor leak",
+    "an infinite retry loop",
+    "a float rounding error",
+    "a missing index scan",
+    "a circular import",
+    "a zombie process",
+    "an OOM kill",
+    "a DST transition bug",
+    "a non-deterministic test order",
+    "a broken pipe",
 ]
 CONDITIONS = [
-    "the input is empty", "two workers run at once", "the clock jumps backwards",
-    "the payload is over 1 MB", "the tenant has no default locale", "the network is slow",
-    "the cache is cold", "the migration runs twice", "a field is null", "the file is a symlink",
-    "the list has duplicates", "the user is anonymous", "retries overlap", "the disk is full",
-    "the timestamp has no timezone", "the header is lowercase", "the queue is paused",
-    "the test runs in parallel", "the job is cancelled half-way", "the name has an emoji",
+    "the input is empty",
+    "two workers run at once",
+    "the clock jumps backwards",
+    "the payload is over 1 MB",
+    "the tenant has no default locale",
+    "the network is slow",
+    "the cache is cold",
+    "the migration runs twice",
+    "a field is null",
+    "the file is a symlink",
+    "the list has duplicates",
+    "the user is anonymous",
+    "retries overlap",
+    "the disk is full",
+    "the timestamp has no timezone",
+    "the header is lowercase",
+    "the queue is paused",
+    "the test runs in parallel",
+    "the job is cancelled half-way",
+    "the name has an emoji",
 ]
 REASONS = [
-    "it halves the p99 latency", "the old one is unmaintained", "it keeps the tests hermetic",
-    "it avoids a second network round trip", "the team already knows it",
-    "it makes rollbacks trivial", "it removes a global lock", "it works offline",
-    "it keeps the Docker image small", "profiling showed most time in JSON encoding",
-    "it gives typed errors at the boundary", "it survives a restart mid-batch",
-    "the vendor SDK leaks sockets", "it is what the on-call runbook assumes",
-    "it keeps secrets out of the logs", "migrations stay reversible",
+    "it halves the p99 latency",
+    "the old one is unmaintained",
+    "it keeps the tests hermetic",
+    "it avoids a second network round trip",
+    "the team already knows it",
+    "it makes rollbacks trivial",
+    "it removes a global lock",
+    "it works offline",
+    "it keeps the Docker image small",
+    "profiling showed most time in JSON encoding",
+    "it gives typed errors at the boundary",
+    "it survives a restart mid-batch",
+    "the vendor SDK leaks sockets",
+    "it is what the on-call runbook assumes",
+    "it keeps secrets out of the logs",
+    "migrations stay reversible",
 ]
 FIXES = [
-    "pin the version", "wrap it in a transaction", "pass an explicit timezone",
-    "sort before comparing", "add a unique constraint", "set a lower timeout",
-    "copy the list before mutating it", "use a monotonic clock", "close the session in finally",
-    "call the idempotent variant", "escape the path first", "take the advisory lock",
-    "read it in chunks", "seed the random generator", "use the async client",
+    "pin the version",
+    "wrap it in a transaction",
+    "pass an explicit timezone",
+    "sort before comparing",
+    "add a unique constraint",
+    "set a lower timeout",
+    "copy the list before mutating it",
+    "use a monotonic clock",
+    "close the session in finally",
+    "call the idempotent variant",
+    "escape the path first",
+    "take the advisory lock",
+    "read it in chunks",
+    "seed the random generator",
+    "use the async client",
 ]
 CONVENTIONS = [
     "named in snake_case and prefixed with the module name",
     "validated with pydantic models at the API boundary",
     "logged with structlog and never with print",
-    "kept immutable and passed by value", "created through the factory in conftest.py",
-    "written as dataclasses with slots", "returned as typed results instead of raising",
+    "kept immutable and passed by value",
+    "created through the factory in conftest.py",
+    "written as dataclasses with slots",
+    "returned as typed results instead of raising",
     "documented with a one-line docstring and an example",
-    "tested with hypothesis property tests", "guarded by a feature flag until rollout",
-    "stored as UTC ISO-8601 strings", "versioned in the schema registry",
-    "reviewed by two people before merging", "wrapped in a context manager",
+    "tested with hypothesis property tests",
+    "guarded by a feature flag until rollout",
+    "stored as UTC ISO-8601 strings",
+    "versioned in the schema registry",
+    "reviewed by two people before merging",
+    "wrapped in a context manager",
 ]
 TEAMS = ["platform", "payments", "growth", "data", "infra", "mobile", "search", "security"]
 TASKS = [
-    "release a new version", "rotate the signing key", "regenerate the API client",
-    "rebuild the search index", "reproduce the flaky test", "profile a slow endpoint",
-    "add a database migration", "bump a dependency", "debug the worker locally",
-    "seed the staging database", "update the snapshot tests", "cut a hotfix branch",
+    "release a new version",
+    "rotate the signing key",
+    "regenerate the API client",
+    "rebuild the search index",
+    "reproduce the flaky test",
+    "profile a slow endpoint",
+    "add a database migration",
+    "bump a dependency",
+    "debug the worker locally",
+    "seed the staging database",
+    "update the snapshot tests",
+    "cut a hotfix branch",
 ]
 
 KIND_WEIGHTS = {
-    "decision": 18, "gotcha": 18, "convention": 16, "fact": 14, "procedure": 8, "failure": 8,
-    "lesson": 8, "preference": 5, "note": 5,
+    "decision": 18,
+    "gotcha": 18,
+    "convention": 16,
+    "fact": 14,
+    "procedure": 8,
+    "failure": 8,
+    "lesson": 8,
+    "preference": 5,
+    "note": 5,
 }
 
 
@@ -158,16 +412,22 @@ def _ident(rng: random.Random) -> str:
 
 
 def _file(rng: random.Random) -> str:
-    return f"{rng.choice(DIRS)}/{rng.choice(NOUNS)}/{rng.choice(VERBS)}_{rng.choice(NOUNS)}" \
-           f"{rng.choice(EXTS)}"
+    return (
+        f"{rng.choice(DIRS)}/{rng.choice(NOUNS)}/{rng.choice(VERBS)}_{rng.choice(NOUNS)}"
+        f"{rng.choice(EXTS)}"
+    )
 
 
 def _fill(rng: random.Random, kind: str) -> str:
     c, c2 = rng.choice(COMPONENTS), rng.choice(COMPONENTS)
     lib, lib2 = rng.sample(LIBS, 2)
     f, _f2, fn = _file(rng), _file(rng), _ident(rng)  # _f2 keeps the seeded draws in step
-    err, cond, why, fix = rng.choice(ERRORS), rng.choice(CONDITIONS), rng.choice(REASONS), \
-        rng.choice(FIXES)
+    err, cond, why, fix = (
+        rng.choice(ERRORS),
+        rng.choice(CONDITIONS),
+        rng.choice(REASONS),
+        rng.choice(FIXES),
+    )
     n = rng.randint(2, 900)
     ver = f"{rng.randint(0, 9)}.{rng.randint(0, 30)}"
     templates = {
@@ -232,8 +492,9 @@ def make_memory(rng: random.Random) -> tuple[str, str, list[str]]:
     text = _fill(rng, kind)
     if rng.random() < 0.25:  # a second sentence now and then, for varied lengths
         text += " " + _fill(rng, rng.choice(list(KIND_WEIGHTS)))
-    tags = sorted({rng.choice(COMPONENTS).split()[0].lower(), rng.choice(LIBS).lower()
-                   .replace(" ", "-")})[: rng.randint(0, 2)]
+    tags = sorted(
+        {rng.choice(COMPONENTS).split()[0].lower(), rng.choice(LIBS).lower().replace(" ", "-")}
+    )[: rng.randint(0, 2)]
     return text, kind, tags
 
 
@@ -261,6 +522,7 @@ def make_queries(rng: random.Random, count: int) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # Measurement helpers.
 # --------------------------------------------------------------------------------------------
+
 
 def last_written_line(store: Any) -> tuple[bytes, int]:
     """The last line the store's writer appended, and how many events wait for a commit."""
@@ -295,11 +557,15 @@ def pct(values: list[float], q: float) -> float:
 
 def summary(values_ns: list[int]) -> dict[str, float]:
     vals = [ms(v) for v in values_ns]
-    return {"n": len(vals), "median_ms": statistics.median(vals) if vals else float("nan"),
-            "p95_ms": pct(vals, 0.95), "p99_ms": pct(vals, 0.99),
-            "mean_ms": statistics.fmean(vals) if vals else float("nan"),
-            "min_ms": min(vals) if vals else float("nan"),
-            "max_ms": max(vals) if vals else float("nan")}
+    return {
+        "n": len(vals),
+        "median_ms": statistics.median(vals) if vals else float("nan"),
+        "p95_ms": pct(vals, 0.95),
+        "p99_ms": pct(vals, 0.99),
+        "mean_ms": statistics.fmean(vals) if vals else float("nan"),
+        "min_ms": min(vals) if vals else float("nan"),
+        "max_ms": max(vals) if vals else float("nan"),
+    }
 
 
 def peak_rss_mb() -> float:
@@ -312,10 +578,17 @@ def engram_version() -> str:
 
     root = Path(__file__).resolve().parent.parent
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
-                                "engram"], capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "engram"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + (" + uncommitted changes in engram/" if dirty else "")
@@ -359,6 +632,7 @@ def profile_top(prof: cProfile.Profile, title: str, out: Path, limit: int = 25) 
 # The benchmark.
 # --------------------------------------------------------------------------------------------
 
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--memories", type=int, default=100_000, help="N memories (default 100000)")
@@ -366,18 +640,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=7, help="rounds over all queries")
     ap.add_argument("--remembers", type=int, default=200, help="timed remembers of new texts")
     ap.add_argument("--seed", type=int, default=20240601)
-    ap.add_argument("--model", default=None,
-                    help="a search.model value for the store (an absolute path for an installed "
-                         "model: HOME points at the temporary folder); default: the built-in one")
+    ap.add_argument(
+        "--model",
+        default=None,
+        help="a search.model value for the store (an absolute path for an installed "
+        "model: HOME points at the temporary folder); default: the built-in one",
+    )
     ap.add_argument("--json", metavar="OUT", help="write the figures to this JSON file")
     ap.add_argument("--keep", metavar="DIR", help="build in DIR and leave it there")
     ap.add_argument("--reuse", metavar="DIR", help="measure a store kept with --keep")
     ap.add_argument("--no-profile", action="store_true", help="skip the cProfile summaries")
-    ap.add_argument("--profile-reindex", action="store_true",
-                    help="also profile one more reindex with cProfile (slow at large N)")
-    ap.add_argument("--fast-build", action="store_true",
-                    help="while building (never while measuring), read the settings files once "
-                         "instead of on every remember: same events, about 3x faster")
+    ap.add_argument(
+        "--profile-reindex",
+        action="store_true",
+        help="also profile one more reindex with cProfile (slow at large N)",
+    )
+    ap.add_argument(
+        "--fast-build",
+        action="store_true",
+        help="while building (never while measuring), read the settings files once "
+        "instead of on every remember: same events, about 3x faster",
+    )
     args = ap.parse_args(argv)
     faulthandler.enable()  # a native crash (onnxruntime, usearch, tantivy) still says where
 
@@ -405,11 +688,18 @@ def main(argv: list[str] | None = None) -> int:
     from engram.search.text import query_words
 
     results: dict[str, Any] = {
-        "memories": args.memories, "model": args.model or "builtin", "queries": args.queries,
+        "memories": args.memories,
+        "model": args.model or "builtin",
+        "queries": args.queries,
         "rounds": args.rounds,
-        "remembers": args.remembers, "seed": args.seed, "store": str(base),
-        "python": sys.version.split()[0], "cpus": os.cpu_count(), "rss_mb": {},
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "engram_version": engram_version(),
+        "remembers": args.remembers,
+        "seed": args.seed,
+        "store": str(base),
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "rss_mb": {},
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "engram_version": engram_version(),
     }
     rng = random.Random(args.seed)
     has_reindex = callable(getattr(Engram, "reindex", None))
@@ -461,11 +751,14 @@ def main(argv: list[str] | None = None) -> int:
             e.commit()
             t_commit = time.perf_counter() - t1
             e.config_set("commit.every_events", "20")  # back to the default for what follows
-            results["build"] = {"reused": False, "fast_build": args.fast_build,
-                                "write_s": round(t_write, 1),
-                                "per_remember_ms_no_dup_check": round(t_write / args.memories
-                                                                      * 1e3, 3),
-                                "final_commit_s": round(t_commit, 2), "skipped": skipped}
+            results["build"] = {
+                "reused": False,
+                "fast_build": args.fast_build,
+                "write_s": round(t_write, 1),
+                "per_remember_ms_no_dup_check": round(t_write / args.memories * 1e3, 3),
+                "final_commit_s": round(t_commit, 2),
+                "skipped": skipped,
+            }
             log(f"built in {t_write:.0f}s (+{t_commit:.1f}s commit)")
         results["rss_mb"]["after_build"] = round(peak_rss_mb(), 1)
 
@@ -493,14 +786,20 @@ def main(argv: list[str] | None = None) -> int:
             second_out = e.reindex(**kwargs)
             t_second = time.perf_counter_ns() - t0
             results["reindex"] = {
-                "signature": sig, "first_s": t_first / 1e9, "second_s": t_second / 1e9,
-                "ratio": t_second / t_first, "target": 0.05,
-                "first_result": repr(first_out)[:300], "second_result": repr(second_out)[:300],
+                "signature": sig,
+                "first_s": t_first / 1e9,
+                "second_s": t_second / 1e9,
+                "ratio": t_second / t_first,
+                "target": 0.05,
+                "first_result": repr(first_out)[:300],
+                "second_result": repr(second_out)[:300],
             }
             log(f"reindex: first {t_first / 1e9:.1f}s, second {t_second / 1e9:.3f}s")
         else:
-            results["reindex"] = {"skipped": "Engram.reindex() does not exist in engram/api.py "
-                                             "yet; this part runs once it does"}
+            results["reindex"] = {
+                "skipped": "Engram.reindex() does not exist in engram/api.py "
+                "yet; this part runs once it does"
+            }
             log("Engram.reindex() does not exist yet: skipping part 3")
         log("warm-up recall (indexes everything not yet indexed)")
         t0 = time.perf_counter()
@@ -522,8 +821,10 @@ def main(argv: list[str] | None = None) -> int:
         tindex.reload()
         uindex = usearch_index().Index(ndim=emb.dim, metric="cos", dtype="f32")
         uindex.load(str(cache / "vectors.usearch"))
-        results["index_sizes"] = {"tantivy_docs": tindex.searcher().num_docs,
-                                  "usearch_vectors": len(uindex)}
+        results["index_sizes"] = {
+            "tantivy_docs": tindex.searcher().num_docs,
+            "usearch_vectors": len(uindex),
+        }
         log(f"indexes: {results['index_sizes']}")
 
         def floor_once(q: str) -> tuple[int, int, int, int]:
@@ -553,7 +854,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             for q in order_rng.sample(queries, len(queries)):
                 first = order_rng.random() < 0.5
-                for which in ((0, 1) if first else (1, 0)):
+                for which in (0, 1) if first else (1, 0):
                     if which == 0:
                         t0 = time.perf_counter_ns()
                         hits = e.recall(q, k=10)
@@ -568,13 +869,21 @@ def main(argv: list[str] | None = None) -> int:
                         flo.append(a + b + c + d)
         r_sum, f_sum = summary(rec), summary(flo)
         results["recall"] = {
-            "recall": r_sum, "floor": f_sum,
-            "floor_parts": {"embed_query": summary(f_emb), "tantivy_parse_search": summary(f_tan),
-                            "tantivy_read_ids": summary(f_ids), "usearch_search": summary(f_use)},
+            "recall": r_sum,
+            "floor": f_sum,
+            "floor_parts": {
+                "embed_query": summary(f_emb),
+                "tantivy_parse_search": summary(f_tan),
+                "tantivy_read_ids": summary(f_ids),
+                "usearch_search": summary(f_use),
+            },
             "ratio": r_sum["median_ms"] / f_sum["median_ms"],
-            "ratio_floor_without_id_reads": r_sum["median_ms"] / statistics.median(
-                [ms(a + b + d) for a, b, d in zip(f_emb, f_tan, f_use, strict=True)]),
-            "target": 1.5, "mean_hits": statistics.fmean(hit_counts),
+            "ratio_floor_without_id_reads": r_sum["median_ms"]
+            / statistics.median(
+                [ms(a + b + d) for a, b, d in zip(f_emb, f_tan, f_use, strict=True)]
+            ),
+            "target": 1.5,
+            "mean_hits": statistics.fmean(hit_counts),
         }
         results["rss_mb"]["after_recall"] = round(peak_rss_mb(), 1)
         log(f"recall median {r_sum['median_ms']:.2f} ms vs floor {f_sum['median_ms']:.2f} ms")
@@ -594,14 +903,23 @@ def main(argv: list[str] | None = None) -> int:
         for q in queries:
             clock("Engram.settings(store) [YAML parse]", lambda: e.settings(store))
             clock("Engram.projection(store) [refresh check]", lambda: e.projection(store))
-            text_hits = dict(clock("StoreSearch.text_candidates(100)",
-                                   lambda q=q: search.text_candidates(q, limit)))
+            text_hits = dict(
+                clock(
+                    "StoreSearch.text_candidates(100)", lambda q=q: search.text_candidates(q, limit)
+                )
+            )
             vec = emb.embed([q])[0]
-            vhits = clock("StoreSearch.vector_scores(100)", lambda q=q, v=vec, t=text_hits:
-                          search.vector_scores(emb, settings, v, limit, extra_ids=list(t)))
+            vhits = clock(
+                "StoreSearch.vector_scores(100)",
+                lambda q=q, v=vec, t=text_hits: search.vector_scores(
+                    emb, settings, v, limit, extra_ids=list(t)
+                ),
+            )
             ids = list(dict.fromkeys([*text_hits, *vhits]))
-            clock(f"Projection.memories_by_id(~{len(ids)} fused ids)",
-                  lambda ids=ids: e.projection(store).memories_by_id(ids))
+            clock(
+                f"Projection.memories_by_id(~{len(ids)} fused ids)",
+                lambda ids=ids: e.projection(store).memories_by_id(ids),
+            )
         key_mbi = [k for k in parts if k.startswith("Projection.memories_by_id")]
         if len(key_mbi) > 1:  # merge the per-size labels
             merged = [v for k in key_mbi for v in parts.pop(k)]
@@ -617,8 +935,13 @@ def main(argv: list[str] | None = None) -> int:
         texts = []
         for i in range(args.remembers):
             text, kind, tags = make_memory(new_rng)
-            texts.append((f"{text} (seen in run {run_tag}-{i}, "
-                          f"{_ident(new_rng)} at {_file(new_rng)})", kind, tags))
+            texts.append(
+                (
+                    f"{text} (seen in run {run_tag}-{i}, {_ident(new_rng)} at {_file(new_rng)})",
+                    kind,
+                    tags,
+                )
+            )
         floor_file = base / "floor-append.jsonl"
 
         def floor_remember(line: bytes, text: str) -> tuple[int, int]:
@@ -657,13 +980,16 @@ def main(argv: list[str] | None = None) -> int:
             rflo.append(a + b)
         m_sum, mf_sum = summary(rem), summary(rflo)
         results["remember"] = {
-            "remember": m_sum, "floor": mf_sum,
+            "remember": m_sum,
+            "floor": mf_sum,
             "remember_without_commit": summary(rem_plain),
             "remember_with_commit": summary(rem_commit),
             "floor_parts": {"fsync_append": summary(r_app), "embed_text": summary(r_emb)},
             "ratio": m_sum["median_ms"] / mf_sum["median_ms"],
             "ratio_mean": m_sum["mean_ms"] / mf_sum["mean_ms"],
-            "target": 3.0, "duplicates": duplicates, "with_related": related,
+            "target": 3.0,
+            "duplicates": duplicates,
+            "with_related": related,
             "line_bytes": len(line),
         }
         results["rss_mb"]["after_remember"] = round(peak_rss_mb(), 1)
@@ -690,8 +1016,10 @@ def main(argv: list[str] | None = None) -> int:
                 e.remember(t, kind=k, tags=tg)
             prof.disable()
             text_m = profile_top(prof, "remember x50", prof_dir / "remember.prof")
-            results["profiles"] = {"recall": str(prof_dir / "recall.prof"),
-                                   "remember": str(prof_dir / "remember.prof")}
+            results["profiles"] = {
+                "recall": str(prof_dir / "recall.prof"),
+                "remember": str(prof_dir / "remember.prof"),
+            }
             results["_profile_text"] = text_r + "\n" + text_m
             if args.profile_reindex and has_reindex:
                 log("profiling one more reindex (nothing new)")
@@ -700,7 +1028,8 @@ def main(argv: list[str] | None = None) -> int:
                 e.reindex()
                 prof.disable()
                 results["_profile_text"] += "\n" + profile_top(
-                    prof, "reindex (nothing new)", prof_dir / "reindex.prof")
+                    prof, "reindex (nothing new)", prof_dir / "reindex.prof"
+                )
                 results["profiles"]["reindex"] = str(prof_dir / "reindex.prof")
         results["rss_mb"]["peak_end"] = round(peak_rss_mb(), 1)
         e.close()
@@ -718,23 +1047,30 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_report(r: dict[str, Any]) -> None:
     def row(name: str, s: dict[str, float]) -> str:
-        return f"  {name:<44} {s['median_ms']:>10.3f} {s['p95_ms']:>10.3f} {s['mean_ms']:>10.3f}" \
-               f" {s['n']:>6}"
+        return (
+            f"  {name:<44} {s['median_ms']:>10.3f} {s['p95_ms']:>10.3f} {s['mean_ms']:>10.3f}"
+            f" {s['n']:>6}"
+        )
 
     def verdict(ratio: float, target: float, strict: bool = False) -> str:
         ok = ratio < target if strict else ratio <= target
         return "OK" if ok else "MISSES TARGET"
 
     print()
-    print(f"Engram speed: N={r['memories']} memories, {r['queries']} queries x {r['rounds']} "
-          f"rounds, {r['remembers']} remembers, {r['cpus']} CPUs, Python {r['python']}, "
-          f"engram {r.get('engram_version', '?')}")
+    print(
+        f"Engram speed: N={r['memories']} memories, {r['queries']} queries x {r['rounds']} "
+        f"rounds, {r['remembers']} remembers, {r['cpus']} CPUs, Python {r['python']}, "
+        f"engram {r.get('engram_version', '?')}"
+    )
     b = r.get("build", {})
     if not b.get("reused"):
-        print(f"build: {b['write_s']}s for {r['memories']} remembers without duplicate check "
-              f"({b['per_remember_ms_no_dup_check']} ms each), final commit {b['final_commit_s']}s")
-    print(f"warm-up recall (indexes everything): {r['warmup_recall_s']}s; "
-          f"indexes: {r['index_sizes']}")
+        print(
+            f"build: {b['write_s']}s for {r['memories']} remembers without duplicate check "
+            f"({b['per_remember_ms_no_dup_check']} ms each), final commit {b['final_commit_s']}s"
+        )
+    print(
+        f"warm-up recall (indexes everything): {r['warmup_recall_s']}s; indexes: {r['index_sizes']}"
+    )
     print()
     print(f"  {'(ms)':<44} {'median':>10} {'p95':>10} {'mean':>10} {'n':>6}")
     rc = r["recall"]
@@ -754,22 +1090,30 @@ def print_report(r: dict[str, Any]) -> None:
         print(row("  " + name, s))
     print()
     print("ratios (median / median, same run)")
-    print(f"  recall   {rc['ratio']:6.2f}  target <= 1.5   {verdict(rc['ratio'], 1.5)}"
-          f"   (floor without tantivy id reads: {rc['ratio_floor_without_id_reads']:.2f})")
-    print(f"  remember {rm['ratio']:6.2f}  target <= 3     {verdict(rm['ratio'], 3.0)}"
-          f"   (ratio of means: {rm['ratio_mean']:.2f}; duplicates {rm['duplicates']}, "
-          f"with related {rm['with_related']})")
+    print(
+        f"  recall   {rc['ratio']:6.2f}  target <= 1.5   {verdict(rc['ratio'], 1.5)}"
+        f"   (floor without tantivy id reads: {rc['ratio_floor_without_id_reads']:.2f})"
+    )
+    print(
+        f"  remember {rm['ratio']:6.2f}  target <= 3     {verdict(rm['ratio'], 3.0)}"
+        f"   (ratio of means: {rm['ratio_mean']:.2f}; duplicates {rm['duplicates']}, "
+        f"with related {rm['with_related']})"
+    )
     ri = r["reindex"]
     if "skipped" in ri:
         print(f"  reindex  skipped: {ri['skipped']}")
     else:
-        print(f"  reindex  {ri['ratio']:6.3f}  target < 0.05  {verdict(ri['ratio'], 0.05, True)}"
-              f"   (first {ri['first_s']:.2f}s, second {ri['second_s']:.3f}s)")
+        print(
+            f"  reindex  {ri['ratio']:6.3f}  target < 0.05  {verdict(ri['ratio'], 0.05, True)}"
+            f"   (first {ri['first_s']:.2f}s, second {ri['second_s']:.3f}s)"
+        )
         reused = re.search(r"'reused': (\d+)", ri.get("first_result", ""))
         if reused and int(reused.group(1)):
-            print(f"           the first reindex found {reused.group(1)} embeddings cached "
-                  "(a store "
-                  "kept from an earlier run): not a cold first, so this ratio overstates it")
+            print(
+                f"           the first reindex found {reused.group(1)} embeddings cached "
+                "(a store "
+                "kept from an earlier run): not a cold first, so this ratio overstates it"
+            )
     if r.get("breakdown"):
         print()
         print("where recall's time goes (each piece timed alone, unprofiled, same queries)")

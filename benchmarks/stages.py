@@ -50,21 +50,32 @@ def engram_exe() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "engram"]
 
 
-def run_process(command: list[str], *, cwd: Path | None = None, check: bool = True,
-                ) -> tuple[float, subprocess.CompletedProcess[str]]:
+def run_process(
+    command: list[str],
+    *,
+    cwd: Path | None = None,
+    check: bool = True,
+) -> tuple[float, subprocess.CompletedProcess[str]]:
     t0 = time.perf_counter()
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - t0
     if check and done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: "
-                           f"{(done.stderr or done.stdout).strip()[-500:]}")
+        raise RuntimeError(
+            f"{' '.join(command)} exited {done.returncode}: "
+            f"{(done.stderr or done.stdout).strip()[-500:]}"
+        )
     return elapsed, done
 
 
 def seconds_summary(values: list[float]) -> dict[str, float]:
     """Medians and min of process timings, in seconds."""
-    return {"n": len(values), "median_s": statistics.median(values), "min_s": min(values),
-            "max_s": max(values), "all_s": [round(v, 4) for v in values]}
+    return {
+        "n": len(values),
+        "median_s": statistics.median(values),
+        "min_s": min(values),
+        "max_s": max(values),
+        "all_s": [round(v, 4) for v in values],
+    }
 
 
 def ratio(a: float, b: float) -> float:
@@ -74,8 +85,9 @@ def ratio(a: float, b: float) -> float:
 def main_store_spec(p: dict[str, Any], size: int) -> StoreSpec:
     """The store recall and rehydrate share: `size` memories plus one long task."""
     task = p["task_events"]
-    return StoreSpec(f"main-{size}-t{task}", memories=size, task_events=task,
-                     other_tasks=max(2, size // 5000))
+    return StoreSpec(
+        f"main-{size}-t{task}", memories=size, task_events=task, other_tasks=max(2, size // 5000)
+    )
 
 
 def new_texts(count: int, tag: str, seed: int) -> list[tuple[str, str, list[str]]]:
@@ -84,8 +96,13 @@ def new_texts(count: int, tag: str, seed: int) -> list[tuple[str, str, list[str]
     out = []
     for i in range(count):
         text, kind, tags = speed.make_memory(rng)
-        out.append((f"{text} (seen in run {tag}-{i}, {speed._ident(rng)} at "
-                    f"{speed._file(rng)})", kind, tags))
+        out.append(
+            (
+                f"{text} (seen in run {tag}-{i}, {speed._ident(rng)} at {speed._file(rng)})",
+                kind,
+                tags,
+            )
+        )
     return out
 
 
@@ -93,12 +110,14 @@ def new_texts(count: int, tag: str, seed: int) -> list[tuple[str, str, list[str]
 # Durable write.
 # --------------------------------------------------------------------------------------------
 
+
 def stage_write(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     from engram.api import Engram
     from engram.search.embed import load_embedder
 
-    built = bulkstore.ensure_store(work, StoreSpec(f"write-{p['write_store']}",
-                                                   memories=p["write_store"]))
+    built = bulkstore.ensure_store(
+        work, StoreSpec(f"write-{p['write_store']}", memories=p["write_store"])
+    )
     e = Engram()
     store = e.write_store()
     e.recall("warm up the indexes", k=10)
@@ -113,11 +132,18 @@ def stage_write(work: Path, p: dict[str, Any]) -> dict[str, Any]:
             emb.embed([text])
         return time.perf_counter_ns() - t0
 
-    out: dict[str, Any] = {"store": {"memories_before": e.projection(store).counts()["memories"],
-                                     "spec": built.spec.record()}}
+    out: dict[str, Any] = {
+        "store": {
+            "memories_before": e.projection(store).counts()["memories"],
+            "spec": built.spec.record(),
+        }
+    }
     for mode, check in (("dup_check_on", True), ("dup_check_off", False)):
-        texts = new_texts(p["write_samples"] + p["write_throughput"] + 5, f"{tag}-{mode}",
-                          seed=hash((tag, mode)) & 0xFFFF)
+        texts = new_texts(
+            p["write_samples"] + p["write_throughput"] + 5,
+            f"{tag}-{mode}",
+            seed=hash((tag, mode)) & 0xFFFF,
+        )
         line, pending_before = speed.last_written_line(store)
         for text, _, _ in texts[:5]:
             floor_op(line, text, check)
@@ -150,7 +176,9 @@ def stage_write(work: Path, p: dict[str, Any]) -> dict[str, Any]:
         t_floor = time.perf_counter() - t0
         r, f = summary(rem), summary(flo)
         out[mode] = {
-            "remember": r, "floor": f, "commits_seen": len(with_commit),
+            "remember": r,
+            "floor": f,
+            "commits_seen": len(with_commit),
             "remember_with_commit": summary(with_commit),
             "throughput_per_s": len(batch) / t_engram,
             "floor_throughput_per_s": len(batch) / t_floor,
@@ -160,9 +188,11 @@ def stage_write(work: Path, p: dict[str, Any]) -> dict[str, Any]:
             "floor_is": "fsynced append of the same line" + (" + one embedding" if check else ""),
             "line_bytes": len(line),
         }
-        log(f"write {mode}: remember p50 {r['median_ms']:.2f} ms vs floor "
+        log(
+            f"write {mode}: remember p50 {r['median_ms']:.2f} ms vs floor "
             f"{f['median_ms']:.2f} ms; {out[mode]['throughput_per_s']:.0f}/s vs "
-            f"{out[mode]['floor_throughput_per_s']:.0f}/s")
+            f"{out[mode]['floor_throughput_per_s']:.0f}/s"
+        )
     out["warnings"] = e.warnings[:5]
     out["peak_rss_mb"] = peak_rss_mb()
     e.close()
@@ -172,6 +202,7 @@ def stage_write(work: Path, p: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 # Recall.
 # --------------------------------------------------------------------------------------------
+
 
 class Floor:
     """Bare tantivy + usearch + one query embedding, on the index files Engram uses."""
@@ -190,8 +221,10 @@ class Floor:
         self.limit = limit
 
     def sizes(self) -> dict[str, int]:
-        return {"tantivy_docs": self.tindex.searcher().num_docs,
-                "usearch_vectors": len(self.uindex)}
+        return {
+            "tantivy_docs": self.tindex.searcher().num_docs,
+            "usearch_vectors": len(self.uindex),
+        }
 
     def once(self, q: str) -> tuple[int, int, int]:
         import numpy as np
@@ -238,7 +271,7 @@ def stage_recall(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     for _ in range(p["rounds"]):
         for q in order.sample(queries, len(queries)):
             first_engram = order.random() < 0.5
-            for which in ((0, 1) if first_engram else (1, 0)):
+            for which in (0, 1) if first_engram else (1, 0):
                 if which == 0:
                     t0 = time.perf_counter_ns()
                     e.recall(q, k=10)
@@ -252,19 +285,29 @@ def stage_recall(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     r, f = summary(rec), summary(flo)
     counts = e.projection(store).counts()
     out = {
-        "size": size, "memories": counts["memories"], "events": counts["events"],
-        "event_files": counts["files"], "index_sizes": floor.sizes(),
-        "first_recall_s": first, "recall": r, "floor": f,
+        "size": size,
+        "memories": counts["memories"],
+        "events": counts["events"],
+        "event_files": counts["files"],
+        "index_sizes": floor.sizes(),
+        "first_recall_s": first,
+        "recall": r,
+        "floor": f,
         "floor_parts": {k: summary(v) for k, v in parts.items()},
         "ratio_p50": ratio(r["median_ms"], f["median_ms"]),
         "ratio_p99": ratio(r["p99_ms"], f["p99_ms"]),
-        "peak_rss_mb_both": peak_rss_mb(), "rss_mb_before_open": rss_start,
-        "store_build": {k: built.info.get(k) for k in ("build_s", "write_s", "commit_s",
-                                                        "prefill_s", "reindex_s")},
+        "peak_rss_mb_both": peak_rss_mb(),
+        "rss_mb_before_open": rss_start,
+        "store_build": {
+            k: built.info.get(k)
+            for k in ("build_s", "write_s", "commit_s", "prefill_s", "reindex_s")
+        },
         "warnings": e.warnings[:5],
     }
-    log(f"recall @ {size}: p50 {r['median_ms']:.2f} ms (floor {f['median_ms']:.2f}), "
-        f"p99 {r['p99_ms']:.2f} ms (floor {f['p99_ms']:.2f})")
+    log(
+        f"recall @ {size}: p50 {r['median_ms']:.2f} ms (floor {f['median_ms']:.2f}), "
+        f"p99 {r['p99_ms']:.2f} ms (floor {f['p99_ms']:.2f})"
+    )
     e.close()
     return out
 
@@ -295,6 +338,7 @@ def stage_recall_rss(work: Path, p: dict[str, Any]) -> dict[str, Any]:
 # Rehydrate.
 # --------------------------------------------------------------------------------------------
 
+
 def stage_rehydrate(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     from engram.api import Engram
 
@@ -311,8 +355,9 @@ def stage_rehydrate(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     budget = p.get("resume_budget_s", 180)
     warm: list[int] = []
     started = time.perf_counter()
-    while len(warm) < p["resume_runs"] and (len(warm) < 3 or
-                                            time.perf_counter() - started < budget):
+    while len(warm) < p["resume_runs"] and (
+        len(warm) < 3 or time.perf_counter() - started < budget
+    ):
         t0 = time.perf_counter_ns()
         e.resume(task=task)
         warm.append(time.perf_counter_ns() - t0)
@@ -320,22 +365,31 @@ def stage_rehydrate(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     task_obj = e.task(task)
     cli: list[float] = []
     started = time.perf_counter()
-    while len(cli) < p["resume_cli_runs"] and (len(cli) < 2 or
-                                               time.perf_counter() - started < budget):
-        elapsed, _ = run_process([*engram_exe(), "resume", "--task", task],
-                                 cwd=built.base / "home")
+    while len(cli) < p["resume_cli_runs"] and (
+        len(cli) < 2 or time.perf_counter() - started < budget
+    ):
+        elapsed, _ = run_process([*engram_exe(), "resume", "--task", task], cwd=built.base / "home")
         cli.append(elapsed)
     w = summary(warm)
     out = {
-        "size": size, "events": counts["events"], "memories": counts["memories"],
+        "size": size,
+        "events": counts["events"],
+        "memories": counts["memories"],
         "task_events": len(e.projection(e.write_store()).events(task=task, limit=None)),
-        "task_progress": len(task_obj.progress), "task_checkpoints": len(task_obj.checkpoints),
-        "first_call_s": t_first, "warm": w, "cli": seconds_summary(cli),
-        "markdown_chars": len(first.markdown), "truncated": first.truncated,
-        "peak_rss_mb": peak_rss_mb(), "warnings": e.warnings[:5],
+        "task_progress": len(task_obj.progress),
+        "task_checkpoints": len(task_obj.checkpoints),
+        "first_call_s": t_first,
+        "warm": w,
+        "cli": seconds_summary(cli),
+        "markdown_chars": len(first.markdown),
+        "truncated": first.truncated,
+        "peak_rss_mb": peak_rss_mb(),
+        "warnings": e.warnings[:5],
     }
-    log(f"rehydrate @ {counts['events']} events: first {t_first * 1e3:.0f} ms, warm p50 "
-        f"{w['median_ms']:.1f} ms, CLI {statistics.median(cli):.2f} s")
+    log(
+        f"rehydrate @ {counts['events']} events: first {t_first * 1e3:.0f} ms, warm p50 "
+        f"{w['median_ms']:.1f} ms, CLI {statistics.median(cli):.2f} s"
+    )
     e.close()
     return out
 
@@ -343,6 +397,7 @@ def stage_rehydrate(work: Path, p: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 # Reindex: a full rebuild, then the incremental update after a real `git pull`.
 # --------------------------------------------------------------------------------------------
+
 
 class Split:
     """Time spent in the phases of a reindex, by wrapping the methods that do them (in this
@@ -427,17 +482,25 @@ def stage_reindex(work: Path, p: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         report = e.reindex(progress=progress)
         total = time.perf_counter() - t0
-        out["full"] = {"split_s": split.result(total), "embedded": report.embedded,
-                       "reused": report.reused, "memories": report.memories}
+        out["full"] = {
+            "split_s": split.result(total),
+            "embedded": report.embedded,
+            "reused": report.reused,
+            "memories": report.memories,
+        }
         out["full"]["embed_per_s"] = report.embedded / max(
-            out["full"]["split_s"]["embedding (ONNX)"], 1e-9)
+            out["full"]["split_s"]["embedding (ONNX)"], 1e-9
+        )
         log(f"reindex full: {total:.1f}s {out['full']['split_s']}")
         split.reset()
         t0 = time.perf_counter()
         report = e.reindex()
         total = time.perf_counter() - t0
-        out["again"] = {"split_s": split.result(total), "embedded": report.embedded,
-                        "reused": report.reused}
+        out["again"] = {
+            "split_s": split.result(total),
+            "embedded": report.embedded,
+            "reused": report.reused,
+        }
         log(f"reindex again (every text cached): {total:.1f}s")
     e.close()
     out["incremental"] = incremental(built, p, split)
@@ -479,21 +542,31 @@ def reset_to(base: str, *clones: Path, remotes: tuple[Path, ...] = ()) -> None:
         git(clone, "fetch", "--quiet", "origin")
 
 
-def push_from_other(other: Path, count: int, tag: str, *,
-                    remotes: tuple[Path, ...]) -> list[str]:
+def push_from_other(other: Path, count: int, tag: str, *, remotes: tuple[Path, ...]) -> list[str]:
     """`count` new memories written on another clone, committed and pushed with plain git."""
     from engram.storage.store import Store
 
     git = bulkstore.git
     rng = random.Random(tag)
-    events = [("memory.created", bulkstore.memory_data(rng, bulkstore._entity_id(rng)))
-              for _ in range(count)]
+    events = [
+        ("memory.created", bulkstore.memory_data(rng, bulkstore._entity_id(rng)))
+        for _ in range(count)
+    ]
     for _, data in events:
         data["content"] += f" (from the other clone, run {tag})"
     bulkstore.append_bulk(Store(other, "personal"), events, rng=rng)
     git(other, "add", "events")
-    git(other, "-c", "user.name=other", "-c", "user.email=other@example.com", "commit",
-        "--quiet", "-m", f"engram: {count} events from another clone")
+    git(
+        other,
+        "-c",
+        "user.name=other",
+        "-c",
+        "user.email=other@example.com",
+        "commit",
+        "--quiet",
+        "-m",
+        f"engram: {count} events from another clone",
+    )
     for remote in remotes:
         git(other, "push", "--quiet", "--force", str(remote), "HEAD:refs/heads/main")
     return [data["content"] for _, data in events]
@@ -526,14 +599,22 @@ def incremental(built: bulkstore.Built, p: dict[str, Any], split: Split) -> dict
     t0 = time.perf_counter()
     emb.embed(texts)
     t_embed = (t_before + time.perf_counter() - t0) / 2
-    out = {"pulled_events": count, "git_pull_s": t_pull, "refresh_indexes_s": total,
-           "split_s": split_s, "embedded": report.embedded,
-           "events_added": report.events_added, "bare_embedding_s": t_embed,
-           "ratio": ratio(total, t_embed),
-           "floor_is": f"a bare embedding of {count} new texts (mean of one before the pull, "
-                       "other texts, and one after, the same texts)"}
-    log(f"incremental after a pull of {count}: refresh_indexes {total:.2f}s "
-        f"(bare embedding {t_embed:.2f}s, git pull {t_pull:.2f}s)")
+    out = {
+        "pulled_events": count,
+        "git_pull_s": t_pull,
+        "refresh_indexes_s": total,
+        "split_s": split_s,
+        "embedded": report.embedded,
+        "events_added": report.events_added,
+        "bare_embedding_s": t_embed,
+        "ratio": ratio(total, t_embed),
+        "floor_is": f"a bare embedding of {count} new texts (mean of one before the pull, "
+        "other texts, and one after, the same texts)",
+    }
+    log(
+        f"incremental after a pull of {count}: refresh_indexes {total:.2f}s "
+        f"(bare embedding {t_embed:.2f}s, git pull {t_pull:.2f}s)"
+    )
     e.close()
     reset_to(base, store_dir, other, remotes=(remote,))
     Engram().refresh_indexes()
@@ -554,7 +635,9 @@ hits = searcher.search(parsed, limit=100, count=False).hits
 ids = [searcher.doc(a)["id"][0] for _, a in hits]
 """
 
-BARE_HYBRID = BARE_BM25 + """\
+BARE_HYBRID = (
+    BARE_BM25
+    + """\
 import numpy as np
 from engram.search import usearch_index
 from engram.search.embed import load_embedder
@@ -564,13 +647,15 @@ u = usearch_index().Index(ndim=emb.dim, metric="cos", dtype="f32")
 u.load(sys.argv[3])
 keys = u.search(vec.astype(np.float32), 100).keys
 """
+)
 
 
 def stage_startup(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     from engram.api import Engram
 
-    built = bulkstore.ensure_store(work, StoreSpec(f"startup-{p['startup_store']}",
-                                                   memories=p["startup_store"]))
+    built = bulkstore.ensure_store(
+        work, StoreSpec(f"startup-{p['startup_store']}", memories=p["startup_store"])
+    )
     cwd = built.base / "home"
     cache = built.store_dir / ".git" / "engram" / "cache"
     queries = speed.make_queries(random.Random(5), 8)
@@ -595,14 +680,25 @@ def stage_startup(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     }
     bm25 = {
         "engram recall (BM25 only)": lambda i: [*exe, "recall", queries[i % len(queries)]],
-        "bare tantivy query in a process": lambda i: [py, "-c", BARE_BM25, str(cache / "text"),
-                                                      words[i % len(queries)]],
+        "bare tantivy query in a process": lambda i: [
+            py,
+            "-c",
+            BARE_BM25,
+            str(cache / "text"),
+            words[i % len(queries)],
+        ],
     }
     hybrid = {
         "engram recall (hybrid)": lambda i: [*exe, "recall", queries[i % len(queries)]],
         "bare tantivy + ONNX + usearch in a process": lambda i: [
-            py, "-c", BARE_HYBRID, str(cache / "text"), words[i % len(queries)],
-            str(cache / "vectors.usearch"), queries[i % len(queries)]],
+            py,
+            "-c",
+            BARE_HYBRID,
+            str(cache / "text"),
+            words[i % len(queries)],
+            str(cache / "vectors.usearch"),
+            queries[i % len(queries)],
+        ],
     }
     floor_key = "python -c pass (floor)"
     times: dict[str, list[float]] = {}
@@ -635,19 +731,33 @@ def stage_startup(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     log("startup: " + ", ".join(f"{k} {v['median_s']:.3f}s" for k, v in procs.items()))
 
     mcp_json = built.base / "mcp_cold_start.json"
-    elapsed, done = run_process([py, str(ROOT / "benchmarks" / "mcp_cold_start.py"), "--runs",
-                                 str(p["mcp_runs"]), "--json", str(mcp_json)], cwd=ROOT,
-                                check=False)
+    elapsed, done = run_process(
+        [
+            py,
+            str(ROOT / "benchmarks" / "mcp_cold_start.py"),
+            "--runs",
+            str(p["mcp_runs"]),
+            "--json",
+            str(mcp_json),
+        ],
+        cwd=ROOT,
+        check=False,
+    )
     if done.returncode == 0 and mcp_json.exists():
         mcp = json.loads(mcp_json.read_text())
         out["mcp"] = {
-            "runs": mcp["runs"], "median_s": mcp["median_seconds"],
+            "runs": mcp["runs"],
+            "median_s": mcp["median_seconds"],
             "min_s": {k: min(v) for k, v in mcp["all_seconds"].items()},
-            "all_s": mcp["all_seconds"], "difference_s": mcp["difference_seconds"],
-            "target_s": mcp["target_seconds"], "ok": mcp["ok"],
+            "all_s": mcp["all_seconds"],
+            "difference_s": mcp["difference_seconds"],
+            "target_s": mcp["target_seconds"],
+            "ok": mcp["ok"],
         }
-        log(f"MCP first tools/list: engram {mcp['median_seconds']['engram']:.3f}s, bare "
-            f"{mcp['median_seconds']['bare']:.3f}s")
+        log(
+            f"MCP first tools/list: engram {mcp['median_seconds']['engram']:.3f}s, bare "
+            f"{mcp['median_seconds']['bare']:.3f}s"
+        )
     else:
         out["mcp"] = {"error": (done.stderr or done.stdout).strip()[-800:]}
     return out
@@ -656,6 +766,7 @@ def stage_startup(work: Path, p: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 # Git: engram sync against plain git fetch + push.
 # --------------------------------------------------------------------------------------------
+
 
 def stage_sync(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
@@ -666,8 +777,11 @@ def stage_sync(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     from engram.search.retrieval import embedding_text
 
     git = bulkstore.git
-    spec = StoreSpec(f"sync-{p['sync_events']}-c{p['sync_commits']}",
-                     memories=p["sync_events"], commits=p["sync_commits"])
+    spec = StoreSpec(
+        f"sync-{p['sync_events']}-c{p['sync_commits']}",
+        memories=p["sync_events"],
+        commits=p["sync_commits"],
+    )
     built = bulkstore.ensure_store(work, spec)
     store_dir = built.store_dir
     remote, other, base = ensure_remote(built)
@@ -689,8 +803,7 @@ def stage_sync(work: Path, p: dict[str, Any]) -> dict[str, Any]:
 
     def plain_fetch_push() -> float:
         t1, _ = run_process(["git", "fetch", "--quiet", "origin"], cwd=plain)
-        t2, _ = run_process(["git", "push", "--quiet", "origin", "HEAD:refs/heads/main"],
-                            cwd=plain)
+        t2, _ = run_process(["git", "push", "--quiet", "origin", "HEAD:refs/heads/main"], cwd=plain)
         return t1 + t2
 
     runs = p["sync_runs"]
@@ -712,9 +825,11 @@ def stage_sync(work: Path, p: dict[str, Any]) -> dict[str, Any]:
         sync(Engram())
         noop_api.append(time.perf_counter() - t0)
     api.close()
-    log(f"sync, nothing to do: CLI {statistics.median(noop_cli):.2f}s, in-process "
+    log(
+        f"sync, nothing to do: CLI {statistics.median(noop_cli):.2f}s, in-process "
         f"{statistics.median(noop_api):.2f}s, git fetch + push "
-        f"{statistics.median(noop_floor):.2f}s")
+        f"{statistics.median(noop_floor):.2f}s"
+    )
 
     # 2. 1k new events each way: pending here (as if remembered, their vectors cached), and
     #    arriving from another clone. The twin gets the same file and the same remote commits.
@@ -729,16 +844,22 @@ def stage_sync(work: Path, p: dict[str, Any]) -> dict[str, Any]:
         tag = f"{time.strftime('%Y%m%d%H%M%S')}-{i}"
         incoming = push_from_other(other, count, tag, remotes=(remote, remote_plain))
         rng = random.Random(f"local-{tag}")
-        local = [("memory.created", bulkstore.memory_data(rng, bulkstore._entity_id(rng)))
-                 for _ in range(count)]
+        local = [
+            ("memory.created", bulkstore.memory_data(rng, bulkstore._entity_id(rng)))
+            for _ in range(count)
+        ]
         for _, data in local:
             data["content"] += f" (written here, run {tag})"
         path = bulkstore.append_bulk(store, local, rng=rng)
         cache = EmbeddingCache(store.local_dir / "cache" / "embeddings.sqlite3")
         vectors = bulkstore.random_unit_vectors(np.random.default_rng(i), count, emb.dim)
-        cache.put(emb.identity, {
-            content_hash(embedding_text(d["kind"], d.get("tags") or [], d["content"])): v
-            for (_, d), v in zip(local, vectors, strict=True)})
+        cache.put(
+            emb.identity,
+            {
+                content_hash(embedding_text(d["kind"], d.get("tags") or [], d["content"])): v
+                for (_, d), v in zip(local, vectors, strict=True)
+            },
+        )
         cache.close()
         warm.refresh_indexes()  # the local events are read and indexed, as after remember
         warm.close()
@@ -749,20 +870,26 @@ def stage_sync(work: Path, p: dict[str, Any]) -> dict[str, Any]:
         busy_cli.append(elapsed)
         result = json.loads(done.stdout)[0]
         t_add, _ = run_process(["git", "add", "events"], cwd=plain)
-        t_commit, _ = run_process(["git", *identity, "commit", "--quiet", "-m", "1k events"],
-                                  cwd=plain)
-        t_pull, _ = run_process(["git", *identity, "pull", "--quiet", "--no-rebase",
-                                 "--no-edit", "origin", "main"], cwd=plain)
-        t_push, _ = run_process(["git", "push", "--quiet", "origin", "HEAD:refs/heads/main"],
-                                cwd=plain)
+        t_commit, _ = run_process(
+            ["git", *identity, "commit", "--quiet", "-m", "1k events"], cwd=plain
+        )
+        t_pull, _ = run_process(
+            ["git", *identity, "pull", "--quiet", "--no-rebase", "--no-edit", "origin", "main"],
+            cwd=plain,
+        )
+        t_push, _ = run_process(
+            ["git", "push", "--quiet", "origin", "HEAD:refs/heads/main"], cwd=plain
+        )
         busy_floor.append(t_add + t_commit + t_pull + t_push)
         t0 = time.perf_counter()
         emb.embed(incoming)
         busy_embed.append(time.perf_counter() - t0)
-        log(f"sync, {count} new each way: CLI {elapsed:.2f}s (received {result['received']}, "
+        log(
+            f"sync, {count} new each way: CLI {elapsed:.2f}s (received {result['received']}, "
             f"pushed {result['pushed']}, merge {result['merge']}); git add + commit + pull + "
             f"push {busy_floor[-1]:.2f}s; embedding the {count} received texts "
-            f"{busy_embed[-1]:.2f}s")
+            f"{busy_embed[-1]:.2f}s"
+        )
     reset_to(base, store_dir, other, plain, remotes=(remote, remote_plain))
     done_engram = Engram()
     done_engram.refresh_indexes()
@@ -770,28 +897,42 @@ def stage_sync(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     cli_s, floor_s = seconds_summary(noop_cli), seconds_summary(noop_floor)
     api_s = seconds_summary(noop_api)
     out = {
-        "events": built.info.get("events"), "commits": commits, "new_events": count,
-        "noop": {"engram_sync_cli": cli_s, "engram_sync_in_process": api_s,
-                 "git_fetch_push": floor_s,
-                 "ratio_cli": ratio(cli_s["median_s"], floor_s["median_s"]),
-                 "ratio_in_process": ratio(api_s["median_s"], floor_s["median_s"])},
+        "events": built.info.get("events"),
+        "commits": commits,
+        "new_events": count,
+        "noop": {
+            "engram_sync_cli": cli_s,
+            "engram_sync_in_process": api_s,
+            "git_fetch_push": floor_s,
+            "ratio_cli": ratio(cli_s["median_s"], floor_s["median_s"]),
+            "ratio_in_process": ratio(api_s["median_s"], floor_s["median_s"]),
+        },
     }
     if busy_cli:
-        b, f, m = seconds_summary(busy_cli), seconds_summary(busy_floor), \
-            seconds_summary(busy_embed)
-        out["busy"] = {"engram_sync_cli": b, "git_add_commit_pull_push": f,
-                       "bare_embedding_of_received": m,
-                       "ratio_git_only": ratio(b["median_s"], f["median_s"]),
-                       "ratio_git_plus_embedding": ratio(b["median_s"],
-                                                         f["median_s"] + m["median_s"])}
+        b, f, m = (
+            seconds_summary(busy_cli),
+            seconds_summary(busy_floor),
+            seconds_summary(busy_embed),
+        )
+        out["busy"] = {
+            "engram_sync_cli": b,
+            "git_add_commit_pull_push": f,
+            "bare_embedding_of_received": m,
+            "ratio_git_only": ratio(b["median_s"], f["median_s"]),
+            "ratio_git_plus_embedding": ratio(b["median_s"], f["median_s"] + m["median_s"]),
+        }
     out["peak_rss_mb"] = peak_rss_mb()
     out["children_peak_rss_mb"] = children_peak_rss_mb()
     return out
 
 
 STAGES: dict[str, Callable[[Path, dict[str, Any]], dict[str, Any]]] = {
-    "write": stage_write, "recall": stage_recall, "recall_rss": stage_recall_rss,
-    "rehydrate": stage_rehydrate, "reindex": stage_reindex, "startup": stage_startup,
+    "write": stage_write,
+    "recall": stage_recall,
+    "recall_rss": stage_recall_rss,
+    "rehydrate": stage_rehydrate,
+    "reindex": stage_reindex,
+    "startup": stage_startup,
     "sync": stage_sync,
 }
 

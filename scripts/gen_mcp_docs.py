@@ -41,8 +41,10 @@ def type_of(schema: dict[str, Any], defs: dict[str, Any]) -> str:
     if kind == "object" and "additionalProperties" in schema:
         return f"map of {type_of(schema['additionalProperties'], defs)}"
     if kind == "integer" or kind == "number":
-        bounds = [f"≥ {schema['minimum']}" if "minimum" in schema else "",
-                  f"≤ {schema['maximum']}" if "maximum" in schema else ""]
+        bounds = [
+            f"≥ {schema['minimum']}" if "minimum" in schema else "",
+            f"≤ {schema['maximum']}" if "maximum" in schema else "",
+        ]
         shown = ", ".join(b for b in bounds if b)
         return f"{kind} ({shown})" if shown else str(kind)
     return str(kind or "any")
@@ -83,21 +85,29 @@ def render() -> str:
         notes = tool.annotations
         assert notes is not None
         ro = bool(notes.read_only_hint)
-        out.append(f"| [`{tool.name}`](#{tool.name}) | {cell(notes.title)} | {yes(ro)} | "
-                   f"{'—' if ro else yes(notes.destructive_hint)} | "
-                   f"{'—' if ro else yes(notes.idempotent_hint)} |")
-    out += ["", "Scopes (over HTTP with a token): read-only tools need `memory:read`; "
-            "`session_handoff` and `session_report` need `session:write`; every other tool "
-            "needs `memory:write`.", ""]
+        out.append(
+            f"| [`{tool.name}`](#{tool.name}) | {cell(notes.title)} | {yes(ro)} | "
+            f"{'—' if ro else yes(notes.destructive_hint)} | "
+            f"{'—' if ro else yes(notes.idempotent_hint)} |"
+        )
+    out += [
+        "",
+        "Scopes (over HTTP with a token): read-only tools need `memory:read`; "
+        "`session_handoff` and `session_report` need `session:write`; every other tool "
+        "needs `memory:write`.",
+        "",
+    ]
     for tool in tools:
         notes = tool.annotations
         assert notes is not None
         out += [f"## {tool.name}", "", tool.description or "", ""]
         ro = bool(notes.read_only_hint)
-        out.append(f"*{notes.title}* · read-only: {yes(ro)} · destructive: "
-                   f"{'—' if ro else yes(notes.destructive_hint)} · idempotent: "
-                   f"{'—' if ro else yes(notes.idempotent_hint)} · "
-                   f"open-world: {yes(notes.open_world_hint)}")
+        out.append(
+            f"*{notes.title}* · read-only: {yes(ro)} · destructive: "
+            f"{'—' if ro else yes(notes.destructive_hint)} · idempotent: "
+            f"{'—' if ro else yes(notes.idempotent_hint)} · "
+            f"open-world: {yes(notes.open_world_hint)}"
+        )
         out.append("")
         schema = tool.input_schema
         defs = schema.get("$defs", {})
@@ -106,34 +116,54 @@ def render() -> str:
         if properties:
             out += ["| parameter | type | default | meaning |", "|---|---|---|---|"]
             for name, spec in properties.items():
-                default = "required" if name in required else \
-                    f"`{json.dumps(spec.get('default'))}`"
-                out.append(f"| `{name}` | {cell(type_of(spec, defs))} | {cell(default)} | "
-                           f"{cell(spec.get('description', ''))} |")
+                default = "required" if name in required else f"`{json.dumps(spec.get('default'))}`"
+                out.append(
+                    f"| `{name}` | {cell(type_of(spec, defs))} | {cell(default)} | "
+                    f"{cell(spec.get('description', ''))} |"
+                )
             out.append("")
             for name, definition in defs.items():
                 if name in {type_of(p, defs).split(" ")[-1] for p in properties.values()}:
                     fields = ", ".join(
                         f"`{field}` ({type_of(spec, defs)}"
                         f"{'' if field in definition.get('required', []) else ', optional'})"
-                        for field, spec in definition.get("properties", {}).items())
+                        for field, spec in definition.get("properties", {}).items()
+                    )
                     out += [f"`{name}`: {fields}.", ""]
         else:
             out += ["No parameters.", ""]
         result = tool.output_schema or {}
         result_defs = result.get("$defs", {})
-        fields = ", ".join(f"`{name}` ({type_of(spec, result_defs)})"
-                           for name, spec in result.get("properties", {}).items())
+        fields = ", ".join(
+            f"`{name}` ({type_of(spec, result_defs)})"
+            for name, spec in result.get("properties", {}).items()
+        )
         out += [f"Returns: {fields}.", ""]
     out += ["## Prompts", ""]
     for prompt in prompts:
-        arguments = "; ".join(f"`{a.name}`{'' if a.required else ' (optional)'}"
-                              f"{': ' + a.description.rstrip('.') if a.description else ''}"
-                              for a in prompt.arguments or [])
-        out += [f"### {prompt.name}", "", f"*{prompt.title}*. Arguments: {arguments or 'none'}.",
-                "", prompt.description or "", ""]
-    out += ["## Server instructions", "", "Sent to every client at connection (`instructions`):",
-            "", "```text", (server.instructions or "").rstrip(), "```", ""]
+        arguments = "; ".join(
+            f"`{a.name}`{'' if a.required else ' (optional)'}"
+            f"{': ' + a.description.rstrip('.') if a.description else ''}"
+            for a in prompt.arguments or []
+        )
+        out += [
+            f"### {prompt.name}",
+            "",
+            f"*{prompt.title}*. Arguments: {arguments or 'none'}.",
+            "",
+            prompt.description or "",
+            "",
+        ]
+    out += [
+        "## Server instructions",
+        "",
+        "Sent to every client at connection (`instructions`):",
+        "",
+        "```text",
+        (server.instructions or "").rstrip(),
+        "```",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -145,8 +175,11 @@ def main() -> int:
     if args.check:
         current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
         if current != text:
-            print(f"{TARGET.relative_to(ROOT)} is stale: run .venv/bin/python "
-                  "scripts/gen_mcp_docs.py", file=sys.stderr)
+            print(
+                f"{TARGET.relative_to(ROOT)} is stale: run .venv/bin/python "
+                "scripts/gen_mcp_docs.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     TARGET.write_text(text, encoding="utf-8")

@@ -48,7 +48,7 @@ REPLACED = {
 # Rules for values that are public by design, which Engram stores.
 PUBLIC = {
     "posthog-project-api-key": "PostHog project API keys are public by design (they ship in web "
-                               "pages); personal keys (phx_) are still found",
+    "pages); personal keys (phx_) are still found",
 }
 
 # Rules whose expressions backtrack in Python's `re` (Go's engine is linear in the text; Python's
@@ -58,14 +58,22 @@ SLOW = {
     "ebay-client-id": "nested repetition ([\\w-]+-[\\w-]+-PRD-...) backtracks exponentially",
     "snowflake-account-host.1": "nested repetition of host labels backtracks",
     "curl-auth-header": "a lazy .*? across five lines per `curl`: quadratic; Engram's header rules "
-                        "find the same values",
+    "find the same values",
     "azure-storage-account-key": ".{0,24}? before 86 characters, at every `key`: seconds on "
-                                 "32 KB; Engram's AccountKey= rule finds the key",
+    "32 KB; Engram's AccountKey= rule finds the key",
 }
 
-_POSIX = {"alnum": "a-zA-Z0-9", "alpha": "a-zA-Z", "digit": "0-9", "xdigit": "0-9a-fA-F",
-          "upper": "A-Z", "lower": "a-z", "space": r" \t\r\n\v\f", "word": r"\w",
-          "punct": r"!-/:-@\[-`{-~"}
+_POSIX = {
+    "alnum": "a-zA-Z0-9",
+    "alpha": "a-zA-Z",
+    "digit": "0-9",
+    "xdigit": "0-9a-fA-F",
+    "upper": "A-Z",
+    "lower": "a-z",
+    "space": r" \t\r\n\v\f",
+    "word": r"\w",
+    "punct": r"!-/:-@\[-`{-~",
+}
 
 
 def go_to_python(pattern: str) -> str:
@@ -82,7 +90,7 @@ def go_to_python(pattern: str) -> str:
     while i < n:
         c = pattern[i]
         if c == "\\":
-            pair = pattern[i:i + 2]
+            pair = pattern[i : i + 2]
             out.append(r"\Z" if pair == r"\z" else pair)
             i += 2
             continue
@@ -169,7 +177,7 @@ def _disjuncts(expression: str) -> list[str]:
                 i += 1
             elif c == quote:
                 quote = ""
-        elif c in "`\"":
+        elif c in '`"':
             quote = c
         elif c in "([":
             depth += 1
@@ -185,16 +193,23 @@ def _disjuncts(expression: str) -> list[str]:
 
 
 _ENTROPY = re.compile(r'(?:filter\.)?entropy\(finding\["secret"\]\)\s*(<=|<)\s*([\d.]+)')
-_CALL = re.compile(r'(!?)(?:filter\.)?(matchesAny|containsAny)\(\s*(finding\["(secret|match)"\]'
-                   r'|\(attributes\["path"\] \?\? ""\)|get\(attributes, "path", ""\))\s*,'
-                   r"\s*\[(.*)\]\s*\)", re.DOTALL)
+_CALL = re.compile(
+    r'(!?)(?:filter\.)?(matchesAny|containsAny)\(\s*(finding\["(secret|match)"\]'
+    r'|\(attributes\["path"\] \?\? ""\)|get\(attributes, "path", ""\))\s*,'
+    r"\s*\[(.*)\]\s*\)",
+    re.DOTALL,
+)
 
 
 def parse_filter(expression: str) -> dict[str, object]:
     """A rule's filter as data, or ValueError when it uses more than these forms."""
     expression = expression.strip()
-    while expression.startswith("(") and expression.endswith(")") and len(
-            _disjuncts(expression[1:-1])) >= 1 and _balanced(expression[1:-1]):
+    while (
+        expression.startswith("(")
+        and expression.endswith(")")
+        and len(_disjuncts(expression[1:-1])) >= 1
+        and _balanced(expression[1:-1])
+    ):
         expression = expression[1:-1].strip()
     found: dict[str, object] = {}
     for part in _disjuncts(expression):
@@ -214,7 +229,8 @@ def parse_filter(expression: str) -> dict[str, object]:
                 found.setdefault(key, []).extend(go_to_python(v) for v in values)
             elif function == "matchesAny" and field == "secret":
                 found.setdefault("keep_all", []).append(
-                    "|".join(f"(?:{go_to_python(v)})" for v in values))
+                    "|".join(f"(?:{go_to_python(v)})" for v in values)
+                )
             else:
                 raise ValueError(f"unsupported filter: {part[:60]}")
         else:
@@ -231,18 +247,25 @@ def _balanced(text: str) -> bool:
     return depth == 0
 
 
-_VERB = re.compile(r"^(?:(?:Detected|Identified|Discovered|Found|Uncovered)\s+(?:an?|the)\s+)?"
-                   r"(?:pattern\s+(?:that\s+)?(?:resembl(?:es|ing)|may\s+indicate)\s+(?:an?\s+)?)?"
-                   r"(?:(?:possible|potential)\s+)?", re.IGNORECASE)
+_VERB = re.compile(
+    r"^(?:(?:Detected|Identified|Discovered|Found|Uncovered)\s+(?:an?|the)\s+)?"
+    r"(?:pattern\s+(?:that\s+)?(?:resembl(?:es|ing)|may\s+indicate)\s+(?:an?\s+)?)?"
+    r"(?:(?:possible|potential)\s+)?",
+    re.IGNORECASE,
+)
 
 
 def type_of(rule: dict[str, object]) -> str:
     """A short readable name: `Uncovered a GitHub Personal Access Token, potentially ...` is
     `GitHub Personal Access Token`."""
     text = _VERB.sub("", str(rule.get("description", "")).strip())
-    text = re.split(r",|\.(?:\s|$)|\s\((?!GCP)|;|\sis\s"
-                    r"|\s(?:which|that|used|posing|potentially|risking|"
-                    r"compromising|exposing|for|paired)\s", text, maxsplit=1)[0].strip()
+    text = re.split(
+        r",|\.(?:\s|$)|\s\((?!GCP)|;|\sis\s"
+        r"|\s(?:which|that|used|posing|potentially|risking|"
+        r"compromising|exposing|for|paired)\s",
+        text,
+        maxsplit=1,
+    )[0].strip()
     if not text or len(text) > 60:
         return str(rule["id"])
     return text
@@ -261,7 +284,9 @@ def convert(config: dict[str, object], *, version: str, commit: str) -> dict[str
             continue
         try:
             converted: dict[str, object] = {
-                "id": rule_id, "type": type_of(rule), "regex": go_to_python(rule["regex"]),
+                "id": rule_id,
+                "type": type_of(rule),
+                "regex": go_to_python(rule["regex"]),
                 "keywords": sorted({k.lower() for k in rule.get("keywords", [])}),
             }
             if rule.get("secretGroup"):
@@ -289,10 +314,13 @@ def convert(config: dict[str, object], *, version: str, commit: str) -> dict[str
     global_filter = parse_filter(str(config.get("filter", "")))
     return {
         "source": "betterleaks config/betterleaks.toml, https://github.com/betterleaks/betterleaks",
-        "version": version, "commit": commit,
+        "version": version,
+        "commit": commit,
         "license": "MIT License, Copyright (c) 2026 Zachary Rice (the betterleaks LICENSE)",
         "converted_by": "scripts/import_secret_rules.py",
-        "filter": global_filter, "rules": rules, "skipped": skipped,
+        "filter": global_filter,
+        "rules": rules,
+        "skipped": skipped,
     }
 
 
@@ -307,8 +335,11 @@ def main() -> None:
         config = tomllib.load(f)
     data = convert(config, version=args.version, commit=args.commit)
     args.out.write_text(json.dumps(data, indent=0, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"{args.out.relative_to(ROOT)}: {len(data['rules'])} rules, "
-          f"{len(data['skipped'])} left out", file=sys.stderr)
+    print(
+        f"{args.out.relative_to(ROOT)}: {len(data['rules'])} rules, "
+        f"{len(data['skipped'])} left out",
+        file=sys.stderr,
+    )
     for skipped in data["skipped"]:
         print(f"  left out {skipped['id']}: {skipped['why']}", file=sys.stderr)
 

@@ -18,21 +18,32 @@ engram.session_start(agent="claude-code")
 engram.close_session_on_exit()
 task = engram.task_create("Add OAuth login", goal="Users can sign in with GitHub")
 engram.handoff(
-    task.id, summary="Plan agreed",
+    task.id,
+    summary="Plan agreed",
     next=["Register the OAuth app", "Write the callback handler", "Write callback tests"],
-    must_not_redo=["Create the production OAuth app in GitHub (done; creating another "
-                   "breaks the live config)"],
+    must_not_redo=[
+        "Create the production OAuth app in GitHub (done; creating another breaks the live config)"
+    ],
     must_preserve=["Do not touch the main branch"],
     files=["src/auth.py"],
 )
-engram.progress(task.id, "Register the OAuth app", status="done", component="auth",
-                files=["src/auth.py"])
+engram.progress(
+    task.id, "Register the OAuth app", status="done", component="auth", files=["src/auth.py"]
+)
 engram.progress(task.id, "Write the callback handler", status="in_progress", component="auth")
-engram.failure(task.id, "Callback returns 500: state mismatch", component="auth",
-               root_cause="the session cookie is not set before the redirect")
+engram.failure(
+    task.id,
+    "Callback returns 500: state mismatch",
+    component="auth",
+    root_cause="the session cookie is not set before the redirect",
+)
 if scenario == "handoff":
-    engram.handoff(task.id, summary="Callback handler fixed; tests next",
-                   completed=["Write the callback handler"], next=["Write callback tests"])
+    engram.handoff(
+        task.id,
+        summary="Callback handler fixed; tests next",
+        completed=["Write the callback handler"],
+        next=["Write callback tests"],
+    )
 print("READY", task.id, engram.session, flush=True)
 if scenario in ("kill", "sigterm"):
     while True:  # keep working (and beating) until killed

@@ -99,12 +99,17 @@ def cli(*args: str, input: str | None = None, cwd: Path | None = None) -> Result
     return CliRunner().invoke(main, argv, input=input, catch_exceptions=False)
 
 
-def run_engram(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-               timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_engram(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """The real `engram` command in a child process."""
     return subprocess.run(
-        [sys.executable, "-m", "engram", *args], cwd=cwd, capture_output=True, text=True,
-        env={**os.environ, **(env or {})}, timeout=timeout,
+        [sys.executable, "-m", "engram", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
     )
 
 
@@ -120,18 +125,25 @@ def foreign_events(root: Path, *events: dict[str, Any]) -> list[str]:
     with path.open("ab") as handle:
         for number, spec in enumerate(events):
             event = ev.Event(
-                id=ev.new_event_id(), kind=spec["kind"], clock=ev.next_clock(0) + number,
+                id=ev.new_event_id(),
+                kind=spec["kind"],
+                clock=ev.next_clock(0) + number,
                 time=spec.get("time", ev.format_time(ev.utc_now())),
                 actor=spec.get("actor", "Other <other@example.com>"),
-                session=spec.get("session"), machine=spec.get("machine", "elsewhere"),
-                data=spec["data"])
+                session=spec.get("session"),
+                machine=spec.get("machine", "elsewhere"),
+                data=spec["data"],
+            )
             handle.write(event.to_line())
             ids.append(event.id)
     return ids
 
 
-def markdown_sections(text: str, *, nested: bool = False,
-                      ) -> tuple[list[str], dict[str, list[str]]]:
+def markdown_sections(
+    text: str,
+    *,
+    nested: bool = False,
+) -> tuple[list[str], dict[str, list[str]]]:
     """The headings of `text` parsed as Markdown, and the plain text of each list item under
     each heading. Fails on any raw HTML, quote, fence, code block or rule in it, and on a list
     inside a list item unless `nested`."""
@@ -142,13 +154,15 @@ def markdown_sections(text: str, *, nested: bool = False,
 
     parser = MarkdownIt("commonmark").enable("table")
     tokens = parser.parse(text)
-    assert not [t.type for t in tokens if t.type in (
-        "html_block", "blockquote_open", "fence", "code_block", "hr", "table_open")]
+    assert not [
+        t.type
+        for t in tokens
+        if t.type in ("html_block", "blockquote_open", "fence", "code_block", "hr", "table_open")
+    ]
     assert not [c.type for t in tokens for c in t.children or () if c.type == "html_inline"]
 
     def shown(source: str) -> str:
-        return " ".join(html.unescape(re.sub(r"<[^>]+>", "", parser.renderInline(source)))
-                        .split())
+        return " ".join(html.unescape(re.sub(r"<[^>]+>", "", parser.renderInline(source))).split())
 
     headings: list[str] = []
     items: dict[str, list[str]] = {}
@@ -161,8 +175,9 @@ def markdown_sections(text: str, *, nested: bool = False,
         elif token.type == "list_item_open":
             depth += 1
             assert depth == 1 or nested, "a list inside a list item"
-            items[headings[-1]].append(shown(next(t for t in tokens[index:]
-                                                  if t.type == "inline").content))
+            items[headings[-1]].append(
+                shown(next(t for t in tokens[index:] if t.type == "inline").content)
+            )
         elif token.type == "list_item_close":
             depth -= 1
     return headings, items

@@ -43,10 +43,20 @@ print(json.dumps(out))
 def can_mount() -> bool:
     if not (shutil.which("unshare") and shutil.which("nsenter") and shutil.which("mount")):
         return False
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                           "mount -t tmpfs -o size=16k tmpfs /mnt 2>/dev/null || "
-                           "mount -t tmpfs -o size=16k tmpfs /tmp"],
-                          capture_output=True, timeout=10)
+    done = subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            "mount -t tmpfs -o size=16k tmpfs /mnt 2>/dev/null || "
+            "mount -t tmpfs -o size=16k tmpfs /tmp",
+        ],
+        capture_output=True,
+        timeout=10,
+    )
     return done.returncode == 0
 
 
@@ -62,11 +72,21 @@ class Jail:
             return []
         return ["nsenter", "-t", str(self.holder.pid), "-m", "--"]
 
-    def run(self, *argv: str, env: dict[str, str] | None = None, input: str | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*self._prefix(), *argv], capture_output=True, text=True,
-                              input=input, timeout=timeout,
-                              env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    def run(
+        self,
+        *argv: str,
+        env: dict[str, str] | None = None,
+        input: str | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*self._prefix(), *argv],
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=timeout,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        )
 
     def engram(self, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
         return self.run(sys.executable, "-m", "engram", *args, **kwargs)  # type: ignore[arg-type]
@@ -92,9 +112,18 @@ class Jail:
 @contextmanager
 def _namespace(path: Path, setup: str) -> Iterator[Jail]:
     holder = subprocess.Popen(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-         f"{setup} && echo ready && exec sleep 3600"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            f"{setup} && echo ready && exec sleep 3600",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None
@@ -112,8 +141,9 @@ def read_only(path: Path) -> Iterator[Jail]:
     """`path` on a read-only file system (EROFS), or write-protected (EACCES) without mounts."""
     if can_mount():
         where = shlex.quote(str(path.resolve()))
-        with _namespace(path, f"mount --bind {where} {where} && "
-                              f"mount -o remount,bind,ro {where}") as jail:
+        with _namespace(
+            path, f"mount --bind {where} {where} && mount -o remount,bind,ro {where}"
+        ) as jail:
             yield jail
         return
     if os.geteuid() == 0:

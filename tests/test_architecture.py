@@ -30,21 +30,28 @@ def relative(module: str) -> str:
 
 
 def test_every_module_is_in_a_layer() -> None:
-    fail_with("modules in no layer of scripts/architecture.py LAYERS",
-              [relative(m) for m in MODULES if arch.layer_of(m) is None])
+    fail_with(
+        "modules in no layer of scripts/architecture.py LAYERS",
+        [relative(m) for m in MODULES if arch.layer_of(m) is None],
+    )
 
 
 def test_no_import_cycle() -> None:
     problems = []
     for component in arch.cycles(IMPORTS):
         members = set(component)
-        edges = sorted({f"{edge.where(MODULES)}: {edge.importer} imports {edge.imported}"
-                        for edge in IMPORTS
-                        if edge.importer in members and edge.imported in members},
-                       key=arch.by_location)
+        edges = sorted(
+            {
+                f"{edge.where(MODULES)}: {edge.importer} imports {edge.imported}"
+                for edge in IMPORTS
+                if edge.importer in members and edge.imported in members
+            },
+            key=arch.by_location,
+        )
         problems.append(f"among {', '.join(component)}:\n      " + "\n      ".join(edges))
-    fail_with("import cycles (imports inside functions count; `if TYPE_CHECKING:` ones do not)",
-              problems)
+    fail_with(
+        "import cycles (imports inside functions count; `if TYPE_CHECKING:` ones do not)", problems
+    )
 
 
 def test_each_layer_imports_only_from_itself_and_the_layers_below() -> None:
@@ -52,29 +59,42 @@ def test_each_layer_imports_only_from_itself_and_the_layers_below() -> None:
     for edge in IMPORTS:
         importer, imported = arch.layer_of(edge.importer), arch.layer_of(edge.imported)
         if importer and imported and arch.rank(imported) < arch.rank(importer):
-            problems.add(f"{edge.where(MODULES)}: {edge.importer} ({importer.name}) imports "
-                         f"{edge.imported} ({imported.name}), a layer above it")
+            problems.add(
+                f"{edge.where(MODULES)}: {edge.importer} ({importer.name}) imports "
+                f"{edge.imported} ({imported.name}), a layer above it"
+            )
     order = " > ".join(layer.name for layer in arch.LAYERS)
-    fail_with(f"imports upwards (layers, top to bottom: {order})",
-              sorted(problems, key=arch.by_location))
+    fail_with(
+        f"imports upwards (layers, top to bottom: {order})", sorted(problems, key=arch.by_location)
+    )
 
 
 def test_no_module_is_over_the_size_bound() -> None:
     sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in MODULES.items()}
-    fail_with(f"modules over {arch.MAX_LINES} lines",
-              [f"{relative(m)}: {n} lines" for m, n in sorted(sizes.items(), key=lambda i: -i[1])
-               if n > arch.MAX_LINES])
+    fail_with(
+        f"modules over {arch.MAX_LINES} lines",
+        [
+            f"{relative(m)}: {n} lines"
+            for m, n in sorted(sizes.items(), key=lambda i: -i[1])
+            if n > arch.MAX_LINES
+        ],
+    )
 
 
 def test_no_private_name_is_used_across_modules() -> None:
-    fail_with("private names used outside the module that defines them (make them public, or "
-              "move the code that needs them)", arch.private_uses(MODULES))
+    fail_with(
+        "private names used outside the module that defines them (make them public, or "
+        "move the code that needs them)",
+        arch.private_uses(MODULES),
+    )
 
 
 def test_every_module_says_what_it_is_for() -> None:
     """docs/architecture.md's module table is built from each docstring's first sentence."""
-    fail_with("modules without a docstring",
-              [relative(m) for m, p in MODULES.items() if not arch.docstring(p)])
+    fail_with(
+        "modules without a docstring",
+        [relative(m) for m, p in MODULES.items() if not arch.docstring(p)],
+    )
 
 
 UNDECLARED = {"Any", "dict", "Dict", "Mapping", "MutableMapping"}
@@ -114,10 +134,16 @@ def test_the_public_api_returns_declared_types() -> None:
             problems.append(f"{where}: Engram.{name} has no return annotation")
             continue
         text = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
-        names = {node.id if isinstance(node, ast.Name) else node.attr
-                 for node in ast.walk(ast.parse(text, mode="eval"))
-                 if isinstance(node, (ast.Name, ast.Attribute))}
+        names = {
+            node.id if isinstance(node, ast.Name) else node.attr
+            for node in ast.walk(ast.parse(text, mode="eval"))
+            if isinstance(node, (ast.Name, ast.Attribute))
+        }
         if names & UNDECLARED:
             problems.append(f"{where}: Engram.{name} -> {text}")
-    fail_with("public methods of Engram whose result is not a declared type (no "
-              + ", ".join(sorted(UNDECLARED)) + ")", problems)
+    fail_with(
+        "public methods of Engram whose result is not a declared type (no "
+        + ", ".join(sorted(UNDECLARED))
+        + ")",
+        problems,
+    )

@@ -12,8 +12,9 @@ from engram.storage.store import Store
 
 
 def _events(repo: Path) -> int:
-    return sum(p.read_bytes().count(b"\n") for p in Store(repo / ".engram", "project")
-               .event_files())
+    return sum(
+        p.read_bytes().count(b"\n") for p in Store(repo / ".engram", "project").event_files()
+    )
 
 
 def test_recall_and_resume_at_a_tag_a_commit_and_a_date(project: Path) -> None:
@@ -24,8 +25,9 @@ def test_recall_and_resume_at_a_tag_a_commit_and_a_date(project: Path) -> None:
     git(project, "tag", "v1")
     then = git(project, "rev-parse", "HEAD").strip()
     with Engram(cwd=project) as engram:
-        engram.remember("The job queue lives in Postgres now", supersedes=[old.id],
-                        check_duplicates=False)
+        engram.remember(
+            "The job queue lives in Postgres now", supersedes=[old.id], check_duplicates=False
+        )
         engram.handoff(task.id, summary="moved to Postgres", next=["drop Redis"])
 
     now = cli("-C", str(project), "recall", "where does the job queue live")
@@ -38,8 +40,7 @@ def test_recall_and_resume_at_a_tag_a_commit_and_a_date(project: Path) -> None:
         assert f"as of: project store at {then[:8]}" in past.stderr
         resumed = cli("-C", str(project), "resume", "--task", task.id, "--at", rev)
         assert "Redis is fine for now" in resumed.stdout and "drop Redis" not in resumed.stdout
-    dated = cli("-C", str(project), "resume", "--task", task.id, "--at", "2999-01-01",
-                "--json")
+    dated = cli("-C", str(project), "resume", "--task", task.id, "--at", "2999-01-01", "--json")
     assert "moved to Postgres" in json.loads(dated.stdout)["markdown"]
     assert (len(git(project, "log", "--oneline").splitlines()), _events(project)) == before
     assert git(project, "status", "--porcelain") == ""

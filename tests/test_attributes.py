@@ -24,13 +24,18 @@ from engram.base.layout import GITATTRIBUTES_LINES
 from tests.conftest import cli, git, make_repo
 from tests.test_sync import Server
 
-OLD_ATTRIBUTES = ("# Event files are LF-only JSON Lines on every platform; never convert line "
-                  "endings. They are sets\n# of lines (readers dedupe events by id), so should "
-                  "two sides ever change one, keep both sides.\n*.jsonl text eol=lf "
-                  "merge=union\n")
+OLD_ATTRIBUTES = (
+    "# Event files are LF-only JSON Lines on every platform; never convert line "
+    "endings. They are sets\n# of lines (readers dedupe events by id), so should "
+    "two sides ever change one, keep both sides.\n*.jsonl text eol=lf "
+    "merge=union\n"
+)
 HOSTILE = "*.jsonl working-tree-encoding=UTF-16LE\n*.jsonl ident\n"
-MEMORIES = ("the release tag is $Id$ in every header", "deploys go out on Tuesdays",
-            "the queue lives in Postgres")
+MEMORIES = (
+    "the release tag is $Id$ in every header",
+    "deploys go out on Tuesdays",
+    "the queue lives in Postgres",
+)
 
 
 @pytest.fixture
@@ -70,13 +75,20 @@ def share(tmp_path: Path, server: Server, *, old: bool) -> Path:
 def committed_events(repo: Path) -> dict[str, bytes]:
     """Every event file at HEAD, as its blob holds it."""
     names = git(repo, "ls-tree", "-r", "--name-only", "HEAD", "--", ".engram/events").split()
-    return {name: subprocess.run(["git", "show", f"HEAD:{name}"], cwd=repo, check=True,
-                                 capture_output=True).stdout for name in names}
+    return {
+        name: subprocess.run(
+            ["git", "show", f"HEAD:{name}"], cwd=repo, check=True, capture_output=True
+        ).stdout
+        for name in names
+    }
 
 
 def event_ids(repo: Path) -> set[str]:
-    return {json.loads(line)["id"] for data in committed_events(repo).values()
-            for line in data.splitlines()}
+    return {
+        json.loads(line)["id"]
+        for data in committed_events(repo).values()
+        for line in data.splitlines()
+    }
 
 
 def memories(repo: Path) -> set[str]:
@@ -90,7 +102,8 @@ def findings(repo: Path, *args: str) -> list[dict[str, Any]]:
 
 
 def test_a_pinned_store_is_read_byte_for_byte_whatever_a_pushed_gitattributes_says(
-        tmp_path: Path, server: Server) -> None:
+    tmp_path: Path, server: Server
+) -> None:
     alice = share(tmp_path, server, old=False)
     pinned = (alice / ".engram" / ".gitattributes").read_text().splitlines()
     assert [line for line in pinned if not line.startswith("#")] == list(GITATTRIBUTES_LINES)
@@ -118,7 +131,8 @@ def test_a_pinned_store_is_read_byte_for_byte_whatever_a_pushed_gitattributes_sa
 
 
 def test_an_old_store_hit_by_a_pushed_gitattributes_is_named_and_fixed_losing_nothing(
-        tmp_path: Path, server: Server) -> None:
+    tmp_path: Path, server: Server
+) -> None:
     alice = share(tmp_path, server, old=True)
     before = event_ids(alice)
     bob = tmp_path / "bob"
@@ -135,13 +149,15 @@ def test_an_old_store_hit_by_a_pushed_gitattributes_is_named_and_fixed_losing_no
         assert "`working-tree-encoding=UTF-16LE` (re-encodes it)" in finding["message"]
         assert "`ident` (rewrites the $Id$ in it)" in finding["message"]
         assert "doctor --fix --project` pins the store's .gitattributes" in finding["fix"]
-    assert [f["path"] for f in found if f["check"] == "attributes" and f["level"] == "warning"] \
-        == [".gitattributes"]
+    assert [f["path"] for f in found if f["check"] == "attributes" and f["level"] == "warning"] == [
+        ".gitattributes"
+    ]
     assert not [f for f in found if f["check"] in ("damaged-line", "torn-line")]  # said once
 
     fixed = cli("doctor", "--fix", cwd=bob)
-    assert f"checked {len(files)} event file(s) out again as they were committed" in \
-        fixed.output, fixed.output
+    assert f"checked {len(files)} event file(s) out again as they were committed" in fixed.output, (
+        fixed.output
+    )
     for name, data in files.items():
         assert (bob / name).read_bytes() == data, name
     assert memories(bob) == set(MEMORIES)
@@ -168,8 +184,10 @@ def test_init_again_brings_an_old_gitattributes_up_to_date(project: Path) -> Non
     assert done.exit_code == 0 and "brought up to date and committed" in done.output
     lines = path.read_text().splitlines()
     assert lines[0] == "*.md linguist-documentation"  # the user's own line is kept
-    assert [line for line in lines if line and not line.startswith("#")] == \
-        ["*.md linguist-documentation", *GITATTRIBUTES_LINES]
+    assert [line for line in lines if line and not line.startswith("#")] == [
+        "*.md linguist-documentation",
+        *GITATTRIBUTES_LINES,
+    ]
     assert "*.jsonl ident" not in lines and "*.jsonl text eol=lf merge=union" not in lines
     assert git(project, "status", "--porcelain") == ""
     assert "brought up to date" in git(project, "log", "-1", "--format=%s")
@@ -178,8 +196,7 @@ def test_init_again_brings_an_old_gitattributes_up_to_date(project: Path) -> Non
     assert again.output.strip().endswith("already initialized in " + str(project / ".engram"))
 
 
-def test_a_gitattributes_inside_the_store_over_its_own_is_named_where_it_is(
-        project: Path) -> None:
+def test_a_gitattributes_inside_the_store_over_its_own_is_named_where_it_is(project: Path) -> None:
     inner = project / ".engram" / "events" / ".gitattributes"
     with Engram(cwd=project) as engram:
         engram.remember("a memory to convert", kind="fact")

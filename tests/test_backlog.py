@@ -14,15 +14,43 @@ from conftest import cli, make_repo, run_engram
 
 from engram.api import Engram
 
-_TOOLS = ["Redis", "RabbitMQ", "Postgres", "Kafka", "Nginx", "Celery", "pytest", "Terraform",
-          "Grafana", "Sentry", "MySQL", "SQLite", "Vite", "Jest", "gRPC", "Ansible"]
-_AREAS = ["billing", "search", "auth", "reporting", "ingest", "upload", "cache", "metrics",
-          "checkout", "audit"]
-_SAYINGS = ["the {a} service talks to {t} on port {n} only",
-            "{t} drops {a} retries when its config is reloaded (seen {n} times)",
-            "we chose {t} for the {a} layer over {u} in sprint {n}",
-            "the {a} job number {n} failed because {t} ran out of memory",
-            "the team prefers {t} over {u} for {a} work since release {n}"]
+_TOOLS = [
+    "Redis",
+    "RabbitMQ",
+    "Postgres",
+    "Kafka",
+    "Nginx",
+    "Celery",
+    "pytest",
+    "Terraform",
+    "Grafana",
+    "Sentry",
+    "MySQL",
+    "SQLite",
+    "Vite",
+    "Jest",
+    "gRPC",
+    "Ansible",
+]
+_AREAS = [
+    "billing",
+    "search",
+    "auth",
+    "reporting",
+    "ingest",
+    "upload",
+    "cache",
+    "metrics",
+    "checkout",
+    "audit",
+]
+_SAYINGS = [
+    "the {a} service talks to {t} on port {n} only",
+    "{t} drops {a} retries when its config is reloaded (seen {n} times)",
+    "we chose {t} for the {a} layer over {u} in sprint {n}",
+    "the {a} job number {n} failed because {t} ran out of memory",
+    "the team prefers {t} over {u} for {a} work since release {n}",
+]
 
 
 def memory_graph(path: Path, count: int) -> Path:
@@ -32,18 +60,30 @@ def memory_graph(path: Path, count: int) -> Path:
     for n in range(count):
         t, u = rng.sample(_TOOLS, 2)
         text = rng.choice(_SAYINGS).format(t=t, u=u, a=rng.choice(_AREAS), n=n)
-        lines.append(json.dumps({"type": "entity", "name": f"project-{n % 40}",
-                                 "entityType": "project", "observations": [text]}))
+        lines.append(
+            json.dumps(
+                {
+                    "type": "entity",
+                    "name": f"project-{n % 40}",
+                    "entityType": "project",
+                    "observations": [text],
+                }
+            )
+        )
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 @pytest.mark.slow  # embeds 3,000 memories in the background
 def test_the_first_recall_after_a_bulk_import_answers_fast_and_says_it_is_partial(
-        home_store: Engram, tmp_path: Path) -> None:
+    home_store: Engram, tmp_path: Path
+) -> None:
     # A store in use: the model loaded in this process, its calibration sentences embedded.
-    home_store.remember("Jobs go through the Postgres queue, never through Redis",
-                        kind="decision", check_duplicates=False)
+    home_store.remember(
+        "Jobs go through the Postgres queue, never through Redis",
+        kind="decision",
+        check_duplicates=False,
+    )
     assert Engram().recall("postgres")
     graph = memory_graph(tmp_path / "memory.jsonl", 3000)
     imported = cli("import", str(graph))
@@ -54,8 +94,10 @@ def test_the_first_recall_after_a_bulk_import_answers_fast_and_says_it_is_partia
     started = time.perf_counter()
     hits = Engram().recall("which queue do jobs go through")
     first = time.perf_counter() - started
-    print(f"first recall after importing 3,000 memories: {first:.2f} s, "
-          f"{hits.unembedded} not embedded yet")
+    print(
+        f"first recall after importing 3,000 memories: {first:.2f} s, "
+        f"{hits.unembedded} not embedded yet"
+    )
     assert first <= 2.0
     assert hits.partial and hits.unembedded >= 2000, hits.unembedded
     assert hits[0].memory.content.startswith("Jobs go through the Postgres queue")
@@ -86,14 +128,18 @@ def test_the_first_recall_after_a_bulk_import_answers_fast_and_says_it_is_partia
 
 @pytest.mark.slow  # embeds 3,000 memories in the server's worker thread
 def test_the_mcp_recall_answers_partial_at_once_and_embeds_in_a_worker_thread(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     import anyio
     from test_mcp import call, connect
 
     repo = make_repo(tmp_path / "repo", {"README.md": "a project\n"})
     Engram(cwd=repo).init(project=True)
-    Engram(cwd=repo).remember("Jobs go through the Postgres queue, never through Redis",
-                              kind="decision", check_duplicates=False)
+    Engram(cwd=repo).remember(
+        "Jobs go through the Postgres queue, never through Redis",
+        kind="decision",
+        check_duplicates=False,
+    )
     graph = memory_graph(tmp_path / "memory.jsonl", 3000)
 
     async def scenario() -> list[int]:
@@ -122,8 +168,9 @@ def test_the_mcp_recall_answers_partial_at_once_and_embeds_in_a_worker_thread(
                 found = await call(client, "memory_recall", query="which queue do jobs go through")
                 left.append(found["unembedded"])
                 assert found["partial"] is bool(found["unembedded"])
-            paraphrase = await call(client, "memory_recall",
-                                    query="where do background tasks get queued", k=3)
+            paraphrase = await call(
+                client, "memory_recall", query="where do background tasks get queued", k=3
+            )
             assert paraphrase["partial"] is False
             assert paraphrase["hits"][0]["memory"]["content"].startswith("Jobs go through")
             return left
@@ -141,8 +188,12 @@ def test_reindex_shows_its_bar_from_the_start_on_a_terminal(home_store: Engram) 
     for text in ("Use Postgres for the job queue", "Prefer pytest fixtures over setUp"):
         home_store.remember(text, check_duplicates=False)
     master, terminal = pty.openpty()
-    child = subprocess.Popen([sys.executable, "-m", "engram", "reindex"],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=terminal)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "engram", "reindex"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=terminal,
+    )
     os.close(terminal)
     shown = b""
     while True:

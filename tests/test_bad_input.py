@@ -102,16 +102,14 @@ CLI_CASES: dict[str, list[Case]] = {
         case("remember", "-", stdin=b"", expect=EMPTY),
         case("remember", "-", stdin=b"x" * 40_000, expect="limits.content_bytes"),
         case("remember", "ok", *repeated("--tag", 40), expect="limits.tags"),
-        case("remember", "ok", "--tag", ",".join(f"t{n}" for n in range(40)),
-             expect="limits.tags"),
+        case("remember", "ok", "--tag", ",".join(f"t{n}" for n in range(40)), expect="limits.tags"),
         case("remember", "ok", "--tag", "x" * 100, expect="limits.name_chars"),
         case("remember", "ok", "--tag", "two words", expect="may hold only letters"),
         case("remember", "ok", "--tag", CTRL, expect=CONTROL),
         case("remember", "ok", "--tag", ZERO_WIDTH, expect=FORMAT),
         case("remember", "ok", "--scope", BIDI.replace(" ", "-"), expect=FORMAT),
         case("remember", "ok", "--tag", BAD_UTF8, expect=UTF8),
-        case("remember", "ok", "--tag", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
-             expect=SECRETS),
+        case("remember", "ok", "--tag", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", expect=SECRETS),
         case("remember", "ok", "--scope", "../x", expect=OUTSIDE),
         case("remember", "ok", "--scope", "/etc", expect=OUTSIDE),
         case("remember", "ok", "--task", MISSING, expect="no task"),
@@ -201,19 +199,36 @@ CLI_CASES: dict[str, list[Case]] = {
         case("status", MISSING, cwd="plain", expect="no Engram store yet"),
     ],
     "verify": [extra_argument("verify"), unknown_option("verify")],
-    "doctor": [extra_argument("doctor"), unknown_option("doctor"),
-               case("doctor", "--project", "--personal", expect="cannot be used together")],
-    "compact": [extra_argument("compact"), unknown_option("compact"),
-                case("compact", "--project", "--personal", expect="cannot be used together"),
-                case("compact", cwd="plain", expect="no Engram store yet")],
-    "browse": [case("browse", "--html", "page.html", "surplus",
-                    expect="unexpected extra argument"), unknown_option("browse"),
-               case("browse", expect="Missing option '--html'"),
-               case("browse", "--html", "", expect="is a directory; give the file to write"),
-               case("browse", "--html", "page.html", "--project", "--personal",
-                    expect="cannot be used together")],
-    "recover": [extra_argument("recover"), unknown_option("recover"),
-                case("recover", "--project", "--personal", expect="cannot be used together")],
+    "doctor": [
+        extra_argument("doctor"),
+        unknown_option("doctor"),
+        case("doctor", "--project", "--personal", expect="cannot be used together"),
+    ],
+    "compact": [
+        extra_argument("compact"),
+        unknown_option("compact"),
+        case("compact", "--project", "--personal", expect="cannot be used together"),
+        case("compact", cwd="plain", expect="no Engram store yet"),
+    ],
+    "browse": [
+        case("browse", "--html", "page.html", "surplus", expect="unexpected extra argument"),
+        unknown_option("browse"),
+        case("browse", expect="Missing option '--html'"),
+        case("browse", "--html", "", expect="is a directory; give the file to write"),
+        case(
+            "browse",
+            "--html",
+            "page.html",
+            "--project",
+            "--personal",
+            expect="cannot be used together",
+        ),
+    ],
+    "recover": [
+        extra_argument("recover"),
+        unknown_option("recover"),
+        case("recover", "--project", "--personal", expect="cannot be used together"),
+    ],
     "commit": [
         case("commit", "-m", "", expect=EMPTY),
         case("commit", "-m", HUGE, expect="limits.title_chars"),
@@ -274,16 +289,30 @@ CLI_CASES: dict[str, list[Case]] = {
         case("task", "progress", TASK, SECRET, expect=SECRETS),
         case("task", "progress", TASK, "ok", "--note", HUGE, expect="limits.text_bytes"),
         case("task", "progress", TASK, "ok", "--component", "../x", expect=OUTSIDE),
-        case("task", "progress", TASK, "ok", "--component", "two words",
-             expect="may hold only letters"),
+        case(
+            "task",
+            "progress",
+            TASK,
+            "ok",
+            "--component",
+            "two words",
+            expect="may hold only letters",
+        ),
         case("task", "progress", TASK, "ok", "--file", "../x", expect="inside the repository"),
-        case("task", "progress", TASK, "ok", "--file", "/etc/passwd",
-             expect="inside the repository"),
+        case(
+            "task", "progress", TASK, "ok", "--file", "/etc/passwd", expect="inside the repository"
+        ),
         case("task", "progress", TASK, "ok", "--file", CTRL, expect=CONTROL),
         case("task", "progress", TASK, "ok", "--file", BAD_UTF8, expect=UTF8),
         case("task", "progress", TASK, "ok", "--file", SECRET_PATH, expect=SECRETS),
-        case("task", "progress", TASK, "ok", *repeated("--file", 300, "f{}.py"),
-             expect="limits.list_items"),
+        case(
+            "task",
+            "progress",
+            TASK,
+            "ok",
+            *repeated("--file", 300, "f{}.py"),
+            expect="limits.list_items",
+        ),
     ],
     "task failure": [
         case("task", "failure", MISSING, "boom", expect="no task"),
@@ -304,34 +333,70 @@ CLI_CASES: dict[str, list[Case]] = {
         case("handoff", "--task", TASK, "--summary", CTRL, expect=CONTROL),
         case("handoff", "--task", TASK, "--summary", BAD_UTF8, expect=UTF8),
         case("handoff", "--task", TASK, "--summary", SECRET, expect=SECRETS),
-        case("handoff", "--task", TASK, "--summary", "s", "--next", HUGE,
-             expect="limits.item_bytes"),
+        case(
+            "handoff", "--task", TASK, "--summary", "s", "--next", HUGE, expect="limits.item_bytes"
+        ),
         case("handoff", "--task", TASK, "--summary", "s", "--next", NUL, expect=CONTROL),
-        case("handoff", "--task", TASK, "--summary", "s", "--completed", BAD_UTF8,
-             expect=UTF8),
-        case("handoff", "--task", TASK, "--summary", "s", *repeated("--next", 300),
-             expect="limits.list_items"),
-        case("handoff", "--task", TASK, "--summary", "s", "--file", "../x",
-             expect="inside the repository"),
-        case("handoff", "--task", TASK, "--summary", "s", "--file", "/etc/passwd",
-             expect="inside the repository"),
-        case("handoff", "--task", TASK, "--summary", "s", "--file", "src/app.py@zzzz",
-             expect="not a git commit id"),
-        case("handoff", "--task", TASK, "--summary", "s", "--command", SECRET,
-             expect=SECRETS),
+        case("handoff", "--task", TASK, "--summary", "s", "--completed", BAD_UTF8, expect=UTF8),
+        case(
+            "handoff",
+            "--task",
+            TASK,
+            "--summary",
+            "s",
+            *repeated("--next", 300),
+            expect="limits.list_items",
+        ),
+        case(
+            "handoff",
+            "--task",
+            TASK,
+            "--summary",
+            "s",
+            "--file",
+            "../x",
+            expect="inside the repository",
+        ),
+        case(
+            "handoff",
+            "--task",
+            TASK,
+            "--summary",
+            "s",
+            "--file",
+            "/etc/passwd",
+            expect="inside the repository",
+        ),
+        case(
+            "handoff",
+            "--task",
+            TASK,
+            "--summary",
+            "s",
+            "--file",
+            "src/app.py@zzzz",
+            expect="not a git commit id",
+        ),
+        case("handoff", "--task", TASK, "--summary", "s", "--command", SECRET, expect=SECRETS),
         case("handoff", "--task", TASK, "--from", "@pkg/bad-utf8.yaml", expect=UTF8),
         case("handoff", "--task", TASK, "--from", "@pkg/invalid.yaml", expect="not valid YAML"),
         case("handoff", "--task", TASK, "--from", "@pkg/invalid.json", expect="not valid JSON"),
         case("handoff", "--task", TASK, "--from", "@pkg/list.yaml", expect="must hold a mapping"),
-        case("handoff", "--task", TASK, "--from", "@pkg/unknown.yaml",
-             expect="unknown checkpoint field"),
-        case("handoff", "--task", TASK, "--from", "@pkg/outside.yaml",
-             expect="inside the repository"),
+        case(
+            "handoff",
+            "--task",
+            TASK,
+            "--from",
+            "@pkg/unknown.yaml",
+            expect="unknown checkpoint field",
+        ),
+        case(
+            "handoff", "--task", TASK, "--from", "@pkg/outside.yaml", expect="inside the repository"
+        ),
         case("handoff", "--task", TASK, "--from", "@pkg/number.json", expect="must be a list"),
         case("handoff", "--task", TASK, "--from", "@pkg/nul.json", expect=CONTROL),
         case("handoff", "--task", TASK, "--from", "@pkg/secret.yaml", expect=SECRETS),
-        case("handoff", "--task", TASK, "--from", "@pkg/big.yaml",
-             expect="limits.package_bytes"),
+        case("handoff", "--task", TASK, "--from", "@pkg/big.yaml", expect="limits.package_bytes"),
         case("handoff", "--task", TASK, "--from", "-", stdin=b"summary: caf\xe9", expect=UTF8),
         case("handoff", "--task", TASK, "--from", "@pkg/missing.yaml", expect="does not exist"),
     ],
@@ -347,8 +412,9 @@ CLI_CASES: dict[str, list[Case]] = {
         case("session", "start", "--id", CTRL, expect=CONTROL),
         case("session", "start", "--id", BAD_UTF8, expect=UTF8),
         case("session", "start", "--id", HUGE, expect="no id or name is longer"),
-        case("session", "start", "--id", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
-             expect=SECRETS),
+        case(
+            "session", "start", "--id", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", expect=SECRETS
+        ),
         case("session", "start", "--id", SESSION, expect="exists already"),
         case("session", "start", "--agent", "robot", expect="unknown agent"),
         case("session", "start", "--agent", CTRL, expect="unknown agent"),
@@ -364,8 +430,16 @@ CLI_CASES: dict[str, list[Case]] = {
     ],
     "session report": [
         case("session", "report", "bored", "--id", SESSION, expect="is not one of"),
-        case("session", "report", "crash", "--id", SESSION, "--note", HUGE,
-             expect="limits.item_bytes"),
+        case(
+            "session",
+            "report",
+            "crash",
+            "--id",
+            SESSION,
+            "--note",
+            HUGE,
+            expect="limits.item_bytes",
+        ),
         case("session", "report", "crash", "--id", SESSION, "--note", CTRL, expect=CONTROL),
         case("session", "report", "crash", "--id", SESSION, "--note", SECRET, expect=SECRETS),
         case("session", "report", "crash", "--id", "../x", expect="is not a session id"),
@@ -418,11 +492,23 @@ CLI_CASES: dict[str, list[Case]] = {
         case("config", "set", "--project", "actor", "two\nlines", expect=CONTROL),
         case("config", "set", "--project", "actor", BAD_UTF8, expect=UTF8),
         case("config", "set", "--project", "actor", HUGE, expect="longer than"),
-        case("config", "set", "--project", "actor", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
-             expect=SECRETS),
+        case(
+            "config",
+            "set",
+            "--project",
+            "actor",
+            "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+            expect=SECRETS,
+        ),
         case("config", "set", "--project", "limits.tags", "--", "-1", expect="from 0 to 256"),
-        case("config", "set", "--project", "recall.candidates", "10000000000",
-             expect="from 1 to 10000"),
+        case(
+            "config",
+            "set",
+            "--project",
+            "recall.candidates",
+            "10000000000",
+            expect="from 1 to 10000",
+        ),
         case("config", "set", "--project", "limits.tags", "many", expect="whole number"),
         case("config", "set", "--project", "recall.weight_vector", "nan", expect="finite"),
         case("config", "set", "--project", "commit.auto", "maybe", expect="true or false"),
@@ -432,8 +518,14 @@ CLI_CASES: dict[str, list[Case]] = {
         case("model", "install", "no-such-model", expect="no installable model named"),
         case("model", "install", CTRL, expect="no installable model named"),
         case("model", "install", "mpnet", "--from", "no-such-folder", expect="not a folder"),
-        case("model", "install", "mpnet", "--index-url", "nowhere",
-             expect="is not an http(s) address"),
+        case(
+            "model",
+            "install",
+            "mpnet",
+            "--index-url",
+            "nowhere",
+            expect="is not an http(s) address",
+        ),
         unknown_option("model", "install", "mpnet"),
     ],
     "serve": [
@@ -480,10 +572,11 @@ CLI_CASES: dict[str, list[Case]] = {
         case("sync", "--remote", CTRL, expect="no remote named"),
         case("sync", "--remote", "origin", cwd="plain", expect="no Engram store yet"),
     ],
-    "pull": [unknown_option("pull"),
-             case("pull", "--remote", "../x", expect="no remote named '../x'")],
-    "push": [unknown_option("push"),
-             case("push", "--remote", BAD_UTF8, expect="no remote named")],
+    "pull": [
+        unknown_option("pull"),
+        case("pull", "--remote", "../x", expect="no remote named '../x'"),
+    ],
+    "push": [unknown_option("push"), case("push", "--remote", BAD_UTF8, expect="no remote named")],
     "clone": [
         unknown_option("clone", "somewhere"),
         case("clone", "", expect="the URL is empty"),
@@ -496,16 +589,23 @@ CLI_CASES: dict[str, list[Case]] = {
         unknown_option("remote", "add", "origin", "somewhere"),
         case("remote", "add", "origin", "somewhere", expect="no personal store yet"),
     ],
-    "remote list": [extra_argument("remote", "list"),
-                    case("remote", "list", cwd="plain", expect="no Engram store yet")],
-    "remote remove": [unknown_option("remote", "remove", "origin"),
-                      case("remote", "remove", "origin", expect="no personal store yet")],
-    "hooks install": [extra_argument("hooks", "install"),
-                      case("hooks", "install", cwd="plain", expect="no Engram store yet")],
-    "hooks uninstall": [extra_argument("hooks", "uninstall"),
-                        case("hooks", "uninstall", cwd="plain", expect="no Engram store yet")],
-    "import": [case("import", "@pkg/missing.yaml", "--format", "nope",
-                    expect="is not one of")],
+    "remote list": [
+        extra_argument("remote", "list"),
+        case("remote", "list", cwd="plain", expect="no Engram store yet"),
+    ],
+    "remote remove": [
+        unknown_option("remote", "remove", "origin"),
+        case("remote", "remove", "origin", expect="no personal store yet"),
+    ],
+    "hooks install": [
+        extra_argument("hooks", "install"),
+        case("hooks", "install", cwd="plain", expect="no Engram store yet"),
+    ],
+    "hooks uninstall": [
+        extra_argument("hooks", "uninstall"),
+        case("hooks", "uninstall", cwd="plain", expect="no Engram store yet"),
+    ],
+    "import": [case("import", "@pkg/missing.yaml", "--format", "nope", expect="is not one of")],
     "export": [case("export", "--format", "pdf", expect="is not one of")],
     "timeline": [unknown_option("timeline")],
 }
@@ -530,8 +630,7 @@ def test_limits_move_with_their_settings(project: Path) -> None:
             engram.remember("short", tags=["a", "b", "c"], check_duplicates=False)
         with pytest.raises(UsageError, match=r"11 bytes, over the limit of 10"):
             engram.remember("x" * 11, check_duplicates=False)
-        assert engram.remember("x" * 10, tags=["a", "b"], check_duplicates=False).tags == \
-            ("a", "b")
+        assert engram.remember("x" * 10, tags=["a", "b"], check_duplicates=False).tags == ("a", "b")
 
 
 def leaf_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> Iterator[str]:
@@ -572,10 +671,16 @@ class World:
     def snapshot(self) -> dict[str, Any]:
         """Every file of the project store (events, handoffs, config) and both HEADs."""
         root = self.repo / ".engram"
-        files = {p.relative_to(root).as_posix(): p.read_bytes()
-                 for p in sorted(root.rglob("*")) if p.is_file()}
-        return {"files": files, "head": Store(root, "project").head_id(),
-                "personal": (self.home / ".engram").exists()}
+        files = {
+            p.relative_to(root).as_posix(): p.read_bytes()
+            for p in sorted(root.rglob("*"))
+            if p.is_file()
+        }
+        return {
+            "files": files,
+            "head": Store(root, "project").head_id(),
+            "personal": (self.home / ".engram").exists(),
+        }
 
 
 def _next_ids(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -609,20 +714,28 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("bad-input")
     home = root / "home"
     home.mkdir()
-    saved = {level: pygit2.settings.search_path[level]
-             for level in (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM)}
+    saved = {
+        level: pygit2.settings.search_path[level]
+        for level in (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM)
+    }
     with pytest.MonkeyPatch.context() as patch:
         (root / "empty-gitconfig").write_text("")
-        for name, value in {"HOME": str(home), "ENGRAM_HOME": str(home / ".engram"),
-                            "GIT_CONFIG_GLOBAL": str(root / "empty-gitconfig"),
-                            "GIT_CONFIG_SYSTEM": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-                            "ENGRAM_ACTOR": ACTOR, "ENGRAM_MACHINE": "testbox",
-                            **GIT_ENV}.items():
+        for name, value in {
+            "HOME": str(home),
+            "ENGRAM_HOME": str(home / ".engram"),
+            "GIT_CONFIG_GLOBAL": str(root / "empty-gitconfig"),
+            "GIT_CONFIG_SYSTEM": os.devnull,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "ENGRAM_ACTOR": ACTOR,
+            "ENGRAM_MACHINE": "testbox",
+            **GIT_ENV,
+        }.items():
             patch.setenv(name, value)
         for level in saved:
             pygit2.settings.search_path[level] = str(root / "no-git-config")
-        repo = make_repo(root / "repo", {"README.md": "a project\n",
-                                         "src/app.py": "def main():\n    return 1\n"})
+        repo = make_repo(
+            root / "repo", {"README.md": "a project\n", "src/app.py": "def main():\n    return 1\n"}
+        )
         ids = _next_ids(patch)
         with Engram(cwd=repo) as engram:
             engram.init(project=True)
@@ -647,8 +760,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         packages.mkdir()
         for name, data in PACKAGES.items():
             (packages / name).write_bytes(data)
-        yield World(repo=repo, plain=plain, packages=packages, home=home,
-                    places={"repo": repo, "plain": plain})
+        yield World(
+            repo=repo,
+            plain=plain,
+            packages=packages,
+            home=home,
+            places={"repo": repo, "plain": plain},
+        )
     for level, value in saved.items():
         pygit2.settings.search_path[level] = value
 
@@ -662,7 +780,8 @@ def run_cli(world: World, item: Case) -> tuple[int, str, BaseException | None]:
 
 @pytest.mark.parametrize("command", sorted(CLI_CASES))
 def test_cli_command_refuses_bad_input_in_one_line_and_writes_nothing(
-        world: World, command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    world: World, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOME", str(world.home))
     monkeypatch.setenv("ENGRAM_HOME", str(world.home / ".engram"))
     problems = []
@@ -692,14 +811,22 @@ def test_a_real_process_refuses_non_utf8_arguments_and_stdin(world: World) -> No
 
     before = world.snapshot()
     env = {**os.environ, "HOME": str(world.home), "ENGRAM_HOME": str(world.home / ".engram")}
-    done = subprocess.run([sys.executable, "-m", "engram", "-C", str(world.repo), "remember",
-                           b"caf\xe9 au lait"], capture_output=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "engram", "-C", str(world.repo), "remember", b"caf\xe9 au lait"],
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.decode().startswith("error: content is not valid UTF-8")
     assert done.stderr.count(b"\n") == 1
-    done = subprocess.run([sys.executable, "-m", "engram", "-C", str(world.repo), "remember",
-                           "-"], input=b"\xff\xfe\x00x", capture_output=True, env=env,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "engram", "-C", str(world.repo), "remember", "-"],
+        input=b"\xff\xfe\x00x",
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 2 and b"not valid UTF-8" in done.stderr, done.stderr
     assert b"Traceback" not in done.stderr
     assert world.snapshot() == before
@@ -833,8 +960,10 @@ MCP_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
         ({"task": TASK, "feature": "ok", "files": ["../x"]}, "inside the repository"),
         ({"task": TASK, "feature": "ok", "files": ["/etc/passwd"]}, "inside the repository"),
         ({"task": TASK, "feature": "ok", "files": [LONE]}, UTF8),
-        ({"task": TASK, "feature": "ok", "files": [f"f{n}.py" for n in range(300)]},
-         "limits.list_items"),
+        (
+            {"task": TASK, "feature": "ok", "files": [f"f{n}.py" for n in range(300)]},
+            "limits.list_items",
+        ),
     ],
     "task_failure": [
         ({"task": MISSING, "error": "boom"}, "no task"),
@@ -887,26 +1016,44 @@ MCP_CASES: dict[str, list[tuple[dict[str, Any], str]]] = {
     ],
     "discovery_record": [
         ({"content": "", "citations": [{"path": "src/app.py", "start_line": 1}]}, EMPTY),
-        ({"content": HUGE, "citations": [{"path": "src/app.py", "start_line": 1}]},
-         "limits.content_bytes"),
+        (
+            {"content": HUGE, "citations": [{"path": "src/app.py", "start_line": 1}]},
+            "limits.content_bytes",
+        ),
         ({"content": CTRL, "citations": [{"path": "src/app.py", "start_line": 1}]}, CONTROL),
-        ({"content": SECRET, "citations": [{"path": "src/app.py", "start_line": 1}]},
-         SECRETS),
+        ({"content": SECRET, "citations": [{"path": "src/app.py", "start_line": 1}]}, SECRETS),
         ({"content": "x", "citations": []}, "at least 1"),
-        ({"content": "x", "citations": [{"path": "src/app.py", "start_line": 1}] * 21},
-         "at most 20"),
+        (
+            {"content": "x", "citations": [{"path": "src/app.py", "start_line": 1}] * 21},
+            "at most 20",
+        ),
         ({"content": "x", "citations": [{"path": "../x", "start_line": 1}]}, OUTSIDE),
         ({"content": "x", "citations": [{"path": "/etc/hosts", "start_line": 1}]}, OUTSIDE),
         ({"content": "x", "citations": [{"path": CTRL, "start_line": 1}]}, CONTROL),
         ({"content": "x", "citations": [{"path": LONE, "start_line": 1}]}, UTF8),
-        ({"content": "x", "citations": [{"path": "src/app.py", "start_line": 0}]},
-         "under the minimum 1"),
-        ({"content": "x", "citations": [{"path": "src/app.py", "start_line": 1,
-                                         "end_line": 500}]}, "limits.citation_lines"),
-        ({"content": "x", "citations": [{"path": "src/app.py", "start_line": 1}],
-          "tags": TAGS}, "limits.tags"),
-        ({"content": "x", "citations": [{"path": "src/app.py", "start_line": 1}],
-          "task": MISSING}, "no task"),
+        (
+            {"content": "x", "citations": [{"path": "src/app.py", "start_line": 0}]},
+            "under the minimum 1",
+        ),
+        (
+            {
+                "content": "x",
+                "citations": [{"path": "src/app.py", "start_line": 1, "end_line": 500}],
+            },
+            "limits.citation_lines",
+        ),
+        (
+            {"content": "x", "citations": [{"path": "src/app.py", "start_line": 1}], "tags": TAGS},
+            "limits.tags",
+        ),
+        (
+            {
+                "content": "x",
+                "citations": [{"path": "src/app.py", "start_line": 1}],
+                "task": MISSING,
+            },
+            "no task",
+        ),
     ],
     "discovery_check": [
         ({"id": MISSING}, "no memory"),
@@ -933,7 +1080,8 @@ def test_every_mcp_tool_has_bad_input_cases(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("tool", sorted(name for name, cases in MCP_CASES.items() if cases))
 def test_mcp_tool_refuses_bad_input_with_an_error_result_and_writes_nothing(
-        world: World, tool: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    world: World, tool: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from engram.mcp.server import build_server
 
     monkeypatch.setenv("HOME", str(world.home))
@@ -945,8 +1093,10 @@ def test_mcp_tool_refuses_bad_input_with_an_error_result_and_writes_nothing(
             opened = await client.call_tool("memory_stats", {})  # the session is open now
             assert not opened.is_error
             for arguments, expected in MCP_CASES[tool]:
-                shown = {k: (v if len(repr(v)) < 60 else repr(v)[:57] + "...")
-                         for k, v in arguments.items()}
+                shown = {
+                    k: (v if len(repr(v)) < 60 else repr(v)[:57] + "...")
+                    for k, v in arguments.items()
+                }
                 before = world.snapshot()
                 result = await client.call_tool(tool, arguments)
                 text = result.content[0].text if result.content else ""
@@ -964,7 +1114,8 @@ def test_mcp_tool_refuses_bad_input_with_an_error_result_and_writes_nothing(
 
 
 def test_a_server_process_refuses_bytes_that_are_not_utf8_and_oversized_content(
-        world: World) -> None:
+    world: World,
+) -> None:
     """Over real stdio, as raw JSON-RPC: bytes that are not UTF-8 reach the tool as U+FFFD
     (the SDK decodes leniently), and are refused as such."""
     import json
@@ -973,13 +1124,24 @@ def test_a_server_process_refuses_bytes_that_are_not_utf8_and_oversized_content(
     import threading
 
     def request(number: int, tool: str, arguments: dict[str, Any]) -> bytes:
-        return json.dumps({"jsonrpc": "2.0", "id": number, "method": "tools/call",
-                           "params": {"name": tool, "arguments": arguments}}).encode()
+        return json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": number,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments},
+            }
+        ).encode()
 
     env = {**os.environ, "HOME": str(world.home), "ENGRAM_HOME": str(world.home / ".engram")}
-    server = subprocess.Popen([sys.executable, "-m", "engram", "serve", "--agent", "other"],
-                              cwd=world.repo, env=env, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "engram", "serve", "--agent", "other"],
+        cwd=world.repo,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     watchdog = threading.Timer(120, server.kill)
     watchdog.start()
     assert server.stdin is not None and server.stdout is not None
@@ -991,18 +1153,29 @@ def test_a_server_process_refuses_bytes_that_are_not_utf8_and_oversized_content(
         return json.loads(server.stdout.readline())
 
     try:
-        ask(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}).encode())
+        ask(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "raw", "version": "1"},
+                    },
+                }
+            ).encode()
+        )
         server.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
         assert not ask(request(2, "memory_stats", {}))["result"]["isError"]
         before = world.snapshot()
-        not_utf8 = request(3, "memory_remember", {"content": "cafe"}).replace(b"cafe",
-                                                                              b"caf\xe9")
-        answers = [ask(not_utf8)["result"],
-                   ask(request(4, "memory_remember", {"content": HUGE}))["result"],
-                   ask(request(5, "memory_remember", {"content": "ok", "scope": "../x"}))[
-                       "result"]]
+        not_utf8 = request(3, "memory_remember", {"content": "cafe"}).replace(b"cafe", b"caf\xe9")
+        answers = [
+            ask(not_utf8)["result"],
+            ask(request(4, "memory_remember", {"content": HUGE}))["result"],
+            ask(request(5, "memory_remember", {"content": "ok", "scope": "../x"}))["result"],
+        ]
         assert world.snapshot() == before
     finally:
         server.stdin.close()

@@ -53,13 +53,21 @@ def _handoff_on_a_branch(repo: Path, branch: str) -> str:
     with Engram(cwd=repo) as engram:
         task = engram.task_create("Add rate limiting", goal="429s instead of overload")
         engram.progress(task.id, "token bucket", status="done", component="api")
-        engram.failure(task.id, "burst test flaky under load", component="api",
-                       root_cause="the clock is read twice per request")
-        engram.handoff(task.id, summary="Bucket works; the burst test is flaky",
-                       completed=["token bucket"], next=["Read the clock once per request"],
-                       must_not_redo=["Rotate the staging API keys (done once, breaks clients)"],
-                       must_preserve=["Keep the /health endpoint unthrottled"],
-                       files=["src/app.py"])
+        engram.failure(
+            task.id,
+            "burst test flaky under load",
+            component="api",
+            root_cause="the clock is read twice per request",
+        )
+        engram.handoff(
+            task.id,
+            summary="Bucket works; the burst test is flaky",
+            completed=["token bucket"],
+            next=["Read the clock once per request"],
+            must_not_redo=["Rotate the staging API keys (done once, breaks clients)"],
+            must_preserve=["Keep the /health endpoint unthrottled"],
+            files=["src/app.py"],
+        )
     return task.id
 
 
@@ -68,14 +76,19 @@ def test_a_handoff_on_a_branch_is_a_readable_diff_in_its_pull_request(tmp_path: 
     _handoff_on_a_branch(repo, "rate-limit")
     diff = git(repo, "diff", "main...rate-limit")
     added = [line[1:] for line in diff.splitlines() if line.startswith("+")]
-    for expected in ("Bucket works; the burst test is flaky",
-                     "Read the clock once per request",
-                     "Rotate the staging API keys (done once, breaks clients)",
-                     "Keep the /health endpoint unthrottled",
-                     "burst test flaky under load"):
+    for expected in (
+        "Bucket works; the burst test is flaky",
+        "Read the clock once per request",
+        "Rotate the staging API keys (done once, breaks clients)",
+        "Keep the /health endpoint unthrottled",
+        "burst test flaky under load",
+    ):
         assert any(expected in line for line in added), expected
-    handoff_files = [f for f in git(repo, "diff", "--name-only", "main...rate-limit").split()
-                     if f.startswith(".engram/handoffs/")]
+    handoff_files = [
+        f
+        for f in git(repo, "diff", "--name-only", "main...rate-limit").split()
+        if f.startswith(".engram/handoffs/")
+    ]
     assert handoff_files and all(f.endswith(".md") for f in handoff_files)
     readable = [line for line in added if line.startswith(("#", "- ", "**"))]
     assert len(readable) >= 5  # Markdown a reviewer reads, not JSON
@@ -83,7 +96,8 @@ def test_a_handoff_on_a_branch_is_a_readable_diff_in_its_pull_request(tmp_path: 
 
 @pytest.mark.parametrize("strategy", ["merge", "squash", "rebase"])
 def test_pull_request_merges_bring_the_events_into_main_without_conflict(
-        tmp_path: Path, strategy: str) -> None:
+    tmp_path: Path, strategy: str
+) -> None:
     """As a forge merges a pull request: a merge commit, a squash, or a rebase, while main has
     moved on with other agents' events; then the branch goes on and is merged again."""
     origin, repo = _seed(tmp_path)
@@ -121,8 +135,7 @@ def test_pull_request_merges_bring_the_events_into_main_without_conflict(
 
     git(repo, "switch", "-q", "main")
     git(repo, "pull", "-q", "--no-rebase", "origin", "main")
-    assert "<<<<<<<" not in git(repo, "grep", "-h", "-e", "<<<<<<<", "--", ".engram",
-                                check=False)
+    assert "<<<<<<<" not in git(repo, "grep", "-h", "-e", "<<<<<<<", "--", ".engram", check=False)
     with Engram(cwd=repo) as engram:
         resumed = engram.resume(task=task).markdown
         assert "Flaky test fixed" in resumed
@@ -134,8 +147,9 @@ def test_pull_request_merges_bring_the_events_into_main_without_conflict(
 
 # -- many clones, random histories ---------------------------------------------------------------
 
-OPS = st.sampled_from(["write", "write", "write", "commit", "sync", "branch", "main",
-                       "squash", "cherry-pick"])
+OPS = st.sampled_from(
+    ["write", "write", "write", "commit", "sync", "branch", "main", "squash", "cherry-pick"]
+)
 
 
 class Clones:
@@ -191,8 +205,13 @@ class Clones:
         picks = self._feature_ahead(i)
         self.main(i)
         if picks:
-            git(self.repos[i], "cherry-pick", "--keep-redundant-commits", "--allow-empty",
-                picks[len(picks) // 2])
+            git(
+                self.repos[i],
+                "cherry-pick",
+                "--keep-redundant-commits",
+                "--allow-empty",
+                picks[len(picks) // 2],
+            )
 
     def converge(self) -> None:
         for i, repo in enumerate(self.repos):
@@ -216,8 +235,9 @@ def _run_history(count: int, steps: list[tuple[str, int]]) -> None:
             with Engram(cwd=repo, use="project") as engram:
                 assert engram.verify().ok
                 contents = {m.content for m in engram.memories(limit=10_000)}
-            assert contents == {f"fact {n} written on clone {c}"
-                                for n, c in _facts(clones, steps, count)}
+            assert contents == {
+                f"fact {n} written on clone {c}" for n, c in _facts(clones, steps, count)
+            }
             assert git(repo, "status", "--porcelain", "--", ".engram") == ""
 
 
@@ -226,21 +246,30 @@ def _facts(clones: Clones, steps: list[tuple[str, int]], count: int) -> list[tup
     return [(n + 1, c) for n, c in enumerate(writes)]
 
 
-HISTORY = st.tuples(st.integers(2, 4), st.lists(st.tuples(OPS, st.integers(0, 3)),
-                                                min_size=4, max_size=18))
+HISTORY = st.tuples(
+    st.integers(2, 4), st.lists(st.tuples(OPS, st.integers(0, 3)), min_size=4, max_size=18)
+)
 
 
-@settings(max_examples=6, deadline=None, derandomize=True,
-          phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=6,
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(HISTORY)
 def test_clones_with_squashes_and_cherry_picks_end_with_the_union(history: tuple) -> None:
     _run_history(*history)
 
 
 @pytest.mark.slow
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(HISTORY)
 def test_clones_with_squashes_and_cherry_picks_end_with_the_union_many(history: tuple) -> None:
     _run_history(*history)
@@ -258,9 +287,11 @@ def test_switching_branches_changes_what_engram_sees_without_a_rebuild(project: 
         engram.remember("Switched the cache layer to memcached", kind="decision")
         engram.commit()
         assert engram.refresh_indexes().embedded == 0  # embedded when remembered
-    for branch, present, absent in (("main", "Redis", "memcached"),
-                                    ("memcached", "memcached", None),
-                                    ("main", "Redis", "memcached")):
+    for branch, present, absent in (
+        ("main", "Redis", "memcached"),
+        ("memcached", "memcached", None),
+        ("main", "Redis", "memcached"),
+    ):
         git(project, "switch", "-q", branch)
         with Engram(cwd=project) as engram:
             refreshed = engram.refresh_indexes()
@@ -299,8 +330,11 @@ def test_pre_commit_hook_refuses_damaged_or_secret_event_lines(project: Path) ->
     assert run_engram("hooks", "install", cwd=project).returncode == 0
     with Engram(cwd=project) as engram:
         engram.remember("a good memory")
-    path = next(p for p in (project / ".engram" / "events").rglob("*.jsonl")
-                if b"a good memory" in p.read_bytes())
+    path = next(
+        p
+        for p in (project / ".engram" / "events").rglob("*.jsonl")
+        if b"a good memory" in p.read_bytes()
+    )
     git(project, "add", ".engram")
     git(project, "commit", "-q", "-m", "good events commit fine")
 
@@ -308,8 +342,12 @@ def test_pre_commit_hook_refuses_damaged_or_secret_event_lines(project: Path) ->
     for bad, message in (
         (b"<<<<<<< HEAD\n", "git conflict marker"),
         (b'{"not": "an event"}\n', "zz-hand-edited.jsonl:1:"),
-        (good.splitlines(keepends=True)[0].replace(
-            b"a good memory", b"key AKIAIOSFODNN7EXAMPLE"), "looks like a secret"),
+        (
+            good.splitlines(keepends=True)[0].replace(
+                b"a good memory", b"key AKIAIOSFODNN7EXAMPLE"
+            ),
+            "looks like a secret",
+        ),
     ):
         fresh = path.with_name("zz-hand-edited.jsonl")
         fresh.write_bytes(bad)
@@ -327,8 +365,9 @@ def test_pre_commit_hook_refuses_damaged_or_secret_event_lines(project: Path) ->
 def git_commit(repo: Path) -> object:
     import subprocess
 
-    return subprocess.run(["git", "commit", "-q", "-m", "x"], cwd=repo, capture_output=True,
-                          text=True)
+    return subprocess.run(
+        ["git", "commit", "-q", "-m", "x"], cwd=repo, capture_output=True, text=True
+    )
 
 
 def test_post_merge_hook_brings_the_caches_up_to_date(tmp_path: Path) -> None:
@@ -348,5 +387,5 @@ def test_post_merge_hook_brings_the_caches_up_to_date(tmp_path: Path) -> None:
         while not all(s.current for s in engram.index_state()):
             assert time.monotonic() < deadline, engram.index_state()
             time.sleep(0.2)
-    log = (second / ".git" / "engram" / "hooks.log")
+    log = second / ".git" / "engram" / "hooks.log"
     assert log.exists()

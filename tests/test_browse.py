@@ -26,8 +26,7 @@ def stores(home_store: Engram) -> Engram:
     home_store.remember("Use PKCE for the OAuth flow", kind="decision", tags=["auth"])
     old = home_store.remember("Tokens live in localStorage", kind="fact", tags=["auth"]).memory
     home_store.forget(old.id, reason="moved to an httpOnly cookie")
-    home_store.remember("Deploys need the staging queue drained", kind="procedure",
-                        scope="deploy")
+    home_store.remember("Deploys need the staging queue drained", kind="procedure", scope="deploy")
     task = home_store.task_create("Add OAuth login", goal="Users sign in with GitHub")
     home_store.failure(task.id, "Callback returns 500", root_cause="state cookie missing")
     home_store.handoff(task.id, summary="Callback next", next=["Write the callback handler"])
@@ -44,7 +43,8 @@ def write_page(tmp_path: Path, *args: str) -> str:
 
 
 def test_the_page_holds_every_memory_task_and_handoff_and_loads_nothing(
-        stores: Engram, tmp_path: Path) -> None:
+    stores: Engram, tmp_path: Path
+) -> None:
     page = write_page(tmp_path)
     for needle in ("<link", " src=", "http://", "https://", "@import", "url("):
         assert needle not in page, needle
@@ -53,27 +53,50 @@ def test_the_page_holds_every_memory_task_and_handoff_and_loads_nothing(
     assert page.count('<li class="item task card"') == 1
     assert "Use PKCE for the OAuth flow" in page
     # A forgotten memory is there, marked, with its history: created, then forgotten.
-    forgotten = re.search(r'<li class="item memory card fact"[^>]*data-status="forgotten".*?'
-                          r"</li>", page, re.DOTALL)
+    forgotten = re.search(
+        r'<li class="item memory card fact"[^>]*data-status="forgotten".*?'
+        r"</li>",
+        page,
+        re.DOTALL,
+    )
     assert forgotten is not None and "history (2 events)" in forgotten.group(0)
     assert "moved to an httpOnly cookie" in forgotten.group(0)
     assert "Callback returns 500 — cause: state cookie missing" in page
     assert "Write the callback handler" in page and "Callback next" in page
-    for name, value in (("kind", "procedure"), ("tag", "auth"), ("scope", "deploy"),
-                        ("store", "personal"), ("status", "forgotten")):
-        assert re.search(rf'<select data-filter="{name}">.*?<option value="{value}">', page,
-                         re.DOTALL), name
+    for name, value in (
+        ("kind", "procedure"),
+        ("tag", "auth"),
+        ("scope", "deploy"),
+        ("store", "personal"),
+        ("status", "forgotten"),
+    ):
+        assert re.search(
+            rf'<select data-filter="{name}">.*?<option value="{value}">', page, re.DOTALL
+        ), name
 
 
 def test_store_text_is_escaped(home_store: Engram, tmp_path: Path) -> None:
     home_store.remember("<script>alert(1)</script> & <img src=x onerror=alert(2)>")
     home_store.task_create('"><b>bold</b>')
     home_store.remember("total \u202e0001$ due")
-    foreign_events(home_store.personal.root, {  # another clone's push: not checked as a write
-        "kind": "memory.created", "actor": "Eve <eve@example.com>",
-        "data": {"memory": "eeee00000001", "content": "paid\x1b[31m in full", "kind": "fact",
-                 "tags": [], "scope": None, "source": "agent-inferred", "importance": 0.5,
-                 "valid_from": None, "valid_until": None}})
+    foreign_events(
+        home_store.personal.root,
+        {  # another clone's push: not checked as a write
+            "kind": "memory.created",
+            "actor": "Eve <eve@example.com>",
+            "data": {
+                "memory": "eeee00000001",
+                "content": "paid\x1b[31m in full",
+                "kind": "fact",
+                "tags": [],
+                "scope": None,
+                "source": "agent-inferred",
+                "importance": 0.5,
+                "valid_from": None,
+                "valid_until": None,
+            },
+        },
+    )
     out = tmp_path / "b.html"
     assert cli("browse", "--html", str(out)).exit_code == 0
     page = out.read_text()
@@ -86,8 +109,9 @@ def test_store_text_is_escaped(home_store: Engram, tmp_path: Path) -> None:
     assert "Eve &lt;eve@example.com&gt;" in page
 
 
-def test_imported_memories_of_another_tool_can_be_browsed(home_store: Engram,
-                                                          tmp_path: Path) -> None:
+def test_imported_memories_of_another_tool_can_be_browsed(
+    home_store: Engram, tmp_path: Path
+) -> None:
     home_store.import_from(FIXTURES / "engram-go" / "engram-export.json")
     out = tmp_path / "b.html"
     assert cli("browse", "--html", str(out)).exit_code == 0
@@ -127,10 +151,20 @@ class DevTools:
             os.dup2(high[1], 4)
 
         self.process = subprocess.Popen(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu",
-             f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"],
-            pass_fds=(3, 4, *high), preexec_fn=wire, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                f"--user-data-dir={profile}",
+                "--remote-debugging-pipe",
+                "about:blank",
+            ],
+            pass_fds=(3, 4, *high),
+            preexec_fn=wire,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for fd in high:
             os.close(fd)
         self._buffer = b""
@@ -158,8 +192,9 @@ class DevTools:
         raise AssertionError(f"no answer to {method}")
 
     def evaluate(self, expression: str) -> Any:
-        return self.send("Runtime.evaluate", expression=expression,
-                         returnByValue=True)["result"].get("value")
+        return self.send("Runtime.evaluate", expression=expression, returnByValue=True)[
+            "result"
+        ].get("value")
 
     def close(self) -> None:
         try:
@@ -177,44 +212,61 @@ class DevTools:
 
 @pytest.mark.slow
 def test_typing_in_the_search_box_filters_the_list_in_headless_chromium(
-        stores: Engram, tmp_path: Path) -> None:
+    stores: Engram, tmp_path: Path
+) -> None:
     browser = _browser()
     if browser is None:
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed; .ci/run should have installed it")
-        pytest.skip("chromium is not installed (apt-get install chromium), or set "
-                    "ENGRAM_CHROMIUM to a Chromium or Chrome binary")
+        pytest.skip(
+            "chromium is not installed (apt-get install chromium), or set "
+            "ENGRAM_CHROMIUM to a Chromium or Chrome binary"
+        )
     out = tmp_path / "memories.html"
     assert cli("browse", "--html", str(out)).exit_code == 0
     tools = DevTools(browser, tmp_path / "profile")
     try:
         target = tools.send("Target.createTarget", url=out.as_uri())["targetId"]
-        tools.session = tools.send("Target.attachToTarget", targetId=target,
-                                   flatten=True)["sessionId"]
+        tools.session = tools.send("Target.attachToTarget", targetId=target, flatten=True)[
+            "sessionId"
+        ]
         for _ in range(100):
             if tools.evaluate("document.body && document.body.dataset.ready") == "1":
                 break
             time.sleep(0.1)
-        visible = ("Array.from(document.querySelectorAll('li.card'))"
-                   ".filter(c => !c.hidden && c.offsetParent !== null)"
-                   ".map(c => c.querySelector('.title').textContent)")
+        visible = (
+            "Array.from(document.querySelectorAll('li.card'))"
+            ".filter(c => !c.hidden && c.offsetParent !== null)"
+            ".map(c => c.querySelector('.title').textContent)"
+        )
         assert len(tools.evaluate(visible)) == 4
         tools.evaluate("document.getElementById('q').focus()")
         tools.send("Input.insertText", text="oauth")
         # The decision and the task mention OAuth; the rest are hidden.
-        assert sorted(tools.evaluate(visible)) == ["Add OAuth login",
-                                                   "Use PKCE for the OAuth flow"]
+        assert sorted(tools.evaluate(visible)) == ["Add OAuth login", "Use PKCE for the OAuth flow"]
         assert tools.evaluate("document.getElementById('shown').textContent") == "2"
         tools.send("Input.insertText", text=" pkce")
         assert tools.evaluate(visible) == ["Use PKCE for the OAuth flow"]
         tools.evaluate("var q = document.getElementById('q'); q.select()")
-        tools.send("Input.dispatchKeyEvent", type="keyDown", key="Backspace",
-                   code="Backspace", windowsVirtualKeyCode=8)
-        tools.send("Input.dispatchKeyEvent", type="keyUp", key="Backspace",
-                   code="Backspace", windowsVirtualKeyCode=8)
+        tools.send(
+            "Input.dispatchKeyEvent",
+            type="keyDown",
+            key="Backspace",
+            code="Backspace",
+            windowsVirtualKeyCode=8,
+        )
+        tools.send(
+            "Input.dispatchKeyEvent",
+            type="keyUp",
+            key="Backspace",
+            code="Backspace",
+            windowsVirtualKeyCode=8,
+        )
         assert len(tools.evaluate(visible)) == 4
-        tools.evaluate("var s = document.querySelector('select[data-filter=status]');"
-                       "s.value = 'forgotten'; s.dispatchEvent(new Event('change'))")
+        tools.evaluate(
+            "var s = document.querySelector('select[data-filter=status]');"
+            "s.value = 'forgotten'; s.dispatchEvent(new Event('change'))"
+        )
         assert tools.evaluate(visible) == ["Tokens live in localStorage"]
         tools.send("Input.insertText", text="nothing like this")
         assert tools.evaluate(visible) == []

@@ -21,14 +21,19 @@ SESSION = "9f1c2a4e-5b6d-4c3e-8a7f-0d1e2f3a4b5c"
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = make_repo(tmp_path / "shop", {"README.md": "a shop\n",
-                                         "src/payments.py": "amount = 0\n"})
+    repo = make_repo(
+        tmp_path / "shop", {"README.md": "a shop\n", "src/payments.py": "amount = 0\n"}
+    )
     with Engram(cwd=repo) as engram:
         engram.init(project=True)
-        engram.remember("The payments tests need the stripe mock server running on port 12111: "
-                        "start it with `stripe-mock -http-port 12111` first", kind="gotcha")
-        engram.remember("Refunds are issued through the ledger service, never directly",
-                        kind="decision")
+        engram.remember(
+            "The payments tests need the stripe mock server running on port 12111: "
+            "start it with `stripe-mock -http-port 12111` first",
+            kind="gotcha",
+        )
+        engram.remember(
+            "Refunds are issued through the ledger service, never directly", kind="decision"
+        )
         engram.remember("Release notes are written in the changelog by hand", kind="convention")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "engram")
@@ -51,8 +56,15 @@ def installed_hooks() -> dict[str, tuple[str, str | None]]:
 def run_hook(command: str, payload: dict[str, Any], cwd: Path) -> tuple[str, float]:
     """Run one installed hook command as Claude Code does: a shell, the payload on stdin."""
     started = time.perf_counter()
-    done = subprocess.run(command, shell=True, input=json.dumps(payload), capture_output=True,
-                          text=True, cwd=cwd, timeout=60)
+    done = subprocess.run(
+        command,
+        shell=True,
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+    )
     took = time.perf_counter() - started
     assert done.returncode == 0
     assert done.stderr == "", done.stderr
@@ -60,22 +72,31 @@ def run_hook(command: str, payload: dict[str, Any], cwd: Path) -> tuple[str, flo
 
 
 def recorded(repo: Path) -> list[dict[str, Any]]:
-    text = PAYLOADS.read_text().replace("$REPO", str(repo)).replace("$HOME",
-                                                                    os.environ["HOME"])
+    text = PAYLOADS.read_text().replace("$REPO", str(repo)).replace("$HOME", os.environ["HOME"])
     return [json.loads(line) for line in text.splitlines()]
 
 
 def test_recorded_claude_code_session_through_the_installed_hooks(repo: Path) -> None:
     hooks = installed_hooks()
-    assert set(hooks) == {"SessionStart", "PreCompact", "SessionEnd", "PostToolUse",
-                          "PostToolUseFailure", "UserPromptSubmit"}
+    assert set(hooks) == {
+        "SessionStart",
+        "PreCompact",
+        "SessionEnd",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "UserPromptSubmit",
+    }
     assert hooks["PostToolUse"][1] == "Edit|Write|MultiEdit|NotebookEdit|Bash"
     assert hooks["PostToolUseFailure"][1] == "Bash"
     assert all(" -m engram.hooks " in c and " -I " in c for c, _ in hooks.values())
     with Engram(cwd=repo) as engram:
         task = engram.task_create("Take card payments", goal="Charges go through stripe")
-        engram.handoff(task.id, summary="Charge path drafted", files=["README.md"],
-                       next=["Make the payments tests pass"])
+        engram.handoff(
+            task.id,
+            summary="Charge path drafted",
+            files=["README.md"],
+            next=["Make the payments tests pass"],
+        )
     with Engram(cwd=repo, use="project") as engram:
         engram.config_set("capture.recall_tokens", "60")
     (repo / "src" / "refunds.py").write_text("def refund(charge):\n    return charge\n")
@@ -136,19 +157,25 @@ def test_recorded_claude_code_session_through_the_installed_hooks(repo: Path) ->
     assert "src/refunds.py" in resumed and "exit 1, 2 times" in resumed
 
 
-def test_a_changed_memory_is_shown_again_and_the_prompt_hook_can_be_turned_off(
-        repo: Path) -> None:
+def test_a_changed_memory_is_shown_again_and_the_prompt_hook_can_be_turned_off(repo: Path) -> None:
     hooks = installed_hooks()
     command = hooks["UserPromptSubmit"][0]
-    prompt = {"session_id": "s1", "cwd": str(repo), "hook_event_name": "UserPromptSubmit",
-              "prompt": "why do the payments tests need the stripe mock server?"}
+    prompt = {
+        "session_id": "s1",
+        "cwd": str(repo),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "why do the payments tests need the stripe mock server?",
+    }
     first, _ = run_hook(command, prompt, repo)
     assert "stripe" in first
     assert run_hook(command, prompt, repo)[0] == ""
     with Engram(cwd=repo) as engram:
         [gotcha] = engram.memories(kinds=["gotcha"])
-        engram.update(gotcha.id, "The payments tests need the stripe mock server on port "
-                                 "12112 now: `stripe-mock -http-port 12112`")
+        engram.update(
+            gotcha.id,
+            "The payments tests need the stripe mock server on port "
+            "12112 now: `stripe-mock -http-port 12112`",
+        )
     assert "12112" in run_hook(command, prompt, repo)[0]
     with Engram(cwd=repo, use="project") as engram:
         engram.config_set("capture.recall", "false")
@@ -161,8 +188,15 @@ def test_engram_capture_takes_any_harness_and_skips_bad_lines(repo: Path) -> Non
         json.dumps({"event": "file", "path": "src/payments.py", "session": "codex-1"}),
         json.dumps({"event": "file", "path": "src/payments.py", "session": "codex-1"}),
         "not json at all",
-        json.dumps({"event": "command", "command": "make test", "exit_code": 2,
-                    "output": "make: *** [test] Error 2", "session": "codex-1"}),
+        json.dumps(
+            {
+                "event": "command",
+                "command": "make test",
+                "exit_code": 2,
+                "output": "make: *** [test] Error 2",
+                "session": "codex-1",
+            }
+        ),
         json.dumps({"event": "command", "command": "make lint", "exit_code": "bad"}),
         json.dumps({"event": "file", "path": "../outside.txt", "session": "codex-1"}),
         json.dumps({"event": "file", "path": "docs/a.md"}),
@@ -172,8 +206,9 @@ def test_engram_capture_takes_any_harness_and_skips_bad_lines(repo: Path) -> Non
     assert result.exit_code == 0, result.output
     assert "1 failure" in result.output and "1 folded" in result.output
     assert "line 3: not JSON" in result.stderr and "line 5: exit_code" in result.stderr
-    stats = {s["session"]: s for s in json.loads(cli("capture", "--stats", "--json",
-                                                     cwd=repo).output)}
+    stats = {
+        s["session"]: s for s in json.loads(cli("capture", "--stats", "--json", cwd=repo).output)
+    }
     assert stats["codex-1"]["files"] == ["src/payments.py"]
     assert stats["codex-1"]["outside"] == 1
     assert [f["command"] for f in stats["codex-1"]["failures"]] == ["make test"]
@@ -184,8 +219,13 @@ def test_engram_capture_takes_any_harness_and_skips_bad_lines(repo: Path) -> Non
 
     with Engram(cwd=repo, use="project") as engram:
         engram.config_set("capture.commands", "false")
-    off = cli("capture", "--session", "codex-1", input=json.dumps(
-        {"event": "command", "command": "make docs", "exit_code": 1}) + "\n", cwd=repo)
+    off = cli(
+        "capture",
+        "--session",
+        "codex-1",
+        input=json.dumps({"event": "command", "command": "make docs", "exit_code": 1}) + "\n",
+        cwd=repo,
+    )
     assert "1 off" in off.output
     assert cli("capture", "--session", "bad id!", cwd=repo).exit_code == 2
 
@@ -195,15 +235,27 @@ def test_a_damaged_journal_is_set_aside_and_never_stops_the_hook(repo: Path) -> 
     folder = repo / ".git" / "engram" / "capture"
     folder.mkdir(parents=True)
     (folder / "s9.json").write_text('{"version": 1, "files": "not a mapping"}')
-    payload = {"session_id": "s9", "cwd": str(repo), "hook_event_name": "PostToolUse",
-               "tool_name": "Write", "tool_input": {"file_path": str(repo / "new.txt"),
-                                                    "content": "x"}, "tool_response": {}}
+    payload = {
+        "session_id": "s9",
+        "cwd": str(repo),
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": str(repo / "new.txt"), "content": "x"},
+        "tool_response": {},
+    }
     assert run_hook(hooks["PostToolUse"][0], payload, repo)[0] == ""
     assert (folder / "s9.json.bad").exists()
     assert json.loads((folder / "s9.json").read_text())["files"].keys() == {"new.txt"}
     # Garbage on stdin, or no store at all: still exit 0 and silence on stdout.
-    done = subprocess.run(hooks["PostToolUse"][0], shell=True, input="{not json",
-                          capture_output=True, text=True, cwd=repo, timeout=60)
+    done = subprocess.run(
+        hooks["PostToolUse"][0],
+        shell=True,
+        input="{not json",
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        timeout=60,
+    )
     assert done.returncode == 0 and done.stdout == ""
     # A session untouched for a month is removed when a new one starts its journal.
     old = time.time() - 31 * 86400
@@ -212,8 +264,7 @@ def test_a_damaged_journal_is_set_aside_and_never_stops_the_hook(repo: Path) -> 
     assert sorted(p.name for p in folder.glob("*.json")) == ["s10.json", "shell.json"]
     elsewhere = repo.parent / "nowhere"
     elsewhere.mkdir()
-    assert run_hook(hooks["PostToolUse"][0], {**payload, "cwd": str(elsewhere)},
-                    elsewhere)[0] == ""
+    assert run_hook(hooks["PostToolUse"][0], {**payload, "cwd": str(elsewhere)}, elsewhere)[0] == ""
 
 
 def test_a_recorded_failure_links_its_candidate_and_its_checkpoint_keeps_up(repo: Path) -> None:
@@ -224,13 +275,17 @@ def test_a_recorded_failure_links_its_candidate_and_its_checkpoint_keeps_up(repo
     for payload in recorded(repo)[:7]:  # the edits and the failed commands
         run_hook(hooks[payload["hook_event_name"]][0], payload, repo)
     with Engram(cwd=repo) as engram:
-        engram.failure(task.id, "The payments tests fail: ConnectionRefusedError, the stripe "
-                                "mock is not running", component="payments")
+        engram.failure(
+            task.id,
+            "The payments tests fail: ConnectionRefusedError, the stripe mock is not running",
+            component="payments",
+        )
         engram.failure(task.id, "The deploy script is missing a flag")
         failures = engram.task(task.id).failures
         saved = engram.checkpoints(task.id)
-    assert failures[0].candidate == (f"{SESSION}/c1: python -m pytest -q "
-                                     "tests/test_payments.py (exit 1)")
+    assert failures[0].candidate == (
+        f"{SESSION}/c1: python -m pytest -q tests/test_payments.py (exit 1)"
+    )
     assert failures[1].candidate is None  # shares nothing with what failed
     # The failure's automatic checkpoint carries the captured working set, though the agent
     # named no file.
@@ -247,12 +302,16 @@ def test_a_secret_where_a_command_or_its_output_is_cut_is_still_redacted(repo: P
     secret = "sk_live_51HqJ7vK2eZvKYlo2CxA9bF3d9s8TqWmN5pR"
     command = "echo " + "x" * 985 + f" STRIPE_API_KEY={secret}"
     output = "y" * 230 + f" {secret}\nsecond line"
-    done = cli("capture", "--session", "cut", input=json.dumps(
-        {"event": "command", "command": command, "exit_code": 3, "output": output}) + "\n",
-        cwd=repo)
+    done = cli(
+        "capture",
+        "--session",
+        "cut",
+        input=json.dumps({"event": "command", "command": command, "exit_code": 3, "output": output})
+        + "\n",
+        cwd=repo,
+    )
     assert done.exit_code == 0, done.output
-    [stats] = json.loads(cli("capture", "--stats", "--session", "cut", "--json",
-                             cwd=repo).output)
+    [stats] = json.loads(cli("capture", "--stats", "--session", "cut", "--json", cwd=repo).output)
     [failure] = stats["failures"]
     assert failure["redacted"] is True and len(failure["command"]) <= 1000
     kept = json.dumps(stats) + (repo / ".git" / "engram" / "capture" / "cut.json").read_text()

@@ -19,11 +19,16 @@ MIGRATE = "#!/bin/sh\necho migrate\n"
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = make_repo(tmp_path / "repo", {"README.md": "a project\n",
-                                          "payments/retry.py": RETRY,
-                                          "scripts/migrate.sh": MIGRATE,
-                                          "docs/setup.md": "set up\n",
-                                          ".gitignore": "secret.env\n"})
+    path = make_repo(
+        tmp_path / "repo",
+        {
+            "README.md": "a project\n",
+            "payments/retry.py": RETRY,
+            "scripts/migrate.sh": MIGRATE,
+            "docs/setup.md": "set up\n",
+            ".gitignore": "secret.env\n",
+        },
+    )
     Engram(cwd=path).init(project=True)
     return path
 
@@ -43,22 +48,27 @@ def test_paths_a_memory_names_are_pinned_and_untracked_ones_are_not(repo: Path) 
     (repo / "secret.env").write_text("TOKEN=1\n")
     (repo / "draft.py").write_text("x = 1\n")
     engram = Engram(cwd=repo)
-    memory = engram.remember("payments/retry.py::retry retries three times; secret.env and "
-                             "draft.py hold nothing; see https://example.com/a/b.py")
+    memory = engram.remember(
+        "payments/retry.py::retry retries three times; secret.env and "
+        "draft.py hold nothing; see https://example.com/a/b.py"
+    )
     head = git(repo, "rev-parse", "HEAD").strip()
     blob = git(repo, "rev-parse", "HEAD:payments/retry.py").strip()
-    assert list(memory.citations) == [{"path": "payments/retry.py", "commit": head,
-                                       "blob": blob, "symbol": "retry"}]
+    assert list(memory.citations) == [
+        {"path": "payments/retry.py", "commit": head, "blob": blob, "symbol": "retry"}
+    ]
     # The event on disk holds the citation (what a clone reads), not a copy of the file.
     events = "".join(p.read_text() for p in (repo / ".engram").rglob("*.jsonl"))
     assert blob in events and "for attempt" not in events
 
     refused = cli("remember", "the env file", "--cite", "secret.env", cwd=repo)
     assert refused.exit_code == 2 and "not a file git tracks" in refused.output
-    for wrong, words in (("../outside.py", "inside the repository"),
-                         ("payments/retry.py::nowhere", "is not in payments/retry.py"),
-                         ("payments/retry.py:99", "has 3 lines"),
-                         (".git/config", "not in .git")):
+    for wrong, words in (
+        ("../outside.py", "inside the repository"),
+        ("payments/retry.py::nowhere", "is not in payments/retry.py"),
+        ("payments/retry.py:99", "has 3 lines"),
+        (".git/config", "not in .git"),
+    ):
         refused = cli("remember", "a fact", "--cite", wrong, cwd=repo)
         assert refused.exit_code == 2 and words in refused.output, (wrong, refused.output)
     assert len(engram.memories()) == 1  # nothing half-written
@@ -102,7 +112,8 @@ def test_edits_renames_and_deletions_mark_memories_and_lower_them(repo: Path) ->
     doctor = cli("doctor", "--json", cwd=repo)
     findings = [f for s in json.loads(doctor.stdout)["stores"] for f in s["findings"]]
     assert [f["message"] for f in findings if f["check"] == "stale-memories"] == [
-        "3 memories cite code that changed since written"]
+        "3 memories cite code that changed since written"
+    ]
     text = cli("stale", cwd=repo).output
     assert "[moved]" in text and "scripts/db-migrate.sh" in text and "engram forget" in text
 
@@ -159,14 +170,30 @@ def test_bad_citations_in_a_store_are_dropped_not_fatal(repo: Path) -> None:
     engram = Engram(cwd=repo)
     good = engram.remember("payments/retry.py retries three times").memory
     cited = good.citations[0]
-    foreign_events(repo / ".engram", {"kind": "memory.created", "data": {
-        "memory": ev.new_entity_id(), "content": "another fact about payments", "kind": "fact",
-        "citations": [{"path": "../../etc/passwd", "commit": "0" * 40, "blob": "0" * 40},
-                      {"path": "x.py", "commit": "nothex", "blob": "0" * 40},
-                      "not a mapping",
-                      {"path": ".git/config", "commit": "0" * 40, "blob": "0" * 40},
-                      {"path": "payments/retry.py", "commit": cited["commit"],
-                       "blob": cited["blob"], "line": True}, dict(cited)]}})
+    foreign_events(
+        repo / ".engram",
+        {
+            "kind": "memory.created",
+            "data": {
+                "memory": ev.new_entity_id(),
+                "content": "another fact about payments",
+                "kind": "fact",
+                "citations": [
+                    {"path": "../../etc/passwd", "commit": "0" * 40, "blob": "0" * 40},
+                    {"path": "x.py", "commit": "nothex", "blob": "0" * 40},
+                    "not a mapping",
+                    {"path": ".git/config", "commit": "0" * 40, "blob": "0" * 40},
+                    {
+                        "path": "payments/retry.py",
+                        "commit": cited["commit"],
+                        "blob": cited["blob"],
+                        "line": True,
+                    },
+                    dict(cited),
+                ],
+            },
+        },
+    )
     result = cli("list", "--json", cwd=repo)
     assert result.exit_code == 0, result.output
     other = next(m for m in json.loads(result.stdout) if m["content"].startswith("another"))
@@ -178,9 +205,12 @@ def test_bad_citations_in_a_store_are_dropped_not_fatal(repo: Path) -> None:
 def test_the_mcp_tools_cite_and_mark(repo: Path) -> None:
     async def scenario() -> None:
         async with connect(repo) as client:
-            made = await call(client, "memory_remember",
-                              content="retries live in payments/retry.py",
-                              cite=["scripts/migrate.sh"])
+            made = await call(
+                client,
+                "memory_remember",
+                content="retries live in payments/retry.py",
+                cite=["scripts/migrate.sh"],
+            )
             memory = made["memory"]
             assert memory["cites"] == ["scripts/migrate.sh", "payments/retry.py"]
             error = await fail(client, "memory_remember", content="x", cite=["secret.env"])

@@ -8,8 +8,7 @@ from pathlib import Path
 from conftest import cli, git
 
 
-def test_committing_the_installers_files_with_add_all_keeps_the_approval(
-        project: Path) -> None:
+def test_committing_the_installers_files_with_add_all_keeps_the_approval(project: Path) -> None:
     from engram.cli.main import main
     from engram.cli.mcp import register
     from engram.mcp.install import approved

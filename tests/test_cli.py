@@ -18,7 +18,10 @@ HEAVY = ("fastembed", "usearch", "onnxruntime", "mcp", "tantivy", "torch", "nump
 def imported_modules(*args: str, cwd: Path | None = None) -> set[str]:
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "engram", *args],
-        capture_output=True, text=True, cwd=cwd, env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=os.environ.copy(),
     )
     assert done.returncode == 0, done.stderr[-2000:]
     names = set()
@@ -50,8 +53,7 @@ def test_settings_are_parsed_again_only_when_config_yaml_changes(home_store: Eng
     for _ in range(2):  # a bad edit is still caught, parsed or kept: said, and left out
         done = run_engram("config", "get", "commit.every_events")
         assert done.returncode == 0 and done.stdout == "20\n"
-        assert "config.yaml: commit.every_events must be a whole number, not 'lots'" in \
-            done.stderr
+        assert "config.yaml: commit.every_events must be a whole number, not 'lots'" in done.stderr
 
 
 def test_python_dash_m_engram_works() -> None:
@@ -152,8 +154,7 @@ def test_config_set_keeps_comments_and_commits(home_store: Engram) -> None:
     assert "# my own note" in text and "every_events: 5" in text
     assert "# Commit once this many events are pending." in text
     assert cli("config", "get", "commit.every_events").stdout == "5\n"
-    assert "config commit.every_events" in git(home_store.personal.root, "log", "-1",
-                                                "--format=%s")
+    assert "config commit.every_events" in git(home_store.personal.root, "log", "-1", "--format=%s")
     assert cli("config", "set", "commit.every_events", "many").exit_code == 2
     assert cli("config", "set", "commit.every_events", "0").exit_code == 2
 
@@ -214,33 +215,100 @@ def test_text_from_a_store_reaches_the_terminal_as_data(home_store: Engram) -> N
     task, memory, checkpoint = ev.new_entity_id(), ev.new_entity_id(), ev.new_entity_id()
     # Control characters in an actor or machine make the whole line unreadable (readers skip
     # it); bidi overrides are allowed there, so they must be shown as data too.
-    who = {"actor": "Mallory \u202egnp.exe\u202c", "machine": "box \u2066x\u2069",
-           "session": "s-hostile"}
+    who = {
+        "actor": "Mallory \u202egnp.exe\u202c",
+        "machine": "box \u2066x\u2069",
+        "session": "s-hostile",
+    }
     ids = foreign_events(
         home_store.write_store().root,
         {"kind": "session.started", "data": {"session_id": "s-hostile", "agent": HOSTILE}, **who},
-        {"kind": "task.created", "data": {"task": task, "name": f"task {HOSTILE}", "goal": HOSTILE,
-                                          "status": "in_progress", "tags": []}, **who},
-        {"kind": "task.progress", "data": {"task": task, "feature": HOSTILE, "status": "done",
-                                           "note": HOSTILE, "component": HOSTILE}, **who},
-        {"kind": "task.failure", "data": {"task": task, "error": HOSTILE, "component": "auth",
-                                          "root_cause": HOSTILE, "fix": HOSTILE}, **who},
-        {"kind": "checkpoint.saved", "data": {
-            "task": task, "checkpoint": checkpoint, "seq": 1, "reason": "handoff",
-            "summary": HOSTILE, "goal": HOSTILE, "next": [HOSTILE], "must_not_redo": [HOSTILE],
-            "working_set": {"files": [{"path": "a.py", "commit": None}],
-                            "commands": [HOSTILE], "artifacts": [HOSTILE]},
-            "confidence": 0.5}, **who},
-        {"kind": "memory.created", "data": {"memory": memory, "content": HOSTILE, "kind": "note",
-                                            "tags": [], "task": task}, **who},
-        {"kind": "session.interrupted", "data": {"session_id": "s-hostile", "reason": HOSTILE,
-                                                 "evidence": HOSTILE}, **who},
+        {
+            "kind": "task.created",
+            "data": {
+                "task": task,
+                "name": f"task {HOSTILE}",
+                "goal": HOSTILE,
+                "status": "in_progress",
+                "tags": [],
+            },
+            **who,
+        },
+        {
+            "kind": "task.progress",
+            "data": {
+                "task": task,
+                "feature": HOSTILE,
+                "status": "done",
+                "note": HOSTILE,
+                "component": HOSTILE,
+            },
+            **who,
+        },
+        {
+            "kind": "task.failure",
+            "data": {
+                "task": task,
+                "error": HOSTILE,
+                "component": "auth",
+                "root_cause": HOSTILE,
+                "fix": HOSTILE,
+            },
+            **who,
+        },
+        {
+            "kind": "checkpoint.saved",
+            "data": {
+                "task": task,
+                "checkpoint": checkpoint,
+                "seq": 1,
+                "reason": "handoff",
+                "summary": HOSTILE,
+                "goal": HOSTILE,
+                "next": [HOSTILE],
+                "must_not_redo": [HOSTILE],
+                "working_set": {
+                    "files": [{"path": "a.py", "commit": None}],
+                    "commands": [HOSTILE],
+                    "artifacts": [HOSTILE],
+                },
+                "confidence": 0.5,
+            },
+            **who,
+        },
+        {
+            "kind": "memory.created",
+            "data": {
+                "memory": memory,
+                "content": HOSTILE,
+                "kind": "note",
+                "tags": [],
+                "task": task,
+            },
+            **who,
+        },
+        {
+            "kind": "session.interrupted",
+            "data": {"session_id": "s-hostile", "reason": HOSTILE, "evidence": HOSTILE},
+            **who,
+        },
     )
-    shows = [("list",), ("get", memory), ("get", "--history", memory), ("show", memory),
-             ("show", ids[1]), ("recall", "evil pwned"), ("log",),
-             ("resume", "--task", task), ("timeline", task), ("task", "list"),
-             ("task", "show", task), ("checkpoints", "--task", task), ("sessions",),
-             ("consolidate",)]
+    shows = [
+        ("list",),
+        ("get", memory),
+        ("get", "--history", memory),
+        ("show", memory),
+        ("show", ids[1]),
+        ("recall", "evil pwned"),
+        ("log",),
+        ("resume", "--task", task),
+        ("timeline", task),
+        ("task", "list"),
+        ("task", "show", task),
+        ("checkpoints", "--task", task),
+        ("sessions",),
+        ("consolidate",),
+    ]
     for command in shows:
         result = cli(*command)
         assert result.exit_code == 0, (command, result.output)

@@ -66,10 +66,16 @@ class Team:
     def crafted(self, kind: str, data: dict[str, Any], ahead_s: float) -> dict[str, Any]:
         """An event dated `ahead_s` seconds ahead of now, in every field that holds a time."""
         clock = time.time_ns() // 1000 + round(ahead_s * 1e6)
-        return {"id": ev.new_event_id(clock // 1000), "kind": kind, "clock": clock,
-                "time": ev.format_time(from_micros(clock)),
-                "actor": "Mallory <mallory@example.com>", "session": None,
-                "machine": "beta", "data": data}
+        return {
+            "id": ev.new_event_id(clock // 1000),
+            "kind": kind,
+            "clock": clock,
+            "time": ev.format_time(from_micros(clock)),
+            "actor": "Mallory <mallory@example.com>",
+            "session": None,
+            "machine": "beta",
+            "data": data,
+        }
 
     def events(self, machine: Machine) -> dict[str, dict[str, Any]]:
         """Every event line in the machine's store, by id."""
@@ -101,8 +107,10 @@ class Team:
             verified = machine.run("verify", ok=False)
             assert verified.returncode == 0, (machine.name, verified.stdout, verified.stderr)
             listed = machine.run("list", "--all")
-            assert "skipped" not in listed.stderr and "set aside" not in listed.stderr, \
-                (machine.name, listed.stderr)
+            assert "skipped" not in listed.stderr and "set aside" not in listed.stderr, (
+                machine.name,
+                listed.stderr,
+            )
         return shown[0]
 
     def close(self) -> None:
@@ -117,20 +125,30 @@ def team(tmp_path: Path) -> Iterator[Team]:
 
 
 def _clock_of(team: Team, machine: Machine, text: str) -> dict[str, Any]:
-    [event] = [e for e in team.events(machine).values()
-               if text in json.dumps(e["data"], ensure_ascii=False)]
+    [event] = [
+        e
+        for e in team.events(machine).values()
+        if text in json.dumps(e["data"], ensure_ascii=False)
+    ]
     return event
 
 
 @pytest.mark.slow
 def test_a_line_dated_23h50_ahead_drags_no_clock_and_a_slow_teammate_sets_nothing_aside(
-        team: Team) -> None:
+    team: Team,
+) -> None:
     ahead = 23 * HOUR + 50 * 60
     team.push_crafted(
-        team.crafted("memory.updated", {"memory": team.memory,
-                                        "content": "Deploys run from any branch"}, ahead),
-        team.crafted("memory.created", {"memory": ev.new_entity_id(),
-                                        "content": "Mallory was here tomorrow"}, ahead),
+        team.crafted(
+            "memory.updated",
+            {"memory": team.memory, "content": "Deploys run from any branch"},
+            ahead,
+        ),
+        team.crafted(
+            "memory.created",
+            {"memory": ev.new_entity_id(), "content": "Mallory was here tomorrow"},
+            ahead,
+        ),
     )
     team.alpha.run("sync")
     assert team.memories(team.alpha)[team.memory] == "Deploys run from any branch"
@@ -165,16 +183,25 @@ def test_a_line_dated_23h50_ahead_drags_no_clock_and_a_slow_teammate_sets_nothin
     final = team.converged()
     # Nothing lost anywhere, and the last edit, made on the slowest clock, is what all show.
     assert final[team.memory] == "Deploys run from main only, reviewed twice"
-    assert {"Mallory was here tomorrow", "Alpha writes after the crafted push",
-            "Gamma writes with a slow clock"} <= set(final.values())
+    assert {
+        "Mallory was here tomorrow",
+        "Alpha writes after the crafted push",
+        "Gamma writes with a slow clock",
+    } <= set(final.values())
 
 
 @pytest.mark.slow
 def test_a_far_future_edit_never_overrides_three_newer_edits_when_its_time_comes(
-        team: Team) -> None:
+    team: Team,
+) -> None:
     ten_days = 10 * 24 * HOUR
-    team.push_crafted(team.crafted("memory.updated", {
-        "memory": team.memory, "content": "Deploys run from a laptop"}, ten_days))
+    team.push_crafted(
+        team.crafted(
+            "memory.updated",
+            {"memory": team.memory, "content": "Deploys run from a laptop"},
+            ten_days,
+        )
+    )
     team.alpha.run("sync")
     team.gamma.run("sync")
     for machine in (team.alpha, team.gamma):
@@ -210,20 +237,32 @@ def test_a_far_future_edit_never_overrides_three_newer_edits_when_its_time_comes
 
 def _foreign_line(store: Store, kind: str, data: dict[str, Any], clock: int) -> None:
     """A line another clone wrote, as a pull brings it: a writer file of its own."""
-    event = ev.Event(id=ev.new_event_id(clock // 1000), kind=kind, clock=clock,
-                     time=ev.format_time(from_micros(clock)), actor="Other <o@example.com>",
-                     session=None, machine="elsewhere", data=data)
+    event = ev.Event(
+        id=ev.new_event_id(clock // 1000),
+        kind=kind,
+        clock=clock,
+        time=ev.format_time(from_micros(clock)),
+        actor="Other <o@example.com>",
+        session=None,
+        machine="elsewhere",
+        data=data,
+    )
     path = store.event_files()[0].parent / "elsewhere-writer.jsonl"
     with path.open("ab") as handle:
         handle.write(event.to_line())
 
 
 def test_edits_made_after_reading_a_far_future_edit_stay_after_it(
-        home_store: Engram, monkeypatch: pytest.MonkeyPatch) -> None:
+    home_store: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
     memory = home_store.remember("The cache lives in Redis").memory.id
     far = time.time_ns() // 1000 + 10 * 24 * HOUR * 10**6
-    _foreign_line(home_store.personal, "memory.updated",
-                  {"memory": memory, "content": "The cache lives on a laptop"}, far)
+    _foreign_line(
+        home_store.personal,
+        "memory.updated",
+        {"memory": memory, "content": "The cache lives on a laptop"},
+        far,
+    )
     engram = Engram()
     assert engram.get(memory).content == "The cache lives on a laptop"  # read in its place
     for n in (1, 2, 3):
@@ -252,12 +291,12 @@ def test_the_skew_comes_only_from_the_users_own_configuration(tmp_path: Path) ->
     (store.root / "config.yaml").write_text("clock:\n  max_skew: 3600\n")  # pushed
     Engram().config_set("clock.max_skew", "60")  # the user's own
     ahead = time.time_ns() // 1000 + 30 * 60 * 10**6  # a clone 30 minutes fast
-    _foreign_line(store, "memory.created", {"memory": ev.new_entity_id(), "content": "fast"},
-                  ahead)
+    _foreign_line(store, "memory.created", {"memory": ev.new_entity_id(), "content": "fast"}, ahead)
     engram = Engram(cwd=repo)
     written = engram.remember("Written after the fast clone's line").memory
-    assert any("clock.max_skew is ignored in a project's configuration" in w
-               for w in engram.warnings)
+    assert any(
+        "clock.max_skew is ignored in a project's configuration" in w for w in engram.warnings
+    )
     [(event, _)] = engram.history(written.id)
     now = time.time_ns() // 1000
     assert now + 30 * 10**6 < event.clock <= now + 61 * 10**6  # a minute ahead, not 30

@@ -39,8 +39,11 @@ def memory_ids(repo: Path) -> set[str]:
 def write(engram: Engram, count: int, label: str, *, commit_every: int = 0) -> list[str]:
     ids = []
     for i in range(count):
-        ids.append(engram.remember(f"{label} memory {i}: the cache key includes {label}-{i}",
-                                   check_duplicates=False).id)
+        ids.append(
+            engram.remember(
+                f"{label} memory {i}: the cache key includes {label}-{i}", check_duplicates=False
+            ).id
+        )
         if commit_every and i % commit_every == commit_every - 1:
             engram.commit()
     engram.commit()
@@ -79,8 +82,9 @@ def pull(repo: Path) -> str:
 
 def push(repo: Path) -> None:
     Engram(cwd=repo).commit()
-    done = subprocess.run(["git", "push", "-q", "origin", "HEAD:main"], cwd=repo,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", "push", "-q", "origin", "HEAD:main"], cwd=repo, capture_output=True, text=True
+    )
     if done.returncode != 0:
         assert "rejected" in done.stderr, done.stderr
         out = pull(repo)
@@ -96,7 +100,8 @@ def project_store(repo: Path) -> Store:
 
 
 def test_two_thousand_events_fold_into_one_file_and_verify_passes(
-        home_store: Engram, figures: Any) -> None:
+    home_store: Engram, figures: Any
+) -> None:
     engram = home_store
     engram.config_set("compact.files", "0")
     store = engram.write_store()
@@ -121,8 +126,10 @@ def test_two_thousand_events_fold_into_one_file_and_verify_passes(
     assert all(comp.is_compacted(rel) for rel in after)
     assert Engram().verify().ok
     assert git(store.root, "status", "--porcelain") == ""
-    figures(f"{before} files, {events_before} events -> {len(after)} file(s) in {took:.2f}s "
-            f"(writing took {written:.1f}s)")
+    figures(
+        f"{before} files, {events_before} events -> {len(after)} file(s) in {took:.2f}s "
+        f"(writing took {written:.1f}s)"
+    )
 
     # The read model sees the files go and the merged one come, and no event moved in or out.
     refresh = proj.refresh()
@@ -143,8 +150,7 @@ def test_two_thousand_events_fold_into_one_file_and_verify_passes(
     assert again.returncode == 0 and "nothing to compact" in again.stdout
 
 
-def test_the_commit_says_what_it_is_and_the_hook_refuses_other_removals(
-        project: Path) -> None:
+def test_the_commit_says_what_it_is_and_the_hook_refuses_other_removals(project: Path) -> None:
     engram = Engram(cwd=project, use="project")
     engram.config_set("compact.files", "0")
     write(engram, 12, "hooked", commit_every=3)
@@ -167,8 +173,9 @@ def test_the_commit_says_what_it_is_and_the_hook_refuses_other_removals(
     # Removing an event file, or rewriting one, is refused, naming the override.
     merged = event_files(store)[0]
     git(project, "rm", "-q", f".engram/{merged}")
-    refused = subprocess.run(["git", "commit", "-m", "drop events"], cwd=project,
-                             capture_output=True, text=True)
+    refused = subprocess.run(
+        ["git", "commit", "-m", "drop events"], cwd=project, capture_output=True, text=True
+    )
     assert refused.returncode != 0
     assert "removes a committed event file" in refused.stderr
     assert "--no-verify" in refused.stderr
@@ -176,8 +183,9 @@ def test_the_commit_says_what_it_is_and_the_hook_refuses_other_removals(
     path = store.root / merged
     path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[1:]))
     git(project, "add", "-A")
-    refused = subprocess.run(["git", "commit", "-m", "rewrite events"], cwd=project,
-                             capture_output=True, text=True)
+    refused = subprocess.run(
+        ["git", "commit", "-m", "rewrite events"], cwd=project, capture_output=True, text=True
+    )
     assert refused.returncode != 0
     assert "rewrites a committed event file and 1 of its event line(s)" in refused.stderr
     git(project, "reset", "-q", "--hard")
@@ -186,16 +194,16 @@ def test_the_commit_says_what_it_is_and_the_hook_refuses_other_removals(
     with open(path, "ab") as handle:
         handle.write(first_line.replace(b'"machine":"', b'"machine":"elsewhere-'))
     git(project, "add", "-A")
-    refused = subprocess.run(["git", "commit", "-m", "extend events"], cwd=project,
-                             capture_output=True, text=True)
+    refused = subprocess.run(
+        ["git", "commit", "-m", "extend events"], cwd=project, capture_output=True, text=True
+    )
     assert refused.returncode != 0
     assert "adds lines to a committed event file" in refused.stderr
     git(project, "reset", "-q", "--hard")
     assert len(memory_ids(project)) == 12
 
 
-def test_a_file_with_a_damaged_line_stays_and_the_rest_of_its_month_compacts(
-        project: Path) -> None:
+def test_a_file_with_a_damaged_line_stays_and_the_rest_of_its_month_compacts(project: Path) -> None:
     engram = Engram(cwd=project, use="project")
     engram.config_set("compact.files", "0")
     ids = set(write(engram, 10, "repaired", commit_every=2))
@@ -235,7 +243,8 @@ def test_a_file_with_a_damaged_line_is_left_alone_naming_doctor(project: Path) -
 
 
 def test_a_compaction_killed_before_its_commit_loses_nothing_and_the_next_finishes(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     engram = Engram(cwd=project, use="project")
     engram.config_set("compact.files", "0")
     ids = set(write(engram, 10, "killed", commit_every=2))
@@ -303,7 +312,8 @@ def test_the_threshold_compacts_what_a_sync_brought_in(tmp_path: Path) -> None:
 
 
 def test_clones_and_branches_made_before_a_compaction_merge_cleanly_and_lose_nothing(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     clones = project_clones(tmp_path, ("a", "b"))
     a, b = clones["a"], clones["b"]
     written = set(write(Engram(cwd=a), 8, "a", commit_every=2))
@@ -336,7 +346,8 @@ def test_clones_and_branches_made_before_a_compaction_merge_cleanly_and_lose_not
 
 
 def test_a_compaction_pulled_from_another_clone_moves_no_event_and_embeds_nothing(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     clones = project_clones(tmp_path, ("a", "b"))
     a, b = clones["a"], clones["b"]
     written = set(write(Engram(cwd=a), 12, "indexed", commit_every=2))
@@ -412,8 +423,11 @@ def _append_to_a_committed_file(repo: Path, label: str, which: int) -> tuple[str
     engram = Engram(cwd=repo, use="project")
     engram.config_set("commit.auto", "false")
     ids = {engram.remember(f"{label} appended {i}", check_duplicates=False).id for i in range(2)}
-    new = [rel for rel in event_files(store) if rel != committed and
-           git(repo, "ls-files", f".engram/{rel}") == ""]
+    new = [
+        rel
+        for rel in event_files(store)
+        if rel != committed and git(repo, "ls-files", f".engram/{rel}") == ""
+    ]
     with open(store.root / committed, "ab") as handle:
         for rel in new:
             handle.write((store.root / rel).read_bytes())
@@ -424,7 +438,8 @@ def _append_to_a_committed_file(repo: Path, label: str, which: int) -> tuple[str
 
 
 def test_an_offline_clone_that_appended_to_a_compacted_file_syncs_without_loss(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     clones = project_clones(tmp_path, ("a", "b", "c"))
     a, b, c = clones["a"], clones["b"], clones["c"]
     written = set(write(Engram(cwd=a), 6, "a", commit_every=2))
@@ -450,8 +465,12 @@ def test_an_offline_clone_that_appended_to_a_compacted_file_syncs_without_loss(
     git(c, "fetch", "-q", "origin")
     out = git(c, "merge", "--no-edit", "origin/main", check=False)
     assert "CONFLICT (modify/delete)" in out
-    findings = [f for s in Engram(cwd=c, use="project").doctor().stores
-                for f in s.findings if f.check == "merge-removed-changed"]
+    findings = [
+        f
+        for s in Engram(cwd=c, use="project").doctor().stores
+        for f in s.findings
+        if f.check == "merge-removed-changed"
+    ]
     assert len(findings) == 1
     fix = findings[0].fix
     assert " add -- " in fix and " commit --no-edit" in fix
@@ -491,8 +510,11 @@ def run_scenario(clone_count: int, steps: list[tuple[str, int, int]]) -> None:
                 engram = Engram(cwd=repo)
                 for _ in range(count):
                     counter += 1
-                    written.add(engram.remember(f"memory {counter} in {repo.name}",
-                                                check_duplicates=False).id)
+                    written.add(
+                        engram.remember(
+                            f"memory {counter} in {repo.name}", check_duplicates=False
+                        ).id
+                    )
             elif action == "commit":
                 Engram(cwd=repo).commit()
             elif action == "compact":
@@ -508,8 +530,9 @@ def run_scenario(clone_count: int, steps: list[tuple[str, int, int]]) -> None:
                 engram = Engram(cwd=repo)
                 for _ in range(count):
                     counter += 1
-                    written.add(engram.remember(f"memory {counter} on a branch",
-                                                check_duplicates=False).id)
+                    written.add(
+                        engram.remember(f"memory {counter} on a branch", check_duplicates=False).id
+                    )
                 engram.commit()
                 git(repo, "checkout", "-q", "main")
                 Engram(cwd=repo).compact()
@@ -532,9 +555,9 @@ def run_scenario(clone_count: int, steps: list[tuple[str, int, int]]) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=80, deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(st.integers(2, 4), st.lists(step, min_size=4, max_size=24))
 def test_clones_compacting_between_writes_syncs_and_merges_keep_the_union(
-        clone_count: int, steps: list[tuple[str, int, int]]) -> None:
+    clone_count: int, steps: list[tuple[str, int, int]]
+) -> None:
     run_scenario(clone_count, steps)

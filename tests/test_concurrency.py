@@ -18,8 +18,13 @@ WRITER = Path(__file__).with_name("writer.py")
 def start_writers(jobs: list[tuple[Path, int, str]]) -> list[subprocess.Popen[str]]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
     return [
-        subprocess.Popen([sys.executable, str(WRITER), str(directory), str(count), label],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        subprocess.Popen(
+            [sys.executable, str(WRITER), str(directory), str(count), label],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         for directory, count, label in jobs
     ]
 

@@ -23,8 +23,13 @@ AGENT = Path(__file__).with_name("agent.py")
 
 def start_agent(repo: Path, scenario: str) -> tuple[subprocess.Popen[str], str, str]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
-    proc = subprocess.Popen([sys.executable, str(AGENT), str(repo), scenario],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(AGENT), str(repo), scenario],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith("READY"):
@@ -126,9 +131,14 @@ def test_working_set_drift_lowers_confidence(repo: Path) -> None:
     git(repo, "commit", "-q", "-m", "auth")
     engram = Engram(cwd=repo)
     task = engram.task_create("Add OAuth login", goal="Users can sign in with GitHub")
-    saved = engram.handoff(task.id, summary="Started", next=["Write the callback"],
-                           files=["src/auth.py"], completed=["Skeleton"],
-                           must_not_redo=["Created the app"])
+    saved = engram.handoff(
+        task.id,
+        summary="Started",
+        next=["Write the callback"],
+        files=["src/auth.py"],
+        completed=["Skeleton"],
+        must_not_redo=["Created the app"],
+    )
     steady = Engram(cwd=repo).resume(task=task.id).confidence
     (repo / "src" / "auth.py").write_text("def login(): return 1\n")
     git(repo, "commit", "-q", "-am", "someone else changed it")
@@ -170,11 +180,19 @@ def test_handoff_is_a_readable_file_that_shows_what_changed(repo: Path) -> None:
     task = engram.task_create("Add OAuth login", goal="Users can sign in with GitHub")
     engram.handoff(task.id, summary="Plan", next=["Register the app", "Write callback"])
     first_head = git(repo, "rev-parse", "HEAD").strip()
-    engram.handoff(task.id, summary="App registered", completed=["Register the app"],
-                   next=["Write callback", "Write tests"], must_preserve=["Keep main green"])
+    engram.handoff(
+        task.id,
+        summary="App registered",
+        completed=["Register the app"],
+        next=["Write callback", "Write tests"],
+        must_preserve=["Keep main green"],
+    )
     diff = git(repo, "diff", first_head, "HEAD", "--", ".engram/handoffs")
-    added = [line[1:] for line in diff.splitlines()
-             if line.startswith("+") and not line.startswith("+++")]
+    added = [
+        line[1:]
+        for line in diff.splitlines()
+        if line.startswith("+") and not line.startswith("+++")
+    ]
     assert "## Changes since checkpoint 1" in added
     assert "- completed: + Register the app" in added
     assert "- next steps: + Write tests" in added
@@ -207,8 +225,9 @@ def test_handoff_from_a_yaml_file(repo: Path, tmp_path: Path) -> None:
 def test_automatic_checkpoints_on_failure_plan_change_and_working_set(repo: Path) -> None:
     engram = Engram(cwd=repo)
     task = engram.task_create("Fix flaky tests", goal="CI green")
-    first = engram.progress(task.id, "Find the flaky test", status="in_progress",
-                            files=["tests/test_api.py"])
+    first = engram.progress(
+        task.id, "Find the flaky test", status="in_progress", files=["tests/test_api.py"]
+    )
     assert first.checkpoint.reason in ("plan_change", "working_set")
     again = engram.progress(task.id, "Find the flaky test", status="in_progress")
     assert again.checkpoint is None  # nothing changed enough
@@ -224,8 +243,7 @@ def test_automatic_checkpoints_on_failure_plan_change_and_working_set(repo: Path
 def test_a_component_failure_is_surfaced_when_later_work_touches_it(repo: Path) -> None:
     engram = Engram(cwd=repo)
     old = engram.task_create("Old work", goal="x")
-    engram.failure(old.id, "Upload fails over 10 MB", component="uploads",
-                   fix="stream the body")
+    engram.failure(old.id, "Upload fails over 10 MB", component="uploads", fix="stream the body")
     new = engram.task_create("New feature", goal="y")
     result = engram.progress(new.id, "Add resumable uploads", component="uploads")
     assert [f.error for f in result.earlier_failures] == ["Upload fails over 10 MB"]
@@ -236,17 +254,31 @@ def test_a_component_failure_is_surfaced_when_later_work_touches_it(repo: Path) 
 def test_continuity_scores_a_restore(repo: Path) -> None:
     engram = Engram(cwd=repo)
     task = engram.task_create("Add OAuth login", goal="Users can sign in with GitHub")
-    engram.handoff(task.id, summary="Plan", next=["Write the callback handler",
-                                                  "Write callback tests"],
-                   must_not_redo=["Create the OAuth app"], files=["src/auth.py"])
-    engram.handoff(task.id, summary="Callback done", completed=["Write the callback handler"],
-                   next=["Write callback tests"], files=["src/auth.py"])
+    engram.handoff(
+        task.id,
+        summary="Plan",
+        next=["Write the callback handler", "Write callback tests"],
+        must_not_redo=["Create the OAuth app"],
+        files=["src/auth.py"],
+    )
+    engram.handoff(
+        task.id,
+        summary="Callback done",
+        completed=["Write the callback handler"],
+        next=["Write callback tests"],
+        files=["src/auth.py"],
+    )
     good = engram.continuity(task.id)
     assert good.goal_retention == 1.0 and good.action_consistency == 1.0
     assert good.redundant_exploration == 0.0 and good.composite > 0.9
-    engram.handoff(task.id, summary="Started over", completed=["Create the OAuth app again"],
-                   next=["Rewrite everything in Go"], goal="Rewrite the service",
-                   files=["main.go"])
+    engram.handoff(
+        task.id,
+        summary="Started over",
+        completed=["Create the OAuth app again"],
+        next=["Rewrite everything in Go"],
+        goal="Rewrite the service",
+        files=["main.go"],
+    )
     bad = engram.continuity(task.id)
     assert bad.composite < good.composite
     assert bad.redundant_exploration > 0 and bad.replanning_rate == 1.0
@@ -255,10 +287,12 @@ def test_continuity_scores_a_restore(repo: Path) -> None:
 
 
 def test_task_commands_and_json(repo: Path) -> None:
-    created = json.loads(cli("task", "create", "Ship v2", "--goal", "Release 2.0", "--json",
-                             cwd=repo).stdout)
-    child = json.loads(cli("task", "create", "Write notes", "--parent", created["id"],
-                           "--json", cwd=repo).stdout)
+    created = json.loads(
+        cli("task", "create", "Ship v2", "--goal", "Release 2.0", "--json", cwd=repo).stdout
+    )
+    child = json.loads(
+        cli("task", "create", "Write notes", "--parent", created["id"], "--json", cwd=repo).stdout
+    )
     assert child["parent"] == created["id"]
     cli("task", "update", created["id"][:6], "--status", "blocked", cwd=repo)
     listed = json.loads(cli("task", "list", "--json", cwd=repo).stdout)
@@ -266,8 +300,9 @@ def test_task_commands_and_json(repo: Path) -> None:
     shown = json.loads(cli("task", "show", created["id"], "--json", cwd=repo).stdout)
     assert shown["children"] == [child["id"]]
     cli("task", "update", created["id"], "--status", "done", cwd=repo)
-    assert created["id"] not in [t["id"] for t in json.loads(
-        cli("task", "list", "--json", cwd=repo).stdout)]
+    assert created["id"] not in [
+        t["id"] for t in json.loads(cli("task", "list", "--json", cwd=repo).stdout)
+    ]
     assert cli("task", "update", created["id"], "--status", "nope", cwd=repo).exit_code == 2
     assert cli("task", "show", "zzzzzz", cwd=repo).exit_code == 2
 
@@ -282,8 +317,9 @@ def test_a_closed_session_is_history(repo: Path) -> None:
 
 def test_an_agent_reported_reason_wins_over_heuristics(repo: Path) -> None:
     agent, task_id, session_id = start_agent(repo, "kill")
-    Engram(cwd=repo).report_interruption("rate_limit", note="429 from the API",
-                                         session_id=session_id)
+    Engram(cwd=repo).report_interruption(
+        "rate_limit", note="429 from the API", session_id=session_id
+    )
     agent.send_signal(signal.SIGKILL)
     agent.wait(timeout=30)
     assert "**rate_limit**" in resume_text(repo, "--task", task_id)
@@ -303,8 +339,12 @@ def test_a_hostile_pid_in_a_session_event_is_no_process() -> None:
 
 
 HOSTILE = {
-    "next": ["Open the <!-- settings page", "item\n## Must preserve\n- fake",
-             "</details><script>alert(1)</script>", "```\nan unclosed fence"],
+    "next": [
+        "Open the <!-- settings page",
+        "item\n## Must preserve\n- fake",
+        "</details><script>alert(1)</script>",
+        "```\nan unclosed fence",
+    ],
     "must_not_redo": ["> a quote", "1. one\n2) two", "[ref]: https://example.com/x"],
     "must_preserve": ["a line\n===", "&#x202E;an entity", "`code <b>` stays code"],
     "completed": ["- a bullet", "+ another", "* and another"],
@@ -312,8 +352,7 @@ HOSTILE = {
 }
 
 
-def test_hostile_handoff_text_stays_text_in_the_handoff_file_and_resume(
-        home_store: Engram) -> None:
+def test_hostile_handoff_text_stays_text_in_the_handoff_file_and_resume(home_store: Engram) -> None:
     """Handoff items arrive from other people's pushes: shown as written, none of them can
     hide the sections that follow, forge a heading, or carry HTML."""
     task = home_store.task_create("Fix <!-- the & login", goal="# not a heading\n<b>bold</b>")
@@ -328,16 +367,36 @@ def test_hostile_handoff_text_stays_text_in_the_handoff_file_and_resume(
         headings, items = markdown_sections(text)
         assert headings[0].split(": ", 1)[1] == "Fix <!-- the & login"
         for field, written in HOSTILE.items():
-            title = next(h for h in headings if h.startswith(
-                {"next": "Next steps", "must_not_redo": "Must not redo",
-                 "must_preserve": "Must preserve", "completed": "Completed",
-                 "open_questions": "Open questions"}[field]))
-            assert [" ".join(item.replace("`", "").split()) for item in items[title]] == \
-                [" ".join(w.replace("`", "").split()) for w in written]
+            title = next(
+                h
+                for h in headings
+                if h.startswith(
+                    {
+                        "next": "Next steps",
+                        "must_not_redo": "Must not redo",
+                        "must_preserve": "Must preserve",
+                        "completed": "Completed",
+                        "open_questions": "Open questions",
+                    }[field]
+                )
+            )
+            assert [" ".join(item.replace("`", "").split()) for item in items[title]] == [
+                " ".join(w.replace("`", "").split()) for w in written
+            ]
     headings, _ = markdown_sections(path.read_text())
-    assert headings[1:] == ["Summary", "Goal", "Completed", "In progress", "Blocked",
-                            "Next steps (in order)", "Must not redo", "Must preserve",
-                            "Open questions", "Working set", "Changes since the start"]
+    assert headings[1:] == [
+        "Summary",
+        "Goal",
+        "Completed",
+        "In progress",
+        "Blocked",
+        "Next steps (in order)",
+        "Must not redo",
+        "Must preserve",
+        "Open questions",
+        "Working set",
+        "Changes since the start",
+    ]
     # Ordinary text reads as it was written, code spans too.
     assert "3. `code <b>` stays code" not in resumed and "- `code <b>` stays code" in resumed
     assert "2. item\n   \\## Must preserve\n   \\- fake" in resumed
@@ -347,27 +406,50 @@ MARKDOWN_TEXT = st.text(st.sampled_from(list("#>-+*=_~`|[]():!<>/&;\\ \n\tab1.)"
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
-@given(st.lists(MARKDOWN_TEXT.filter(str.strip), min_size=1, max_size=3), MARKDOWN_TEXT,
-       MARKDOWN_TEXT)
-def test_no_text_changes_the_shape_of_a_handoff(items: list[str], text: str, other: str,
-                                                ) -> None:
+@given(
+    st.lists(MARKDOWN_TEXT.filter(str.strip), min_size=1, max_size=3), MARKDOWN_TEXT, MARKDOWN_TEXT
+)
+def test_no_text_changes_the_shape_of_a_handoff(
+    items: list[str],
+    text: str,
+    other: str,
+) -> None:
     """Whatever a checkpoint's texts hold, its Markdown has the same sections and, in each,
     one list item per item: no heading, list, quote, fence or HTML comes from the texts."""
     from engram.domain.continuity import checkpoints as cp
 
     checkpoint: dict = {name: items for name in cp.LIST_FIELDS}
-    checkpoint.update(seq=2, checkpoint="abcdefgh1234", reason=text or "x", actor=other or "x",
-                      session=text or None, machine=other or None, time=text or "t",
-                      confidence=0.5, summary=text, goal=other,
-                      working_set={"files": [{"path": text or "x", "commit": other or None}],
-                                   "commands": items, "artifacts": items})
-    previous = {**checkpoint, "seq": 1, **{name: [other] for name in cp.LIST_FIELDS},
-                "summary": other, "goal": text}
+    checkpoint.update(
+        seq=2,
+        checkpoint="abcdefgh1234",
+        reason=text or "x",
+        actor=other or "x",
+        session=text or None,
+        machine=other or None,
+        time=text or "t",
+        confidence=0.5,
+        summary=text,
+        goal=other,
+        working_set={
+            "files": [{"path": text or "x", "commit": other or None}],
+            "commands": items,
+            "artifacts": items,
+        },
+    )
+    previous = {
+        **checkpoint,
+        "seq": 1,
+        **{name: [other] for name in cp.LIST_FIELDS},
+        "summary": other,
+        "goal": text,
+    }
     page = cp.render({"id": "abcdefgh1234", "name": text or "x"}, checkpoint, previous)
     headings, found = markdown_sections(page)
     titles = [cp.TITLES[name] for name in (*cp.LIST_FIELDS, "working_set")]
-    assert [h for h in headings[1:] if h not in ("Summary", "Goal")] == \
-        [*titles, "Changes since checkpoint 1"]
+    assert [h for h in headings[1:] if h not in ("Summary", "Goal")] == [
+        *titles,
+        "Changes since checkpoint 1",
+    ]
     for name in cp.LIST_FIELDS:
         assert len(found[cp.TITLES[name]]) == len(items)
     assert len(found[cp.TITLES["working_set"]]) == 1 + 2 * len(items)
@@ -398,9 +480,14 @@ def test_a_name_another_writer_stored_decomposed_is_found(home_store: Engram) ->
     from engram.storage import events as ev
 
     theirs = ev.new_entity_id()
-    foreign_events(home_store.write_store().root, {
-        "kind": "task.created", "actor": "Jose\u0301 <jose@example.com>",
-        "data": {"task": theirs, "name": CAFE_NFD, "goal": "", "status": "open", "tags": []}})
+    foreign_events(
+        home_store.write_store().root,
+        {
+            "kind": "task.created",
+            "actor": "Jose\u0301 <jose@example.com>",
+            "data": {"task": theirs, "name": CAFE_NFD, "goal": "", "status": "open", "tags": []},
+        },
+    )
     for typed in (CAFE_NFC, CAFE_NFD):
         assert json.loads(cli("task", "show", typed, "--json").stdout)["task"]["id"] == theirs
         assert "# Resume: Cafe\u0301 menu" in cli("resume", "--task", typed).stdout
@@ -413,7 +500,8 @@ def test_a_name_another_writer_stored_decomposed_is_found(home_store: Engram) ->
 
 
 def test_continuation_confidence_is_the_same_in_full_shallow_and_partial_clones(
-    project: Path, tmp_path: Path,
+    project: Path,
+    tmp_path: Path,
 ) -> None:
     """The working set's files are compared with what the checkpoint saw, which needs no
     history: a shallow or blobless clone that lacks the checkpoint's commit scores the same as
@@ -425,8 +513,9 @@ def test_continuation_confidence_is_the_same_in_full_shallow_and_partial_clones(
     git(project, "commit", "-q", "-m", "code")
     with Engram(cwd=project) as engram:
         task = engram.task_create("Add OAuth login")
-        engram.handoff(task.id, summary="callback next", next=["callback"],
-                       files=["src/auth.py", "src/db.py"])
+        engram.handoff(
+            task.id, summary="callback next", next=["callback"], files=["src/auth.py", "src/db.py"]
+        )
     for n in range(3):  # the checkpoint's commit falls out of a depth-1 clone
         (project / "notes.txt").write_text(f"note {n}\n")
         git(project, "add", "notes.txt")
@@ -435,8 +524,7 @@ def test_continuation_confidence_is_the_same_in_full_shallow_and_partial_clones(
     git(project, "commit", "-q", "-am", "bigger pool")
 
     def confidence(repo: Path) -> float:
-        return json.loads(cli("resume", "--task", task.id, "--json", cwd=repo).stdout)[
-            "confidence"]
+        return json.loads(cli("resume", "--task", task.id, "--json", cwd=repo).stdout)["confidence"]
 
     url = f"file://{project}"
     shallow, partial = tmp_path / "shallow", tmp_path / "partial"
@@ -453,16 +541,23 @@ def test_resume_fills_a_token_budget_by_priority_and_names_what_it_left_out(
 ) -> None:
     task = home_store.task_create("Move the job queue to Postgres", goal="one database")
     home_store.handoff(
-        task.id, summary="the migration ran; the worker still reads Redis",
+        task.id,
+        summary="the migration ran; the worker still reads Redis",
         must_not_redo=["ran migration 0042 on production", "created the jobs table"],
         must_preserve=["never drop the redis_jobs table before the cut-over"],
-        next=[f"step {n}: switch worker {n} to Postgres and watch its error rate" for n in
-              range(1, 9)],
-        completed=[f"finished part {n} of the schema work" for n in range(30)])
+        next=[
+            f"step {n}: switch worker {n} to Postgres and watch its error rate" for n in range(1, 9)
+        ],
+        completed=[f"finished part {n} of the schema work" for n in range(30)],
+    )
     for n in range(20):
-        home_store.remember(f"Decision {n}: the queue worker {n} polls every {n + 1} seconds "
-                            "because the hosted Postgres limits connections", kind="decision",
-                            task=task.id, check_duplicates=False)
+        home_store.remember(
+            f"Decision {n}: the queue worker {n} polls every {n + 1} seconds "
+            "because the hosted Postgres limits connections",
+            kind="decision",
+            task=task.id,
+            check_duplicates=False,
+        )
     full = cli("resume", "--task", task.id)
     assert "Left out" not in full.stdout
     for budget in (250, 600):
@@ -482,15 +577,35 @@ def test_continuity_takes_a_number_as_a_seq_before_an_id_prefix(home_store: Engr
     """A checkpoint's id is random and may start with a digit: `--after 3` means the third
     checkpoint even when the first one's id starts with "3"."""
     task = "movequeue001"
-    foreign_events(home_store.write_store().root,
-                   {"kind": "task.created", "data": {"task": task, "name": "Move the queue",
-                                                     "goal": "", "status": "open",
-                                                     "tags": []}},
-                   *[{"kind": "checkpoint.saved",
-                      "data": {"task": task, "checkpoint": checkpoint, "seq": 1,
-                               "reason": "handoff", "summary": f"step {n}",
-                               "next": [f"step {n + 1}"], "confidence": 0.5}}
-                     for n, checkpoint in enumerate(("3aaaaaaaaaaa", "1bbbbbbbbbbb",
-                                                     "2ccccccccccc"), start=1)])
+    foreign_events(
+        home_store.write_store().root,
+        {
+            "kind": "task.created",
+            "data": {
+                "task": task,
+                "name": "Move the queue",
+                "goal": "",
+                "status": "open",
+                "tags": [],
+            },
+        },
+        *[
+            {
+                "kind": "checkpoint.saved",
+                "data": {
+                    "task": task,
+                    "checkpoint": checkpoint,
+                    "seq": 1,
+                    "reason": "handoff",
+                    "summary": f"step {n}",
+                    "next": [f"step {n + 1}"],
+                    "confidence": 0.5,
+                },
+            }
+            for n, checkpoint in enumerate(
+                ("3aaaaaaaaaaa", "1bbbbbbbbbbb", "2ccccccccccc"), start=1
+            )
+        ],
+    )
     scored = Engram().continuity(task, before="2", after="3")
     assert (scored.before, scored.after) == (2, 3)

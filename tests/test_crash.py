@@ -42,8 +42,14 @@ ENV = {"PYTHONPATH": str(ROOT)}
 
 
 def engram_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "engram", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **ENV})
+    return subprocess.run(
+        [sys.executable, "-m", "engram", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **ENV},
+    )
 
 
 class Lane(threading.Thread):
@@ -71,7 +77,9 @@ class Lane(threading.Thread):
         started = time.monotonic()
         proc = subprocess.Popen(
             [sys.executable, str(WRITER), str(self.repo), "1000000", f"w{self.number}.{round_}"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **ENV},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **ENV},
         )
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
@@ -129,7 +137,8 @@ def committed_ids(repo: Path) -> set[str]:
 
 
 def test_writers_killed_at_random_moments_lose_no_acknowledged_event(
-        project: Path, figures: Callable[[str], None]) -> None:
+    project: Path, figures: Callable[[str], None]
+) -> None:
     kills, lanes = 200, 2
     setup = Engram(cwd=project, use="project")
     setup.config_set("commit.every_events", "3")  # commits often, so kills land in them too
@@ -148,13 +157,16 @@ def test_writers_killed_at_random_moments_lose_no_acknowledged_event(
 
     power_cuts = sum(lane.power_cuts for lane in workers)
     store = Engram(cwd=project).project
-    torn_set_aside = len(list((store.local_dir / "torn").glob("*"))) \
-        if (store.local_dir / "torn").is_dir() else 0
+    torn_set_aside = (
+        len(list((store.local_dir / "torn").glob("*")))
+        if (store.local_dir / "torn").is_dir()
+        else 0
+    )
     before = json.loads(engram_cli("doctor", "--json", cwd=project).stdout)
-    found_by_doctor = sorted({f["check"] for s in before["stores"] for f in s["findings"]
-                              if f["level"] != "note"})
-    torn_left = sum(1 for s in before["stores"] for f in s["findings"]
-                    if f["check"] == "torn-line")
+    found_by_doctor = sorted(
+        {f["check"] for s in before["stores"] for f in s["findings"] if f["level"] != "note"}
+    )
+    torn_left = sum(1 for s in before["stores"] for f in s["findings"] if f["check"] == "torn-line")
     assert torn_set_aside + torn_left == power_cuts
     fixed = engram_cli("doctor", "--fix", "--json", cwd=project)
     repaired = [line for s in json.loads(fixed.stdout)["stores"] for line in s["fixed"]]
@@ -175,14 +187,16 @@ def test_writers_killed_at_random_moments_lose_no_acknowledged_event(
         assert path.read_bytes().endswith(b"\n")
     assert git(project, "status", "--porcelain", "--", ".engram") == ""
     assert set(acknowledged) <= committed_ids(project)
-    figures(f"\nkills survived: {survived} (in {loop_seconds:.0f}s, {lanes} writers at a time); "
-          f"events acknowledged: {len(acknowledged)}; acknowledged events found: "
-          f"{len(set(acknowledged) & found)}; written but killed before acknowledging: "
-          f"{len(found - set(acknowledged))}; power cuts mid-write: {power_cuts}, their torn "
-          f"lines set aside by the next writer: {torn_set_aside}, by doctor --fix: {torn_left}; "
-          f"found by doctor after the loop: {found_by_doctor or 'nothing'}; "
-          f"repaired by doctor --fix: {len(repaired)}; slowest first write after a kill: "
-          f"{slowest_start:.2f}s")
+    figures(
+        f"\nkills survived: {survived} (in {loop_seconds:.0f}s, {lanes} writers at a time); "
+        f"events acknowledged: {len(acknowledged)}; acknowledged events found: "
+        f"{len(set(acknowledged) & found)}; written but killed before acknowledging: "
+        f"{len(found - set(acknowledged))}; power cuts mid-write: {power_cuts}, their torn "
+        f"lines set aside by the next writer: {torn_set_aside}, by doctor --fix: {torn_left}; "
+        f"found by doctor after the loop: {found_by_doctor or 'nothing'}; "
+        f"repaired by doctor --fix: {len(repaired)}; slowest first write after a kill: "
+        f"{slowest_start:.2f}s"
+    )
 
 
 # -- many writers of every kind -----------------------------------------------------------------
@@ -193,14 +207,17 @@ async def _mcp_writer(repo: Path, label: str, count: int) -> list[str]:
     from mcp.client.stdio import StdioServerParameters
     from mcp_types import Implementation
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "engram", "serve"],
-                                   env={**os.environ, **ENV}, cwd=repo)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "engram", "serve"], env={**os.environ, **ENV}, cwd=repo
+    )
     ids = []
-    async with Client(params, client_info=Implementation(name=label, version="1.0"),
-                      read_timeout_seconds=120) as client:
+    async with Client(
+        params, client_info=Implementation(name=label, version="1.0"), read_timeout_seconds=120
+    ) as client:
         for number in range(count):
-            result = await client.call_tool("memory_remember",
-                                            {"content": f"{label} wrote memory number {number}"})
+            result = await client.call_tool(
+                "memory_remember", {"content": f"{label} wrote memory number {number}"}
+            )
             assert not result.is_error, result.content[0].text
             assert result.structured_content is not None
             assert result.structured_content["duplicate"] is False
@@ -209,18 +226,36 @@ async def _mcp_writer(repo: Path, label: str, count: int) -> list[str]:
 
 
 def test_api_cli_and_mcp_writers_at_once_lose_and_duplicate_nothing(
-        project: Path, figures: Callable[[str], None]) -> None:
+    project: Path, figures: Callable[[str], None]
+) -> None:
     setup = Engram(cwd=project, use="project")
     setup.config_set("remember.check_duplicates", "false")  # every write is a new memory
     setup.close()
-    api = [subprocess.Popen([sys.executable, str(WRITER), str(project), "40", f"api{n}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **ENV}) for n in range(3)]
-    cli_script = ('for n in $(seq 1 12); do "$0" -m engram remember "$1 wrote memory $n" '
-                  '--json || exit 1; done')
-    cli = [subprocess.Popen(["sh", "-c", cli_script, sys.executable, f"cli{n}"], cwd=project,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **ENV}) for n in range(2)]
+    api = [
+        subprocess.Popen(
+            [sys.executable, str(WRITER), str(project), "40", f"api{n}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **ENV},
+        )
+        for n in range(3)
+    ]
+    cli_script = (
+        'for n in $(seq 1 12); do "$0" -m engram remember "$1 wrote memory $n" '
+        "--json || exit 1; done"
+    )
+    cli = [
+        subprocess.Popen(
+            ["sh", "-c", cli_script, sys.executable, f"cli{n}"],
+            cwd=project,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **ENV},
+        )
+        for n in range(2)
+    ]
 
     async def servers() -> list[list[str]]:
         results: list[list[str]] = [[], []]
@@ -261,24 +296,29 @@ def test_api_cli_and_mcp_writers_at_once_lose_and_duplicate_nothing(
         assert path.read_bytes().endswith(b"\n")
     assert engram_cli("commit", cwd=project).returncode == 0
     assert set(written) <= committed_ids(project)
-    figures(f"\nconcurrent writers: {len(api)} API processes, {len(cli)} CLI loops, 2 MCP servers "
-          f"(7 at once); events acknowledged: "
-          + ", ".join(f"{kind} {len(ids)}" for kind, ids in by_kind.items())
-          + f"; found: {len(memories)}; duplicates: 0")
+    figures(
+        f"\nconcurrent writers: {len(api)} API processes, {len(cli)} CLI loops, 2 MCP servers "
+        f"(7 at once); events acknowledged: "
+        + ", ".join(f"{kind} {len(ids)}" for kind, ids in by_kind.items())
+        + f"; found: {len(memories)}; duplicates: 0"
+    )
 
 
 # -- an index update killed half-way ------------------------------------------------------------
 
 
 def test_a_reindex_killed_half_way_is_detected_and_rebuilt(
-        project: Path, figures: Callable[[str], None]) -> None:
+    project: Path, figures: Callable[[str], None]
+) -> None:
     engram = Engram(cwd=project)
-    texts = ["Use Postgres for the job queue: we need SKIP LOCKED",
-             "The API listens on port 9090 behind the load balancer",
-             "Deploys happen on every merge to main", "Secrets live in the vault"]
+    texts = [
+        "Use Postgres for the job queue: we need SKIP LOCKED",
+        "The API listens on port 9090 behind the load balancer",
+        "Deploys happen on every merge to main",
+        "Secrets live in the vault",
+    ]
     for n in range(100):
-        engram.remember(f"{texts[n % 4]} (note {n} on topic {n * 7 % 13})",
-                        check_duplicates=False)
+        engram.remember(f"{texts[n % 4]} (note {n} on topic {n * 7 % 13})", check_duplicates=False)
     engram.reindex()
     engram.close()
     cache = engram.project.local_dir / "cache"
@@ -286,9 +326,11 @@ def test_a_reindex_killed_half_way_is_detected_and_rebuilt(
     def answers() -> tuple[Any, ...]:
         reader = Engram(cwd=project)
         try:
-            return ([h.memory.id for h in reader.recall("which database for the job queue")],
-                    [h.memory.id for h in reader.recall("port of the API")],
-                    [m.id for m in reader.memories(limit=None)])
+            return (
+                [h.memory.id for h in reader.recall("which database for the job queue")],
+                [h.memory.id for h in reader.recall("port of the API")],
+                [m.id for m in reader.memories(limit=None)],
+            )
         finally:
             reader.close()
 
@@ -306,15 +348,21 @@ def test_a_reindex_killed_half_way_is_detected_and_rebuilt(
     trials, detected = 10, 0
     for trial in range(trials):
         forget_embeddings()
-        proc = subprocess.Popen([sys.executable, "-m", "engram", "reindex"], cwd=project,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env={**os.environ, **ENV})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "engram", "reindex"],
+            cwd=project,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **ENV},
+        )
         time.sleep(rng.uniform(0.3, 1.0) * duration)
         proc.kill()
         proc.wait()
         report = json.loads(engram_cli("doctor", "--json", cwd=project).stdout)
         detected += any(f["check"] == "cache" for s in report["stores"] for f in s["findings"])
         assert answers() == want, f"trial {trial}"
-    figures(f"\nreindex killed half-way: {trials} times (a whole reindex takes {duration:.1f}s); "
-          f"doctor saw the unfinished caches after {detected}; answers the same after each "
-          "automatic rebuild: all")
+    figures(
+        f"\nreindex killed half-way: {trials} times (a whole reindex takes {duration:.1f}s); "
+        f"doctor saw the unfinished caches after {detected}; answers the same after each "
+        "automatic rebuild: all"
+    )

@@ -84,8 +84,10 @@ def test_a_damaged_line_is_reported_skipped_and_the_rest_reads(project: Path, na
     memories = [engram.remember(t, check_duplicates=False) for t in TEXTS[:4]]
     engram.commit()
     path = writer_file(engram.project)
-    lost = {"invalid-utf8": {memories[1].id},
-            "truncated-middle": {memories[1].id, memories[2].id}}.get(name, set())
+    lost = {
+        "invalid-utf8": {memories[1].id},
+        "truncated-middle": {memories[1].id, memories[2].id},
+    }.get(name, set())
     path.write_bytes(b"".join(damage(path.read_bytes().splitlines(keepends=True))))
 
     reader = Engram(cwd=project)
@@ -103,8 +105,9 @@ def test_a_damaged_line_is_reported_skipped_and_the_rest_reads(project: Path, na
 
     report = Engram(cwd=project).verify()  # strict
     assert not report.ok
-    assert [p.line for p in report.stores[0].problems
-            if p.severity == "error"][: len(reported)] == reported
+    assert [p.line for p in report.stores[0].problems if p.severity == "error"][
+        : len(reported)
+    ] == reported
 
 
 def test_damage_in_another_clones_file_stops_nothing_here(tmp_path: Path, project: Path) -> None:
@@ -127,7 +130,8 @@ def test_damage_in_another_clones_file_stops_nothing_here(tmp_path: Path, projec
     reader = Engram(cwd=clone)
     assert {kept.id, mine.id} <= {m.id for m in reader.memories()}
     assert reader.warnings and reader.warnings[0].startswith(
-        f"{clone / '.engram' / theirs.project.rel(their_file)}:2: invalid JSON")
+        f"{clone / '.engram' / theirs.project.rel(their_file)}:2: invalid JSON"
+    )
 
 
 # -- damaged derived state ----------------------------------------------------------------------
@@ -136,8 +140,10 @@ def test_damage_in_another_clones_file_stops_nothing_here(tmp_path: Path, projec
 def _snapshot(task: str) -> tuple[Any, ...]:
     engram = Engram()
     try:
-        recalls = [[(h.memory.id, h.score) for h in engram.recall(q, k=5)]
-                   for q in ("which database for the job queue", "port of the API")]
+        recalls = [
+            [(h.memory.id, h.score) for h in engram.recall(q, k=5)]
+            for q in ("which database for the job queue", "port of the API")
+        ]
         listed = [m.id for m in engram.memories(limit=None)]
         resumed = engram.resume(task=task).markdown
         return recalls, listed, resumed, list(engram.warnings)
@@ -173,8 +179,9 @@ def _cached_store(count: int) -> str:
     engram = Engram()
     engram.init()
     for n in range(count):
-        engram.remember(f"{TEXTS[n % len(TEXTS)]} (note {n})", check_duplicates=False,
-                        tags=[f"t{n % 3}"])
+        engram.remember(
+            f"{TEXTS[n % len(TEXTS)]} (note {n})", check_duplicates=False, tags=[f"t{n % 3}"]
+        )
     task = engram.task_create("Add OAuth login", goal="Users sign in with GitHub")
     engram.handoff(task.id, summary="plan agreed", next=["register the app", "write tests"])
     engram.reindex()
@@ -182,8 +189,7 @@ def _cached_store(count: int) -> str:
     return task.id
 
 
-def test_an_unreadable_row_in_the_read_model_is_rebuilt_from_the_events(
-        home_store: Engram) -> None:
+def test_an_unreadable_row_in_the_read_model_is_rebuilt_from_the_events(home_store: Engram) -> None:
     import sqlite3
 
     memories = [home_store.remember(t, check_duplicates=False) for t in TEXTS[:3]]
@@ -199,18 +205,31 @@ def test_an_unreadable_row_in_the_read_model_is_rebuilt_from_the_events(
     assert [v.content for _, v in reader.history(memories[2].id)] == [TEXTS[2]]
 
 
-CACHES = ["cache/projection.sqlite3", "cache/text", "cache/vectors.usearch", "cache/vectors.json",
-          "cache/embeddings.sqlite3", "committed-stat.json", "config-parsed.json", "writer.json",
-          "observed-clock"]
+CACHES = [
+    "cache/projection.sqlite3",
+    "cache/text",
+    "cache/vectors.usearch",
+    "cache/vectors.json",
+    "cache/embeddings.sqlite3",
+    "committed-stat.json",
+    "config-parsed.json",
+    "writer.json",
+    "observed-clock",
+]
 
 
 def test_damaged_caches_give_the_same_answers_after_the_rebuild() -> None:
     task = _cached_store(12)
     want = _snapshot(task)
     local = Engram().personal.local_dir
-    for name, how in [("cache/projection.sqlite3", "random"), ("cache/text", "truncate"),
-                      ("cache/vectors.usearch", "random"), ("cache/embeddings.sqlite3", "random"),
-                      ("writer.json", "random"), ("config-parsed.json", "random")]:
+    for name, how in [
+        ("cache/projection.sqlite3", "random"),
+        ("cache/text", "truncate"),
+        ("cache/vectors.usearch", "random"),
+        ("cache/embeddings.sqlite3", "random"),
+        ("writer.json", "random"),
+        ("config-parsed.json", "random"),
+    ]:
         assert (local / name).exists(), name
         _damage(local / name, how)
         assert _same(_snapshot(task), want), (name, how)
@@ -218,7 +237,8 @@ def test_damaged_caches_give_the_same_answers_after_the_rebuild() -> None:
 
 @pytest.mark.slow
 def test_every_cache_deleted_truncated_or_overwritten_gives_the_same_answers(
-        figures: Callable[[str], None]) -> None:
+    figures: Callable[[str], None],
+) -> None:
     task = _cached_store(60)
     want = _snapshot(task)
     local = Engram().personal.local_dir
@@ -250,7 +270,8 @@ def test_every_cache_deleted_truncated_or_overwritten_gives_the_same_answers(
 
 @pytest.mark.slow
 def test_caches_damaged_under_a_running_process_are_rebuilt_in_place(
-        figures: Callable[[str], None]) -> None:
+    figures: Callable[[str], None],
+) -> None:
     """A long-lived process (an MCP server) keeps answering the same while its cache files
     are overwritten in place under it."""
     import random
@@ -260,15 +281,21 @@ def test_caches_damaged_under_a_running_process_are_rebuilt_in_place(
     engram = Engram()
 
     def answers() -> tuple[Any, ...]:
-        return ([h.memory.id for h in engram.recall("which database for the job queue", k=5)],
-                [h.memory.id for h in engram.recall("port of the API", k=5)],
-                [m.id for m in engram.memories(limit=None)], engram.resume(task=task).markdown)
+        return (
+            [h.memory.id for h in engram.recall("which database for the job queue", k=5)],
+            [h.memory.id for h in engram.recall("port of the API", k=5)],
+            [m.id for m in engram.memories(limit=None)],
+            engram.resume(task=task).markdown,
+        )
 
     want = answers()
     chance = random.Random(7)
     for _ in range(60):
-        files = [p for p in (cache / "text").iterdir() if p.is_file() and p.stat().st_size
-                 and not p.name.startswith(".")]
+        files = [
+            p
+            for p in (cache / "text").iterdir()
+            if p.is_file() and p.stat().st_size and not p.name.startswith(".")
+        ]
         files += [cache / "vectors.usearch", cache / "projection.sqlite3"]
         target = chance.choice([p for p in files if p.exists()])
         data = bytearray(target.read_bytes())
@@ -279,20 +306,25 @@ def test_caches_damaged_under_a_running_process_are_rebuilt_in_place(
             handle.write(bytes(data))
         assert answers() == want, target.name
     engram.close()
-    figures("\ncache files overwritten in place under a running process: 60; answers the same "
-          "after each: all")
+    figures(
+        "\ncache files overwritten in place under a running process: 60; answers the same "
+        "after each: all"
+    )
 
 
 # -- read-only and full disks -------------------------------------------------------------------
 
 
 def _snapshot_tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
-@pytest.mark.skipif(not fsjail.can_mount() and os.geteuid() == 0,
-                    reason="needs a mount namespace (CAP_SYS_ADMIN) when running as root")
+@pytest.mark.skipif(
+    not fsjail.can_mount() and os.geteuid() == 0,
+    reason="needs a mount namespace (CAP_SYS_ADMIN) when running as root",
+)
 def test_a_read_only_store_reads_and_refuses_writes_in_one_line(home_store: Engram) -> None:
     memory = home_store.remember(TEXTS[0], check_duplicates=False)
     task = home_store.task_create("Add OAuth login")
@@ -302,19 +334,31 @@ def test_a_read_only_store_reads_and_refuses_writes_in_one_line(home_store: Engr
     root = home_store.personal.root
     before = _snapshot_tree(root)
     reads = {
-        ("list",): memory.id[:8], ("recall", "job queue database"): memory.id[:8],
-        ("resume", "--task", task.id): "plan agreed", ("log", "-n", "3"): "handoff",
-        ("status",): "personal store", ("verify",): "ok", ("get", memory.id): TEXTS[0],
+        ("list",): memory.id[:8],
+        ("recall", "job queue database"): memory.id[:8],
+        ("resume", "--task", task.id): "plan agreed",
+        ("log", "-n", "3"): "handoff",
+        ("status",): "personal store",
+        ("verify",): "ok",
+        ("get", memory.id): TEXTS[0],
     }
-    writes = [("remember", "a new fact"), ("forget", memory.id, "--reason", "old"),
-              ("task", "create", "another"), ("commit",), ("reindex",)]
+    writes = [
+        ("remember", "a new fact"),
+        ("forget", memory.id, "--reason", "old"),
+        ("task", "create", "another"),
+        ("commit",),
+        ("reindex",),
+    ]
     with fsjail.read_only(root) as jail:
         results = jail.engram_many(*reads, *writes)
-        why = "its file system is read-only; remount it read-write" if jail.holder else \
-            "permission denied; give yourself write access"
+        why = (
+            "its file system is read-only; remount it read-write"
+            if jail.holder
+            else "permission denied; give yourself write access"
+        )
     for args, expected, done in zip(reads, reads.values(), results, strict=False):
         assert done["code"] == 0 and expected in done["stdout"], (args, done)
-    for args, done in zip(writes, results[len(reads):], strict=True):
+    for args, done in zip(writes, results[len(reads) :], strict=True):
         assert done["code"] == 1 and done["crash"] is None, (args, done)
         assert done["stderr"].count("\n") == 1, (args, done["stderr"])
         assert done["stderr"].startswith(f"error: cannot write to the store at {root}: {why}")
@@ -327,13 +371,19 @@ def _engram(*args: str, limit: int | None = None) -> subprocess.CompletedProcess
         if limit is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
-    return subprocess.run([sys.executable, "-m", "engram", *args], capture_output=True,
-                          text=True, preexec_fn=cap, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        [sys.executable, "-m", "engram", *args],
+        capture_output=True,
+        text=True,
+        preexec_fn=cap,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def test_a_write_stopped_part_way_by_a_file_size_limit_leaves_no_partial_line(
-        home_store: Engram) -> None:
+    home_store: Engram,
+) -> None:
     kept = home_store.remember(TEXTS[0], check_duplicates=False)
     path = writer_file(home_store.personal)
     before = path.read_bytes()
@@ -350,8 +400,7 @@ def test_a_write_stopped_part_way_by_a_file_size_limit_leaves_no_partial_line(
 
 
 @pytest.mark.skipif(not fsjail.can_mount(), reason="needs a mount namespace (CAP_SYS_ADMIN)")
-def test_a_write_stopped_part_way_by_a_full_disk_leaves_no_partial_line(
-        home_store: Engram) -> None:
+def test_a_write_stopped_part_way_by_a_full_disk_leaves_no_partial_line(home_store: Engram) -> None:
     kept = home_store.remember(TEXTS[0], check_duplicates=False)
     path = writer_file(home_store.personal)
     before = path.read_bytes()
@@ -359,9 +408,11 @@ def test_a_write_stopped_part_way_by_a_full_disk_leaves_no_partial_line(
     copy = month.parent / "copy"
     # The month's event directory on a 16 KiB tmpfs, filled up but for the last page of the
     # event file: an append fits part of a long line, then gets ENOSPC.
-    setup = (f"cp -a {month} {copy} && mount -t tmpfs -o size=16k tmpfs {month} && "
-             f"cp -a {copy}/. {month}/ && (dd if=/dev/zero of={month}/.filler bs=1k "
-             "count=64 2>/dev/null || true)")
+    setup = (
+        f"cp -a {month} {copy} && mount -t tmpfs -o size=16k tmpfs {month} && "
+        f"cp -a {copy}/. {month}/ && (dd if=/dev/zero of={month}/.filler bs=1k "
+        "count=64 2>/dev/null || true)"
+    )
     with fsjail._namespace(month, setup) as jail:
         inside = jail.inside(path)
         full, listed = jail.engram_many(("remember", "y" * 9000), ("list", "--json"))
@@ -408,6 +459,7 @@ def test_the_reliability_page_names_only_tests_that_exist() -> None:
     named = re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", page)
     named += [("tests/test_doctor.py", name) for name in re.findall(r"\| `(test_\w+)` \|", page)]
     assert len(named) > 30
-    missing = [f"{path}::{name}" for path, name in named
-               if f"def {name}(" not in (ROOT / path).read_text()]
+    missing = [
+        f"{path}::{name}" for path, name in named if f"def {name}(" not in (ROOT / path).read_text()
+    ]
     assert missing == []

@@ -16,7 +16,7 @@ from engram.domain import discovery
 API_KEY = "Zq7vR2mXk9Lp4Wd8"  # a value the secret scanner recognises after API_KEY=
 SALT = "pepper-moon-42"  # a value it does not: only the tracking rule keeps it out
 PASSWORD = "Hx4tW9qLm2Zr7Kd3"
-CONFIG = 'DEBUG = True\nTIMEOUT = 30\n'
+CONFIG = "DEBUG = True\nTIMEOUT = 30\n"
 
 
 @pytest.fixture
@@ -33,12 +33,16 @@ def stored(repo: Path) -> str:
     return "\n".join(p.read_text() for p in sorted((repo / ".engram").rglob("*.jsonl")))
 
 
-def record(repo: Path, path: str, start: int, end: int | None = None, *,
-           redact: bool = False) -> tuple[str, list[discovery.Citation]]:
+def record(
+    repo: Path, path: str, start: int, end: int | None = None, *, redact: bool = False
+) -> tuple[str, list[discovery.Citation]]:
     with Engram(cwd=repo) as engram:
         remembered, pinned = discovery.record(
-            engram, f"A fact about {path}", [{"path": path, "start_line": start,
-                                              "end_line": end}], redact=redact)
+            engram,
+            f"A fact about {path}",
+            [{"path": path, "start_line": start, "end_line": end}],
+            redact=redact,
+        )
         return remembered.memory.content, pinned
 
 
@@ -67,8 +71,9 @@ def test_an_untracked_file_is_cited_without_its_lines_until_git_add(repo: Path) 
     (repo / "notes.py").write_text(f"SALT = {SALT!r}\n")
     content, pinned = record(repo, "notes.py", 1)
     assert "  |" not in content and SALT not in stored(repo)
-    assert pinned[0].note == ("no excerpt: notes.py is not tracked by git (git add it to have "
-                              "its lines kept)")
+    assert pinned[0].note == (
+        "no excerpt: notes.py is not tracked by git (git add it to have its lines kept)"
+    )
     # Added to the index, it is tracked: its uncommitted lines are kept, since HEAD lacks them.
     git(repo, "add", "notes.py")
     content, pinned = record(repo, "notes.py", 1)
@@ -98,14 +103,18 @@ def test_a_link_to_an_ignored_file_is_judged_by_the_file_it_leads_to(repo: Path)
     assert pinned[0].note == "no excerpt: settings.env (a link to .env) is ignored by git"
 
 
-@pytest.mark.parametrize("path, message", [
-    ("../outside.txt", "must be a path inside the repository"),
-    ("{outside}", "must be a path inside the repository"),
-    ("link.txt", "citation path 'link.txt' leads outside the repository"),
-    ("linked/outside.txt", "citation path 'linked/outside.txt' leads outside the repository"),
-])
-def test_a_path_leading_outside_the_work_tree_is_refused(repo: Path, path: str,
-                                                         message: str) -> None:
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("../outside.txt", "must be a path inside the repository"),
+        ("{outside}", "must be a path inside the repository"),
+        ("link.txt", "citation path 'link.txt' leads outside the repository"),
+        ("linked/outside.txt", "citation path 'linked/outside.txt' leads outside the repository"),
+    ],
+)
+def test_a_path_leading_outside_the_work_tree_is_refused(
+    repo: Path, path: str, message: str
+) -> None:
     outside = repo.parent / "outside.txt"
     outside.write_text(f"SESSION_SALT={SALT}\n")
     (repo / "link.txt").symlink_to(outside)
@@ -126,9 +135,11 @@ def test_uncommitted_lines_of_a_tracked_file_are_scanned_for_secrets(repo: Path)
     with pytest.raises(SecretError) as error:
         record(repo, "config.py", 2, 3)
     # The usual one-line message, counting lines as the file does, never quoting the secret.
-    assert str(error.value) == ("citation config.py:2-3 contains what looks like a secret "
-                                "(password) at line 3, column 13; remove it, or pass --redact "
-                                "to store it as [REDACTED:password]")
+    assert str(error.value) == (
+        "citation config.py:2-3 contains what looks like a secret "
+        "(password) at line 3, column 13; remove it, or pass --redact "
+        "to store it as [REDACTED:password]"
+    )
     assert stored(repo) == before
 
     content, pinned = record(repo, "config.py", 2, 3, redact=True)
@@ -155,12 +166,18 @@ def test_committed_lines_are_not_copied_into_the_memory(repo: Path) -> None:
 def test_a_wrong_excerpt_is_refused_without_showing_lines_it_must_not(repo: Path) -> None:
     with Engram(cwd=repo) as engram:
         with pytest.raises(UsageError) as error:
-            discovery.record(engram, "The salt", [{"path": ".env", "start_line": 2,
-                                                   "excerpt": "SESSION_SALT=guess"}])
+            discovery.record(
+                engram,
+                "The salt",
+                [{"path": ".env", "start_line": 2, "excerpt": "SESSION_SALT=guess"}],
+            )
         assert str(error.value) == "the excerpt is not in .env as it is now; quote the file exactly"
         (repo / "config.py").write_text(CONFIG + f'PASSWORD = "{PASSWORD}"\n')
         with pytest.raises(UsageError) as error:
-            discovery.record(engram, "The password", [{"path": "config.py", "start_line": 3,
-                                                       "excerpt": "PASSWORD = None"}])
+            discovery.record(
+                engram,
+                "The password",
+                [{"path": "config.py", "start_line": 3, "excerpt": "PASSWORD = None"}],
+            )
         message = str(error.value)
         assert "[REDACTED:password]" in message and PASSWORD not in message

@@ -33,32 +33,51 @@ def test_the_readme_demo_command_works(tmp_path: Path) -> None:
     """Run the demo part of the first command against the engram installed here."""
     demo = readme_commands()[0]
     body = demo[demo.index("(") + 1 : demo.rindex(")")]
-    body = body.replace('PATH="$PWD/.venv/bin:$PATH"',
-                        f'PATH="{Path(sys.executable).parent}:$PATH"')
-    done = subprocess.run(["bash", "-c", body], capture_output=True, text=True, cwd=tmp_path,
-                          env=os.environ.copy(), timeout=120)
+    body = body.replace(
+        'PATH="$PWD/.venv/bin:$PATH"', f'PATH="{Path(sys.executable).parent}:$PATH"'
+    )
+    done = subprocess.run(
+        ["bash", "-c", body],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=os.environ.copy(),
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "Use Postgres for the job queue" in done.stdout
     assert "initialize personal store" in done.stdout
 
 
 def test_the_command_reference_is_what_the_commands_print() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_cli_docs.py"), "--check"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_cli_docs.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
 
 
 def test_the_architecture_page_lists_the_layers_and_modules_of_the_code() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_arch_docs.py"), "--check"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_arch_docs.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.slow
 def test_the_guides_show_what_the_commands_print() -> None:
     """Rerun the guides' console examples (two machines, a remote, project repositories)."""
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_guides.py"), "--check"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_guides.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -80,8 +99,13 @@ def test_the_http_token_recipe_runs_as_written_on_a_fresh_home(tmp_path: Path) -
     [line] = [x for x in block.splitlines() if "token_urlsafe" in x and "> ~/" in x]
     home = tmp_path / "fresh"
     home.mkdir()
-    done = subprocess.run(["bash", "-c", line], env={"HOME": str(home), "PATH": os.environ[
-        "PATH"]}, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["bash", "-c", line],
+        env={"HOME": str(home), "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     token = home / ".config" / "engram" / "token"
     assert len(token.read_text().strip()) == 43 and token.stat().st_mode & 0o077 == 0

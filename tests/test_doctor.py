@@ -30,8 +30,12 @@ def doctor(*args: str, cwd: Path | None = None) -> tuple[int, dict[str, Any]]:
 
 
 def findings(report: dict[str, Any], check: str | None = None) -> list[dict[str, Any]]:
-    return [f for entry in report["stores"] for f in entry["findings"]
-            if check is None or f["check"] == check]
+    return [
+        f
+        for entry in report["stores"]
+        for f in entry["findings"]
+        if check is None or f["check"] == check
+    ]
 
 
 def problems(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -49,9 +53,13 @@ def writer_file(store: Any) -> Path:
 
 def child(code: str, *args: str) -> subprocess.Popen[str]:
     """A real Python process running `code` against the test's stores."""
-    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def test_a_healthy_store_exits_0(home_store: Engram) -> None:
@@ -91,7 +99,8 @@ def test_a_torn_last_line_is_reported_and_set_aside_by_fix(home_store: Engram) -
 
 
 def test_committed_conflict_markers_are_set_aside_in_this_clone_never_taken_out_of_history(
-        project: Path) -> None:
+    project: Path,
+) -> None:
     engram = Engram(cwd=project)
     one = engram.remember("one", check_duplicates=False)
     two = engram.remember("two", check_duplicates=False)
@@ -100,8 +109,9 @@ def test_committed_conflict_markers_are_set_aside_in_this_clone_never_taken_out_
     rel = engram.project.rel(path)
     lines = path.read_text().splitlines(keepends=True)
     # A conflict resolved carelessly and committed with plain git, markers and all.
-    path.write_text("".join([lines[0], "<<<<<<< HEAD\n", *lines[1:], "=======\n",
-                             ">>>>>>> other\n"]))
+    path.write_text(
+        "".join([lines[0], "<<<<<<< HEAD\n", *lines[1:], "=======\n", ">>>>>>> other\n"])
+    )
     git(project, "commit", "-q", "-am", "merge other")
     committed = path.read_bytes()
     head = git(project, "rev-parse", "HEAD")
@@ -110,8 +120,7 @@ def test_committed_conflict_markers_are_set_aside_in_this_clone_never_taken_out_
 
     code, report = doctor(cwd=project)
     damaged = problems(report)
-    assert code == 1 and [(f["path"], f["line"]) for f in damaged] == \
-        [(rel, 2), (rel, 4), (rel, 5)]
+    assert code == 1 and [(f["path"], f["line"]) for f in damaged] == [(rel, 2), (rel, 4), (rel, 5)]
     assert all(f["check"] == "damaged-line" and f["level"] == "error" for f in damaged)
     assert "git conflict marker" in damaged[0]["message"]
     assert "engram doctor --fix --project" in damaged[0]["fix"]
@@ -145,14 +154,19 @@ def _cut_in_the_middle(lines: list[bytes]) -> list[bytes]:
     return [lines[0], lines[1][: len(lines[1]) // 2] + lines[2], *lines[3:]]  # 2 and 3 lost
 
 
-@pytest.mark.parametrize(("damage", "message"), [
-    (lambda lines: [lines[0], b"{this is not json}\n", *lines[1:]], "invalid JSON"),
-    (lambda lines: [lines[0], b'{"actor":"\xff\xfe"}\n', *lines[1:]], "invalid UTF-8"),
-    (_cut_in_the_middle, "two lines run together"),
-    (lambda lines: [lines[0], b"\n", *lines[1:]], "blank line"),
-], ids=["invalid-json", "invalid-utf8", "truncated-middle", "blank-line"])
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda lines: [lines[0], b"{this is not json}\n", *lines[1:]], "invalid JSON"),
+        (lambda lines: [lines[0], b'{"actor":"\xff\xfe"}\n', *lines[1:]], "invalid UTF-8"),
+        (_cut_in_the_middle, "two lines run together"),
+        (lambda lines: [lines[0], b"\n", *lines[1:]], "blank line"),
+    ],
+    ids=["invalid-json", "invalid-utf8", "truncated-middle", "blank-line"],
+)
 def test_a_damaged_line_is_reported_with_file_and_line_and_set_aside(
-        home_store: Engram, damage: Any, message: str) -> None:
+    home_store: Engram, damage: Any, message: str
+) -> None:
     memories = [home_store.remember(f"memory {n}", check_duplicates=False) for n in range(3)]
     path = writer_file(home_store.personal)
     path.write_bytes(b"".join(damage(path.read_bytes().splitlines(keepends=True))))
@@ -177,9 +191,11 @@ def test_a_damaged_line_is_reported_with_file_and_line_and_set_aside(
 
 
 def test_a_write_lock_held_by_a_hung_process_names_it(home_store: Engram) -> None:
-    holder = child("import sys, time\nfrom engram.api import Engram\n"
-                   "with Engram().write_store().lock():\n"
-                   "    print('LOCKED', flush=True)\n    time.sleep(120)\n")
+    holder = child(
+        "import sys, time\nfrom engram.api import Engram\n"
+        "with Engram().write_store().lock():\n"
+        "    print('LOCKED', flush=True)\n    time.sleep(120)\n"
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "LOCKED\n"
         code, report = doctor()
@@ -196,10 +212,12 @@ def test_a_write_lock_held_by_a_hung_process_names_it(home_store: Engram) -> Non
 
 
 def test_temporary_files_of_a_killed_process_are_found_and_removed(home_store: Engram) -> None:
-    crashed = child("import os\nfrom engram.api import Engram\n"
-                    "local = Engram().personal.local_dir\n"
-                    "(local / f'writer.json.{os.getpid()}.tmp').write_bytes(b'{\"writer\": \"ha')\n"
-                    "os.kill(os.getpid(), 9)\n")
+    crashed = child(
+        "import os\nfrom engram.api import Engram\n"
+        "local = Engram().personal.local_dir\n"
+        "(local / f'writer.json.{os.getpid()}.tmp').write_bytes(b'{\"writer\": \"ha')\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
     crashed.wait()
     leftover = home_store.personal.local_dir / f"writer.json.{crashed.pid}.tmp"
     assert leftover.exists()
@@ -211,13 +229,15 @@ def test_temporary_files_of_a_killed_process_are_found_and_removed(home_store: E
     assert not leftover.exists()
 
 
-def test_a_merged_file_left_by_a_compaction_killed_mid_write_is_removed(
-        home_store: Engram) -> None:
+def test_a_merged_file_left_by_a_compaction_killed_mid_write_is_removed(home_store: Engram) -> None:
     home_store.remember("Use Postgres for the job queue", check_duplicates=False)
     month = home_store.personal.event_files()[0].parent
-    crashed = child("import os, sys\nfrom pathlib import Path\n"
-                    "(Path(sys.argv[1]) / f'.compacted-0123456789abcdef.jsonl.{os.getpid()}.tmp')"
-                    ".write_bytes(b'{\"actor\"')\nos.kill(os.getpid(), 9)\n", str(month))
+    crashed = child(
+        "import os, sys\nfrom pathlib import Path\n"
+        "(Path(sys.argv[1]) / f'.compacted-0123456789abcdef.jsonl.{os.getpid()}.tmp')"
+        ".write_bytes(b'{\"actor\"')\nos.kill(os.getpid(), 9)\n",
+        str(month),
+    )
     crashed.wait()
     leftover = month / f".compacted-0123456789abcdef.jsonl.{crashed.pid}.tmp"
     assert leftover.exists()
@@ -232,9 +252,11 @@ def test_a_stale_git_index_lock_blocks_commits_until_fix_removes_it(project: Pat
     engram = Engram(cwd=project)
     engram.remember("waiting to be committed", check_duplicates=False)
     index_lock = project / ".git" / "index.lock"
-    killed = child("import os, sys\nfd = os.open(sys.argv[1], os.O_CREAT | os.O_EXCL | "
-                   "os.O_WRONLY)\nos.write(fd, b'DIRC')\nos.kill(os.getpid(), 9)\n",
-                   str(index_lock))
+    killed = child(
+        "import os, sys\nfd = os.open(sys.argv[1], os.O_CREAT | os.O_EXCL | "
+        "os.O_WRONLY)\nos.write(fd, b'DIRC')\nos.kill(os.getpid(), 9)\n",
+        str(index_lock),
+    )
     killed.wait()
     refused = cli("commit", cwd=project)
     assert refused.exit_code == 1 and "index.lock exists" in refused.stderr
@@ -249,13 +271,15 @@ def test_a_stale_git_index_lock_blocks_commits_until_fix_removes_it(project: Pat
     assert git(project, "status", "--porcelain", "--", ".engram") == ""
 
 
-def test_a_stale_branch_ref_lock_is_reported_and_cleared_by_the_next_commit(
-        project: Path) -> None:
+def test_a_stale_branch_ref_lock_is_reported_and_cleared_by_the_next_commit(project: Path) -> None:
     """A commit killed while git updated the branch leaves `refs/heads/<branch>.lock`."""
     Engram(cwd=project).remember("waiting behind a ref lock", check_duplicates=False)
     ref_lock = project / ".git" / "refs" / "heads" / "main.lock"
-    killed = child("import os, sys\nfd = os.open(sys.argv[1], os.O_CREAT | os.O_EXCL | "
-                   "os.O_WRONLY)\nos.kill(os.getpid(), 9)\n", str(ref_lock))
+    killed = child(
+        "import os, sys\nfd = os.open(sys.argv[1], os.O_CREAT | os.O_EXCL | "
+        "os.O_WRONLY)\nos.kill(os.getpid(), 9)\n",
+        str(ref_lock),
+    )
     killed.wait()
     past = time.time() - 30
     os.utime(ref_lock, (past, past))
@@ -269,14 +293,16 @@ def test_a_stale_branch_ref_lock_is_reported_and_cleared_by_the_next_commit(
 
 
 def test_a_commit_killed_half_way_is_cleaned_up_by_the_next_commit(project: Path) -> None:
-    Engram(cwd=project).remember("committed by a process killed mid-commit",
-                                 check_duplicates=False)
-    killed = child("import os, sys, pygit2\nfrom engram.api import Engram\n"
-                   "create = pygit2.Repository.create_commit\n"
-                   "def create_then_die(self, *args, **kwargs):\n"
-                   "    create(self, *args, **kwargs)\n    os.kill(os.getpid(), 9)\n"
-                   "pygit2.Repository.create_commit = create_then_die\n"
-                   "Engram(cwd=sys.argv[1]).commit()\n", str(project))
+    Engram(cwd=project).remember("committed by a process killed mid-commit", check_duplicates=False)
+    killed = child(
+        "import os, sys, pygit2\nfrom engram.api import Engram\n"
+        "create = pygit2.Repository.create_commit\n"
+        "def create_then_die(self, *args, **kwargs):\n"
+        "    create(self, *args, **kwargs)\n    os.kill(os.getpid(), 9)\n"
+        "pygit2.Repository.create_commit = create_then_die\n"
+        "Engram(cwd=sys.argv[1]).commit()\n",
+        str(project),
+    )
     killed.wait()
     index_lock = project / ".git" / "index.lock"
     assert index_lock.exists()
@@ -330,8 +356,10 @@ def test_a_merge_in_progress_is_reported_with_how_to_finish_it(project: Path) ->
     code, report = doctor(cwd=project)
     [busy] = problems(report)
     assert code == 1 and busy["check"] == "git-busy" and "merge" in busy["message"]
-    assert [c.split()[-2:] for c in commands(busy["fix"])] == [["merge", "--continue"],
-                                                                ["merge", "--abort"]]
+    assert [c.split()[-2:] for c in commands(busy["fix"])] == [
+        ["merge", "--continue"],
+        ["merge", "--abort"],
+    ]
     subprocess.run(commands(busy["fix"])[1], shell=True, check=True, capture_output=True)
     assert doctor(cwd=project)[0] == 0
 
@@ -375,7 +403,8 @@ def test_damaged_writer_bookkeeping_is_removed_by_fix(home_store: Engram) -> Non
 
 
 def test_a_committed_file_gone_from_the_work_tree_is_restored_by_the_printed_command(
-        project: Path) -> None:
+    project: Path,
+) -> None:
     engram = Engram(cwd=project)
     kept = engram.remember("committed, then deleted by hand", check_duplicates=False)
     engram.commit()
@@ -389,8 +418,7 @@ def test_a_committed_file_gone_from_the_work_tree_is_restored_by_the_printed_com
     assert kept.id in {m.id for m in Engram(cwd=project).memories()}
 
 
-def test_a_committed_part_changed_by_hand_is_reported_with_diff_and_checkout(
-        project: Path) -> None:
+def test_a_committed_part_changed_by_hand_is_reported_with_diff_and_checkout(project: Path) -> None:
     engram = Engram(cwd=project)
     for n in range(3):
         engram.remember(f"memory {n}", check_duplicates=False)
@@ -423,16 +451,21 @@ def test_missing_store_files_are_recreated_and_committed_by_fix(home_store: Engr
         (root / name).unlink()
     code, report = doctor()
     assert code == 1
-    assert sorted(f["path"] for f in problems(report)) == [".gitattributes", "README.md",
-                                                           "config.yaml"]
+    assert sorted(f["path"] for f in problems(report)) == [
+        ".gitattributes",
+        "README.md",
+        "config.yaml",
+    ]
     assert all("`engram init`" in f["fix"] for f in problems(report))
     assert doctor("--fix")[0] == 0
     assert all((root / name).exists() for name in ("config.yaml", "README.md", ".gitattributes"))
     assert git(root, "status", "--porcelain") == ""
 
 
-@pytest.mark.skipif(not fsjail.can_mount() and os.geteuid() == 0,
-                    reason="needs a mount namespace (CAP_SYS_ADMIN) when running as root")
+@pytest.mark.skipif(
+    not fsjail.can_mount() and os.geteuid() == 0,
+    reason="needs a mount namespace (CAP_SYS_ADMIN) when running as root",
+)
 def test_a_read_only_store_is_reported(home_store: Engram) -> None:
     home_store.remember("written before the disk went read-only")
     with fsjail.read_only(home_store.personal.root) as jail:
@@ -492,8 +525,9 @@ def test_lines_git_converted_to_crlf_are_read_and_fix_names_and_undoes_the_cause
     assert kept.id in {m.id for m in Engram().memories()}
 
 
-def test_symbolic_links_anywhere_in_the_store_are_listed(home_store: Engram,
-                                                          tmp_path: Path) -> None:
+def test_symbolic_links_anywhere_in_the_store_are_listed(
+    home_store: Engram, tmp_path: Path
+) -> None:
     store = home_store.personal
     home_store.remember("Use Postgres for the job queue", check_duplicates=False)
     outside = tmp_path / "outside"
@@ -509,5 +543,7 @@ def test_symbolic_links_anywhere_in_the_store_are_listed(home_store: Engram,
     assert all("git -C" in f["fix"] and " rm -- " in f["fix"] for f in links)
     verified = cli("verify", "--json")
     assert verified.exit_code == 1
-    assert {p["path"] for p in json.loads(verified.stdout)["stores"][0]["problems"]} >= \
-        {"config.yaml", "handoffs/t1"}
+    assert {p["path"] for p in json.loads(verified.stdout)["stores"][0]["problems"]} >= {
+        "config.yaml",
+        "handoffs/t1",
+    }

@@ -31,10 +31,10 @@ from mcp_types import Implementation
 
 from engram.api import Engram
 
-HOSTILE = '''import pathlib
+HOSTILE = """import pathlib
 with open({marker!r}, "a") as marker:
     marker.write({name!r} + "\\n")
-'''
+"""
 CLIENTS = {"claude": "claude-code", "cursor": "cursor", "codex": "codex"}
 
 
@@ -44,8 +44,14 @@ def hostile(tmp_path: Path) -> tuple[Path, Path]:
     modules the entries name) and an `engram.py`; and the marker file they would write."""
     marker = tmp_path / "marker"
     files = {"README.md": "a project\n"}
-    for name in ("engram/__init__.py", "engram/__main__.py", "engram/hooks.py",
-                 "engram/githooks.py", "engram/cli/__init__.py", "engram.py"):
+    for name in (
+        "engram/__init__.py",
+        "engram/__main__.py",
+        "engram/hooks.py",
+        "engram/githooks.py",
+        "engram/cli/__init__.py",
+        "engram.py",
+    ):
         files[name] = HOSTILE.format(marker=str(marker), name=name)
     repo = make_repo(tmp_path / "cloned", files)
     with Engram(cwd=repo) as engram:
@@ -74,27 +80,31 @@ def server_entries(root: Path, *, project: bool) -> dict[str, tuple[str, list[st
             path = root / (".mcp.json" if project else ".claude.json")
             entry = json.loads(path.read_text())["mcpServers"]["engram"]
         elif client == "cursor":
-            entry = json.loads((root / ".cursor" / "mcp.json").read_text())["mcpServers"][
-                "engram"]
+            entry = json.loads((root / ".cursor" / "mcp.json").read_text())["mcpServers"]["engram"]
         else:
-            entry = tomllib.loads((root / ".codex" / "config.toml").read_text())[
-                "mcp_servers"]["engram"]
+            entry = tomllib.loads((root / ".codex" / "config.toml").read_text())["mcp_servers"][
+                "engram"
+            ]
         found[client] = (entry["command"], entry["args"])
     return found
 
 
-def start_server(command: str, args: list[str], cwd: Path, client: str,
-                 label: str) -> dict[str, Any]:
+def start_server(
+    command: str, args: list[str], cwd: Path, client: str, label: str
+) -> dict[str, Any]:
     """Start the entry as the client does (its command and args, in the project) through the
     SDK's stdio client; remember something and read the stats back."""
+
     async def scenario() -> dict[str, Any]:
         params = StdioServerParameters(command=command, args=args, env=env(), cwd=cwd)
-        async with Client(params, client_info=Implementation(name=client, version="1.0"),
-                          read_timeout_seconds=120) as session:
+        async with Client(
+            params, client_info=Implementation(name=client, version="1.0"), read_timeout_seconds=120
+        ) as session:
             tools = {tool.name for tool in (await session.list_tools()).tools}
             assert {"memory_remember", "session_resume"} <= tools
-            done = await session.call_tool("memory_remember", {
-                "content": f"entry {label} started the server", "kind": "fact"})
+            done = await session.call_tool(
+                "memory_remember", {"content": f"entry {label} started the server", "kind": "fact"}
+            )
             assert not done.is_error, done.content
             stats = await session.call_tool("memory_stats", {})
             assert stats.structured_content is not None
@@ -106,17 +116,36 @@ def start_server(command: str, args: list[str], cwd: Path, client: str,
 def claude_hooks(path: Path) -> dict[str, str]:
     """Engram's hook command per Claude Code event in a settings file."""
     data = json.loads(path.read_text())
-    return {event: hook["command"] for event, groups in data["hooks"].items()
-            for group in groups for hook in group["hooks"] if "engram" in hook["command"]}
+    return {
+        event: hook["command"]
+        for event, groups in data["hooks"].items()
+        for group in groups
+        for hook in group["hooks"]
+        if "engram" in hook["command"]
+    }
 
 
 def run_hook(command: str, event: str, repo: Path) -> subprocess.CompletedProcess[str]:
     """A hook command as Claude Code runs it: through a shell, in the project, with the event
     as JSON on stdin."""
-    payload = {"session_id": "s1", "cwd": str(repo), "hook_event_name": event,
-               "source": "startup", "trigger": "auto", "reason": "exit"}
-    done = subprocess.run(command, shell=True, cwd=repo, env=env(), input=json.dumps(payload),
-                          capture_output=True, text=True, timeout=120)
+    payload = {
+        "session_id": "s1",
+        "cwd": str(repo),
+        "hook_event_name": event,
+        "source": "startup",
+        "trigger": "auto",
+        "reason": "exit",
+    }
+    done = subprocess.run(
+        command,
+        shell=True,
+        cwd=repo,
+        env=env(),
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return done
 
@@ -126,7 +155,8 @@ def run_hook(command: str, event: str, repo: Path) -> subprocess.CompletedProces
 
 @pytest.mark.slow
 def test_every_installed_mcp_server_runs_engram_from_a_hostile_repository(
-        hostile: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    hostile: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo, marker = hostile
     home = Path(os.environ["HOME"])
     for client in CLIENTS:
@@ -135,8 +165,10 @@ def test_every_installed_mcp_server_runs_engram_from_a_hostile_repository(
     user = server_entries(home, project=False)
     project = server_entries(repo, project=True)
     # The user entries name this installation's console script by its path.
-    assert all(command == str(Path(sys.executable).parent / "engram") and args[0] == "serve"
-               for command, args in user.values()), user
+    assert all(
+        command == str(Path(sys.executable).parent / "engram") and args[0] == "serve"
+        for command, args in user.values()
+    ), user
     assert all(command == "engram" for command, _ in project.values()), project
     started = 0
     for scope, found in (("user", user), ("project", project)):
@@ -161,7 +193,8 @@ def test_every_installed_mcp_server_runs_engram_from_a_hostile_repository(
 
 
 def test_installed_claude_code_hooks_run_engram_from_a_hostile_repository(
-        hostile: tuple[Path, Path]) -> None:
+    hostile: tuple[Path, Path],
+) -> None:
     repo, marker = hostile
     home = Path(os.environ["HOME"])
     assert cli("mcp", "install", "claude", "--hooks", cwd=repo).exit_code == 0
@@ -169,11 +202,19 @@ def test_installed_claude_code_hooks_run_engram_from_a_hostile_repository(
     # The server entry written with them names the console script beside this Python.
     entry = json.loads((home / ".claude.json").read_text())["mcpServers"]["engram"]
     assert (entry["command"], entry["args"]) == (
-        str(Path(sys.executable).parent / "engram"), ["serve", "--agent", "claude-code"])
+        str(Path(sys.executable).parent / "engram"),
+        ["serve", "--agent", "claude-code"],
+    )
     for settings in (home / ".claude" / "settings.json", repo / ".claude" / "settings.json"):
         hooks = claude_hooks(settings)
-        assert set(hooks) == {"SessionStart", "PreCompact", "SessionEnd", "PostToolUse",
-                              "PostToolUseFailure", "UserPromptSubmit"}
+        assert set(hooks) == {
+            "SessionStart",
+            "PreCompact",
+            "SessionEnd",
+            "PostToolUse",
+            "PostToolUseFailure",
+            "UserPromptSubmit",
+        }
         for event in ("PostToolUse", "PostToolUseFailure", "UserPromptSubmit"):
             assert run_hook(hooks[event], event, repo).stdout == ""
         started = run_hook(hooks["SessionStart"], "SessionStart", repo)
@@ -200,13 +241,17 @@ def wait_for_refresh(repo: Path, before: int) -> None:
     """The background refresh a hook started has finished (bounded wait)."""
     deadline = time.monotonic() + 90
     while refreshes(repo) <= before:
-        assert time.monotonic() < deadline, (repo / ".git" / "engram" / "hooks.log").read_text() \
-            if (repo / ".git" / "engram" / "hooks.log").exists() else "no hooks.log"
+        assert time.monotonic() < deadline, (
+            (repo / ".git" / "engram" / "hooks.log").read_text()
+            if (repo / ".git" / "engram" / "hooks.log").exists()
+            else "no hooks.log"
+        )
         time.sleep(0.1)
 
 
 def test_installed_git_hooks_run_engram_from_a_hostile_repository(
-        hostile: tuple[Path, Path]) -> None:
+    hostile: tuple[Path, Path],
+) -> None:
     repo, marker = hostile
     done = cli("hooks", "install", cwd=repo)
     assert done.exit_code == 0, done.output
@@ -218,8 +263,9 @@ def test_installed_git_hooks_run_engram_from_a_hostile_repository(
     bad.parent.mkdir(parents=True, exist_ok=True)
     bad.write_text('{"not": "an event"}\n')
     git(repo, "add", str(bad))
-    refused = subprocess.run(["git", "commit", "-q", "-m", "bad"], cwd=repo, env=env(),
-                             capture_output=True, text=True)
+    refused = subprocess.run(
+        ["git", "commit", "-q", "-m", "bad"], cwd=repo, env=env(), capture_output=True, text=True
+    )
     assert refused.returncode == 1 and "commit refused" in refused.stderr, refused.stderr
     git(repo, "rm", "-q", "--cached", str(bad))
     bad.unlink()
@@ -250,38 +296,82 @@ def test_installed_git_hooks_run_engram_from_a_hostile_repository(
 # -- entries older versions wrote -----------------------------------------------------------------
 
 
-OLD_BLOCK = ("# >>> engram >>> (added by `engram hooks install`; `engram hooks uninstall` "
-             "removes it)\n{body}\n# <<< engram <<<\n")
+OLD_BLOCK = (
+    "# >>> engram >>> (added by `engram hooks install`; `engram hooks uninstall` "
+    "removes it)\n{body}\n# <<< engram <<<\n"
+)
 
 
 def write_old_entries(repo: Path, home: Path) -> None:
     """The entries as the installer wrote them before: this Python with a plain `-m`."""
     python = sys.executable
-    (home / ".claude.json").write_text(json.dumps({"mcpServers": {"engram": {
-        "type": "stdio", "command": python, "args": ["-m", "engram", "serve", "--agent",
-                                                     "claude-code"]}}}))
+    (home / ".claude.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "engram": {
+                        "type": "stdio",
+                        "command": python,
+                        "args": ["-m", "engram", "serve", "--agent", "claude-code"],
+                    }
+                }
+            }
+        )
+    )
     (home / ".cursor").mkdir()
-    (home / ".cursor" / "mcp.json").write_text(json.dumps({"mcpServers": {"engram": {
-        "command": python, "args": ["-m", "engram", "serve", "--agent", "cursor"]}}}))
+    (home / ".cursor" / "mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "engram": {
+                        "command": python,
+                        "args": ["-m", "engram", "serve", "--agent", "cursor"],
+                    }
+                }
+            }
+        )
+    )
     (home / ".codex").mkdir()
     (home / ".codex" / "config.toml").write_text(
-        f'[mcp_servers.engram]\ncommand = {json.dumps(python)}\n'
-        'args = ["-m", "engram", "serve", "--agent", "codex"]\n')
+        f"[mcp_servers.engram]\ncommand = {json.dumps(python)}\n"
+        'args = ["-m", "engram", "serve", "--agent", "codex"]\n'
+    )
     (home / ".claude").mkdir()
-    (home / ".claude" / "settings.json").write_text(json.dumps({"hooks": {
-        event: [{"hooks": [{"type": "command", "command": f"{python} -m engram.hooks {name}",
-                            "timeout": 30}]}]
-        for event, name in (("SessionStart", "session-start"), ("PreCompact", "precompact"),
-                            ("SessionEnd", "session-end"))}}))
+    (home / ".claude" / "settings.json").write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    event: [
+                        {
+                            "hooks": [
+                                {
+                                    "type": "command",
+                                    "command": f"{python} -m engram.hooks {name}",
+                                    "timeout": 30,
+                                }
+                            ]
+                        }
+                    ]
+                    for event, name in (
+                        ("SessionStart", "session-start"),
+                        ("PreCompact", "precompact"),
+                        ("SessionEnd", "session-end"),
+                    )
+                }
+            }
+        )
+    )
     hooks = repo / ".git" / "hooks"
     hooks.mkdir(exist_ok=True)
     for hook, body in (
-            ("pre-commit", f"{python} -m engram.githooks pre-commit || exit 1"),
-            ("post-merge", f"{python} -m engram.githooks refresh --background >/dev/null 2>&1"),
-            ("post-checkout", f'[ "$3" = "1" ] && {python} -m engram.githooks refresh '
-                              "--background >/dev/null 2>&1"),
-            ("post-rewrite", f"{python} -m engram.githooks refresh --background >/dev/null "
-                             "2>&1")):
+        ("pre-commit", f"{python} -m engram.githooks pre-commit || exit 1"),
+        ("post-merge", f"{python} -m engram.githooks refresh --background >/dev/null 2>&1"),
+        (
+            "post-checkout",
+            f'[ "$3" = "1" ] && {python} -m engram.githooks refresh --background >/dev/null 2>&1',
+        ),
+        ("post-rewrite", f"{python} -m engram.githooks refresh --background >/dev/null 2>&1"),
+    ):
         (hooks / hook).write_text("#!/bin/sh\n" + OLD_BLOCK.format(body=body))
         (hooks / hook).chmod(0o755)
 
@@ -289,19 +379,27 @@ def write_old_entries(repo: Path, home: Path) -> None:
 def entry_findings(repo: Path) -> list[dict[str, Any]]:
     done = cli("doctor", "--json", cwd=repo)
     report = json.loads(done.stdout)
-    return [f for store in report["stores"] for f in store["findings"]
-            if f["check"] == "entries"]
+    return [f for store in report["stores"] for f in store["findings"] if f["check"] == "entries"]
 
 
 def test_doctor_names_old_entries_and_installing_again_rewrites_them(
-        hostile: tuple[Path, Path]) -> None:
+    hostile: tuple[Path, Path],
+) -> None:
     repo, marker = hostile
     home = Path(os.environ["HOME"])
     write_old_entries(repo, home)
     # The control: an old entry does run the repository's code.
     old = claude_hooks(home / ".claude" / "settings.json")["SessionStart"]
-    subprocess.run(old, shell=True, cwd=repo, env=env(), input="{}", text=True,
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        old,
+        shell=True,
+        cwd=repo,
+        env=env(),
+        input="{}",
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
     assert ran(marker) == ["engram/__init__.py", "engram/hooks.py"]
     marker.unlink()
 
@@ -312,11 +410,15 @@ def test_doctor_names_old_entries_and_installing_again_rewrites_them(
         ("mcp.json", "`engram mcp install cursor` rewrites it"),
         ("config.toml", "`engram mcp install codex` rewrites it"),
         ("settings.json", "`engram mcp install claude --hooks` rewrites Engram's hooks"),
-        *((hook, "`engram hooks install --project` rewrites it")
-          for hook in ("pre-commit", "post-merge", "post-checkout", "post-rewrite")),
+        *(
+            (hook, "`engram hooks install --project` rewrites it")
+            for hook in ("pre-commit", "post-merge", "post-checkout", "post-rewrite")
+        ),
     }, found
-    assert all(f["level"] == "error" and "from the directory it is started in" in f["message"]
-               for f in found)
+    assert all(
+        f["level"] == "error" and "from the directory it is started in" in f["message"]
+        for f in found
+    )
     shown = cli("doctor", cwd=repo)
     assert shown.exit_code == 1 and "runs `python -m engram` without -I" in shown.stdout
 
@@ -326,8 +428,9 @@ def test_doctor_names_old_entries_and_installing_again_rewrites_them(
     assert cli("hooks", "install", cwd=repo).exit_code == 0
     assert entry_findings(repo) == []
     hooks = claude_hooks(home / ".claude" / "settings.json")
-    assert hooks["SessionStart"] == \
-        f"{shlex.quote(sys.executable)} -I -m engram.hooks session-start"
+    assert (
+        hooks["SessionStart"] == f"{shlex.quote(sys.executable)} -I -m engram.hooks session-start"
+    )
     assert "write the grammar" in run_hook(hooks["SessionStart"], "SessionStart", repo).stdout
     (repo / "more.txt").write_text("more\n")
     git(repo, "add", "more.txt")
@@ -339,22 +442,41 @@ def test_installing_the_server_rewrites_old_hooks_and_adds_none(tmp_path: Path) 
     home = Path(os.environ["HOME"])
     settings = home / ".claude" / "settings.json"
     settings.parent.mkdir(parents=True)
-    settings.write_text(json.dumps({"hooks": {"SessionStart": [{"hooks": [
-        {"type": "command", "command": f"{sys.executable} -m engram.hooks session-start"},
-        {"type": "command", "command": "echo mine"}]}]}}))
+    settings.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "SessionStart": [
+                        {
+                            "hooks": [
+                                {
+                                    "type": "command",
+                                    "command": f"{sys.executable} -m engram.hooks session-start",
+                                },
+                                {"type": "command", "command": "echo mine"},
+                            ]
+                        }
+                    ]
+                }
+            }
+        )
+    )
     done = cli("mcp", "install", "claude")
     assert done.exit_code == 0 and "hooks rewritten" in done.output, done.output
     hooks = json.loads(settings.read_text())["hooks"]
     assert list(hooks) == ["SessionStart"]  # none added without --hooks
     assert [h["command"] for h in hooks["SessionStart"][0]["hooks"]] == [
-        f"{shlex.quote(sys.executable)} -I -m engram.hooks session-start", "echo mine"]
+        f"{shlex.quote(sys.executable)} -I -m engram.hooks session-start",
+        "echo mine",
+    ]
     before = settings.read_text()
     assert cli("mcp", "install", "claude").exit_code == 0
     assert settings.read_text() == before  # nothing stale left: the file is not touched
 
 
 def test_an_installation_isolated_mode_cannot_import_gets_p_and_still_skips_the_cwd(
-        hostile: tuple[Path, Path]) -> None:
+    hostile: tuple[Path, Path],
+) -> None:
     """Engram reachable only outside isolated mode's path (here through PYTHONPATH, as for an
     installation in the user's site-packages): the entries use -P, which also keeps the working
     directory off the path."""
@@ -363,15 +485,31 @@ def test_an_installation_isolated_mode_cannot_import_gets_p_and_still_skips_the_
     base = Path(sys.executable).resolve()  # the interpreter under the virtual environment
     env = {**os.environ, "PYTHONPATH": str(root)}
     probe = "from engram.base import entries; print(entries.python_command('engram.hooks'))"
-    done = subprocess.run([str(base), "-c", probe], cwd=repo.parent, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(base), "-c", probe],
+        cwd=repo.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("'")[3] == "-P", done.stdout
-    found = subprocess.run([str(base), "-P", "-c", "import engram; print(engram.__file__)"],
-                           cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    found = subprocess.run(
+        [str(base), "-P", "-c", "import engram; print(engram.__file__)"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert found.stdout.strip() == str(root / "engram" / "__init__.py")
     assert ran(marker) == []
-    mine = subprocess.run([sys.executable, "-c", "from engram.base import entries; "
-                           "print(entries.isolation_flag())"], cwd=repo.parent,
-                          capture_output=True, text=True, timeout=120)
+    mine = subprocess.run(
+        [sys.executable, "-c", "from engram.base import entries; print(entries.isolation_flag())"],
+        cwd=repo.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert mine.stdout.strip() == "-I" and ran(marker) == [], mine.stderr

@@ -8,9 +8,16 @@ from engram.storage import events as ev
 
 
 def make_event(**overrides: object) -> ev.Event:
-    fields = dict(id=ev.new_event_id(), kind="memory.created", clock=ev.next_clock(0),
-                  time=ev.format_time(ev.utc_now()), actor="a <a@x>", session=None,
-                  machine="m", data={"memory": ev.new_entity_id(), "content": "é ✓"})
+    fields = dict(
+        id=ev.new_event_id(),
+        kind="memory.created",
+        clock=ev.next_clock(0),
+        time=ev.format_time(ev.utc_now()),
+        actor="a <a@x>",
+        session=None,
+        machine="m",
+        data={"memory": ev.new_entity_id(), "content": "é ✓"},
+    )
     fields.update(overrides)
     return ev.Event(**fields)  # type: ignore[arg-type]
 
@@ -51,8 +58,10 @@ def test_clock_follows_what_it_observed_only_up_to_the_skew() -> None:
     assert ev.next_clock(0, observed=now + day, now=now) == now + ev.MAX_SKEW_US + 1
     assert ev.next_clock(0, observed=now + day, now=now, skew_us=0) == now + 1
     assert ev.next_clock(0, observed=now + 5, now=now, skew_us=0) == now + 1
-    assert ev.next_clock(0, observed=now + 60 * 10**6, now=now, skew_us=120 * 10**6) == \
-        now + 60 * 10**6 + 1
+    assert (
+        ev.next_clock(0, observed=now + 60 * 10**6, now=now, skew_us=120 * 10**6)
+        == now + 60 * 10**6 + 1
+    )
     assert ev.followed(now + day, now, skew_us=10) == now + 10
 
 
@@ -71,7 +80,8 @@ def test_an_event_with_after_sorts_just_after_it_and_only_then() -> None:
 
 
 def test_the_test_clock_offset_moves_every_time_an_event_takes(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv(ev.TEST_CLOCK_OFFSET, "-900")
     slow = ev.now_us()
     assert abs(time.time_ns() // 1000 - 900 * 10**6 - slow) < 10**6
@@ -89,10 +99,14 @@ def test_the_test_clock_offset_moves_every_time_an_event_takes(
 def test_an_imported_event_shows_it_was_imported_and_from_whom() -> None:
     ada = "Ada Lovelace <ada@example.com>"
     assert ev.written_by("Me <me@x>", None) == "Me <me@x>"
-    assert ev.written_by("Me <me@x>", {"format": "engram", "id": "x", "actor": ada}) == \
-        f"Me <me@x> (imported from {ada}, from an Engram export)"
-    assert ev.written_by("Me <me@x>", {"format": "mcp-engram", "id": "task:1"}) == \
-        "Me <me@x> (imported from mcp-engram)"
+    assert (
+        ev.written_by("Me <me@x>", {"format": "engram", "id": "x", "actor": ada})
+        == f"Me <me@x> (imported from {ada}, from an Engram export)"
+    )
+    assert (
+        ev.written_by("Me <me@x>", {"format": "mcp-engram", "id": "task:1"})
+        == "Me <me@x> (imported from mcp-engram)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,7 @@ FOLDER = GO / "project" / ".engram"
 
 
 def tree(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*")
-            if p.is_file()}
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
 def go_repo(tmp_path: Path) -> Path:
@@ -51,11 +50,13 @@ def test_its_export_and_sync_folder_are_recognised() -> None:
 def test_its_observations_become_memories_once(home_store: Engram) -> None:
     report = home_store.import_from(EXPORT)
     assert report.format == "engram-go" and report.skipped_count == 0
-    assert report.ignored == {"observations deleted there": 1, "sessions": 1,
-                              "user prompts": 1}
+    assert report.ignored == {"observations deleted there": 1, "sessions": 1, "user prompts": 1}
     memories = {m.content.split("\n")[0]: m for m in home_store.memories(limit=None)}
-    assert set(memories) == {"Idempotency keys for charges", "Webhook retry double charge",
-                             "Session summary: payments-api"}
+    assert set(memories) == {
+        "Idempotency keys for charges",
+        "Webhook retry double charge",
+        "Session summary: payments-api",
+    }
     decision = memories["Idempotency keys for charges"]
     assert decision.kind == "decision"
     assert set(decision.tags) == {"decision", "project:payments-api"}
@@ -67,37 +68,53 @@ def test_its_observations_become_memories_once(home_store: Engram) -> None:
     again = home_store.import_from(FOLDER)
     assert again.already == 3 and len(again.added) == 2
     assert {m.content.split("\n")[0] for m in home_store.memories(limit=None)} >= {
-        "Money as integer cents", "Stripe test keys"}
-    assert "<Money>" in next(m.content for m in home_store.memories(limit=None)
-                             if m.content.startswith("Money"))
+        "Money as integer cents",
+        "Stripe test keys",
+    }
+    assert "<Money>" in next(
+        m.content for m in home_store.memories(limit=None) if m.content.startswith("Money")
+    )
     assert home_store.import_from(FOLDER).added == []
 
 
 def test_a_bad_chunk_or_observation_is_skipped_and_the_rest_imported(
-        home_store: Engram, tmp_path: Path) -> None:
+    home_store: Engram, tmp_path: Path
+) -> None:
     folder = tmp_path / ".engram"
     shutil.copytree(FOLDER, folder)
     manifest = json.loads((folder / "manifest.json").read_text())
-    good = {"id": 7, "session_id": "s1", "type": "learning", "title": "Kept",
-            "content": "the rest is imported", "project": "p", "scope": "project",
-            "created_at": "2026-03-01 10:00:00", "updated_at": "2026-03-01 10:00:00"}
+    good = {
+        "id": 7,
+        "session_id": "s1",
+        "type": "learning",
+        "title": "Kept",
+        "content": "the rest is imported",
+        "project": "p",
+        "scope": "project",
+        "created_at": "2026-03-01 10:00:00",
+        "updated_at": "2026-03-01 10:00:00",
+    }
     bad = [
         {**good, "content": 42},
         {**good, "created_at": "yesterday"},
         {**good, "title": "token", "content": "ghp_" + "a1B2c3D4e5" * 4},
         "not an object",
     ]
-    mixed = write_chunk(folder, {"sessions": None, "observations": [*bad, good],
-                                 "prompts": None})
+    mixed = write_chunk(folder, {"sessions": None, "observations": [*bad, good], "prompts": None})
     (folder / "chunks" / "0badc0de.jsonl.gz").write_bytes(b"\x1f\x8b not gzip at all")
-    manifest["chunks"] += [{"id": mixed}, {"id": "0badc0de"}, {"id": "../../../etc/passwd"},
-                           {"id": "deadbeef"}]
+    manifest["chunks"] += [
+        {"id": mixed},
+        {"id": "0badc0de"},
+        {"id": "../../../etc/passwd"},
+        {"id": "deadbeef"},
+    ]
     (folder / "manifest.json").write_text(json.dumps(manifest))
 
     report = home_store.import_from(folder)
     assert len(report.added) == 6  # the fixture's five, and the good one of the mixed chunk
-    assert "the rest is imported" in {m.content.split("\n\n")[-1]
-                                      for m in home_store.memories(limit=None)}
+    assert "the rest is imported" in {
+        m.content.split("\n\n")[-1] for m in home_store.memories(limit=None)
+    }
     why = dict(report.skipped)
     chunk = folder / "chunks" / f"{mixed}.jsonl.gz"
     assert why[f"{chunk}:observations[1]"] == "observation without 'content' (text)"
@@ -113,19 +130,33 @@ def test_a_bad_chunk_or_observation_is_skipped_and_the_rest_imported(
 def test_a_chunk_over_the_line_limit_is_skipped(home_store: Engram, tmp_path: Path) -> None:
     folder = tmp_path / ".engram"
     shutil.copytree(FOLDER, folder)
-    big = write_chunk(folder, {"observations": [
-        {"session_id": "s", "type": "manual", "title": "big", "content": "x" * 5000,
-         "created_at": "2026-03-01 10:00:00"}]})
+    big = write_chunk(
+        folder,
+        {
+            "observations": [
+                {
+                    "session_id": "s",
+                    "type": "manual",
+                    "title": "big",
+                    "content": "x" * 5000,
+                    "created_at": "2026-03-01 10:00:00",
+                }
+            ]
+        },
+    )
     cli("config", "set", "limits.import_line_bytes", "4096")
     result = cli("import", str(folder))
     assert result.exit_code == 0, result.output
-    assert f"{big}.jsonl.gz:1: longer than 4096 bytes (setting limits.import_line_bytes)" \
+    assert (
+        f"{big}.jsonl.gz:1: longer than 4096 bytes (setting limits.import_line_bytes)"
         in result.output
+    )
     assert "imported 5 events from engram-go" in result.output
 
 
-def test_commands_in_its_repository_say_what_the_folder_is(home_store: Engram,
-                                                           tmp_path: Path) -> None:
+def test_commands_in_its_repository_say_what_the_folder_is(
+    home_store: Engram, tmp_path: Path
+) -> None:
     repo = go_repo(tmp_path)
     before = tree(repo / ".engram")
     note = "is the sync folder of the Go engram (github.com/Gentleman-Programming/engram)"
@@ -157,17 +188,18 @@ def test_commands_in_its_repository_say_what_the_folder_is(home_store: Engram,
     assert git(repo, "status", "--porcelain") == ""
     # The folder holds this project's memories: they belong to it, as if written here.
     root = git(repo, "rev-list", "--max-parents=0", "HEAD").strip()
-    assert {m.project for m in Engram().memories(limit=None)
-            if "payments-api" in " ".join(m.tags)} == {root}
+    assert {
+        m.project for m in Engram().memories(limit=None) if "payments-api" in " ".join(m.tags)
+    } == {root}
     assert "Money as integer cents" in cli("list", cwd=repo).output
     other = make_repo(tmp_path / "blog", {"post.md": "hello\n"})
     assert "Money as integer cents" not in cli("list", cwd=other).output
     assert "retried by the queue" not in cli("list", cwd=other).output
 
 
-def test_its_data_folder_as_engram_home_is_not_taken_over(tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
+def test_its_data_folder_as_engram_home_is_not_taken_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "go-home"
     home.mkdir()
     (home / "engram.db").write_bytes(b"SQLite format 3\x00")

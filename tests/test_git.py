@@ -11,19 +11,25 @@ from engram.storage.store import WriterState
 
 
 def porcelain_without_engram(repo: Path) -> list[str]:
-    return [line for line in git(repo, "status", "--porcelain=v1", "-uall").splitlines()
-            if ".engram/" not in line]
+    return [
+        line
+        for line in git(repo, "status", "--porcelain=v1", "-uall").splitlines()
+        if ".engram/" not in line
+    ]
 
 
 def test_project_commit_leaves_staged_and_unstaged_changes_exactly_as_they_were(
     tmp_path: Path,
 ) -> None:
-    repo = make_repo(tmp_path / "repo", {
-        "app.py": "line 1\nline 2\nline 3\n",
-        "lib.py": "def f():\n    return 1\n",
-        "notes.txt": "notes\n",
-        "gone.txt": "to be deleted\n",
-    })
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "app.py": "line 1\nline 2\nline 3\n",
+            "lib.py": "def f():\n    return 1\n",
+            "notes.txt": "notes\n",
+            "gone.txt": "to be deleted\n",
+        },
+    )
     Engram(cwd=repo).init(project=True)
     # The user's work in progress: a partly staged file, a staged new file, an unstaged edit,
     # a staged deletion and an untracked file.
@@ -39,8 +45,9 @@ def test_project_commit_leaves_staged_and_unstaged_changes_exactly_as_they_were(
     staged_before = git(repo, "diff", "--cached", "--", ".", ":!.engram")
     unstaged_before = git(repo, "diff", "--", ".", ":!.engram")
     status_before = porcelain_without_engram(repo)
-    files_before = {p: (repo / p).read_text() for p in ("app.py", "lib.py", "new.py",
-                                                         "scratch.txt")}
+    files_before = {
+        p: (repo / p).read_text() for p in ("app.py", "lib.py", "new.py", "scratch.txt")
+    }
     head_before = git(repo, "rev-parse", "HEAD").strip()
 
     engram = Engram(cwd=repo)
@@ -53,8 +60,9 @@ def test_project_commit_leaves_staged_and_unstaged_changes_exactly_as_they_were(
     assert porcelain_without_engram(repo) == status_before
     assert {p: (repo / p).read_text() for p in files_before} == files_before
     # Engram's own paths are committed and clean; the commit holds nothing else.
-    assert not [line for line in git(repo, "status", "--porcelain").splitlines()
-                if ".engram/" in line]
+    assert not [
+        line for line in git(repo, "status", "--porcelain").splitlines() if ".engram/" in line
+    ]
     assert git(repo, "rev-parse", "HEAD~1").strip() == head_before
     changed = git(repo, "show", "--name-only", "--format=", "HEAD").split()
     assert changed and all(path.startswith(".engram/events/") for path in changed)
@@ -100,32 +108,55 @@ def test_subjects_name_one_task_count_handoffs_and_stay_short() -> None:
     from engram.storage.events import Event
 
     def event(name: str, /, **data: object) -> Event:
-        return Event(id="0" * 26, kind=name, clock=1, time="2026-12-02T00:00:00Z",
-                     actor=ACTOR, session=None, machine=None, data=dict(data))
+        return Event(
+            id="0" * 26,
+            kind=name,
+            clock=1,
+            time="2026-12-02T00:00:00Z",
+            actor=ACTOR,
+            session=None,
+            machine=None,
+            data=dict(data),
+        )
 
     task = "a" * 12
-    batch = [event("memory.created", memory="m" * 12, content="one", kind="fact", tags=[]),
-             event("memory.forgotten", memory="m" * 12, reason="wrong"),
-             event("task.created", task=task, name="OAuth login", goal="", status="active"),
-             event("checkpoint.saved", task=task, checkpoint="c" * 12, seq=1,
-                   reason="handoff", summary="callback done"),
-             event("session.ended", session_id="s" * 12)]
+    batch = [
+        event("memory.created", memory="m" * 12, content="one", kind="fact", tags=[]),
+        event("memory.forgotten", memory="m" * 12, reason="wrong"),
+        event("task.created", task=task, name="OAuth login", goal="", status="active"),
+        event(
+            "checkpoint.saved",
+            task=task,
+            checkpoint="c" * 12,
+            seq=1,
+            reason="handoff",
+            summary="callback done",
+        ),
+        event("session.ended", session_id="s" * 12),
+    ]
     message = commit_message(batch)
-    assert message.splitlines()[0] == \
-        "engram: 2 memories, 1 task update, 1 handoff (OAuth login)"
+    assert message.splitlines()[0] == "engram: 2 memories, 1 task update, 1 handoff (OAuth login)"
     assert message.splitlines()[-1] == "- and 1 session event"
     assert len(message.splitlines()) == 2 + 4 + 1
     # Two tasks: no name. A long name is cut so the subject stays within 72 characters.
-    other = event("checkpoint.saved", task="b" * 12, checkpoint="d" * 12, seq=1,
-                  reason="plan_change")
-    assert commit_message([*batch[:4], other]).splitlines()[0] == \
-        "engram: 2 memories, 1 task update, 1 checkpoint, 1 handoff"
+    other = event(
+        "checkpoint.saved", task="b" * 12, checkpoint="d" * 12, seq=1, reason="plan_change"
+    )
+    assert (
+        commit_message([*batch[:4], other]).splitlines()[0]
+        == "engram: 2 memories, 1 task update, 1 checkpoint, 1 handoff"
+    )
     long = [batch[0], event("task.created", task=task, name="x" * 200, goal="", status="active")]
     subject = commit_message(long).splitlines()[0]
     assert len(subject) == 72 and subject.endswith("x…)")
     # Many kinds: the last ones are told as other events, and the counts still add up.
-    many = [*batch[:4] * 5, event("task.progress", task=task, feature="f"), other,
-            event("task.failure", task=task, error="e"), event("store.created", store="project")]
+    many = [
+        *batch[:4] * 5,
+        event("task.progress", task=task, feature="f"),
+        other,
+        event("task.failure", task=task, error="e"),
+        event("store.created", store="project"),
+    ]
     subject = commit_message(many).splitlines()[0]
     assert subject == "engram: 10 memories, 5 task updates, 1 progress entry, 8 other events"
     assert len(commit_message(many).splitlines()) == 2 + len(many)
@@ -168,7 +199,8 @@ def test_no_commit_while_git_is_mid_merge_and_events_stay_safe(project: Path) ->
     engram = Engram(cwd=project)
     engram.remember("written during a merge")
     (Path(project) / ".git" / "MERGE_HEAD").write_text(
-        git(project, "rev-parse", "HEAD").strip() + "\n")
+        git(project, "rev-parse", "HEAD").strip() + "\n"
+    )
     with pytest.raises(GitError, match="middle of a merge"):
         engram.commit()
     (Path(project) / ".git" / "MERGE_HEAD").unlink()
@@ -180,8 +212,11 @@ def test_a_rewritten_committed_event_file_is_not_committed(project: Path) -> Non
     engram = Engram(cwd=project)
     engram.remember("original")
     engram.commit()
-    [path] = [p for p in (project / ".engram" / "events").rglob("*.jsonl")
-              if b"original" in p.read_bytes()]
+    [path] = [
+        p
+        for p in (project / ".engram" / "events").rglob("*.jsonl")
+        if b"original" in p.read_bytes()
+    ]
     head = git(project, "rev-parse", "HEAD").strip()
     path.write_bytes(path.read_bytes().replace(b"original", b"tampered"))
     [result] = Engram(cwd=project).commit()
@@ -212,7 +247,8 @@ def test_personal_store_is_its_own_repository(home_store: Engram) -> None:
 
 @pytest.mark.parametrize("version", ["2", "4"])
 def test_a_users_git_add_never_makes_engram_change_a_committed_file(
-    project: Path, version: str,
+    project: Path,
+    version: str,
 ) -> None:
     """`git add -A` stages Engram's live file between two writes, then the user commits it:
     Engram's later writes go to a new file, so no commit ever modifies an event file."""

@@ -47,12 +47,22 @@ class Clones:
         self.a.run("sync")
         self.b.run("clone", self.server.url)
         self.b.run("remember", "beta was here before the crafted lines")
-        self.task = json.loads(self.b.run("task", "create", "Add OAuth login", "--goal",
-                                          "login with GitHub", "--json").stdout)["id"]
+        self.task = json.loads(
+            self.b.run(
+                "task", "create", "Add OAuth login", "--goal", "login with GitHub", "--json"
+            ).stdout
+        )["id"]
         self.b.run("task", "progress", self.task, "callback handler", "--status", "done")
         self.b.run("task", "failure", self.task, "token exchange returns 401")
-        self.b.run("handoff", "--task", self.task, "--summary", "callback works",
-                   "--next", "refresh tokens")
+        self.b.run(
+            "handoff",
+            "--task",
+            self.task,
+            "--summary",
+            "callback works",
+            "--next",
+            "refresh tokens",
+        )
         self.b.run("push")
         self.bases = {}
         for path in Store(self.b.home, "personal").event_files():
@@ -75,8 +85,14 @@ class Clones:
         event["id"] = ev.new_event_id()
         return event
 
-    def push_lines(self, lines: list[bytes], *, folder: str | None = None,
-                   name: str = "crafted-{n:04d}.jsonl", tail: bytes = b"") -> str:
+    def push_lines(
+        self,
+        lines: list[bytes],
+        *,
+        folder: str | None = None,
+        name: str = "crafted-{n:04d}.jsonl",
+        tail: bytes = b"",
+    ) -> str:
         """Beta commits `lines` (and an unterminated `tail`) as a new event file with plain git
         and pushes it; returns the file's store-relative path."""
         self.pushed += 1
@@ -102,12 +118,26 @@ class Clones:
         """Every command a user or agent runs, on alpha; each must exit as on a healthy store
         (`verify` and `doctor` exit 1: they report the damage)."""
         commands = [
-            ("list",), ("list", "--json"), ("status",), ("recall", "job queue"),
-            ("recall", "beta", "--json"), ("resume",), ("resume", "--json"), ("log",),
-            ("sessions",), ("stats",), ("task", "list", "--all"), ("task", "show", self.task),
-            ("timeline", self.task), ("checkpoints", "--task", self.task),
-            ("export", "-"), ("consolidate",), ("continuity", "--task", self.task),
-            ("show", self.task), ("reindex",), ("sync",),
+            ("list",),
+            ("list", "--json"),
+            ("status",),
+            ("recall", "job queue"),
+            ("recall", "beta", "--json"),
+            ("resume",),
+            ("resume", "--json"),
+            ("log",),
+            ("sessions",),
+            ("stats",),
+            ("task", "list", "--all"),
+            ("task", "show", self.task),
+            ("timeline", self.task),
+            ("checkpoints", "--task", self.task),
+            ("export", "-"),
+            ("consolidate",),
+            ("continuity", "--task", self.task),
+            ("show", self.task),
+            ("reindex",),
+            ("sync",),
         ]
         results = {}
         for args in commands:
@@ -130,8 +160,12 @@ class Clones:
         text = f"alpha writes after crafted push {self.pushed}"
         done = self.alpha("remember", text)
         assert done.exit_code == 0, done.output
-        [clock] = [json.loads(raw)["clock"] for p in Store(self.a.home, "personal").event_files()
-                   for raw in p.read_bytes().splitlines() if text.encode() in raw]
+        [clock] = [
+            json.loads(raw)["clock"]
+            for p in Store(self.a.home, "personal").event_files()
+            for raw in p.read_bytes().splitlines()
+            if text.encode() in raw
+        ]
         assert clock < (time.time() + 3600) * 1e6, "a new event followed a crafted clock"
         assert self.alpha("sync").exit_code == 0
         self.b.run("pull")
@@ -139,8 +173,7 @@ class Clones:
 
     def verify_names(self, rel: str, numbers: set[int]) -> None:
         report = json.loads(self.alpha("verify", "--json").stdout)
-        named = {(p["path"], p["line"]) for store in report["stores"]
-                 for p in store["problems"]}
+        named = {(p["path"], p["line"]) for store in report["stores"] for p in store["problems"]}
         assert {(rel, n) for n in numbers} <= named, sorted(named)
 
     def close(self) -> None:
@@ -166,15 +199,21 @@ HOSTILE: dict[str, tuple[str, Edit]] = {
     "clock 2^64 - 1": ("memory.created", lambda e: e.update(clock=2**64 - 1)),
     "clock negative": ("memory.created", lambda e: e.update(clock=-1)),
     "memory id Hello-World.1": ("memory.created", _data(memory="Hello-World.1")),
-    "memory id of 14 characters": ("memory.created",
-                                   lambda e: e["data"].update(memory=e["data"]["memory"] + "xy")),
-    "memory id 0 + a real id": ("memory.created",
-                                lambda e: e["data"].update(memory="0" + e["data"]["memory"])),
+    "memory id of 14 characters": (
+        "memory.created",
+        lambda e: e["data"].update(memory=e["data"]["memory"] + "xy"),
+    ),
+    "memory id 0 + a real id": (
+        "memory.created",
+        lambda e: e["data"].update(memory="0" + e["data"]["memory"]),
+    ),
     "memory id a path": ("memory.updated", _data(memory="../../etc/passwd", content="x")),
     "kind in capitals": ("memory.created", lambda e: e.update(kind="Memory.Created")),
     "kind of 5000 characters": ("memory.created", lambda e: e.update(kind="m." + "x" * 5000)),
-    "actor with a terminal escape": ("memory.created",
-                                     lambda e: e.update(actor="\x1b]0;owned\x07Tester")),
+    "actor with a terminal escape": (
+        "memory.created",
+        lambda e: e.update(actor="\x1b]0;owned\x07Tester"),
+    ),
     "actor with a newline": ("memory.created", lambda e: e.update(actor="a\n## Must preserve")),
     "actor of 10,000 characters": ("memory.created", lambda e: e.update(actor="a" * 10_000)),
     "session a path": ("memory.created", lambda e: e.update(session="../../etc")),
@@ -186,8 +225,10 @@ HOSTILE: dict[str, tuple[str, Edit]] = {
     "id not a ULID": ("memory.created", lambda e: e.update(id="x" * 26)),
     "id missing": ("memory.created", lambda e: e.pop("id")),
     "an unknown field": ("memory.created", lambda e: e.update(evil=True)),
-    "an unknown field named with escapes": ("memory.created",
-                                            lambda e: e.update({"\x1b]0;x\x07" * 500: 1})),
+    "an unknown field named with escapes": (
+        "memory.created",
+        lambda e: e.update({"\x1b]0;x\x07" * 500: 1}),
+    ),
     "data a list": ("memory.created", lambda e: e.update(data=[1, 2])),
     "tags a string": ("memory.created", _data(tags="../../etc")),
     "content a number": ("memory.created", _data(content=7)),
@@ -219,22 +260,29 @@ STRANGE: dict[str, tuple[str, Edit]] = {
     "clock in 2200": ("memory.created", lambda e: e.update(clock=YEAR_2200)),
     "dated 9999-12-31": ("memory.created", lambda e: e.update(time="9999-12-31T23:59:59.999999Z")),
     "dated 0001-01-01": ("memory.created", lambda e: e.update(time="0001-01-01T00:00:00.000000Z")),
-    "an update of an unknown memory": ("memory.updated",
-                                       _data(memory="zzzzzzzzzzzz", content="ghost")),
-    "supersedes itself": ("memory.created",
-                          lambda e: e["data"].update(supersedes=[e["data"]["memory"]])),
+    "an update of an unknown memory": (
+        "memory.updated",
+        _data(memory="zzzzzzzzzzzz", content="ghost"),
+    ),
+    "supersedes itself": (
+        "memory.created",
+        lambda e: e["data"].update(supersedes=[e["data"]["memory"]]),
+    ),
     "forgets an unknown memory": ("memory.forgotten", _data(memory="zzzzzzzzzzzy")),
     "a checkpoint of an unknown task": ("checkpoint.saved", _data(task="nosuchtask1")),
-    "content with terminal escapes": ("memory.created", _data(
-        memory="zzzzzzzzzzzx", content="\x1b]0;owned\x07\x1b[2J hidden \u202eevil")),
+    "content with terminal escapes": (
+        "memory.created",
+        _data(memory="zzzzzzzzzzzx", content="\x1b]0;owned\x07\x1b[2J hidden \u202eevil"),
+    ),
     "a kind from a newer Engram": ("memory.created", lambda e: e.update(kind="memory.exploded")),
     "seq 2^53 - 1": ("checkpoint.saved", _data(seq=2**53 - 1, checkpoint="bigseq1")),
 }
 
 
 def _line(event: dict[str, Any]) -> bytes:
-    return json.dumps(event, separators=(",", ":"), sort_keys=True,
-                      ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return json.dumps(event, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode(
+        "utf-8", "surrogatepass"
+    )
 
 
 def test_hostile_lines_pushed_by_another_clone_break_no_command(clones: Clones) -> None:
@@ -266,12 +314,16 @@ def test_hostile_lines_pushed_by_another_clone_break_no_command(clones: Clones) 
     clones.intact()
 
 
-@pytest.mark.parametrize("content", [
-    "beta was never here",
-    pytest.param("a forged text that sorts first", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "beta was never here",
+        pytest.param("a forged text that sorts first", marks=pytest.mark.slow),
+    ],
+)
 def test_a_duplicate_id_with_other_content_reads_the_same_on_every_clone(
-    clones: Clones, content: str,
+    clones: Clones,
+    content: str,
 ) -> None:
     """Two lines with one event id and different content: both clones read the same one (the
     bytes that sort first), whatever order their files were read in, and name the other."""
@@ -282,18 +334,23 @@ def test_a_duplicate_id_with_other_content_reads_the_same_on_every_clone(
     assert clones.alpha("sync").exit_code == 0
     clones.every_command()
     clones.verify_names(rel, {1})
-    expected = min((original["data"]["content"], content),
-                   key=lambda text: _line({**original, "data": {**original["data"],
-                                                                "content": text}}))
+    expected = min(
+        (original["data"]["content"], content),
+        key=lambda text: _line({**original, "data": {**original["data"], "content": text}}),
+    )
     clones.b.run("pull")
-    for listed in (clones.alpha("list", "--all").stdout, clones.b.run("list", "--all").stdout,
-                   clones.alpha("reindex") and clones.alpha("list", "--all").stdout):
+    for listed in (
+        clones.alpha("list", "--all").stdout,
+        clones.b.run("list", "--all").stdout,
+        clones.alpha("reindex") and clones.alpha("list", "--all").stdout,
+    ):
         assert expected in listed
         assert ({original["data"]["content"], content} - {expected}).pop() not in listed
 
 
-def test_hostile_files_links_and_attributes_break_no_command(clones: Clones,
-                                                            tmp_path: Path) -> None:
+def test_hostile_files_links_and_attributes_break_no_command(
+    clones: Clones, tmp_path: Path
+) -> None:
     """Not lines but files: a link out of the store under events/ and handoffs/, a config.yaml
     that is a link, an event file that is a folder, a .gitattributes that asks for CR LF."""
     outside = tmp_path / "outside"
@@ -329,8 +386,15 @@ def test_hostile_files_links_and_attributes_break_no_command(clones: Clones,
 # -- generated ----------------------------------------------------------------------------------
 
 
-MUTABLE = ["memory.created", "memory.updated", "task.created", "task.updated",
-           "checkpoint.saved", "session.started", "task.failure"]
+MUTABLE = [
+    "memory.created",
+    "memory.updated",
+    "task.created",
+    "task.updated",
+    "checkpoint.saved",
+    "session.started",
+    "task.failure",
+]
 
 
 @st.composite
@@ -345,9 +409,13 @@ def hostile_lines(draw: st.DrawFn) -> list[tuple[str, Any]]:
         elif choice == 1:
             out.append(("line", draw(st.binary(max_size=200)).replace(b"\n", b"")))
         else:
-            changes = draw(st.lists(st.tuples(st.booleans(), st.integers(0, 20),
-                                              st.integers(0, 4), json_values),
-                                    min_size=1, max_size=3))
+            changes = draw(
+                st.lists(
+                    st.tuples(st.booleans(), st.integers(0, 20), st.integers(0, 4), json_values),
+                    min_size=1,
+                    max_size=3,
+                )
+            )
             out.append(("change", (draw(st.sampled_from(MUTABLE)), changes)))
     return out
 
@@ -366,8 +434,17 @@ def _apply(clones: Clones, kind: str, changes: list[tuple[bool, int, int, Any]])
 
 
 FOLDERS = st.sampled_from([None, "events", "events/2026/13", "events/9999/12", "events/a/b/c/d"])
-NAMES = st.sampled_from(["crafted-{n:04d}.jsonl", "{n} with space.jsonl", "ünï-{n}.jsonl",
-                         ".hidden-{n}.jsonl", "UPPER-{n}.JSONL", "{n}.jsonl.txt", "{n}-é́.jsonl"])
+NAMES = st.sampled_from(
+    [
+        "crafted-{n:04d}.jsonl",
+        "{n} with space.jsonl",
+        "ünï-{n}.jsonl",
+        ".hidden-{n}.jsonl",
+        "UPPER-{n}.JSONL",
+        "{n}.jsonl.txt",
+        "{n}-é́.jsonl",
+    ]
+)
 TAILS = st.sampled_from([b"", b'{"actor":"x","clock":1,"da', b"\xff\xfe", b"<<<<<<< HEAD"])
 
 
@@ -375,8 +452,13 @@ TAILS = st.sampled_from([b"", b'{"actor":"x","clock":1,"da', b"\xff\xfe", b"<<<<
 def test_generated_hostile_lines_and_files_break_no_command(clones: Clones) -> None:
     from engram.storage import lines as classifier
 
-    @settings(max_examples=25, deadline=None, derandomize=True, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=25,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(batch=hostile_lines(), folder=FOLDERS, name=NAMES, tail=TAILS)
     def run(batch: list[tuple[str, Any]], folder: str | None, name: str, tail: bytes) -> None:
         lines = [item if form == "line" else _apply(clones, *item) for form, item in batch]
@@ -385,8 +467,15 @@ def test_generated_hostile_lines_and_files_break_no_command(clones: Clones) -> N
         assert (clones.a.home / rel).exists(), "the pushed file reached the other clone"
         listed = clones.alpha("list")
         assert listed.exit_code == 0
-        for args in (("status",), ("recall", "job queue"), ("resume",), ("log",),
-                     ("sessions",), ("task", "list", "--all"), ("timeline", clones.task)):
+        for args in (
+            ("status",),
+            ("recall", "job queue"),
+            ("resume",),
+            ("log",),
+            ("sessions",),
+            ("task", "list", "--all"),
+            ("timeline", clones.task),
+        ):
             done = clones.alpha(*args)
             assert done.exit_code == 0, (args, done.output)
         found, _ = classifier.read(b"".join(line + b"\n" for line in lines))

@@ -73,8 +73,9 @@ def _status(repo: Path) -> dict[str, Any]:
 def _lost_finding(repo: Path) -> dict[str, Any] | None:
     result = cli("doctor", "--project", "--json", cwd=repo)
     report = json.loads(result.stdout)
-    found = [f for entry in report["stores"] for f in entry["findings"]
-             if f["check"] == "lost-events"]
+    found = [
+        f for entry in report["stores"] for f in entry["findings"] if f["check"] == "lost-events"
+    ]
     assert len(found) <= 1
     if found:
         assert result.exit_code == 1
@@ -101,8 +102,9 @@ def _assert_lost(repo: Path, count: int) -> None:
     assert "engram recover --project" in finding["fix"]
 
 
-def _assert_recovered(repo: Path, expected: set[str], count: int, *,
-                      from_git: int | None = None) -> None:
+def _assert_recovered(
+    repo: Path, expected: set[str], count: int, *, from_git: int | None = None
+) -> None:
     """Recovery writes back exactly the lost events, once; a second run does nothing."""
     done = _recover(repo)
     assert done["events"] == count
@@ -124,8 +126,7 @@ def _assert_recovered(repo: Path, expected: set[str], count: int, *,
 # -- uncommitted events: untracked files ----------------------------------------------------------
 
 
-def test_git_clean_fd_loses_uncommitted_events_and_recover_brings_them_back(
-        tmp_path: Path) -> None:
+def test_git_clean_fd_loses_uncommitted_events_and_recover_brings_them_back(tmp_path: Path) -> None:
     repo = _project(tmp_path / "project")
     _write(repo, 3, commit=True, label="kept")
     # Written and acknowledged, not read back and not committed before git deletes them.
@@ -138,7 +139,8 @@ def test_git_clean_fd_loses_uncommitted_events_and_recover_brings_them_back(
 
 
 def test_git_clean_fdx_after_status_loses_events_and_recover_brings_them_back(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     repo = _project(tmp_path / "project")
     _write(repo, 2, commit=True)
     _write(repo, 4)
@@ -150,7 +152,8 @@ def test_git_clean_fdx_after_status_loses_events_and_recover_brings_them_back(
 
 
 def test_stash_u_then_drop_loses_events_and_recover_finds_them_in_unreachable_objects(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     repo = _project(tmp_path / "project")
     _write(repo, 2, commit=True)
     _write(repo, 5)
@@ -176,7 +179,8 @@ def test_events_in_a_stash_are_found_in_the_stash_list(tmp_path: Path) -> None:
 
 
 def test_worktree_remove_force_loses_a_linked_worktrees_events_and_recover_restores_them(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     repo = _project(tmp_path / "project")
     _write(repo, 2, commit=True)
     linked = tmp_path / "linked"
@@ -199,8 +203,9 @@ def _ids_on(repo: Path, ref: str) -> set[str]:
     names = git(repo, "ls-tree", "-r", "--name-only", ref, "--", ".engram/events").split()
     found = set()
     for name in names:
-        data = subprocess.run(["git", "show", f"{ref}:{name}"], cwd=repo, capture_output=True,
-                              check=True).stdout
+        data = subprocess.run(
+            ["git", "show", f"{ref}:{name}"], cwd=repo, capture_output=True, check=True
+        ).stdout
         found.update(line.event.id for line in lines.read(data)[0] if line.event is not None)
     return found
 
@@ -208,8 +213,7 @@ def _ids_on(repo: Path, ref: str) -> set[str]:
 # -- committed events: history moved ------------------------------------------------------------
 
 
-def test_reset_hard_loses_committed_events_and_recover_brings_them_back(
-        tmp_path: Path) -> None:
+def test_reset_hard_loses_committed_events_and_recover_brings_them_back(tmp_path: Path) -> None:
     repo = _project(tmp_path / "project")
     for n in range(6):
         _write(repo, 2, commit=True, label=f"batch {n}")
@@ -233,7 +237,8 @@ def test_reset_hard_before_any_read_is_still_noticed(tmp_path: Path) -> None:
 
 
 def test_revert_of_a_commit_that_added_events_loses_them_and_recover_brings_them_back(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     repo = _project(tmp_path / "project")
     _write(repo, 2, commit=True)
     _write(repo, 3, commit=True, label="to be reverted")
@@ -247,7 +252,8 @@ def test_revert_of_a_commit_that_added_events_loses_them_and_recover_brings_them
 
 
 def test_pull_rebase_after_a_force_push_loses_events_and_recover_brings_them_back(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     origin = tmp_path / "origin.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
     first = _project(tmp_path / "first")
@@ -272,7 +278,8 @@ def test_pull_rebase_after_a_force_push_loses_events_and_recover_brings_them_bac
 
 
 def test_commits_made_on_a_detached_head_are_lost_when_left_and_recover_brings_them_back(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     repo = _project(tmp_path / "project")
     _write(repo, 1, commit=True)
     git(repo, "checkout", "-q", "--detach")
@@ -341,13 +348,15 @@ def test_a_deleted_uncommitted_file_is_reported_even_without_the_ledger(tmp_path
     _assert_lost(repo, 3)
 
 
-def test_the_ledger_is_settled_by_reads_once_it_grows(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_ledger_is_settled_by_reads_once_it_grows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = _project(tmp_path / "project")
     written = _write(repo, 3)
     [ledger] = (_store(repo).common_dir / "engram" / "ledger").iterdir()
-    noted = {json.loads(entry.split(b"\t", 1)[1])["id"]
-             for entry in ledger.read_bytes().splitlines()}
+    noted = {
+        json.loads(entry.split(b"\t", 1)[1])["id"] for entry in ledger.read_bytes().splitlines()
+    }
     assert written <= noted  # written, not read yet
     monkeypatch.setattr(noting, "SETTLE_BYTES", 1)
     with Engram(cwd=repo, use="project") as engram:
@@ -372,7 +381,7 @@ def test_a_damaged_ledger_is_read_as_untrusted_input(tmp_path: Path) -> None:
         handle.write(b"../../outside.jsonl\t" + ev.canonical_json(other) + b"\n")
         handle.write(b"events/a\0b.jsonl\t" + ev.canonical_json(other) + b"\n")
         handle.write(rel + b"\t" + ev.canonical_json(ahead) + b"\n")
-        handle.write(rel + b"\t{\"id\": \n")
+        handle.write(rel + b'\t{"id": \n')
     git(repo, "clean", "-fdq")
     _assert_lost(repo, 2)
     _assert_recovered(repo, expected, 2)
@@ -388,8 +397,11 @@ def _printed(text: str) -> list[str]:
 def test_printed_restore_commands_work_from_another_directory(tmp_path: Path) -> None:
     repo = _project(tmp_path / "project")
     kept = _write(repo, 2, commit=True)
-    [path] = [p for p in _store(repo).event_files()
-              if kept & {e.id for _, e in _store(repo).read_file(p).events}]
+    [path] = [
+        p
+        for p in _store(repo).event_files()
+        if kept & {e.id for _, e in _store(repo).read_file(p).events}
+    ]
     rel = path.relative_to(repo).as_posix()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -403,8 +415,9 @@ def test_printed_restore_commands_work_from_another_directory(tmp_path: Path) ->
     git(repo, "rm", "-q", "--cached", "--", rel)
     path.unlink()
     report = json.loads(cli("doctor", "--project", "--json", cwd=repo).stdout)
-    [missing] = [f for entry in report["stores"] for f in entry["findings"]
-                 if f["check"] == "missing-file"]
+    [missing] = [
+        f for entry in report["stores"] for f in entry["findings"] if f["check"] == "missing-file"
+    ]
     [command] = _printed(missing["fix"])
     subprocess.run(command, shell=True, check=True, cwd=elsewhere, capture_output=True)
     assert kept <= _ids(repo)
@@ -426,7 +439,8 @@ def test_doctor_fix_recovers_lost_events(tmp_path: Path) -> None:
 
 
 def test_events_folded_by_compaction_are_not_lost_when_the_compacted_file_is_deleted(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Compaction replaces the files the ledger noted; deleting the compacted file is a missing
     file (restored with git), never lost events that `recover` would write a second time."""
     repo = _project(tmp_path / "project")

@@ -45,22 +45,30 @@ def serve_args(*args: str) -> list[str]:
 
 
 @asynccontextmanager
-async def connect(cwd: Path, *args: str, client: str = "claude-code",
-                  env: dict[str, str] | None = None,
-                  roots: list[Path] | None = None) -> AsyncIterator[Client]:
+async def connect(
+    cwd: Path,
+    *args: str,
+    client: str = "claude-code",
+    env: dict[str, str] | None = None,
+    roots: list[Path] | None = None,
+) -> AsyncIterator[Client]:
     """The real server in a child process, through the SDK's real stdio client; with `roots`,
     a client that offers these folders as its roots and speaks the handshake-era protocol (as
     Cursor and Claude Code do: from 2026-07-28 a stdio server cannot ask the client)."""
-    params = StdioServerParameters(command=sys.executable, args=serve_args(*args),
-                                   env={**os.environ, **(env or {})}, cwd=cwd)
+    params = StdioServerParameters(
+        command=sys.executable, args=serve_args(*args), env={**os.environ, **(env or {})}, cwd=cwd
+    )
 
     async def list_roots(context: Any) -> ListRootsResult:
         return ListRootsResult(roots=[Root(uri=p.as_uri(), name=p.name) for p in roots or ()])
 
-    async with Client(params, client_info=Implementation(name=client, version="1.0"),
-                      read_timeout_seconds=120,
-                      list_roots_callback=list_roots if roots is not None else None,
-                      mode="legacy" if roots is not None else "auto") as session:
+    async with Client(
+        params,
+        client_info=Implementation(name=client, version="1.0"),
+        read_timeout_seconds=120,
+        list_roots_callback=list_roots if roots is not None else None,
+        mode="legacy" if roots is not None else "auto",
+    ) as session:
         yield session
 
 
@@ -103,14 +111,29 @@ def with_mcp_commands() -> click.Group:
 
 # name: (required parameters, optional parameters, read-only, destructive, idempotent)
 SURFACE: dict[str, tuple[list[str], list[str], bool, bool, bool]] = {
-    "memory_remember": (["content"], ["kind", "tags", "scope", "importance", "source", "task",
-                                      "valid_until", "redact", "cite"], False, False, False),
-    "memory_recall": (["query"], ["k", "kinds", "tags", "scope", "task", "since",
-                                  "include_all"], True, False, False),
+    "memory_remember": (
+        ["content"],
+        ["kind", "tags", "scope", "importance", "source", "task", "valid_until", "redact", "cite"],
+        False,
+        False,
+        False,
+    ),
+    "memory_recall": (
+        ["query"],
+        ["k", "kinds", "tags", "scope", "task", "since", "include_all"],
+        True,
+        False,
+        False,
+    ),
     "memory_list": ([], ["limit", "kinds", "tags", "scope", "include_all"], True, False, False),
     "memory_get": (["id"], ["history"], True, False, False),
-    "memory_update": (["id"], ["content", "kind", "tags", "scope", "importance", "valid_until",
-                               "redact"], False, False, True),
+    "memory_update": (
+        ["id"],
+        ["content", "kind", "tags", "scope", "importance", "valid_until", "redact"],
+        False,
+        False,
+        True,
+    ),
     "memory_forget": (["id"], ["reason", "replace_with"], False, True, True),
     "memory_consolidate": ([], ["apply", "similarity"], False, True, True),
     "memory_stats": ([], [], True, False, False),
@@ -118,21 +141,50 @@ SURFACE: dict[str, tuple[list[str], list[str], bool, bool, bool]] = {
     "task_get": (["task"], ["checkpoints"], True, False, False),
     "task_update": (["task"], ["name", "goal", "status", "parent", "tags"], False, False, True),
     "task_list": ([], ["statuses", "include_closed", "limit"], True, False, False),
-    "task_progress": (["task", "feature"], ["status", "note", "component", "files"], False,
-                      False, False),
-    "task_failure": (["task", "error"], ["component", "root_cause", "fix"], False, False,
-                     False),
+    "task_progress": (
+        ["task", "feature"],
+        ["status", "note", "component", "files"],
+        False,
+        False,
+        False,
+    ),
+    "task_failure": (["task", "error"], ["component", "root_cause", "fix"], False, False, False),
     "task_continuity": (["task"], ["before", "after"], True, False, False),
-    "session_handoff": (["task", "summary"], ["completed", "in_progress", "blocked", "next",
-                                              "must_not_redo", "must_preserve", "files",
-                                              "commands", "artifacts", "open_questions",
-                                              "goal"], False, False, False),
-    "session_resume": ([], ["task", "session", "depth", "since", "restore", "max_chars"], False,
-                       False, True),
+    "session_handoff": (
+        ["task", "summary"],
+        [
+            "completed",
+            "in_progress",
+            "blocked",
+            "next",
+            "must_not_redo",
+            "must_preserve",
+            "files",
+            "commands",
+            "artifacts",
+            "open_questions",
+            "goal",
+        ],
+        False,
+        False,
+        False,
+    ),
+    "session_resume": (
+        [],
+        ["task", "session", "depth", "since", "restore", "max_chars"],
+        False,
+        False,
+        True,
+    ),
     "session_list": ([], ["state", "limit"], True, False, False),
     "session_report": ([], ["outcome", "interruption", "note"], False, False, False),
-    "discovery_record": (["content", "citations"], ["tags", "task", "importance", "redact"],
-                         False, False, False),
+    "discovery_record": (
+        ["content", "citations"],
+        ["tags", "task", "importance", "redact"],
+        False,
+        False,
+        False,
+    ),
     "discovery_check": ([], ["id", "limit"], True, False, False),
     "memory_receipt": (["event"], [], True, False, False),
     "memory_diff": ([], ["range", "store"], True, False, False),
@@ -189,16 +241,26 @@ def test_the_kind_and_reason_literals_match_the_library() -> None:
 
 
 def test_the_tool_reference_is_generated_from_the_server() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_mcp_docs.py"),
-                           "--check"], capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_mcp_docs.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_importing_the_cli_commands_does_not_import_the_sdk() -> None:
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import engram.cli.mcp"],
-                          capture_output=True, text=True)
-    loaded = {line.rsplit("|", 1)[1].strip().split(".")[0]
-              for line in done.stderr.splitlines() if line.startswith("import time:")}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import engram.cli.mcp"],
+        capture_output=True,
+        text=True,
+    )
+    loaded = {
+        line.rsplit("|", 1)[1].strip().split(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
     assert "engram" in loaded and not loaded & {"mcp", "fastembed", "usearch", "onnxruntime"}
 
 
@@ -216,12 +278,21 @@ def test_every_tool_over_stdio(repo: Path) -> None:
             assert stats["stores"][0]["store"] == "project"
             seen["session"] = runtime["session"]
 
-            made = await call(client, "memory_remember", content="Use Postgres for the job "
-                              "queue: we need SKIP LOCKED", kind="decision", tags=["db"])
+            made = await call(
+                client,
+                "memory_remember",
+                content="Use Postgres for the job queue: we need SKIP LOCKED",
+                kind="decision",
+                tags=["db"],
+            )
             memory_id = made["memory"]["id"]
             assert made["duplicate"] is False and made["memory"]["kind"] == "decision"
-            again = await call(client, "memory_remember", content="use postgres for the job "
-                               "queue: we need skip locked", kind="decision")
+            again = await call(
+                client,
+                "memory_remember",
+                content="use postgres for the job queue: we need skip locked",
+                kind="decision",
+            )
             assert again["duplicate"] is True and again["memory"]["id"] == memory_id
 
             found = await call(client, "memory_recall", query="which database for jobs")
@@ -234,44 +305,90 @@ def test_every_tool_over_stdio(repo: Path) -> None:
             got = await call(client, "memory_get", id=memory_id, history=True)
             assert [v["kind"] for v in got["history"]][-1] == "memory.updated"
 
-            old = await call(client, "memory_remember", content="The API listens on port 8080",
-                             kind="fact")
-            replaced = await call(client, "memory_forget", id=old["memory"]["id"],
-                                  replace_with="The API listens on port 9090")
+            old = await call(
+                client, "memory_remember", content="The API listens on port 8080", kind="fact"
+            )
+            replaced = await call(
+                client,
+                "memory_forget",
+                id=old["memory"]["id"],
+                replace_with="The API listens on port 9090",
+            )
             assert replaced["memory"]["status"] == "superseded"
             assert replaced["replacement"]["content"] == "The API listens on port 9090"
             gone = await call(client, "memory_remember", content="Deploys happen on Fridays")
-            forgot = await call(client, "memory_forget", id=gone["memory"]["id"],
-                                reason="we deploy on every merge now")
+            forgot = await call(
+                client,
+                "memory_forget",
+                id=gone["memory"]["id"],
+                reason="we deploy on every merge now",
+            )
             assert forgot["memory"]["status"] == "forgotten"
             merged = await call(client, "memory_consolidate")
             assert merged["applied"] is False and merged["note"]
 
-            task = (await call(client, "task_create", name="Add OAuth login",
-                               goal="Users can sign in with GitHub"))["task"]
-            progress = await call(client, "task_progress", task=task["id"],
-                                  feature="Register the OAuth app", component="auth",
-                                  files=["src/app.py"])
+            task = (
+                await call(
+                    client,
+                    "task_create",
+                    name="Add OAuth login",
+                    goal="Users can sign in with GitHub",
+                )
+            )["task"]
+            progress = await call(
+                client,
+                "task_progress",
+                task=task["id"],
+                feature="Register the OAuth app",
+                component="auth",
+                files=["src/app.py"],
+            )
             assert progress["task"]["status"] == "in_progress"
-            failure = await call(client, "task_failure", task="Add OAuth login",
-                                 error="Callback returns 500: state mismatch",
-                                 component="auth", root_cause="cookie not set before redirect")
+            failure = await call(
+                client,
+                "task_failure",
+                task="Add OAuth login",
+                error="Callback returns 500: state mismatch",
+                component="auth",
+                root_cause="cookie not set before redirect",
+            )
             assert failure["checkpoint"]["reason"] == "failure"
-            again_failed = await call(client, "task_progress", task=task["id"],
-                                      feature="Write the callback", status="in_progress",
-                                      component="auth")
-            assert again_failed["earlier_failures"][0]["root_cause"] == \
-                "cookie not set before redirect"
-            await call(client, "memory_remember", content="OAuth state lives in a signed "
-                       "cookie", kind="decision", task=task["id"])
-            first = await call(client, "session_handoff", task=task["id"],
-                               summary="App registered; callback next",
-                               next=["Write the callback", "Write callback tests"],
-                               must_not_redo=["Create the GitHub OAuth app"],
-                               must_preserve=["Do not touch main"])
-            second = await call(client, "session_handoff", task=task["id"],
-                                summary="Callback written", completed=["Write the callback"],
-                                next=["Write callback tests"])
+            again_failed = await call(
+                client,
+                "task_progress",
+                task=task["id"],
+                feature="Write the callback",
+                status="in_progress",
+                component="auth",
+            )
+            assert (
+                again_failed["earlier_failures"][0]["root_cause"]
+                == "cookie not set before redirect"
+            )
+            await call(
+                client,
+                "memory_remember",
+                content="OAuth state lives in a signed cookie",
+                kind="decision",
+                task=task["id"],
+            )
+            first = await call(
+                client,
+                "session_handoff",
+                task=task["id"],
+                summary="App registered; callback next",
+                next=["Write the callback", "Write callback tests"],
+                must_not_redo=["Create the GitHub OAuth app"],
+                must_preserve=["Do not touch main"],
+            )
+            second = await call(
+                client,
+                "session_handoff",
+                task=task["id"],
+                summary="Callback written",
+                completed=["Write the callback"],
+                next=["Write callback tests"],
+            )
             assert second["checkpoint"]["seq"] == first["checkpoint"]["seq"] + 1
             assert second["checkpoint"]["must_not_redo"] == ["Create the GitHub OAuth app"]
             scores = await call(client, "task_continuity", task=task["id"])
@@ -285,71 +402,109 @@ def test_every_tool_over_stdio(repo: Path) -> None:
             assert view["memories"][0]["content"] == "OAuth state lives in a signed cookie"
             resumed = await call(client, "session_resume", depth="brief")
             assert resumed["task"] == task["id"]
-            for text in ("Users can sign in with GitHub", "Write callback tests",
-                         "Create the GitHub OAuth app", "Do not touch main",
-                         "cookie not set before redirect"):
+            for text in (
+                "Users can sign in with GitHub",
+                "Write callback tests",
+                "Create the GitHub OAuth app",
+                "Do not touch main",
+                "cookie not set before redirect",
+            ):
                 assert text in resumed["markdown"]
             prompt = await client.get_prompt("resume", {"task": task["id"]})
             assert "Write callback tests" in prompt.messages[0].content.text
 
             sessions = await call(client, "session_list")
             assert [s["current"] for s in sessions["sessions"]] == [True]
-            report = await call(client, "session_report", outcome="success",
-                                interruption="user_away", note="lunch")
+            report = await call(
+                client, "session_report", outcome="success", interruption="user_away", note="lunch"
+            )
             assert report["outcome"] == "success" and report["interruption"] == "user_away"
 
-            recorded = await call(client, "discovery_record",
-                                  content="Retries are capped in retry_budget, not the queue",
-                                  citations=[{"path": "src/app.py", "start_line": 4,
-                                              "end_line": 6,
-                                              "excerpt": "def retry_budget():"
-                                                         "\n    \"\"\"Retries are capped here, "
-                                                         "not in the queue.\"\"\"\n    return "
-                                                         "int(os.environ.get(\"RETRIES\", "
-                                                         "\"3\"))"}])
+            recorded = await call(
+                client,
+                "discovery_record",
+                content="Retries are capped in retry_budget, not the queue",
+                citations=[
+                    {
+                        "path": "src/app.py",
+                        "start_line": 4,
+                        "end_line": 6,
+                        "excerpt": "def retry_budget():"
+                        '\n    """Retries are capped here, '
+                        'not in the queue."""\n    return '
+                        'int(os.environ.get("RETRIES", '
+                        '"3"))',
+                    }
+                ],
+            )
             cite = recorded["citations"][0]
             head = git(repo, "rev-parse", "HEAD").strip()
-            assert cite == {"path": "src/app.py", "start_line": 4, "end_line": 6,
-                            "commit": head, "excerpt_kept": False}
+            assert cite == {
+                "path": "src/app.py",
+                "start_line": 4,
+                "end_line": 6,
+                "commit": head,
+                "excerpt_kept": False,
+            }
             assert f"cite: src/app.py:4-6@{head}" in recorded["memory"]["content"]
             discovery_id = recorded["memory"]["id"]
             checked = await call(client, "discovery_check", id=discovery_id)
             assert checked["discoveries"][0]["status"] == "valid"
-            same = await call(client, "discovery_record",
-                              content="Retries are capped in retry_budget, not the queue",
-                              citations=[{"path": "src/app.py", "start_line": 4,
-                                          "end_line": 6}])
+            same = await call(
+                client,
+                "discovery_record",
+                content="Retries are capped in retry_budget, not the queue",
+                citations=[{"path": "src/app.py", "start_line": 4, "end_line": 6}],
+            )
             assert same["duplicate"] is True and same["memory"]["id"] == discovery_id
 
             (repo / "src" / "app.py").write_text("# retries\n\n" + APP)
             moved = await call(client, "discovery_check")
             assert moved["discoveries"][0]["status"] == "moved"
             assert moved["discoveries"][0]["citations"][0]["moved_to"] == [
-                {"start_line": 6, "end_line": 8}]
-            again = await call(client, "discovery_record",
-                               content="Retries are capped in retry_budget, not the queue",
-                               citations=[{"path": "src/app.py", "start_line": 6,
-                                           "end_line": 8}])
+                {"start_line": 6, "end_line": 8}
+            ]
+            again = await call(
+                client,
+                "discovery_record",
+                content="Retries are capped in retry_budget, not the queue",
+                citations=[{"path": "src/app.py", "start_line": 6, "end_line": 8}],
+            )
             assert again["duplicate"] is False and again["citations"][0]["excerpt_kept"]
             (repo / "src" / "new.py").write_text("LIMIT = 3\n")
-            untracked = await call(client, "discovery_record", content="The limit is three",
-                                   citations=[{"path": "src/new.py", "start_line": 1}])
+            untracked = await call(
+                client,
+                "discovery_record",
+                content="The limit is three",
+                citations=[{"path": "src/new.py", "start_line": 1}],
+            )
             assert untracked["citations"][0]["excerpt_kept"] is False
             assert untracked["warnings"] == [
-                "no excerpt: src/new.py is not tracked by git (git add it to have its lines kept)"]
+                "no excerpt: src/new.py is not tracked by git (git add it to have its lines kept)"
+            ]
             assert "LIMIT" not in untracked["memory"]["content"]
             git(repo, "add", "src/new.py")
-            fresh = await call(client, "discovery_record", content="The limit is three",
-                               citations=[{"path": "src/new.py", "start_line": 1}])
+            fresh = await call(
+                client,
+                "discovery_record",
+                content="The limit is three",
+                citations=[{"path": "src/new.py", "start_line": 1}],
+            )
             assert fresh["citations"][0]["excerpt_kept"] is True and fresh["warnings"] == []
             assert fresh["memory"]["content"].endswith("\n  | LIMIT = 3")
             (repo / "src" / "app.py").write_text("def retry_budget():\n    return 5\n")
             (repo / "src" / "new.py").unlink()
             broken = await call(client, "discovery_check", limit=5)
-            assert [d["status"] for d in broken["discoveries"]] == \
-                ["broken", "unknown", "broken", "broken"]
-            assert "src/new.py was not tracked by git" in \
-                broken["discoveries"][1]["citations"][0]["reason"]
+            assert [d["status"] for d in broken["discoveries"]] == [
+                "broken",
+                "unknown",
+                "broken",
+                "broken",
+            ]
+            assert (
+                "src/new.py was not tracked by git"
+                in broken["discoveries"][1]["citations"][0]["reason"]
+            )
             assert broken["counts"] == {"valid": 0, "moved": 0, "unknown": 1, "broken": 3}
             return seen
 
@@ -357,12 +512,15 @@ def test_every_tool_over_stdio(repo: Path) -> None:
     # The session was closed when the client went away, with the outcome the agent reported.
     with Engram(cwd=repo) as engram:
         session = engram.session_info(seen["session"])
-        assert (session.state, session.how, session.outcome, session.agent) == \
-            ("ended", "exit", "success", "claude-code")
+        assert (session.state, session.how, session.outcome, session.agent) == (
+            "ended",
+            "exit",
+            "success",
+            "claude-code",
+        )
         assert session.reported == "user_away"
         written = [e for _, e in engram.log(kinds=["memory.created"], limit=None)]
-        assert written and all(e.session == seen["session"] and e.actor == ACTOR
-                               for e in written)
+        assert written and all(e.session == seen["session"] and e.actor == ACTOR for e in written)
         # The two handoffs are rendered for review; the automatic checkpoints are not.
         handoffs = list((repo / ".engram" / "handoffs").rglob("*.md"))
         assert len(handoffs) == 2
@@ -379,22 +537,36 @@ def test_discovery_record_copies_no_lines_git_does_not_track(repo: Path) -> None
 
     async def scenario() -> None:
         async with connect(repo) as client:
-            cited = await call(client, "discovery_record", content="The salt is in .env",
-                               citations=[{"path": ".env", "start_line": 1, "end_line": 2}])
+            cited = await call(
+                client,
+                "discovery_record",
+                content="The salt is in .env",
+                citations=[{"path": ".env", "start_line": 1, "end_line": 2}],
+            )
             assert cited["warnings"] == ["no excerpt: .env is ignored by git"]
             assert cited["citations"][0]["excerpt_kept"] is False
-            assert cited["memory"]["content"].endswith("cite: .env:1-2@" +
-                                                       git(repo, "rev-parse", "HEAD").strip())
-            message = await fail(client, "discovery_record", content="The password is set",
-                                 citations=[{"path": "src/app.py", "start_line": 7}])
-            assert message.endswith("citation src/app.py:7-7 contains what looks like a secret "
-                                    "(password) at line 7, column 13; remove it, or pass "
-                                    "redact=true to store it as [REDACTED:password]"), message
-            redacted = await call(client, "discovery_record", content="The password is set",
-                                  citations=[{"path": "src/app.py", "start_line": 7}],
-                                  redact=True)
-            assert redacted["memory"]["content"].endswith(
-                '\n  | PASSWORD = "[REDACTED:password]"')
+            assert cited["memory"]["content"].endswith(
+                "cite: .env:1-2@" + git(repo, "rev-parse", "HEAD").strip()
+            )
+            message = await fail(
+                client,
+                "discovery_record",
+                content="The password is set",
+                citations=[{"path": "src/app.py", "start_line": 7}],
+            )
+            assert message.endswith(
+                "citation src/app.py:7-7 contains what looks like a secret "
+                "(password) at line 7, column 13; remove it, or pass "
+                "redact=true to store it as [REDACTED:password]"
+            ), message
+            redacted = await call(
+                client,
+                "discovery_record",
+                content="The password is set",
+                citations=[{"path": "src/app.py", "start_line": 7}],
+                redact=True,
+            )
+            assert redacted["memory"]["content"].endswith('\n  | PASSWORD = "[REDACTED:password]"')
             checked = await call(client, "discovery_check", id=redacted["memory"]["id"])
             assert checked["discoveries"][0]["status"] == "valid"
 
@@ -424,20 +596,30 @@ def test_every_tool_reports_errors_the_agent_can_act_on(repo: Path) -> None:
                 "task_create": ({"name": ""}, "name is empty"),
                 "task_get": ({"task": "no-such-task"}, "find ids with task_list"),
                 "task_update": ({"task": lonely.id, "name": "Write docs"}, "nothing to change"),
-                "task_list": ({"statuses": ["finished"]}, (
-                    "statuses[0]: 'finished' is not one of open, in_progress, blocked, done, "
-                    "abandoned")),
-                "task_progress": ({"task": lonely.id, "feature": "x", "files": ["/etc/passwd"]},
-                                  "must be a path inside the repository"),
+                "task_list": (
+                    {"statuses": ["finished"]},
+                    (
+                        "statuses[0]: 'finished' is not one of open, in_progress, blocked, done, "
+                        "abandoned"
+                    ),
+                ),
+                "task_progress": (
+                    {"task": lonely.id, "feature": "x", "files": ["/etc/passwd"]},
+                    "must be a path inside the repository",
+                ),
                 "task_failure": ({"task": lonely.id, "error": " "}, "error is empty"),
                 "task_continuity": ({"task": lonely.id}, "record a handoff first"),
                 "session_handoff": ({"task": lonely.id, "summary": " "}, "needs a summary"),
                 "session_resume": ({}, "call session_resume again with task=<id>"),
-                "session_list": ({"state": "gone"},
-                                 "state: 'gone' is not one of open, ended, interrupted"),
+                "session_list": (
+                    {"state": "gone"},
+                    "state: 'gone' is not one of open, ended, interrupted",
+                ),
                 "session_report": ({}, "give an outcome, an interruption reason, or both"),
-                "discovery_record": ({"content": "x", "citations": [
-                    {"path": "../secrets.txt", "start_line": 1}]}, "contain '..'"),
+                "discovery_record": (
+                    {"content": "x", "citations": [{"path": "../secrets.txt", "start_line": 1}]},
+                    "contain '..'",
+                ),
                 "discovery_check": ({"id": plain.id}, "is not a discovery"),
             }
             for tool, (arguments, expected) in cases.items():
@@ -449,12 +631,13 @@ def test_every_tool_reports_errors_the_agent_can_act_on(repo: Path) -> None:
                 ({"path": "/etc/hosts", "start_line": 1}, "absolute path"),
                 ({"path": "src/app.py", "start_line": 40}, "past its end"),
                 ({"path": "src/nope.py", "start_line": 1}, "is not a file"),
-                ({"path": "src/app.py", "start_line": 4, "excerpt": "import os"},
-                 "the excerpt is at src/app.py:1-1"),
+                (
+                    {"path": "src/app.py", "start_line": 4, "excerpt": "import os"},
+                    "the excerpt is at src/app.py:1-1",
+                ),
                 ({"path": "src/app.py", "start_line": 1, "end_line": 500}, "cite at most 200"),
             ):
-                message = await fail(client, "discovery_record", content="x",
-                                     citations=[citation])
+                message = await fail(client, "discovery_record", content="x", citations=[citation])
                 assert expected in message, message
             # The server is still healthy after every error.
             assert (await call(client, "memory_stats"))["runtime"]["problems"] == []
@@ -474,39 +657,77 @@ def test_bad_arguments_and_library_errors_read_as_tools_and_parameters(repo: Pat
     async def scenario() -> None:
         async with connect(repo) as client:
             schema: list[tuple[str, dict[str, Any], str]] = [
-                ("memory_remember", {"kind": "nonsense"},
-                 ("content: required; kind: 'nonsense' is not one of fact, decision, "
-                  "preference, convention, gotcha, failure, lesson, procedure, note")),
+                (
+                    "memory_remember",
+                    {"kind": "nonsense"},
+                    (
+                        "content: required; kind: 'nonsense' is not one of fact, decision, "
+                        "preference, convention, gotcha, failure, lesson, procedure, note"
+                    ),
+                ),
                 ("memory_recall", {"query": "queue", "k": 1000}, "k: 1000 is over the maximum 50"),
-                ("memory_remember", {"content": "x", "importance": "high"},
-                 "importance: 'high' is not a number"),
-                ("discovery_record", {"content": "x", "citations": [
-                    {"path": "src/app.py", "start_line": 0}]},
-                 "citations[0].start_line: 0 is under the minimum 1"),
-                ("discovery_record", {"content": "x", "citations": []},
-                 "citations: needs at least 1 item(s)"),
+                (
+                    "memory_remember",
+                    {"content": "x", "importance": "high"},
+                    "importance: 'high' is not a number",
+                ),
+                (
+                    "discovery_record",
+                    {"content": "x", "citations": [{"path": "src/app.py", "start_line": 0}]},
+                    "citations[0].start_line: 0 is under the minimum 1",
+                ),
+                (
+                    "discovery_record",
+                    {"content": "x", "citations": []},
+                    "citations: needs at least 1 item(s)",
+                ),
             ]
             for tool, arguments, expected in schema:
                 message = await fail(client, tool, **arguments)
                 assert message == f"Error executing tool {tool}: {expected}", message
             library: list[tuple[str, dict[str, Any], str, str]] = [
-                ("task_get", {"task": "no-such-task"},
-                 "no task with id 'no-such-task'; find ids with task_list", "engram task"),
-                ("task_progress", {"task": " ", "feature": "x"},
-                 "task is empty; give a task id (or its exact name); find ids with task_list",
-                 "engram task"),
-                ("memory_recall", {"query": "queue", "since": "yesterday-ish"},
-                 "since 'yesterday-ish' is not a date; use an ISO date like 2026-12-01",
-                 "--since"),
-                ("memory_remember", {"content": "x", "valid_until": "someday"},
-                 "valid_until 'someday' is not a date", "--valid-until"),
-                ("session_resume", {},
-                 "call session_resume again with task=<id> (or the exact name)", "--task"),
-                ("memory_remember", {"content": "db password=Zq7vR2mXk9Lp4Wd8"},
-                 "remove it, or pass redact=true to store it as [REDACTED:", "--redact"),
-                ("memory_get", {"id": "zzzz"},
-                 "no memory with id 'zzzz'; find ids with memory_list or memory_recall",
-                 "engram list"),
+                (
+                    "task_get",
+                    {"task": "no-such-task"},
+                    "no task with id 'no-such-task'; find ids with task_list",
+                    "engram task",
+                ),
+                (
+                    "task_progress",
+                    {"task": " ", "feature": "x"},
+                    "task is empty; give a task id (or its exact name); find ids with task_list",
+                    "engram task",
+                ),
+                (
+                    "memory_recall",
+                    {"query": "queue", "since": "yesterday-ish"},
+                    "since 'yesterday-ish' is not a date; use an ISO date like 2026-12-01",
+                    "--since",
+                ),
+                (
+                    "memory_remember",
+                    {"content": "x", "valid_until": "someday"},
+                    "valid_until 'someday' is not a date",
+                    "--valid-until",
+                ),
+                (
+                    "session_resume",
+                    {},
+                    "call session_resume again with task=<id> (or the exact name)",
+                    "--task",
+                ),
+                (
+                    "memory_remember",
+                    {"content": "db password=Zq7vR2mXk9Lp4Wd8"},
+                    "remove it, or pass redact=true to store it as [REDACTED:",
+                    "--redact",
+                ),
+                (
+                    "memory_get",
+                    {"id": "zzzz"},
+                    "no memory with id 'zzzz'; find ids with memory_list or memory_recall",
+                    "engram list",
+                ),
             ]
             for tool, arguments, expected, cli_words in library:
                 message = await fail(client, tool, **arguments)
@@ -540,13 +761,16 @@ def written(repo: Path) -> tuple[dict[str, bytes], str, str]:
     """The store's event files, its git history and the work tree's status."""
     with Engram(cwd=repo) as engram:
         files = {str(p): p.read_bytes() for s in engram.stores() for p in s.event_files()}
-    return files, git(repo, "log", "--all", "--format=%H %s"), git(repo, "status",
-                                                                   "--porcelain")
+    return files, git(repo, "log", "--all", "--format=%H %s"), git(repo, "status", "--porcelain")
 
 
 def test_a_read_only_server_writes_nothing(repo: Path) -> None:
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     with Engram(cwd=repo) as engram:
         engram.remember("The staging database is read-only on Sundays", kind="gotcha")
         crashed = engram.session_start(agent="codex", pid=int(dead))
@@ -590,10 +814,16 @@ def test_every_tool_is_refused_without_its_scope(repo: Path) -> None:
 def test_results_are_bounded_and_say_so(repo: Path) -> None:
     with Engram(cwd=repo) as engram:
         for number in range(40):
-            engram.remember(f"Note {number}: " + "lorem ipsum dolor sit amet " * 120,
-                            kind="note", check_duplicates=False)
-        long = engram.remember("The deploy checklist: " + "step and check " * 1500,
-                               kind="procedure", check_duplicates=False)
+            engram.remember(
+                f"Note {number}: " + "lorem ipsum dolor sit amet " * 120,
+                kind="note",
+                check_duplicates=False,
+            )
+        long = engram.remember(
+            "The deploy checklist: " + "step and check " * 1500,
+            kind="procedure",
+            check_duplicates=False,
+        )
         task = engram.task_create("Big task", goal="Many steps")
         for number in range(60):
             engram.progress(task.id, f"Step {number} " + "detail " * 50)
@@ -607,12 +837,14 @@ def test_results_are_bounded_and_say_so(repo: Path) -> None:
             whole = await call(client, "memory_get", id=long.id)
             assert whole["memory"]["content_truncated"] is False
             assert len(whole["memory"]["content"]) == len(long.content)
-            resumed = await call(client, "session_resume", task=task.id, depth="full",
-                                 max_chars=2000)
+            resumed = await call(
+                client, "session_resume", task=task.id, depth="full", max_chars=2000
+            )
             assert resumed["truncated"] is True and len(resumed["markdown"]) <= 2100
             assert resumed["markdown"].endswith(
                 "cut at 2000 characters; ask for less with depth=brief or since, or raise the "
-                "limit with max_chars\n")
+                "limit with max_chars\n"
+            )
             view = await call(client, "task_get", task=task.id)
             assert len(view["task"]["progress"]) == 50  # the latest 50
             assert view["truncated"] is True and "early progress" in view["note"]
@@ -623,10 +855,12 @@ def test_results_are_bounded_and_say_so(repo: Path) -> None:
 def test_task_get_shows_the_memories_task_show_does(repo: Path) -> None:
     with Engram(cwd=repo) as engram:
         task = engram.task_create("Move the queue", goal="Jobs on Postgres")
-        expired = engram.remember("The queue runs on Redis until the migration",
-                                  task=task.id, valid_until="2020-01-01")
-        live = engram.remember("The queue runs on Postgres: we need SKIP LOCKED", kind="decision",
-                               task=task.id)
+        expired = engram.remember(
+            "The queue runs on Redis until the migration", task=task.id, valid_until="2020-01-01"
+        )
+        live = engram.remember(
+            "The queue runs on Postgres: we need SKIP LOCKED", kind="decision", task=task.id
+        )
     shown = json.loads(cli("task", "show", task.id, "--json", cwd=repo).output)
     assert {m["id"] for m in shown["memories"]} == {expired.memory.id, live.memory.id}
 
@@ -634,15 +868,17 @@ def test_task_get_shows_the_memories_task_show_does(repo: Path) -> None:
         async with connect(repo) as client:
             view = await call(client, "task_get", task=task.id)
             assert [m["id"] for m in view["memories"]] == [m["id"] for m in shown["memories"]]
-            assert [m["content"] for m in view["memories"]] == \
-                [m["content"] for m in shown["memories"]]
+            assert [m["content"] for m in view["memories"]] == [
+                m["content"] for m in shown["memories"]
+            ]
 
     run(scenario)
 
 
 def test_session_agent_comes_from_the_client_and_interruptions_are_found(repo: Path) -> None:
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     with Engram(cwd=repo) as engram:
         crashed = engram.session_start(agent="codex", pid=int(dead))
 
@@ -660,9 +896,13 @@ def test_session_agent_comes_from_the_client_and_interruptions_are_found(repo: P
 
 
 def test_sigterm_closes_the_session(repo: Path) -> None:
-    proc = subprocess.Popen([sys.executable, *serve_args("--agent", "codex")], cwd=repo,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, *serve_args("--agent", "codex")],
+        cwd=repo,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 30
         opened = []
@@ -696,17 +936,20 @@ def test_without_a_store_the_server_says_how_to_start_and_recovers(tmp_path: Pat
     run(scenario)
 
 
-def test_a_server_started_outside_the_project_works_in_the_clients_roots(repo: Path,
-                                                                         tmp_path: Path) -> None:
+def test_a_server_started_outside_the_project_works_in_the_clients_roots(
+    repo: Path, tmp_path: Path
+) -> None:
     """Cursor may start a stdio server in `/`: the project comes from the client's roots."""
     elsewhere = tmp_path / "not-a-project"
     elsewhere.mkdir()
 
     async def scenario() -> None:
-        async with connect(Path("/"), client="cursor-vscode",
-                           roots=[elsewhere, repo / "src"]) as client:
-            stored = await call(client, "memory_remember",
-                                content="Retries are capped in the HTTP client")
+        async with connect(
+            Path("/"), client="cursor-vscode", roots=[elsewhere, repo / "src"]
+        ) as client:
+            stored = await call(
+                client, "memory_remember", content="Retries are capped in the HTTP client"
+            )
             assert stored["memory"]["store"] == "project"
             stats = await call(client, "memory_stats")
             assert stats["runtime"]["cwd"] == str(repo / "src")
@@ -724,8 +967,7 @@ def test_a_server_started_outside_the_project_works_in_the_clients_roots(repo: P
     assert not (elsewhere / ".engram").exists()
 
 
-def test_without_roots_the_server_uses_workspace_folder_paths(repo: Path,
-                                                               tmp_path: Path) -> None:
+def test_without_roots_the_server_uses_workspace_folder_paths(repo: Path, tmp_path: Path) -> None:
     with Engram(cwd=repo) as engram:
         engram.remember("Migrations run in CI, never by hand", kind="convention")
     elsewhere = tmp_path / "not-a-project"
@@ -735,7 +977,8 @@ def test_without_roots_the_server_uses_workspace_folder_paths(repo: Path,
         async with connect(elsewhere, env={"WORKSPACE_FOLDER_PATHS": str(repo)}) as client:
             listed = await call(client, "memory_list")
             assert [m["content"] for m in listed["memories"]] == [
-                "Migrations run in CI, never by hand"]
+                "Migrations run in CI, never by hand"
+            ]
             assert (await call(client, "memory_stats"))["runtime"]["cwd"] == str(repo)
 
     run(scenario)
@@ -744,13 +987,23 @@ def test_without_roots_the_server_uses_workspace_folder_paths(repo: Path,
 # -- client configuration -----------------------------------------------------------------------
 
 
-def test_install_claude_merges_user_and_project_config(repo: Path, with_mcp_commands: Any,
-                                                       tmp_path: Path) -> None:
+def test_install_claude_merges_user_and_project_config(
+    repo: Path, with_mcp_commands: Any, tmp_path: Path
+) -> None:
     home = Path(os.environ["HOME"])
-    (home / ".claude.json").write_text(json.dumps({
-        "numStartups": 12, "mcpServers": {"other": {"command": "other-server"},
-                                          "engram": {"command": "old", "env": {"X": "1"}}},
-        "projects": {"/somewhere": {"allowedTools": []}}}, indent=2))
+    (home / ".claude.json").write_text(
+        json.dumps(
+            {
+                "numStartups": 12,
+                "mcpServers": {
+                    "other": {"command": "other-server"},
+                    "engram": {"command": "old", "env": {"X": "1"}},
+                },
+                "projects": {"/somewhere": {"allowedTools": []}},
+            },
+            indent=2,
+        )
+    )
     os.chmod(home / ".claude.json", 0o600)
     result = cli("mcp", "install", "claude")
     assert result.exit_code == 0, result.output
@@ -767,30 +1020,45 @@ def test_install_claude_merges_user_and_project_config(repo: Path, with_mcp_comm
 
     settings = repo / ".claude" / "settings.json"
     settings.parent.mkdir()
-    settings.write_text(json.dumps({"permissions": {"allow": ["Bash(ls)"]}, "hooks": {
-        "SessionStart": [{"hooks": [{"type": "command", "command": "echo hi"}]}]}}))
+    settings.write_text(
+        json.dumps(
+            {
+                "permissions": {"allow": ["Bash(ls)"]},
+                "hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "echo hi"}]}]},
+            }
+        )
+    )
     result = cli("mcp", "install", "claude", "--project", "--hooks", cwd=repo / "src")
     assert result.exit_code == 0, result.output
     project = json.loads((repo / ".mcp.json").read_text())
     assert project["mcpServers"]["engram"] == {
-        "type": "stdio", "command": "engram", "args": ["serve", "--agent", "claude-code"]}
+        "type": "stdio",
+        "command": "engram",
+        "args": ["serve", "--agent", "claude-code"],
+    }
     hooks = json.loads(settings.read_text())
     assert hooks["permissions"] == {"allow": ["Bash(ls)"]}
-    commands = {event: [h["command"] for g in groups for h in g["hooks"]]
-                for event, groups in hooks["hooks"].items()}
-    assert commands == {"SessionStart": ["echo hi", "engram mcp hook session-start"],
-                        "PreCompact": ["engram mcp hook precompact"],
-                        "SessionEnd": ["engram mcp hook session-end"],
-                        "PostToolUse": ["engram mcp hook capture"],
-                        "PostToolUseFailure": ["engram mcp hook capture"],
-                        "UserPromptSubmit": ["engram mcp hook prompt"]}
+    commands = {
+        event: [h["command"] for g in groups for h in g["hooks"]]
+        for event, groups in hooks["hooks"].items()
+    }
+    assert commands == {
+        "SessionStart": ["echo hi", "engram mcp hook session-start"],
+        "PreCompact": ["engram mcp hook precompact"],
+        "SessionEnd": ["engram mcp hook session-end"],
+        "PostToolUse": ["engram mcp hook capture"],
+        "PostToolUseFailure": ["engram mcp hook capture"],
+        "UserPromptSubmit": ["engram mcp hook prompt"],
+    }
     assert cli("mcp", "install", "claude", "--project", "--hooks", cwd=repo).exit_code == 0
     assert json.loads(settings.read_text()) == hooks  # no duplicates
     user_hooks = cli("mcp", "install", "claude", "--hooks")
     assert user_hooks.exit_code == 0
     user = json.loads((home / ".claude" / "settings.json").read_text())
-    assert user["hooks"]["PreCompact"][0]["hooks"][0]["command"] == \
-        f"{sys.executable} -I -m engram.hooks precompact"
+    assert (
+        user["hooks"]["PreCompact"][0]["hooks"][0]["command"]
+        == f"{sys.executable} -I -m engram.hooks precompact"
+    )
 
 
 def test_install_cursor_and_codex(repo: Path, with_mcp_commands: Any) -> None:
@@ -799,15 +1067,19 @@ def test_install_cursor_and_codex(repo: Path, with_mcp_commands: Any) -> None:
     user = json.loads((home / ".cursor" / "mcp.json").read_text())
     assert user["mcpServers"]["engram"]["args"][-3:] == ["serve", "--agent", "cursor"]
     assert cli("mcp", "install", "cursor", "--project", cwd=repo).exit_code == 0
-    assert json.loads((repo / ".cursor" / "mcp.json").read_text())["mcpServers"]["engram"][
-        "command"] == "engram"
+    assert (
+        json.loads((repo / ".cursor" / "mcp.json").read_text())["mcpServers"]["engram"]["command"]
+        == "engram"
+    )
 
     config = home / ".codex" / "config.toml"
     config.parent.mkdir()
-    original = ('# my settings\nmodel = "o4-mini"  # fast\n\n[mcp_servers.other]\n'
-                'command = "other"\nargs = ["--flag"]\n\n[mcp_servers.engram]\ncommand = "old"\n'
-                '\n[mcp_servers.engram.env]\nENGRAM_HOME = "/data/engram"\n\n'
-                '[profiles.deep]\nmodel = "o3"\nnotes = """\n[not a table]\n"""\n')
+    original = (
+        '# my settings\nmodel = "o4-mini"  # fast\n\n[mcp_servers.other]\n'
+        'command = "other"\nargs = ["--flag"]\n\n[mcp_servers.engram]\ncommand = "old"\n'
+        '\n[mcp_servers.engram.env]\nENGRAM_HOME = "/data/engram"\n\n'
+        '[profiles.deep]\nmodel = "o3"\nnotes = """\n[not a table]\n"""\n'
+    )
     config.write_text(original)
     result = cli("mcp", "install", "codex")
     assert result.exit_code == 0, result.output
@@ -834,7 +1106,8 @@ def test_install_cursor_and_codex(repo: Path, with_mcp_commands: Any) -> None:
 
 
 def test_install_claude_project_says_it_awaits_approval_and_approves_for_this_user(
-        repo: Path, with_mcp_commands: Any) -> None:
+    repo: Path, with_mcp_commands: Any
+) -> None:
     local = repo / ".claude" / "settings.local.json"
     result = cli("mcp", "install", "claude", "--project", cwd=repo)
     assert result.exit_code == 0, result.output
@@ -842,16 +1115,24 @@ def test_install_claude_project_says_it_awaits_approval_and_approves_for_this_us
     assert "--approve" in result.output and not local.exists()
 
     local.parent.mkdir()
-    local.write_text(json.dumps({"permissions": {"allow": ["Bash(ls)"]},
-                                 "enabledMcpjsonServers": ["other"],
-                                 "disabledMcpjsonServers": ["engram", "old"]}))
+    local.write_text(
+        json.dumps(
+            {
+                "permissions": {"allow": ["Bash(ls)"]},
+                "enabledMcpjsonServers": ["other"],
+                "disabledMcpjsonServers": ["engram", "old"],
+            }
+        )
+    )
     (repo / ".gitignore").write_text(".claude/settings.local.json\n")
     result = cli("mcp", "install", "claude", "--project", "--approve", cwd=repo / "src")
     assert result.exit_code == 0, result.output
     assert f"updated {local}: project MCP server 'engram' approved for you" in result.output
-    assert json.loads(local.read_text()) == {"permissions": {"allow": ["Bash(ls)"]},
-                                             "enabledMcpjsonServers": ["other", "engram"],
-                                             "disabledMcpjsonServers": ["old"]}
+    assert json.loads(local.read_text()) == {
+        "permissions": {"allow": ["Bash(ls)"]},
+        "enabledMcpjsonServers": ["other", "engram"],
+        "disabledMcpjsonServers": ["old"],
+    }
     assert "Pending approval" not in result.output and "not ignored" not in result.output
     before = local.read_text()
     again = cli("mcp", "install", "claude", "--project", "--approve", cwd=repo)
@@ -873,12 +1154,12 @@ def test_install_claude_project_says_it_awaits_approval_and_approves_for_this_us
     assert refused.exit_code == 2 and "is not valid JSON" in refused.stderr
     assert local.read_text() == "{not json"
     wrong = cli("mcp", "install", "cursor", "--project", "--approve", cwd=repo)
-    assert wrong.exit_code == 2 and "--approve is for Claude Code's project servers" in \
-        wrong.stderr
+    assert wrong.exit_code == 2 and "--approve is for Claude Code's project servers" in wrong.stderr
 
 
-def test_install_claude_in_two_scopes_says_which_to_keep(repo: Path,
-                                                        with_mcp_commands: Any) -> None:
+def test_install_claude_in_two_scopes_says_which_to_keep(
+    repo: Path, with_mcp_commands: Any
+) -> None:
     home = Path(os.environ["HOME"])
     alone = cli("mcp", "install", "claude", "--hooks", cwd=repo)
     assert alone.exit_code == 0 and "warning" not in alone.output
@@ -887,25 +1168,30 @@ def test_install_claude_in_two_scopes_says_which_to_keep(repo: Path,
     warning = [line for line in both.stderr.splitlines() if line.startswith("warning:")]
     user_hooks = home / ".claude" / "settings.json"
     assert warning == [
-        (f"warning: 'engram' is configured for Claude Code in user ({home / '.claude.json'}) "
-         f"and project ({repo / '.mcp.json'}): Claude Code warns about the conflict. Keep the "
-         "project entry (it is this repository's) and remove the other: `claude mcp remove "
-         "--scope user engram`"),
-        (f"warning: Engram's hooks are in both {user_hooks} and "
-         f"{repo / '.claude' / 'settings.json'}, so they run twice in this project; keep the "
-         f"project's and remove them from {user_hooks}")]
+        (
+            f"warning: 'engram' is configured for Claude Code in user ({home / '.claude.json'}) "
+            f"and project ({repo / '.mcp.json'}): Claude Code warns about the conflict. Keep the "
+            "project entry (it is this repository's) and remove the other: `claude mcp remove "
+            "--scope user engram`"
+        ),
+        (
+            f"warning: Engram's hooks are in both {user_hooks} and "
+            f"{repo / '.claude' / 'settings.json'}, so they run twice in this project; keep the "
+            f"project's and remove them from {user_hooks}"
+        ),
+    ]
     # The same from the other side, and for Claude Code's local scope (this project, this user).
     data = json.loads((home / ".claude.json").read_text())
     del data["mcpServers"]["engram"]
     data["projects"] = {str(repo): {"mcpServers": {"engram": {"command": "engram"}}}}
     (home / ".claude.json").write_text(json.dumps(data))
     local = cli("mcp", "install", "claude", "--project", cwd=repo)
-    assert "in local (" in local.stderr and "`claude mcp remove --scope local engram`" in \
-        local.stderr
+    assert (
+        "in local (" in local.stderr and "`claude mcp remove --scope local engram`" in local.stderr
+    )
     assert "hooks are in both" in local.stderr
     (home / ".claude" / "settings.json").unlink()
-    assert "hooks are in both" not in cli("mcp", "install", "claude", "--project",
-                                          cwd=repo).stderr
+    assert "hooks are in both" not in cli("mcp", "install", "claude", "--project", cwd=repo).stderr
 
 
 def test_mcp_instructions_prints_a_block_for_agents_md(with_mcp_commands: Any) -> None:
@@ -926,8 +1212,14 @@ def test_serve_refuses_auth_options_on_stdio(with_mcp_commands: Any) -> None:
 def hook(name: str, payload: dict[str, Any] | str, cwd: Path) -> subprocess.CompletedProcess[str]:
     text = payload if isinstance(payload, str) else json.dumps(payload)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "engram.hooks", name], input=text,
-                          capture_output=True, text=True, cwd=cwd, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "engram.hooks", name],
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+    )
     assert time.perf_counter() - started < 10
     assert done.returncode == 0, done.stderr
     return done
@@ -953,8 +1245,11 @@ def test_hooks_inject_the_resume_and_checkpoint_before_compaction(repo: Path) ->
     nowhere = repo.parent / "elsewhere"
     nowhere.mkdir()
     assert hook("session-start", {"cwd": str(nowhere)}, nowhere).stdout.strip() in (
-        "", json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
-                                               "additionalContext": ""}}))
+        "",
+        json.dumps(
+            {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": ""}}
+        ),
+    )
     with Engram(cwd=repo) as engram:
         engram.task_create("Second task")
     several = json.loads(hook("session-start", {"cwd": str(repo)}, repo).stdout)
@@ -963,6 +1258,7 @@ def test_hooks_inject_the_resume_and_checkpoint_before_compaction(repo: Path) ->
 
 def test_session_end_hook_closes_this_clients_session(repo: Path) -> None:
     """The hook and the server are both children of the client (here, this test process)."""
+
     async def scenario() -> tuple[str, str]:
         async with connect(repo) as client:
             first = (await call(client, "memory_stats"))["runtime"]["session"]
@@ -988,9 +1284,19 @@ def cold_start(tmp_path: Path, runs: int) -> dict[str, Any]:
     """benchmarks/mcp_cold_start.py's report: medians of `runs` alternating starts of a bare SDK
     server and of `engram serve`, spawn to the first `tools/list`."""
     out = tmp_path / "cold.json"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mcp_cold_start.py"),
-                           "--runs", str(runs), "--json", str(out)], capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "mcp_cold_start.py"),
+            "--runs",
+            str(runs),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(out.read_text())
 
@@ -1005,6 +1311,7 @@ def test_cold_start_stays_close_to_a_bare_server(tmp_path: Path) -> None:
     not repeat and a regression does. What would slow the start without doubling it (loading the
     embedding model or an index) is caught without a clock by
     test_the_server_answers_without_loading_the_embedding_model_or_an_index."""
+
     def over(report: dict[str, Any]) -> bool:
         median = report["median_seconds"]
         return median["engram"] > max(2 * median["bare"], median["bare"] + 0.5)
@@ -1018,16 +1325,20 @@ def test_cold_start_stays_close_to_a_bare_server(tmp_path: Path) -> None:
 SEARCH_LIBRARIES = {"fastembed", "onnxruntime", "tokenizers", "usearch", "tantivy", "torch"}
 
 
-def test_the_server_answers_without_loading_the_embedding_model_or_an_index(
-        repo: Path) -> None:
+def test_the_server_answers_without_loading_the_embedding_model_or_an_index(repo: Path) -> None:
     """`engram serve` opens its session in the background and loads the embedding model and
     the search indexes only when a tool needs them: started, asked for its tools and closed, it
     has imported none of their libraries (`python -X importtime` lists every import)."""
     log = repo.parent / "imports.txt"
     with log.open("w") as stderr:
-        proc = subprocess.Popen([sys.executable, "-X", "importtime", *serve_args()], cwd=repo,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-X", "importtime", *serve_args()],
+            cwd=repo,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
     assert proc.stdin is not None and proc.stdout is not None
 
     def send(message: dict[str, Any]) -> None:
@@ -1035,9 +1346,17 @@ def test_the_server_answers_without_loading_the_embedding_model_or_an_index(
         proc.stdin.flush()  # type: ignore[union-attr]
 
     try:
-        send({"id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "probe", "version": "1"}}})
+        send(
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "probe", "version": "1"},
+                },
+            }
+        )
         assert json.loads(proc.stdout.readline())["id"] == 1
         send({"method": "notifications/initialized"})
         send({"id": 2, "method": "tools/list"})
@@ -1048,14 +1367,18 @@ def test_the_server_answers_without_loading_the_embedding_model_or_an_index(
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    imported = {line.rsplit("|", 1)[1].strip() for line in log.read_text().splitlines()
-                if line.startswith("import time:") and "|" in line}
+    imported = {
+        line.rsplit("|", 1)[1].strip()
+        for line in log.read_text().splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
     assert "engram.mcp.server" in imported  # the measurement works
     assert {name for name in imported if name.split(".")[0] in SEARCH_LIBRARIES} == set()
 
 
-def test_the_approved_project_server_is_the_one_that_serves(repo: Path,
-                                                            with_mcp_commands: Any) -> None:
+def test_the_approved_project_server_is_the_one_that_serves(
+    repo: Path, with_mcp_commands: Any
+) -> None:
     """The server `install claude --project --approve` writes and approves is started exactly as
     Claude Code starts it (its `.mcp.json` entry, through the SDK's real stdio client): it
     serves this project's store."""
@@ -1068,16 +1391,23 @@ def test_the_approved_project_server_is_the_one_that_serves(repo: Path,
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     command = shutil.which(entry["command"], path=path)
     assert command is not None, entry
-    params = StdioServerParameters(command=command, args=entry.get("args", []),
-                                   env={**os.environ, "PATH": path, **entry.get("env", {})},
-                                   cwd=repo)
+    params = StdioServerParameters(
+        command=command,
+        args=entry.get("args", []),
+        env={**os.environ, "PATH": path, **entry.get("env", {})},
+        cwd=repo,
+    )
 
     async def scenario() -> None:
-        async with Client(params, client_info=Implementation(name="claude-code", version="2.1"),
-                          read_timeout_seconds=120) as client:
+        async with Client(
+            params,
+            client_info=Implementation(name="claude-code", version="2.1"),
+            read_timeout_seconds=120,
+        ) as client:
             assert "memory_remember" in {t.name for t in (await client.list_tools()).tools}
-            await call(client, "memory_remember",
-                       content="The approved server writes to the project store")
+            await call(
+                client, "memory_remember", content="The approved server writes to the project store"
+            )
 
     run(scenario)
     assert "The approved server writes" in cli("list", "--project", cwd=repo).stdout

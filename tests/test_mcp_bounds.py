@@ -38,9 +38,16 @@ def _open(client: httpx2.Client, url: str, token: str | None = None) -> tuple[in
 
 def _ping(client: httpx2.Client, url: str, session: str, token: str | None = None) -> int:
     auth = {"Authorization": f"Bearer {token}"} if token else {}
-    return client.post(url, json=PING, headers={**HEADERS, **auth, "mcp-session-id": session,
-                                                "mcp-protocol-version": "2025-06-18"}
-                       ).status_code
+    return client.post(
+        url,
+        json=PING,
+        headers={
+            **HEADERS,
+            **auth,
+            "mcp-session-id": session,
+            "mcp-protocol-version": "2025-06-18",
+        },
+    ).status_code
 
 
 def _address(url: str) -> tuple[str, int]:
@@ -54,8 +61,11 @@ def test_abandoned_sessions_end_oldest_first_and_never_refuse_anyone(tmp_path: P
     answered 200, the 10 newest live, the older ones answer 404 (ended), and a new client still
     gets a session that works."""
     Engram().init()
-    with http_server(tmp_path, "--client-sessions", "10", "--max-sessions", "25",
-                     env=NO_TOKEN) as (url, _, stderr):
+    with http_server(tmp_path, "--client-sessions", "10", "--max-sessions", "25", env=NO_TOKEN) as (
+        url,
+        _,
+        stderr,
+    ):
         assert any("at most 10 per client and 25 in all" in line for line in stderr)
         with httpx2.Client(timeout=30) as client:
             opened = [_open(client, url) for _ in range(150)]
@@ -75,18 +85,31 @@ def test_one_client_flooding_sessions_ends_only_its_own(tmp_path: Path) -> None:
     issuer = Issuer()
     try:
         Engram().init()
-        with http_server(tmp_path, "--oidc-issuer", issuer.url, "--oidc-audience", AUDIENCE,
-                         "--client-sessions", "5", "--max-sessions", "12") as (url, _, _):
+        with http_server(
+            tmp_path,
+            "--oidc-issuer",
+            issuer.url,
+            "--oidc-audience",
+            AUDIENCE,
+            "--client-sessions",
+            "5",
+            "--max-sessions",
+            "12",
+        ) as (url, _, _):
+
             async def scenario() -> None:
                 async with await tools_as(url, issuer.token()) as ada:
-                    made = await ada.call_tool("memory_remember", {
-                        "content": "The nightly export runs at 02:00 UTC", "kind": "fact"})
+                    made = await ada.call_tool(
+                        "memory_remember",
+                        {"content": "The nightly export runs at 02:00 UTC", "kind": "fact"},
+                    )
                     assert not made.is_error, made.content[0].text
                     with httpx2.Client(timeout=30) as client:
-                        floods = [issuer.token(sub=f"flood-{n}", name=f"Flood {n}", email=None)
-                                  for n in range(4)]
-                        opened = [_open(client, url, token) for token in floods
-                                  for _ in range(40)]
+                        floods = [
+                            issuer.token(sub=f"flood-{n}", name=f"Flood {n}", email=None)
+                            for n in range(4)
+                        ]
+                        opened = [_open(client, url, token) for token in floods for _ in range(40)]
                     assert {status for status, _ in opened} == {200}
                     found = await ada.call_tool("memory_recall", {"query": "nightly export"})
                     assert not found.is_error, found.content[0].text
@@ -178,11 +201,14 @@ def _send_until_closed(sock: socket.socket, seconds: float) -> int:
 
 def test_a_refused_body_stops_being_read_and_a_slow_one_is_cut_off(tmp_path: Path) -> None:
     Engram().init()
-    with http_server(tmp_path, "--body-timeout", "1", "--max-body-bytes", "65536",
-                     env=NO_TOKEN) as (url, _, _):
+    with http_server(
+        tmp_path, "--body-timeout", "1", "--max-body-bytes", "65536", env=NO_TOKEN
+    ) as (url, _, _):
         address = _address(url)
-        head = ("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                "Accept: application/json, text/event-stream\r\n")
+        head = (
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            "Accept: application/json, text/event-stream\r\n"
+        )
         # Declared too large (7 GB): answered 413 at once, then the connection is closed.
         with socket.create_connection(address) as big:
             big.sendall((head + "Content-Length: 7000000000\r\n\r\n").encode())
@@ -214,15 +240,28 @@ def test_a_refused_body_stops_being_read_and_a_slow_one_is_cut_off(tmp_path: Pat
 
 MALFORMED: dict[str, tuple[bytes, Any, int]] = {  # name: (line, the id answered, the code)
     "invalid JSON": (b'{"jsonrpc":"2.0","id":11,"method":"tools/call","params":', 11, -32700),
-    "a lone surrogate": (b'{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":'
-                         b'"memory_recall","arguments":{"query":"\\ud800"}}}', 12, -32700),
-    "a lone low surrogate in the method": (b'{"jsonrpc":"2.0","id":"s-13","method":"\\udc00"}',
-                                           "s-13", -32700),
-    "deeply nested JSON": (b'{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":'
-                           b'"memory_recall","arguments":{"query":' + b"[" * 100_000
-                           + b"]" * 100_000 + b"}}}", 14, -32700),
-    "nested, id last": (b'{"jsonrpc":"2.0","method":"x","params":' + b"[" * 5000 + b"]" * 5000
-                        + b',"id":15}', 15, -32700),
+    "a lone surrogate": (
+        b'{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":'
+        b'"memory_recall","arguments":{"query":"\\ud800"}}}',
+        12,
+        -32700,
+    ),
+    "a lone low surrogate in the method": (
+        b'{"jsonrpc":"2.0","id":"s-13","method":"\\udc00"}',
+        "s-13",
+        -32700,
+    ),
+    "deeply nested JSON": (
+        b'{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":'
+        b'"memory_recall","arguments":{"query":' + b"[" * 100_000 + b"]" * 100_000 + b"}}}",
+        14,
+        -32700,
+    ),
+    "nested, id last": (
+        b'{"jsonrpc":"2.0","method":"x","params":' + b"[" * 5000 + b"]" * 5000 + b',"id":15}',
+        15,
+        -32700,
+    ),
     "an array": (b"[1, 2, 3]", None, -32600),
     "no method": (b'{"jsonrpc":"2.0","id":16}', 16, -32600),
     "not JSON-RPC 2.0": (b'{"jsonrpc":"1.0","id":17,"method":"ping"}', 17, -32600),
@@ -234,9 +273,14 @@ class Pipe:
     """`engram serve` over stdio, spoken to line by line through a raw pipe."""
 
     def __init__(self, cwd: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, *serve_args()], cwd=cwd,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=os.environ.copy())
+        self.proc = subprocess.Popen(
+            [sys.executable, *serve_args()],
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=os.environ.copy(),
+        )
 
     def send(self, line: bytes) -> None:
         assert self.proc.stdin is not None
@@ -286,26 +330,39 @@ def test_stdio_answers_every_malformed_request_and_goes_on(tmp_path: Path) -> No
         pipe.send(json.dumps({**PING, "id": 99}).encode())
         assert pipe.answer() == {"jsonrpc": "2.0", "id": 99, "result": {}}
         # And the server still works.
-        pipe.send(json.dumps({"jsonrpc": "2.0", "id": 100, "method": "tools/call", "params": {
-            "name": "memory_remember", "arguments": {"content": "Backups are tested monthly",
-                                                     "kind": "fact"}}}).encode())
+        pipe.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 100,
+                    "method": "tools/call",
+                    "params": {
+                        "name": "memory_remember",
+                        "arguments": {"content": "Backups are tested monthly", "kind": "fact"},
+                    },
+                }
+            ).encode()
+        )
         done = pipe.answer()
         assert done["id"] == 100 and not done["result"].get("isError"), done
     finally:
         pipe.close()
 
 
-@pytest.mark.parametrize(("line", "ident"), [
-    ('{"id": 3, "method": "x"', 3),
-    ('{"params": {"id": 9}, "id": "a", "method":', "a"),
-    ('{"params": [{"id": 9}], "method": "x"', None),
-    ('  {"id":-4}', -4),
-    ('{"id": {"a": 1}}', None),
-    ('{"id": 1.5}', None),
-    ('{"id": true}', None),
-    ('["id", 3]', None),
-    ('{"x": "\\"id\\"", "id": 7', 7),
-    ('{"id": "' + "x" * 300 + '"}', None),
-])
+@pytest.mark.parametrize(
+    ("line", "ident"),
+    [
+        ('{"id": 3, "method": "x"', 3),
+        ('{"params": {"id": 9}, "id": "a", "method":', "a"),
+        ('{"params": [{"id": 9}], "method": "x"', None),
+        ('  {"id":-4}', -4),
+        ('{"id": {"a": 1}}', None),
+        ('{"id": 1.5}', None),
+        ('{"id": true}', None),
+        ('["id", 3]', None),
+        ('{"x": "\\"id\\"", "id": 7', 7),
+        ('{"id": "' + "x" * 300 + '"}', None),
+    ],
+)
 def test_the_id_of_a_broken_line_is_found_at_its_top_level_only(line: str, ident: Any) -> None:
     assert request_id(line) == ident

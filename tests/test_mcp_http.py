@@ -30,11 +30,17 @@ from test_mcp import fail, serve_args
 from engram.api import Engram
 
 AUDIENCE = "engram-test"
-ADA = {"sub": "user-1", "name": "Ada Lovelace", "email": "ada@example.com",
-       "email_verified": True}
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {},
-    "clientInfo": {"name": "curl", "version": "1"}}}
+ADA = {"sub": "user-1", "name": "Ada Lovelace", "email": "ada@example.com", "email_verified": True}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "curl", "version": "1"},
+    },
+}
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 TOKEN = "ZmR1c3Qtc3RhdGljLXRva2VuLWZvci10ZXN0cy0wMDAx"  # 44 characters
 
@@ -71,12 +77,26 @@ class Issuer:
         self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
         threading.Thread(target=self.http.serve_forever, daemon=True).start()
 
-    def token(self, scopes: str = "memory:read memory:write session:write", *,
-              key: Any = None, expires_in: int = 600, audience: str = AUDIENCE,
-              issuer: str | None = None, **claims: Any) -> str:
+    def token(
+        self,
+        scopes: str = "memory:read memory:write session:write",
+        *,
+        key: Any = None,
+        expires_in: int = 600,
+        audience: str = AUDIENCE,
+        issuer: str | None = None,
+        **claims: Any,
+    ) -> str:
         now = int(time.time())
-        body = {"iss": issuer or self.url, "aud": audience, "iat": now, "exp": now + expires_in,
-                "scope": scopes, **ADA, **claims}
+        body = {
+            "iss": issuer or self.url,
+            "aud": audience,
+            "iat": now,
+            "exp": now + expires_in,
+            "scope": scopes,
+            **ADA,
+            **claims,
+        }
         body = {name: value for name, value in body.items() if value is not None}
         return jwt.encode(body, key or self.key, algorithm="RS256", headers={"kid": "k1"})
 
@@ -94,13 +114,22 @@ BANNER_END = ("engram: WARNING: no authentication", "engram: requiring ")
 
 
 @contextmanager
-def http_server(cwd: Path, *args: str, env: dict[str, str] | None = None,
-                ) -> Iterator[tuple[str, subprocess.Popen[str], list[str]]]:
+def http_server(
+    cwd: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+) -> Iterator[tuple[str, subprocess.Popen[str], list[str]]]:
     """`engram serve --http --port 0 ...`; yields the endpoint URL, the process and its stderr
     lines up to the end of its start-up banner."""
-    proc = subprocess.Popen([sys.executable, *serve_args("--http", "--port", "0", *args)],
-                            cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        [sys.executable, *serve_args("--http", "--port", "0", *args)],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     lines: queue.Queue[str | None] = queue.Queue()
     seen: list[str] = []
 
@@ -144,48 +173,55 @@ async def tools_as(url: str, token: str) -> Client:
 
 
 def test_http_with_oidc_refuses_bad_tokens_and_takes_the_actor_from_the_token(
-        tmp_path: Path, issuer: Issuer) -> None:
+    tmp_path: Path, issuer: Issuer
+) -> None:
     repo = make_repo(tmp_path / "repo")
     Engram(cwd=repo).init(project=True)
-    with http_server(repo, "--oidc-issuer", issuer.url, "--oidc-audience", AUDIENCE,
-                     "--agent", "other") as (url, proc, stderr):
+    with http_server(
+        repo, "--oidc-issuer", issuer.url, "--oidc-audience", AUDIENCE, "--agent", "other"
+    ) as (url, proc, stderr):
         assert any("requiring OIDC tokens" in line for line in stderr)
         assert not any("no authentication" in line for line in stderr)
         refused = {
             "no token": {},
             "not a JWT": {"Authorization": "Bearer not-a-token"},
-            "another key": {"Authorization": "Bearer " + issuer.token(
-                key=rsa.generate_private_key(public_exponent=65537, key_size=2048))},
+            "another key": {
+                "Authorization": "Bearer "
+                + issuer.token(key=rsa.generate_private_key(public_exponent=65537, key_size=2048))
+            },
             "expired": {"Authorization": "Bearer " + issuer.token(expires_in=-3600)},
             "other audience": {"Authorization": "Bearer " + issuer.token(audience="billing")},
-            "other issuer": {"Authorization": "Bearer " + issuer.token(
-                issuer="https://evil.example.com")},
+            "other issuer": {
+                "Authorization": "Bearer " + issuer.token(issuer="https://evil.example.com")
+            },
         }
         for why, headers in refused.items():
-            answer = httpx2.post(url, json=INITIALIZE, headers={**HEADERS, **headers},
-                                timeout=30)
+            answer = httpx2.post(url, json=INITIALIZE, headers={**HEADERS, **headers}, timeout=30)
             assert answer.status_code == 401, why
             assert answer.headers["www-authenticate"].lower().startswith("bearer"), why
 
         async def scenario() -> None:
             async with await tools_as(url, issuer.token()) as client:
-                made = await client.call_tool("memory_remember", {
-                    "content": "The staging database is read-only on Sundays",
-                    "kind": "gotcha"})
+                made = await client.call_tool(
+                    "memory_remember",
+                    {"content": "The staging database is read-only on Sundays", "kind": "gotcha"},
+                )
                 assert not made.is_error, made.content[0].text
-                assert made.structured_content["memory"]["created_by"] == \
-                    "Ada Lovelace <ada@example.com>"
+                assert (
+                    made.structured_content["memory"]["created_by"]
+                    == "Ada Lovelace <ada@example.com>"
+                )
                 stats = await client.call_tool("memory_stats", {})
                 runtime = stats.structured_content["runtime"]
                 assert runtime["actor"] == "Ada Lovelace <ada@example.com>"
                 assert runtime["scopes"] == ["memory:read", "memory:write", "session:write"]
-            async with await tools_as(url, issuer.token("memory:read", sub="user-2",
-                                                        name="Bob", email=None)) as client:
+            async with await tools_as(
+                url, issuer.token("memory:read", sub="user-2", name="Bob", email=None)
+            ) as client:
                 found = await client.call_tool("memory_recall", {"query": "staging database"})
                 assert not found.is_error and found.structured_content["hits"]
                 message = await fail(client, "memory_remember", content="x")
-                assert "needs the scope memory:write; this connection has memory:read" in \
-                    message
+                assert "needs the scope memory:write; this connection has memory:read" in message
 
         anyio.run(scenario)
         proc.send_signal(signal.SIGTERM)
@@ -202,11 +238,15 @@ def test_http_with_a_static_token(tmp_path: Path) -> None:
     Engram().init()
     token_file = tmp_path / "token"
     token_file.write_text(f"{TOKEN}\n")
-    with http_server(tmp_path, "--token-file", str(token_file), "--actor",
-                     "Build Bot <bot@example.com>") as (url, _, stderr):
+    with http_server(
+        tmp_path, "--token-file", str(token_file), "--actor", "Build Bot <bot@example.com>"
+    ) as (url, _, stderr):
         assert any("requiring a bearer token" in line for line in stderr)
-        for header in ({}, {"Authorization": "Bearer wrong"},
-                       {"Authorization": f"Bearer {TOKEN[:-1]}"}):
+        for header in (
+            {},
+            {"Authorization": "Bearer wrong"},
+            {"Authorization": f"Bearer {TOKEN[:-1]}"},
+        ):
             answer = httpx2.post(url, json=INITIALIZE, headers={**HEADERS, **header}, timeout=30)
             assert answer.status_code == 401
 
@@ -221,50 +261,75 @@ def test_http_with_a_static_token(tmp_path: Path) -> None:
         assert event.actor == "Build Bot <bot@example.com>"
 
 
-def test_http_without_auth_warns_on_loopback_and_refuses_other_addresses(
-        tmp_path: Path) -> None:
+def test_http_without_auth_warns_on_loopback_and_refuses_other_addresses(tmp_path: Path) -> None:
     Engram().init()
     with http_server(tmp_path, env={"ENGRAM_MCP_TOKEN": ""}) as (url, _, stderr):
         assert url.startswith("http://127.0.0.1:")
         assert any("WARNING: no authentication" in line for line in stderr)
         answer = httpx2.post(url, json=INITIALIZE, headers=HEADERS, timeout=30)
         assert answer.status_code == 200
-    done = subprocess.run([sys.executable, *serve_args("--http", "--host", "0.0.0.0")],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                          env={**os.environ, "ENGRAM_MCP_TOKEN": ""})
+    done = subprocess.run(
+        [sys.executable, *serve_args("--http", "--host", "0.0.0.0")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, "ENGRAM_MCP_TOKEN": ""},
+    )
     assert done.returncode == 2
     assert "refusing to serve 0.0.0.0 without authentication" in done.stderr
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost"])
-def test_every_loopback_bind_refuses_foreign_host_and_origin_headers(tmp_path: Path,
-                                                                     host: str) -> None:
+def test_every_loopback_bind_refuses_foreign_host_and_origin_headers(
+    tmp_path: Path, host: str
+) -> None:
     Engram().init()
     with http_server(tmp_path, "--host", host, env={"ENGRAM_MCP_TOKEN": ""}) as (url, _, stderr):
         assert any("WARNING: no authentication" in line for line in stderr)
         port = url.rsplit(":", 1)[1].split("/")[0]
         for name in (host, "127.0.0.1", "localhost"):
-            answer = httpx2.post(url, json=INITIALIZE, timeout=30,
-                                 headers={**HEADERS, "Host": f"{name}:{port}",
-                                          "Origin": f"http://{name}:{port}"})
+            answer = httpx2.post(
+                url,
+                json=INITIALIZE,
+                timeout=30,
+                headers={**HEADERS, "Host": f"{name}:{port}", "Origin": f"http://{name}:{port}"},
+            )
             assert answer.status_code == 200, name
-        rebound = httpx2.post(url, json=INITIALIZE, timeout=30,
-                              headers={**HEADERS, "Host": f"evil.example:{port}"})
+        rebound = httpx2.post(
+            url, json=INITIALIZE, timeout=30, headers={**HEADERS, "Host": f"evil.example:{port}"}
+        )
         assert rebound.status_code == 421
         assert "Invalid Host header" in rebound.text
-        foreign = httpx2.post(url, json=INITIALIZE, timeout=30,
-                              headers={**HEADERS, "Origin": "http://evil.example"})
+        foreign = httpx2.post(
+            url, json=INITIALIZE, timeout=30, headers={**HEADERS, "Origin": "http://evil.example"}
+        )
         assert foreign.status_code == 403
 
 
 def test_loopback_is_decided_by_address_not_by_spelling() -> None:
     from engram.mcp.http import is_loopback
 
-    for host in ("127.0.0.1", "127.0.0.2", "127.255.255.254", "::1", "::ffff:127.0.0.3",
-                 "localhost", "LOCALHOST"):
+    for host in (
+        "127.0.0.1",
+        "127.0.0.2",
+        "127.255.255.254",
+        "::1",
+        "::ffff:127.0.0.3",
+        "localhost",
+        "LOCALHOST",
+    ):
         assert is_loopback(host), host
-    for host in ("0.0.0.0", "::", "192.0.2.1", "10.0.0.1", "::ffff:192.0.2.1", "fe80::1",
-                 "128.0.0.1", ""):
+    for host in (
+        "0.0.0.0",
+        "::",
+        "192.0.2.1",
+        "10.0.0.1",
+        "::ffff:192.0.2.1",
+        "fe80::1",
+        "128.0.0.1",
+        "",
+    ):
         assert not is_loopback(host), host
 
 
@@ -281,14 +346,19 @@ def test_a_weak_static_token_is_refused_at_start_with_the_fix(tmp_path: Path) ->
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token-for-tests\n")
     for args, env, named in (
-            (["--host", "0.0.0.0"], {"ENGRAM_MCP_TOKEN": "x"}, "ENGRAM_MCP_TOKEN is 1 character"),
-            (["--token-file", str(token_file)], {},
-             f"the token in {token_file} is 22 characters"),
-            ([], {"ENGRAM_MCP_TOKEN": "a" * 20 + " " + "b" * 20},
-             "ENGRAM_MCP_TOKEN holds a space")):
-        done = subprocess.run([sys.executable, *serve_args("--http", "--port", "0", *args)],
-                              capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                              env={**os.environ, "ENGRAM_MCP_TOKEN": "", **env}, check=False)
+        (["--host", "0.0.0.0"], {"ENGRAM_MCP_TOKEN": "x"}, "ENGRAM_MCP_TOKEN is 1 character"),
+        (["--token-file", str(token_file)], {}, f"the token in {token_file} is 22 characters"),
+        ([], {"ENGRAM_MCP_TOKEN": "a" * 20 + " " + "b" * 20}, "ENGRAM_MCP_TOKEN holds a space"),
+    ):
+        done = subprocess.run(
+            [sys.executable, *serve_args("--http", "--port", "0", *args)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env={**os.environ, "ENGRAM_MCP_TOKEN": "", **env},
+            check=False,
+        )
         assert done.returncode == 2, done.stderr
         [line] = done.stderr.strip().splitlines()
         assert named in line
@@ -302,16 +372,25 @@ def test_an_oidc_token_cannot_write_as_someone_else(tmp_path: Path, issuer: Issu
     Engram().init()
     tokens = {
         "Test Agent agent@example.com <mallory@127.0.0.1>": issuer.token(
-            sub="mallory", name=ACTOR, email="agent@example.com", email_verified=None),
+            sub="mallory", name=ACTOR, email="agent@example.com", email_verified=None
+        ),
         "Test Agent <mallory%40example.com@127.0.0.1>": issuer.token(
-            sub="mallory@example.com", name="Test Agent", email="agent@example.com",
-            email_verified=False),
+            sub="mallory@example.com",
+            name="Test Agent",
+            email="agent@example.com",
+            email_verified=False,
+        ),
         "Eve root@example.com <eve@example.com>": issuer.token(
-            sub="eve", name="Eve\n<root@example.com>\u202e", email="eve@example.com"),
+            sub="eve", name="Eve\n<root@example.com>\u202e", email="eve@example.com"
+        ),
         "Ada Lovelace <ada@example.com>": issuer.token(),
     }
-    with http_server(tmp_path, "--oidc-issuer", issuer.url, "--oidc-audience",
-                     AUDIENCE) as (url, _, _):
+    with http_server(tmp_path, "--oidc-issuer", issuer.url, "--oidc-audience", AUDIENCE) as (
+        url,
+        _,
+        _,
+    ):
+
         async def scenario() -> None:
             for actor, token in tokens.items():
                 async with await tools_as(url, token) as client:
@@ -332,16 +411,26 @@ def test_the_actor_of_claims_names_the_subject_when_no_email_is_verified() -> No
 
     iss = "https://id.example.com:8443/tenant/v2.0"
     cases = [
-        ({"sub": "u1", "name": "Ann", "email": "ann@example.com", "email_verified": True},
-         "Ann <ann@example.com>"),
-        ({"sub": "u1", "name": "Ann", "email": "ann@example.com", "email_verified": "true"},
-         "Ann <ann@example.com>"),
-        ({"sub": "u1", "name": "Ann", "email": "ann@example.com", "email_verified": "false"},
-         "Ann <u1@id.example.com>"),
-        ({"sub": "u1", "name": "Ann", "email": "a <b>@x", "email_verified": True},
-         "Ann <u1@id.example.com>"),
-        ({"sub": "auth0|42 <x>", "preferred_username": "ann\x00\x7f"},
-         "ann <auth0|42%20%3Cx%3E@id.example.com>"),
+        (
+            {"sub": "u1", "name": "Ann", "email": "ann@example.com", "email_verified": True},
+            "Ann <ann@example.com>",
+        ),
+        (
+            {"sub": "u1", "name": "Ann", "email": "ann@example.com", "email_verified": "true"},
+            "Ann <ann@example.com>",
+        ),
+        (
+            {"sub": "u1", "name": "Ann", "email": "ann@example.com", "email_verified": "false"},
+            "Ann <u1@id.example.com>",
+        ),
+        (
+            {"sub": "u1", "name": "Ann", "email": "a <b>@x", "email_verified": True},
+            "Ann <u1@id.example.com>",
+        ),
+        (
+            {"sub": "auth0|42 <x>", "preferred_username": "ann\x00\x7f"},
+            "ann <auth0|42%20%3Cx%3E@id.example.com>",
+        ),
         ({"sub": "u1"}, "u1 <u1@id.example.com>"),
         ({"sub": "sha256=ab", "name": "A"}, "A <sha256%3Dab@id.example.com>"),
         ({"sub": "<>", "name": "<>"}, "%3C%3E <%3C%3E@id.example.com>"),

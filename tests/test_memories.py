@@ -15,14 +15,23 @@ def event_lines(engram: Engram) -> int:
 
 def test_remember_then_get_returns_every_field(home_store: Engram) -> None:
     memory = home_store.remember(
-        "Run the migrations before the tests", kind="procedure", tags=["DB", "tests,ci"],
-        scope="backend/api", source="user-said", importance=0.9,
-        valid_from="2026-01-01", valid_until="2099-01-01",
+        "Run the migrations before the tests",
+        kind="procedure",
+        tags=["DB", "tests,ci"],
+        scope="backend/api",
+        source="user-said",
+        importance=0.9,
+        valid_from="2026-01-01",
+        valid_until="2099-01-01",
     )
     got = Engram().get(memory.id[:6])
     assert got.content == "Run the migrations before the tests"
-    assert (got.kind, got.scope, got.source, got.importance) == ("procedure", "backend/api",
-                                                                  "user-said", 0.9)
+    assert (got.kind, got.scope, got.source, got.importance) == (
+        "procedure",
+        "backend/api",
+        "user-said",
+        0.9,
+    )
     assert got.tags == ("db", "tests", "ci")
     assert got.valid_from == "2026-01-01T00:00:00.000000Z"
     assert got.store == "personal" and got.version == 1 and got.status == "active"
@@ -38,11 +47,12 @@ def test_update_and_forget_are_new_events_and_history_keeps_every_version(
     assert engram.memories() == []
     assert [m.id for m in engram.memories(include_forgotten=True)] == [memory.id]
     versions = engram.history(memory.id)
-    assert [e.kind for e, _ in versions] == ["memory.created", "memory.updated",
-                                             "memory.forgotten"]
-    assert [m.content for _, m in versions] == ["Deploys go out on Tuesdays",
-                                                "Deploys go out on Thursdays",
-                                                "Deploys go out on Thursdays"]
+    assert [e.kind for e, _ in versions] == ["memory.created", "memory.updated", "memory.forgotten"]
+    assert [m.content for _, m in versions] == [
+        "Deploys go out on Tuesdays",
+        "Deploys go out on Thursdays",
+        "Deploys go out on Thursdays",
+    ]
     assert versions[-1][1].forgotten_reason == "we deploy continuously now"
     assert event_lines(engram) == 4  # store.created + three
 
@@ -57,13 +67,24 @@ def test_forgotten_memories_do_not_come_back_with_a_concurrent_update(home_store
 def test_supersede_replaces_a_memory_with_its_kind_tags_and_task(home_store: Engram) -> None:
     engram = home_store
     task = engram.task_create("Move the API")
-    old = engram.remember("The API listens on port 8080", kind="convention", tags=["api"],
-                          scope="backend", importance=0.8, task=task.id).memory
+    old = engram.remember(
+        "The API listens on port 8080",
+        kind="convention",
+        tags=["api"],
+        scope="backend",
+        importance=0.8,
+        task=task.id,
+    ).memory
     done = engram.supersede(old.id[:6], "The API listens on port 9090")
     assert done.old.id == old.id and done.old.status == "superseded"
     assert done.new.content == "The API listens on port 9090"
-    assert (done.new.kind, done.new.tags, done.new.scope, done.new.importance,
-            done.new.task) == ("convention", old.tags, "backend", 0.8, task.id)
+    assert (done.new.kind, done.new.tags, done.new.scope, done.new.importance, done.new.task) == (
+        "convention",
+        old.tags,
+        "backend",
+        0.8,
+        task.id,
+    )
     assert [m.id for m in engram.memories()] == [done.new.id]
 
 
@@ -109,11 +130,20 @@ def test_short_prefixes_resolve_and_ambiguity_is_explained(home_store: Engram) -
 
     with store.lock():
         for suffix in ("aaaa", "bbbb"):
-            store.append([ev.Event(
-                id=ev.new_event_id(), kind="memory.created", clock=store.next_clock(),
-                time=ev.format_time(ev.utc_now()), actor="t", session=None, machine="m",
-                data={"memory": "qqqqqqqq" + suffix, "content": suffix},
-            )])
+            store.append(
+                [
+                    ev.Event(
+                        id=ev.new_event_id(),
+                        kind="memory.created",
+                        clock=store.next_clock(),
+                        time=ev.format_time(ev.utc_now()),
+                        actor="t",
+                        session=None,
+                        machine="m",
+                        data={"memory": "qqqqqqqq" + suffix, "content": suffix},
+                    )
+                ]
+            )
     with pytest.raises(AmbiguousIdError) as info:
         Engram().get("qqqqqqqq")
     assert info.value.candidates == ["qqqqqqqqaaaa", "qqqqqqqqbbbb"]
@@ -139,7 +169,9 @@ def test_short_prefixes_resolve_and_ambiguity_is_explained(home_store: Engram) -
     ],
 )
 def test_bad_input_is_refused_and_nothing_is_written(
-    home_store: Engram, kwargs: dict, message: str,
+    home_store: Engram,
+    kwargs: dict,
+    message: str,
 ) -> None:
     before = event_lines(home_store)
     content = kwargs.pop("content")
@@ -148,12 +180,14 @@ def test_bad_input_is_refused_and_nothing_is_written(
     assert event_lines(home_store) == before
 
 
-def test_writes_go_to_the_project_store_and_reads_cover_both(tmp_path: Path,
-                                                             home_store: Engram) -> None:
+def test_writes_go_to_the_project_store_and_reads_cover_both(
+    tmp_path: Path, home_store: Engram
+) -> None:
     repo = make_repo(tmp_path / "repo")
     Engram(cwd=repo).init(project=True)
-    personal = Engram(cwd=repo, use="personal").remember("I like short functions",
-                                                         kind="preference")
+    personal = Engram(cwd=repo, use="personal").remember(
+        "I like short functions", kind="preference"
+    )
     shared = Engram(cwd=repo).remember("This repo uses tabs", kind="convention")
     assert shared.store == "project" and personal.store == "personal"
     both = Engram(cwd=repo)

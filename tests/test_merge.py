@@ -34,8 +34,9 @@ def merge(repo: Path) -> None:
 
 def push(repo: Path) -> None:
     Engram(cwd=repo).commit()
-    done = subprocess.run(["git", "push", "-q", "origin", "main"], cwd=repo,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", "push", "-q", "origin", "main"], cwd=repo, capture_output=True, text=True
+    )
     if done.returncode != 0:
         assert "rejected" in done.stderr, done.stderr
         merge(repo)  # the other clone pushed first: merge, then push again
@@ -60,8 +61,9 @@ def run_scenario(steps: list[tuple[str, str, int]]) -> None:
                 engram = Engram(cwd=repo)
                 for _ in range(count):
                     counter += 1
-                    written.add(engram.remember(f"memory {counter} from {name}",
-                                                check_duplicates=False).id)
+                    written.add(
+                        engram.remember(f"memory {counter} from {name}", check_duplicates=False).id
+                    )
             elif action == "commit":
                 Engram(cwd=repo).commit()
             elif action == "pull":
@@ -83,16 +85,14 @@ def run_scenario(steps: list[tuple[str, str, int]]) -> None:
             assert git(clones[name], "status", "--porcelain") == ""
 
 
-@settings(max_examples=6, deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(st.lists(step, min_size=1, max_size=12))
 def test_two_clones_merge_without_conflict_or_loss(steps: list[tuple[str, str, int]]) -> None:
     run_scenario(steps)
 
 
 @pytest.mark.slow
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(st.lists(step, min_size=1, max_size=25))
 def test_two_clones_merge_without_conflict_or_loss_many(
     steps: list[tuple[str, str, int]],

@@ -28,11 +28,15 @@ REFERENCE = ROOT / "fixtures" / "models" / "mpnet-reference.json"
 
 
 def engram(*args: str, home: Path, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("XDG_CACHE_HOME", "ENGRAM_MODEL_CACHE")}
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "ENGRAM_MODEL_CACHE")}
     env.update(HOME=str(home), ENGRAM_HOME=str(home / ".engram"))
-    return subprocess.run([sys.executable, "-m", "engram", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "engram", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 # -- without the network ------------------------------------------------------------------------
@@ -63,7 +67,8 @@ def _fake_parts(folder: Path, *, changed: int) -> None:
 
 
 def test_a_part_that_is_not_the_pinned_upload_is_refused_and_nothing_is_left(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     pytest.importorskip("onnx")
     parts = tmp_path / "parts"
     _fake_parts(parts, changed=1)
@@ -116,7 +121,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 @pytest.mark.slow
 def test_install_from_a_fresh_home_makes_a_model_folder_and_says_how_to_switch(
-        installed: tuple[Path, str]) -> None:
+    installed: tuple[Path, str],
+) -> None:
     folder, printed = installed
     assert (folder / "model.onnx").is_file() and (folder / "tokenizer.json").is_file()
     description = json.loads((folder / "engram-model.json").read_text())
@@ -131,7 +137,8 @@ def test_install_from_a_fresh_home_makes_a_model_folder_and_says_how_to_switch(
 
 @pytest.mark.slow
 def test_the_built_model_gives_the_reference_implementations_vectors(
-        installed: tuple[Path, str]) -> None:
+    installed: tuple[Path, str],
+) -> None:
     from engram.search.embed import load_embedder
 
     folder, _ = installed
@@ -150,8 +157,7 @@ def test_the_built_model_gives_the_reference_implementations_vectors(
 
 
 @pytest.mark.slow
-def test_a_second_install_does_nothing_and_says_it_is_there(
-        installed: tuple[Path, str]) -> None:
+def test_a_second_install_does_nothing_and_says_it_is_there(installed: tuple[Path, str]) -> None:
     folder, _ = installed
     done = engram("model", "install", "mpnet", home=folder.parents[3], timeout=120)
     assert done.returncode == 0, done.stderr
@@ -161,15 +167,15 @@ def test_a_second_install_does_nothing_and_says_it_is_there(
 
 @pytest.mark.slow
 def test_a_store_switches_to_mpnet_and_back_embedding_each_text_once(
-        installed: tuple[Path, str], home_store: object) -> None:
+    installed: tuple[Path, str], home_store: object
+) -> None:
     folder, _ = installed
-    texts = [("The search page timed out because the products table had no index on sku",
-              "failure"),
-             ("Release notes are written in CHANGELOG.md under an Unreleased heading",
-              "convention"),
-             ("Kafka consumers retry a record three times, then park it on orders.dlq",
-              "decision"),
-             ("Prefer pytest fixtures over setUp methods", "preference")]
+    texts = [
+        ("The search page timed out because the products table had no index on sku", "failure"),
+        ("Release notes are written in CHANGELOG.md under an Unreleased heading", "convention"),
+        ("Kafka consumers retry a record three times, then park it on orders.dlq", "decision"),
+        ("Prefer pytest fixtures over setUp methods", "preference"),
+    ]
     for text, kind in texts:
         assert cli("remember", text, "--kind", kind).exit_code == 0
     assert cli("reindex").exit_code == 0  # every text has its built-in vector
@@ -179,18 +185,20 @@ def test_a_store_switches_to_mpnet_and_back_embedding_each_text_once(
     assert switched["embedded"] == len(texts)  # each text once, with the new model
     stats = json.loads(cli("stats", "--json").output)
     assert stats[0]["index"]["vector_model"].startswith(f"local:{MPNET.folder}@")
-    hits = json.loads(cli("recall", "why was looking up goods by their stock code so slow?",
-                          "--json").output)
+    hits = json.loads(
+        cli("recall", "why was looking up goods by their stock code so slow?", "--json").output
+    )
     assert hits and hits[0]["summary"].startswith("The search page timed out")
     assert hits[0]["explain"]["model"].startswith(f"local:{MPNET.folder}@")
-    assert f"model=local:{MPNET.folder}@" in cli("recall", "stock code lookups slow",
-                                                  "--explain").output
+    assert (
+        f"model=local:{MPNET.folder}@"
+        in cli("recall", "stock code lookups slow", "--explain").output
+    )
 
     assert cli("config", "set", "search.model", "builtin").exit_code == 0
     back = json.loads(cli("reindex", "--json").output)
     assert back["embedded"] == 0 and back["reused"] == len(texts)  # the old vectors stayed
-    assert "model=all-MiniLM-L6-v2" in cli("recall", "stock code lookups slow",
-                                           "--explain").output
+    assert "model=all-MiniLM-L6-v2" in cli("recall", "stock code lookups slow", "--explain").output
     assert cli("config", "set", "search.model", str(folder)).exit_code == 0
     assert json.loads(cli("reindex", "--json").output)["embedded"] == 0
 
@@ -205,10 +213,17 @@ def test_relative_buckets_are_those_of_the_reference_implementation() -> None:
     assert relative_buckets(514).tolist() == reference
 
 
-TINY = {"hidden_size": 128, "num_attention_heads": 4, "num_hidden_layers": 2,
-        "intermediate_size": 256, "max_position_embeddings": 40,
-        "relative_attention_num_buckets": 32, "layer_norm_eps": 1e-5, "pad_token_id": 1,
-        "vocab_size": 60}
+TINY = {
+    "hidden_size": 128,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 2,
+    "intermediate_size": 256,
+    "max_position_embeddings": 40,
+    "relative_attention_num_buckets": 32,
+    "layer_norm_eps": 1e-5,
+    "pad_token_id": 1,
+    "vocab_size": 60,
+}
 
 
 def _tiny_weights(path: Path) -> dict[str, np.ndarray]:
@@ -220,16 +235,23 @@ def _tiny_weights(path: Path) -> dict[str, np.ndarray]:
     def w(*shape: int) -> np.ndarray:
         return (rng.standard_normal(shape) * 0.1).astype(np.float32)
 
-    tensors = {"embeddings.word_embeddings.weight": w(TINY["vocab_size"], h),
-               "embeddings.position_embeddings.weight": w(TINY["max_position_embeddings"], h),
-               "embeddings.LayerNorm.weight": 1 + w(h), "embeddings.LayerNorm.bias": w(h),
-               "encoder.relative_attention_bias.weight": w(32, TINY["num_attention_heads"])}
+    tensors = {
+        "embeddings.word_embeddings.weight": w(TINY["vocab_size"], h),
+        "embeddings.position_embeddings.weight": w(TINY["max_position_embeddings"], h),
+        "embeddings.LayerNorm.weight": 1 + w(h),
+        "embeddings.LayerNorm.bias": w(h),
+        "encoder.relative_attention_bias.weight": w(32, TINY["num_attention_heads"]),
+    }
     for n in range(TINY["num_hidden_layers"]):
         p = f"encoder.layer.{n}"
-        for name, (rows, cols) in {"attention.attn.q": (h, h), "attention.attn.k": (h, h),
-                                   "attention.attn.v": (h, h), "attention.attn.o": (h, h),
-                                   "intermediate.dense": (i, h),
-                                   "output.dense": (h, i)}.items():
+        for name, (rows, cols) in {
+            "attention.attn.q": (h, h),
+            "attention.attn.k": (h, h),
+            "attention.attn.v": (h, h),
+            "attention.attn.o": (h, h),
+            "intermediate.dense": (i, h),
+            "output.dense": (h, i),
+        }.items():
             tensors[f"{p}.{name}.weight"] = w(rows, cols)
             tensors[f"{p}.{name}.bias"] = w(rows)
         for norm in ("attention.LayerNorm", "output.LayerNorm"):
@@ -258,8 +280,11 @@ def _mpnet_in_numpy(t: dict[str, np.ndarray], ids: np.ndarray) -> np.ndarray:
     size = TINY["hidden_size"] // heads
     n = len(ids)
     positions = np.arange(n) + 2  # padding_idx + 1 onwards
-    x = norm(t["embeddings.word_embeddings.weight"][ids]
-             + t["embeddings.position_embeddings.weight"][positions], "embeddings.LayerNorm")
+    x = norm(
+        t["embeddings.word_embeddings.weight"][ids]
+        + t["embeddings.position_embeddings.weight"][positions],
+        "embeddings.LayerNorm",
+    )
     table = relative_buckets(TINY["max_position_embeddings"])
     distance = np.arange(n)[None, :] - np.arange(n)[:, None]
     bias = t["encoder.relative_attention_bias.weight"][table[distance + 39]]  # [q, k, heads]
@@ -284,13 +309,15 @@ def test_the_graph_computes_mpnet_for_each_row_of_a_padded_batch(tmp_path: Path)
     from engram.search.models.mpnet import build_mpnet
 
     tensors = _tiny_weights(tmp_path / "model.safetensors")
-    rows = [np.asarray(r, dtype=np.int64) for r in
-            ([0, 7, 9, 33, 2], [0, 12, 2], [0, *range(3, 40), 2][:38], [0, 5, 5, 5, 5, 2])]
+    rows = [
+        np.asarray(r, dtype=np.int64)
+        for r in ([0, 7, 9, 33, 2], [0, 12, 2], [0, *range(3, 40), 2][:38], [0, 5, 5, 5, 5, 2])
+    ]
     width = max(len(r) for r in rows)
     ids = np.ones((len(rows), width), dtype=np.int64)  # padded with pad_token_id 1
     mask = np.zeros_like(ids)
     for n, row in enumerate(rows):
-        ids[n, :len(row)], mask[n, :len(row)] = row, 1
+        ids[n, : len(row)], mask[n, : len(row)] = row, 1
     outputs = {}
     for quantize in (False, True):
         out = tmp_path / f"q{int(quantize)}.onnx"
@@ -299,15 +326,17 @@ def test_the_graph_computes_mpnet_for_each_row_of_a_padded_batch(tmp_path: Path)
         outputs[quantize] = session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
         if quantize:
             assert "MatMulNBits" in {n.op_type for n in onnx.load(str(out)).graph.node}
-            alone = session.run(None, {"input_ids": ids[1:2, :3],
-                                       "attention_mask": mask[1:2, :3]})[0]
+            alone = session.run(None, {"input_ids": ids[1:2, :3], "attention_mask": mask[1:2, :3]})[
+                0
+            ]
             assert np.abs(alone[0] - outputs[True][1, :3]).max() < 1e-5  # batch-independent
     for n, row in enumerate(rows):
         expected = _mpnet_in_numpy(tensors, row)
-        assert np.abs(outputs[False][n, :len(row)] - expected).max() < 1e-4
-        cosine = np.sum(outputs[True][n, :len(row)] * expected, axis=-1) / (
-            np.linalg.norm(outputs[True][n, :len(row)], axis=-1)
-            * np.linalg.norm(expected, axis=-1))
+        assert np.abs(outputs[False][n, : len(row)] - expected).max() < 1e-4
+        cosine = np.sum(outputs[True][n, : len(row)] * expected, axis=-1) / (
+            np.linalg.norm(outputs[True][n, : len(row)], axis=-1)
+            * np.linalg.norm(expected, axis=-1)
+        )
         assert cosine.min() > 0.999  # 8-bit weights stay close to float32
 
 
@@ -315,17 +344,22 @@ def test_weights_of_another_shape_are_refused_by_name(tmp_path: Path) -> None:
     from engram.search.models.mpnet import WeightsError, build_mpnet
 
     _tiny_weights(tmp_path / "model.safetensors")
-    with pytest.raises(WeightsError, match="embeddings.word_embeddings.weight is "
-                                           "float32\\[60, 128\\], not float32\\[60, 64\\]"):
-        build_mpnet(tmp_path / "model.safetensors", {**TINY, "hidden_size": 64,
-                                                     "intermediate_size": 256},
-                    tmp_path / "out.onnx")
+    with pytest.raises(
+        WeightsError,
+        match="embeddings.word_embeddings.weight is float32\\[60, 128\\], not float32\\[60, 64\\]",
+    ):
+        build_mpnet(
+            tmp_path / "model.safetensors",
+            {**TINY, "hidden_size": 64, "intermediate_size": 256},
+            tmp_path / "out.onnx",
+        )
     assert not (tmp_path / "out.onnx").exists()
 
 
 @pytest.mark.slow
-def test_near_duplicate_thresholds_hold_for_mpnet(installed: tuple[Path, str],
-                                                  home_store: object) -> None:
+def test_near_duplicate_thresholds_hold_for_mpnet(
+    installed: tuple[Path, str], home_store: object
+) -> None:
     """The near-duplicate corpus through `remember` with mpnet: no correction is folded away,
     each is reported against the memory it corrects, and a rewording either folds or comes back
     as related (remember.duplicate_similarity and related_similarity hold for its cosines)."""

@@ -45,8 +45,10 @@ def test_a_rewording_with_the_same_facts_is_no_difference(pair: dict) -> None:
 
 
 def test_a_difference_says_what_and_both_values() -> None:
-    [found] = differences("The API rate limit is 100 requests per second",
-                          "The API rate limit is 1000 requests per second")
+    [found] = differences(
+        "The API rate limit is 100 requests per second",
+        "The API rate limit is 1000 requests per second",
+    )
     assert found == Difference("number", ("100",), ("1000",))
     assert str(found) == "a number: 100 -> 1000"
     [added] = differences("Push to main", "Do not push to main")
@@ -54,8 +56,9 @@ def test_a_difference_says_what_and_both_values() -> None:
 
 
 def test_numbers_are_compared_by_value_and_unit_not_spelling() -> None:
-    assert differences("Retry three times, then wait 30 seconds",
-                       "Retry 3 times, then wait 30s") == ()
+    assert (
+        differences("Retry three times, then wait 30 seconds", "Retry 3 times, then wait 30s") == ()
+    )
     assert differences("The cache holds 10,000 entries", "The cache holds 10k entries") == ()
     assert differences("Run it with two hundred users", "Run it with 200 users") == ()
     assert kinds("Wait 30 seconds", "Wait 30 minutes") == {"unit"}
@@ -65,9 +68,10 @@ def test_numbers_are_compared_by_value_and_unit_not_spelling() -> None:
 
 
 def test_facts_inside_a_url_a_date_or_a_version_are_not_counted_twice() -> None:
-    assert [str(d) for d in differences("See https://example.com/v1/docs",
-                                        "See https://example.com/v2/docs")] == \
-        ["a URL: https://example.com/v1/docs -> https://example.com/v2/docs"]
+    assert [
+        str(d)
+        for d in differences("See https://example.com/v1/docs", "See https://example.com/v2/docs")
+    ] == ["a URL: https://example.com/v1/docs -> https://example.com/v2/docs"]
     assert kinds("Released on 2026-03-01", "Released on 2026-03-02") == {"date"}
 
 
@@ -79,28 +83,38 @@ def test_identifiers_paths_and_flags_keep_their_spelling() -> None:
     assert kinds("Edit src/app/main.py", "Edit src/app/__main__.py") == {"path"}
     assert kinds("Read settings.toml", "Read settings.yaml") == {"path"}
     # Quoting, code spans and a trailing slash are formatting, not a different path.
-    assert differences("Migrations live in db/migrations", "Migrations live in `db/migrations/`") \
-        == ()
+    assert (
+        differences("Migrations live in db/migrations", "Migrations live in `db/migrations/`") == ()
+    )
     assert differences("Re-run flaky tests once", "Rerun flaky tests once") == ()
 
 
 def test_a_flag_holding_no_is_not_a_negation() -> None:
-    assert differences("Commit with --no-verify only for WIP commits",
-                       "Only commit with --no-verify for WIP commits") == ()
+    assert (
+        differences(
+            "Commit with --no-verify only for WIP commits",
+            "Only commit with --no-verify for WIP commits",
+        )
+        == ()
+    )
 
 
 def test_negations_count_however_they_are_spelled() -> None:
     assert differences("Don't push to main", "Never push to main") == ()
-    assert differences("The importer cannot run in parallel",
-                       "The importer can't run in parallel") == ()
+    assert (
+        differences("The importer cannot run in parallel", "The importer can't run in parallel")
+        == ()
+    )
     assert differences("Use ruff, not black", "Use ruff instead of black") == ()
     assert kinds("The cache is shared", "The cache is not shared") == {"negation"}
     assert kinds("Deploy with tests", "Deploy without tests") == {"negation"}
 
 
 def test_a_word_swapped_for_its_opposite_is_a_difference() -> None:
-    assert str(differences("Enable the cache in CI", "Disable the cache in CI")[0]) == \
-        "an opposite word: enable -> disable"
+    assert (
+        str(differences("Enable the cache in CI", "Disable the cache in CI")[0])
+        == "an opposite word: enable -> disable"
+    )
     assert kinds("Migrate before the deploy", "Migrate after the deploy") == {"opposite"}
     assert kinds("Debug logs on staging", "Debug logs on production") == {"opposite"}
     # Both sides in both texts is not a swap.
@@ -108,15 +122,14 @@ def test_a_word_swapped_for_its_opposite_is_a_difference() -> None:
 
 
 def test_names_count_but_not_at_the_start_of_a_sentence() -> None:
-    assert kinds("Use Redis for the rate limiter", "Use Memcached for the rate limiter") == \
-        {"name"}
+    assert kinds("Use Redis for the rate limiter", "Use Memcached for the rate limiter") == {"name"}
     assert differences("Errors go to Sentry", "errors go to sentry") == ()
 
 
 def test_quoted_text_counts_only_when_nothing_more_precise_differs() -> None:
     assert kinds('Set the level to "debug"', 'Set the level to "info"') == {"quoted text"}
     assert kinds("Run `pytest tests/unit`", "Run `pytest tests/e2e`") == {"path"}
-    assert differences("Set the level to \"debug\"", "Set the level to 'debug'") == ()
+    assert differences('Set the level to "debug"', "Set the level to 'debug'") == ()
 
 
 def test_identical_and_empty_texts_have_no_differences() -> None:
@@ -164,8 +177,7 @@ def test_the_corpus_shows_what_the_model_alone_gets_wrong() -> None:
     assert min(cosine[id(p)] for p in MUST_NOT_FOLD) >= 0.80
 
 
-def test_a_correction_is_stored_and_reported_with_the_supersede_advice(
-        home_store: Engram) -> None:
+def test_a_correction_is_stored_and_reported_with_the_supersede_advice(home_store: Engram) -> None:
     first = cli("remember", "The API rate limit is 100 requests per second")
     old = first.output.split()[1]
     done = cli("remember", "The API rate limit is 1000 requests per second")
@@ -197,26 +209,30 @@ def test_a_reinforcement_keeps_the_submitted_text_in_the_history(home_store: Eng
 def test_a_refused_secret_is_not_kept_by_a_reinforcement(home_store: Engram) -> None:
     first = home_store.remember("Deploys use the token from the vault")
     with pytest.raises(SecretError):
-        Engram().remember("Deploys use the token from the vault: "
-                          "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")
+        Engram().remember(
+            "Deploys use the token from the vault: 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"
+        )
     assert [e.kind for e, _ in Engram().history(first.id)] == ["memory.created"]
 
 
 def test_reinforced_events_with_and_without_the_text_are_valid() -> None:
     ev.check_payload("memory.reinforced", {"memory": "abc123def456", "similarity": 0.95})
-    ev.check_payload("memory.reinforced", {"memory": "abc123def456", "similarity": 0.95,
-                                           "content": "Run tests with pytest -x"})
+    ev.check_payload(
+        "memory.reinforced",
+        {"memory": "abc123def456", "similarity": 0.95, "content": "Run tests with pytest -x"},
+    )
     with pytest.raises(ev.EventFormatError, match="content"):
         ev.check_payload("memory.reinforced", {"memory": "abc123def456", "content": 42})
 
 
 def test_consolidate_does_not_merge_memories_that_differ_in_a_fact(home_store: Engram) -> None:
-    a = home_store.remember("The API rate limit is 100 requests per second",
-                            check_duplicates=False)
-    b = home_store.remember("The API rate limit is 1000 requests per second",
-                            check_duplicates=False)
-    c = home_store.remember("The API rate limit is 100 requests per second.",
-                            check_duplicates=False)
+    a = home_store.remember("The API rate limit is 100 requests per second", check_duplicates=False)
+    b = home_store.remember(
+        "The API rate limit is 1000 requests per second", check_duplicates=False
+    )
+    c = home_store.remember(
+        "The API rate limit is 100 requests per second.", check_duplicates=False
+    )
     plans = Engram().consolidate(similarity=0.85)
     assert [sorted(m.id for m in p.members) for p in plans] == [sorted([a.id, c.id])]
     assert b.id not in {m.id for p in plans for m in p.members}

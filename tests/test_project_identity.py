@@ -26,7 +26,8 @@ def listed(cwd: Path) -> str:
 
 
 def test_the_projects_memories_follow_clones_renames_and_worktrees(
-        home_store: Engram, tmp_path: Path) -> None:
+    home_store: Engram, tmp_path: Path
+) -> None:
     app = make_repo(tmp_path / "app", {"main.py": "print('hi')\n"})
     git(app, "commit", "-q", "--allow-empty", "-m", "second")
     root = git(app, "rev-list", "--max-parents=0", "HEAD").strip()
@@ -34,8 +35,9 @@ def test_the_projects_memories_follow_clones_renames_and_worktrees(
     done = cli("remember", "the billing service retries webhooks three times", cwd=app)
     assert done.exit_code == 0
     assert f"personal store, project {root[:8]}" in done.output
-    assert cli("remember", "--global", "the user wants short commit subjects",
-               cwd=app).exit_code == 0
+    assert (
+        cli("remember", "--global", "the user wants short commit subjects", cwd=app).exit_code == 0
+    )
     memory = next(m for m in Engram().memories() if "billing" in m.content)
     assert memory.project == root
 
@@ -61,15 +63,24 @@ def test_the_projects_memories_follow_clones_renames_and_worktrees(
 
 
 def test_a_project_store_recalls_its_projects_personal_memories_too(
-        home_store: Engram, tmp_path: Path) -> None:
+    home_store: Engram, tmp_path: Path
+) -> None:
     repo = make_repo(tmp_path / "shop")
     Engram(cwd=repo).init(project=True)
     other = make_repo(tmp_path / "blog", {"index.md": "a blog\n"})
     assert cli("remember", "checkout totals are computed in cents", cwd=repo).exit_code == 0
-    assert cli("remember", "--personal", "I debug checkout totals with the cents log",
-               cwd=repo).exit_code == 0
-    assert cli("remember", "--personal", "checkout totals of the blog shop plugin are fake",
-               cwd=other).exit_code == 0
+    assert (
+        cli(
+            "remember", "--personal", "I debug checkout totals with the cents log", cwd=repo
+        ).exit_code
+        == 0
+    )
+    assert (
+        cli(
+            "remember", "--personal", "checkout totals of the blog shop plugin are fake", cwd=other
+        ).exit_code
+        == 0
+    )
     out = recalled("checkout totals cents", repo)
     assert "computed in cents" in out and "cents log" in out
     assert "blog shop plugin" not in out
@@ -94,7 +105,8 @@ def test_a_shallow_clone_is_known_by_its_remote(home_store: Engram, tmp_path: Pa
 
 
 def test_the_oldest_root_names_a_repository_with_merged_histories(
-        home_store: Engram, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home_store: Engram, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     new = make_repo(tmp_path / "new")
     new_root = git(new, "rev-parse", "HEAD").strip()
     assert cli("remember", "the api speaks json only", cwd=new).exit_code == 0
@@ -115,13 +127,16 @@ def test_the_oldest_root_names_a_repository_with_merged_histories(
 
 
 def test_the_personal_stores_own_repository_is_no_project(home_store: Engram) -> None:
-    assert cli("remember", "written from inside the store", cwd=home_store.personal.root
-               ).exit_code == 0
+    assert (
+        cli("remember", "written from inside the store", cwd=home_store.personal.root).exit_code
+        == 0
+    )
     assert Engram().memories()[0].project is None
 
 
-def test_an_export_keeps_the_project_of_its_memories(home_store: Engram, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_export_keeps_the_project_of_its_memories(
+    home_store: Engram, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = make_repo(tmp_path / "app")
     git(app, "remote", "add", "origin", "git@example.com:team/app.git")
     assert cli("remember", "the app's cache is warmed at boot", cwd=app).exit_code == 0
@@ -139,7 +154,8 @@ def test_an_export_keeps_the_project_of_its_memories(home_store: Engram, tmp_pat
 
 
 def test_a_near_duplicate_of_another_projects_memory_is_added_here(
-        home_store: Engram, tmp_path: Path) -> None:
+    home_store: Engram, tmp_path: Path
+) -> None:
     api = make_repo(tmp_path / "api", {"a.py": "a\n"})
     web = make_repo(tmp_path / "web", {"w.js": "w\n"})
     first = cli("remember", "Run tests with pytest -x", cwd=api).output.split()[1]

@@ -30,10 +30,14 @@ SERVE = "engram"
 @asynccontextmanager
 async def connect(cwd: Path, *args: str) -> AsyncIterator[Client]:
     """The real server in a child process, through the SDK's real stdio client."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", SERVE, "serve", *args],
-                                   env=dict(os.environ), cwd=cwd)
-    async with Client(params, client_info=Implementation(name="claude-code", version="1.0"),
-                      read_timeout_seconds=120) as session:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", SERVE, "serve", *args], env=dict(os.environ), cwd=cwd
+    )
+    async with Client(
+        params,
+        client_info=Implementation(name="claude-code", version="1.0"),
+        read_timeout_seconds=120,
+    ) as session:
         yield session
 
 
@@ -62,15 +66,15 @@ def commits(repo: Path) -> int:
 def kinds_in(repo: Path, commit: str) -> list[str]:
     """The kinds of the events a commit added, read from its diff."""
     diff = git(repo, "diff", f"{commit}^", commit, "--", ".engram/events")
-    return [json.loads(line[1:])["kind"] for line in diff.splitlines()
-            if line.startswith("+{")]
+    return [json.loads(line[1:])["kind"] for line in diff.splitlines() if line.startswith("+{")]
 
 
 # -- quiet --------------------------------------------------------------------------------------
 
 
-def test_ten_server_starts_add_no_commit_and_their_sessions_ride_with_the_next(repo: Path,
-                                                                              ) -> None:
+def test_ten_server_starts_add_no_commit_and_their_sessions_ride_with_the_next(
+    repo: Path,
+) -> None:
     # Even a batch of one event would commit at once: sessions still must not.
     Engram(cwd=repo, use="project").config_set("commit.every_events", "1")
     before = head(repo)
@@ -90,8 +94,7 @@ def test_ten_server_starts_add_no_commit_and_their_sessions_ride_with_the_next(r
     assert len(sessions) == 10 and {s.state for s in sessions} == {"ended"}  # all recorded
 
     # The next real write commits at once (a batch of one), with the sessions riding along.
-    done = run_engram("remember", "The queue retries three times, then parks the job",
-                      cwd=repo)
+    done = run_engram("remember", "The queue retries three times, then parks the job", cwd=repo)
     assert done.returncode == 0, done.stderr
     assert commits(repo) == int(git(repo, "rev-list", "--count", before)) + 1
     kinds = kinds_in(repo, "HEAD")
@@ -107,13 +110,13 @@ def test_ten_server_starts_add_no_commit_and_their_sessions_ride_with_the_next(r
 
 
 def test_a_two_hour_session_commits_once_per_window_and_never_for_sessions_alone(
-        repo: Path) -> None:
+    repo: Path,
+) -> None:
     """50 real writes over two simulated hours, a timer that looks every 30 (simulated)
     seconds as the server's does, heartbeats, a report and reads in between."""
     engram = Engram(cwd=repo)
     settings = engram.settings()
-    every_events, every_seconds = settings["commit.every_events"], \
-        settings["commit.every_seconds"]
+    every_events, every_seconds = settings["commit.every_events"], settings["commit.every_seconds"]
     assert (every_events, every_seconds) == (20, 300)  # the defaults
     now = 1_000_000.0
     engram.clock = lambda: now
@@ -153,8 +156,11 @@ def test_a_two_hour_session_commits_once_per_window_and_never_for_sessions_alone
                 look(tick)
         look(at)
         waiting.append(at)
-        engram.remember(f"Finding {number}: step {number} of the migration holds", tags=["sim"],
-                        check_duplicates=False)
+        engram.remember(
+            f"Finding {number}: step {number} of the migration holds",
+            tags=["sim"],
+            check_duplicates=False,
+        )
         look(at)
     engram.report_interruption("user_away")
     look(7150)
@@ -218,7 +224,8 @@ def test_a_command_commits_a_batch_that_fell_due_at_its_exit(repo: Path) -> None
 
 
 def test_on_a_detached_head_nothing_is_committed_and_the_handoff_survives_a_checkout(
-        repo: Path) -> None:
+    repo: Path,
+) -> None:
     task = Engram(cwd=repo).task_create("Add retries", goal="Retry failed jobs")
     Engram(cwd=repo).commit()
     (repo / "src" / "app.py").write_text("x = 2\n")
@@ -226,8 +233,16 @@ def test_on_a_detached_head_nothing_is_committed_and_the_handoff_survives_a_chec
     git(repo, "switch", "-q", "--detach", "HEAD~1")  # looking at an older commit
     detached = head(repo)
 
-    done = run_engram("handoff", "--task", task.id, "--summary", "Retries wired in; tests next",
-                      "--next", "Write the retry tests", cwd=repo)
+    done = run_engram(
+        "handoff",
+        "--task",
+        task.id,
+        "--summary",
+        "Retries wired in; tests next",
+        "--next",
+        "Write the retry tests",
+        cwd=repo,
+    )
     assert done.returncode == 0, done.stderr
     assert "recorded, not committed" in done.stdout and "and committed" not in done.stdout
     [line] = [x for x in done.stderr.splitlines() if "detached" in x]
@@ -272,11 +287,24 @@ def test_a_pull_request_shows_the_handoff_not_the_automatic_checkpoints(repo: Pa
         engram.failure(task.id, "Pool exhausted at 2k rps", component="ratelimit").checkpoint,
         engram.failure(task.id, "Flaky test_burst", component="tests").checkpoint,
     ]
-    assert [c.reason for c in saved] == ["working_set", "plan_change", "failure", "failure",
-                                            "failure"]
+    assert [c.reason for c in saved] == [
+        "working_set",
+        "plan_change",
+        "failure",
+        "failure",
+        "failure",
+    ]
     assert not (repo / ".engram" / "handoffs").exists()  # nothing rendered so far
-    handed = cli("handoff", "--task", task.id, "--summary", "Limiter works; pool next",
-                 "--next", "Size the pool", cwd=repo)
+    handed = cli(
+        "handoff",
+        "--task",
+        task.id,
+        "--summary",
+        "Limiter works; pool next",
+        "--next",
+        "Size the pool",
+        cwd=repo,
+    )
     assert handed.exit_code == 0 and "recorded and committed" in handed.stdout
 
     changed = git(repo, "diff", "--name-only", "main...feature").split()
@@ -289,7 +317,13 @@ def test_a_pull_request_shows_the_handoff_not_the_automatic_checkpoints(repo: Pa
     assert any(path.startswith(".engram/events/") for path in changed)
     listed = cli("checkpoints", "--task", task.id, cwd=repo).stdout
     assert [line.split()[4] for line in listed.splitlines()] == [
-        "working_set", "plan_change", "failure", "failure", "failure", "handoff"]
+        "working_set",
+        "plan_change",
+        "failure",
+        "failure",
+        "failure",
+        "handoff",
+    ]
     resumed = cli("resume", "--task", task.id, cwd=repo).stdout
     assert "Pool exhausted at 2k rps" in resumed and "## Earlier checkpoints" in resumed
 
@@ -297,7 +331,9 @@ def test_a_pull_request_shows_the_handoff_not_the_automatic_checkpoints(repo: Pa
     engram = Engram(cwd=repo)
     engram.failure(task.id, "Pool still small", component="ratelimit")
     second = engram.handoff(task.id, summary="Pool sized", next=["Load test"])
-    path = repo / ".engram" / "handoffs" / task.id / f"{second.checkpoint.seq:04d}-" \
+    path = (
+        repo / ".engram" / "handoffs" / task.id / f"{second.checkpoint.seq:04d}-"
         f"{second.checkpoint.checkpoint[:8]}.md"
+    )
     assert f"## Changes since checkpoint {saved[-1].seq + 1}" in path.read_text()
     assert len(list((repo / ".engram" / "handoffs" / task.id).iterdir())) == 2

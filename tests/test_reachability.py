@@ -18,14 +18,31 @@ from engram.search import usearch_index
 from engram.search.reachability import saved_index, unreachable_keys
 from engram.search.vectors import VectorIndex, id_of
 
-_TOOLS = ["Redis", "RabbitMQ", "Postgres", "Kafka", "Nginx", "Celery", "pytest", "Terraform",
-          "Grafana", "Sentry", "MySQL", "SQLite", "Vite", "Jest", "gRPC"]
+_TOOLS = [
+    "Redis",
+    "RabbitMQ",
+    "Postgres",
+    "Kafka",
+    "Nginx",
+    "Celery",
+    "pytest",
+    "Terraform",
+    "Grafana",
+    "Sentry",
+    "MySQL",
+    "SQLite",
+    "Vite",
+    "Jest",
+    "gRPC",
+]
 _AREAS = ["billing", "search", "auth", "reporting", "ingest", "upload", "cache", "metrics"]
-_SAYINGS = ["the {a} service talks to {t} on the internal network only",
-            "{t} silently drops {a} retries when its config is reloaded",
-            "we chose {t} for the {a} layer after comparing it with {u}",
-            "the {a} job failed because {t} ran out of memory",
-            "the team prefers {t} over {u} for {a} work"]
+_SAYINGS = [
+    "the {a} service talks to {t} on the internal network only",
+    "{t} silently drops {a} retries when its config is reloaded",
+    "we chose {t} for the {a} layer after comparing it with {u}",
+    "the {a} job failed because {t} ran out of memory",
+    "the team prefers {t} over {u} for {a} work",
+]
 
 
 def notes(count: int) -> list[str]:
@@ -53,8 +70,9 @@ def degrade(cache: Path) -> None:
     vectors = saved_index(cache)
     assert vectors is not None
     keys = np.asarray(vectors.index.keys, dtype=np.uint64)
-    poor = usearch_index().Index(ndim=vectors.dim, metric="cos", dtype="f32", connectivity=2,
-                                 expansion_add=4)
+    poor = usearch_index().Index(
+        ndim=vectors.dim, metric="cos", dtype="f32", connectivity=2, expansion_add=4
+    )
     poor.add(keys, np.asarray(vectors.index.get(keys), dtype=np.float32), threads=1)
     vectors.index = poor
     vectors.save()
@@ -62,7 +80,8 @@ def degrade(cache: Path) -> None:
 
 @pytest.mark.slow  # embeds 300 memories
 def test_doctor_finds_the_vectors_the_graph_cannot_reach_and_links_them_again(
-        home_store: Engram) -> None:
+    home_store: Engram,
+) -> None:
     for text in notes(300):
         home_store.remember(text, kind="fact", check_duplicates=False)
     # The graph answers from the first vector on, as it does beyond 10,000 by default.

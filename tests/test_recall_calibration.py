@@ -18,12 +18,23 @@ from engram.search import background
 from engram.storage import events as ev
 
 CODING = [
-    ("Kafka consumers retry a record three times, then park it on the dead-letter topic "
-     "orders.dlq for a person to look at", "decision", ["kafka"]),
-    ("Set AWS_REGION=eu-west-1 in the shell before running terraform plan, or the provider "
-     "picks us-east-1", "gotcha", ["terraform"]),
-    ("The search page timed out because the products table had no index on sku", "failure",
-     ["search"]),
+    (
+        "Kafka consumers retry a record three times, then park it on the dead-letter topic "
+        "orders.dlq for a person to look at",
+        "decision",
+        ["kafka"],
+    ),
+    (
+        "Set AWS_REGION=eu-west-1 in the shell before running terraform plan, or the provider "
+        "picks us-east-1",
+        "gotcha",
+        ["terraform"],
+    ),
+    (
+        "The search page timed out because the products table had no index on sku",
+        "failure",
+        ["search"],
+    ),
     ("Prefer pytest fixtures over setUp methods", "preference", []),
     ("Release notes are written in CHANGELOG.md under an Unreleased heading", "convention", []),
 ]
@@ -31,21 +42,55 @@ PARAPHRASE = "where do events that keep failing end up?"
 OTHER_PARAPHRASE = "how do I keep the cloud tool from using the wrong location?"
 
 _NAMES = ["Ana", "Ben", "Chloe", "Dev", "Elif", "Femi", "Greta", "Hugo", "Iris", "Jonas"]
-_DID = ["went hiking", "baked bread", "painted the fence", "visited my aunt", "watched a film",
-        "played chess", "planted roses", "fixed my bike", "tried a new cafe", "went swimming",
-        "cleaned the attic", "wrote a poem", "called my brother", "bought new shoes",
-        "learned a song", "walked the dog", "made soup", "read a novel", "went to a concert",
-        "sorted old photos"]
-_WHEN = ["yesterday", "this morning", "last weekend", "on Friday", "after work", "with friends",
-         "in the rain", "for the first time", "again", "with my kids", "before lunch",
-         "at the lake", "downtown", "on my day off", "late at night"]
+_DID = [
+    "went hiking",
+    "baked bread",
+    "painted the fence",
+    "visited my aunt",
+    "watched a film",
+    "played chess",
+    "planted roses",
+    "fixed my bike",
+    "tried a new cafe",
+    "went swimming",
+    "cleaned the attic",
+    "wrote a poem",
+    "called my brother",
+    "bought new shoes",
+    "learned a song",
+    "walked the dog",
+    "made soup",
+    "read a novel",
+    "went to a concert",
+    "sorted old photos",
+]
+_WHEN = [
+    "yesterday",
+    "this morning",
+    "last weekend",
+    "on Friday",
+    "after work",
+    "with friends",
+    "in the rain",
+    "for the first time",
+    "again",
+    "with my kids",
+    "before lunch",
+    "at the lake",
+    "downtown",
+    "on my day off",
+    "late at night",
+]
 
 
 def chat_turns(count: int) -> list[str]:
     """Chat-like personal turns, all different, about nothing a coding question asks."""
-    turns = (f"{name}: I {did} {when} and it was {feeling}."
-             for name, did, when, feeling in itertools.product(
-                 _NAMES, _DID, _WHEN, ["lovely", "tiring", "fun", "great"]))
+    turns = (
+        f"{name}: I {did} {when} and it was {feeling}."
+        for name, did, when, feeling in itertools.product(
+            _NAMES, _DID, _WHEN, ["lovely", "tiring", "fun", "great"]
+        )
+    )
     return list(itertools.islice(turns, count))
 
 
@@ -56,7 +101,8 @@ def ask(query: str, k: int = 5) -> list[Any]:
 
 @pytest.mark.slow
 def test_a_score_does_not_move_when_thousands_of_unrelated_memories_arrive(
-        home_store: Engram) -> None:
+    home_store: Engram,
+) -> None:
     for text, kind, tags in CODING:
         home_store.remember(text, kind=kind, tags=tags, check_duplicates=False)
     home_store.close()
@@ -67,8 +113,9 @@ def test_a_score_does_not_move_when_thousands_of_unrelated_memories_arrive(
     with Engram() as engram:
         start = ev.utc_now() - timedelta(days=40)
         for n, text in enumerate(chat_turns(3000)):
-            engram.remember(text, kind="fact", at=start + timedelta(minutes=n),
-                            check_duplicates=False)
+            engram.remember(
+                text, kind="fact", at=start + timedelta(minutes=n), check_duplicates=False
+            )
     after = ask(PARAPHRASE)
     assert after[0].memory.content.startswith("Kafka consumers")
     # The same query and memory: the same meaning and score (the store's words weigh a
@@ -78,8 +125,7 @@ def test_a_score_does_not_move_when_thousands_of_unrelated_memories_arrive(
     # So does another question's, found by meaning alone.
     other = ask(OTHER_PARAPHRASE)
     assert other[0].memory.content.startswith("Set AWS_REGION")
-    assert other[0].evidence.meaning == pytest.approx(other_before[0].evidence.meaning,
-                                                      abs=0.01)
+    assert other[0].evidence.meaning == pytest.approx(other_before[0].evidence.meaning, abs=0.01)
 
 
 def test_the_background_ships_with_the_built_in_model() -> None:
@@ -113,7 +159,8 @@ class _CountingModel:
 
 
 def test_another_models_background_is_embedded_once_per_machine(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ENGRAM_MODEL_CACHE", str(tmp_path / "models"))
     monkeypatch.setattr(background, "_memo", {})
     model = _CountingModel()
@@ -132,16 +179,20 @@ def test_another_models_background_is_embedded_once_per_machine(
 
 
 def test_memories_written_together_about_other_things_do_not_lift_each_other(
-        home_store: Engram) -> None:
+    home_store: Engram,
+) -> None:
     # One sitting, a minute apart, no tags: a Postgres decision and notes about other things.
     moment = ev.utc_now() - timedelta(days=2)
-    notes = [("Use Postgres for the job queue, with SKIP LOCKED to hand out jobs", "decision"),
-             (CODING[0][0], "fact"),
-             ("The CI pipeline posts a message to #builds when a deploy finishes", "fact"),
-             ("timing probe memory", "note")]
+    notes = [
+        ("Use Postgres for the job queue, with SKIP LOCKED to hand out jobs", "decision"),
+        (CODING[0][0], "fact"),
+        ("The CI pipeline posts a message to #builds when a deploy finishes", "fact"),
+        ("timing probe memory", "note"),
+    ]
     for n, (text, kind) in enumerate(notes):
-        home_store.remember(text, kind=kind, at=moment + timedelta(minutes=n),
-                            check_duplicates=False)
+        home_store.remember(
+            text, kind=kind, at=moment + timedelta(minutes=n), check_duplicates=False
+        )
     home_store.close()
     hits = ask("postgres", k=5)
     assert hits and hits[0].memory.content.startswith("Use Postgres")
@@ -152,17 +203,24 @@ def test_memories_written_together_about_other_things_do_not_lift_each_other(
 
 def test_one_sitting_need_not_fill_the_top_results(home_store: Engram) -> None:
     sitting = ev.utc_now() - timedelta(days=3)
-    for n, text in enumerate([
+    for n, text in enumerate(
+        [
             "Nina: We hiked up to the lake above the village on Saturday",
             "Nina: The hike to the lake took us four hours with the kids",
             "Nina: At the lake we swam, the water was freezing after the hike",
             "Nina: Coming down from the lake hike we got caught in the rain",
-            "Nina: Next time we hike to the lake we will start earlier"]):
-        home_store.remember(text, kind="fact", at=sitting + timedelta(minutes=n),
-                            check_duplicates=False)
-    other = home_store.remember("Nina: Last spring we hiked around a lake in the mountains",
-                                kind="fact", at=sitting - timedelta(days=200),
-                                check_duplicates=False)
+            "Nina: Next time we hike to the lake we will start earlier",
+        ]
+    ):
+        home_store.remember(
+            text, kind="fact", at=sitting + timedelta(minutes=n), check_duplicates=False
+        )
+    other = home_store.remember(
+        "Nina: Last spring we hiked around a lake in the mountains",
+        kind="fact",
+        at=sitting - timedelta(days=200),
+        check_duplicates=False,
+    )
     home_store.close()
     query = "when did Nina hike to the lake?"
     assert other.id not in [h.memory.id for h in ask(query, k=5)]

@@ -13,21 +13,51 @@ from engram.storage import events as ev
 
 # (text, kind, tags, age in days): written a day apart, so none is context for another.
 STORE = [
-    ("Fastlane lanes for the mobile app live under ios/fastlane and android/fastlane",
-     "fact", ["mobile"], 30),
-    ("The load-test scenarios/ folder holds one k6 script per public endpoint", "fact",
-     ["perf"], 31),
+    (
+        "Fastlane lanes for the mobile app live under ios/fastlane and android/fastlane",
+        "fact",
+        ["mobile"],
+        30,
+    ),
+    (
+        "The load-test scenarios/ folder holds one k6 script per public endpoint",
+        "fact",
+        ["perf"],
+        31,
+    ),
     ("Prefer pytest fixtures over setUp methods", "preference", [], 90),
-    ("test_upload_retry is flaky on CI because it sleeps instead of waiting for the mock "
-     "server", "gotcha", ["testing"], 20),
-    ("Chose PostgreSQL 16 for the orders database, with logical replication to the "
-     "reporting replica", "decision", ["db"], 40),
-    ("Kafka consumers retry a record three times, then park it on the dead-letter topic "
-     "orders.dlq", "decision", ["kafka"], 120),
-    ("The mobile app reads its API base URL from src/app.config.ts, not from .env", "fact",
-     ["mobile"], 80),
-    ("Release notes are written in CHANGELOG.md under an Unreleased heading", "convention", [],
-     100),
+    (
+        "test_upload_retry is flaky on CI because it sleeps instead of waiting for the mock server",
+        "gotcha",
+        ["testing"],
+        20,
+    ),
+    (
+        "Chose PostgreSQL 16 for the orders database, with logical replication to the "
+        "reporting replica",
+        "decision",
+        ["db"],
+        40,
+    ),
+    (
+        "Kafka consumers retry a record three times, then park it on the dead-letter topic "
+        "orders.dlq",
+        "decision",
+        ["kafka"],
+        120,
+    ),
+    (
+        "The mobile app reads its API base URL from src/app.config.ts, not from .env",
+        "fact",
+        ["mobile"],
+        80,
+    ),
+    (
+        "Release notes are written in CHANGELOG.md under an Unreleased heading",
+        "convention",
+        [],
+        100,
+    ),
 ]
 
 
@@ -37,8 +67,9 @@ def store(home_store: Engram) -> dict[str, str]:
     now = ev.utc_now()
     ids = {}
     for text, kind, tags, age in STORE:
-        memory = home_store.remember(text, kind=kind, tags=tags, at=now - timedelta(days=age),
-                                     check_duplicates=False)
+        memory = home_store.remember(
+            text, kind=kind, tags=tags, at=now - timedelta(days=age), check_duplicates=False
+        )
         ids[text] = memory.id
     home_store.close()
     return ids
@@ -61,8 +92,7 @@ def test_a_platform_name_is_a_word_not_an_identifier(store: dict[str, str]) -> N
     assert score > 0.9
 
 
-def test_a_one_word_query_finds_the_memory_that_names_it_in_a_name(
-        store: dict[str, str]) -> None:
+def test_a_one_word_query_finds_the_memory_that_names_it_in_a_name(store: dict[str, str]) -> None:
     """`tests` shares no word with "Prefer pytest fixtures" for BM25, and the model puts them
     at cosine 0.1; `postgres` is not a word of "Chose PostgreSQL 16". Both are pieces of a
     name in the memory; `latest` or `contest` would not be."""
@@ -76,43 +106,69 @@ def test_a_one_word_query_finds_the_memory_that_names_it_in_a_name(
 
 def test_a_word_inside_an_ordinary_word_is_not_a_piece(home_store: Engram) -> None:
     home_store.remember("The latest contest results are on the wiki", check_duplicates=False)
-    home_store.remember("Prefer pytest fixtures over setUp methods", kind="preference",
-                        at=ev.utc_now() - timedelta(days=3), check_duplicates=False)
+    home_store.remember(
+        "Prefer pytest fixtures over setUp methods",
+        kind="preference",
+        at=ev.utc_now() - timedelta(days=3),
+        check_duplicates=False,
+    )
     home_store.close()
     hits = recall("tests")
     assert hits[0][0].startswith("Prefer pytest"), hits
-    assert all(not content.startswith("The latest") or score < 0.2
-               for content, score, _ in hits), hits
+    assert all(not content.startswith("The latest") or score < 0.2 for content, score, _ in hits), (
+        hits
+    )
 
 
-@pytest.mark.parametrize("question", [
-    "what did we use for the driver before the upgrade?",
-    "back when we started, which ScyllaDB driver was it?",
-    "which ScyllaDB driver did we get rid of?",
-])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "what did we use for the driver before the upgrade?",
+        "back when we started, which ScyllaDB driver was it?",
+        "which ScyllaDB driver did we get rid of?",
+    ],
+)
 def test_past_phrasings_put_the_older_memory_first(home_store: Engram, question: str) -> None:
     now = ev.utc_now()
-    home_store.remember("Use the upstream gocql driver with token-aware routing for ScyllaDB",
-                        kind="decision", tags=["scylladb"], at=now - timedelta(days=200),
-                        check_duplicates=False)
-    home_store.remember("Switched the ScyllaDB driver to the scylladb/gocql fork for "
-                        "shard-aware routing", kind="decision", tags=["scylladb"],
-                        at=now - timedelta(days=20), check_duplicates=False)
+    home_store.remember(
+        "Use the upstream gocql driver with token-aware routing for ScyllaDB",
+        kind="decision",
+        tags=["scylladb"],
+        at=now - timedelta(days=200),
+        check_duplicates=False,
+    )
+    home_store.remember(
+        "Switched the ScyllaDB driver to the scylladb/gocql fork for shard-aware routing",
+        kind="decision",
+        tags=["scylladb"],
+        at=now - timedelta(days=20),
+        check_duplicates=False,
+    )
     home_store.close()
     assert recall(question)[0][0].startswith("Use the upstream gocql"), recall(question)
 
 
 def test_current_phrasings_put_the_newer_memory_first(home_store: Engram) -> None:
     now = ev.utc_now()
-    home_store.remember("Use the upstream gocql driver with token-aware routing for ScyllaDB",
-                        kind="decision", tags=["scylladb"], at=now - timedelta(days=20),
-                        check_duplicates=False)
-    home_store.remember("Switched the ScyllaDB driver to the scylladb/gocql fork for "
-                        "shard-aware routing", kind="decision", tags=["scylladb"],
-                        at=now - timedelta(days=200), check_duplicates=False)
+    home_store.remember(
+        "Use the upstream gocql driver with token-aware routing for ScyllaDB",
+        kind="decision",
+        tags=["scylladb"],
+        at=now - timedelta(days=20),
+        check_duplicates=False,
+    )
+    home_store.remember(
+        "Switched the ScyllaDB driver to the scylladb/gocql fork for shard-aware routing",
+        kind="decision",
+        tags=["scylladb"],
+        at=now - timedelta(days=200),
+        check_duplicates=False,
+    )
     home_store.close()
     # The newer memory here is the upstream one: the question says "the old way", yet asks
     # what replaced it.
-    for question in ("what replaced the old ScyllaDB driver setup?",
-                     "which ScyllaDB driver are we on as things stand?"):
+    for question in (
+        "what replaced the old ScyllaDB driver setup?",
+        "which ScyllaDB driver are we on as things stand?",
+    ):
         assert recall(question)[0][0].startswith("Use the upstream gocql"), question

@@ -34,8 +34,9 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def test_no_store_embeds_the_background(tmp_path: Path, counted: list[int],
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_store_embeds_the_background(
+    tmp_path: Path, counted: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The built-in model's background vectors ship with Engram: a first recall on a new store
     # (in a process that holds none of them yet) embeds the query and the memory, nothing more.
     for home in ("one-store", "other-store"):
@@ -45,26 +46,32 @@ def test_no_store_embeds_the_background(tmp_path: Path, counted: list[int],
         with Engram() as engram:
             engram.init()
             engram.remember(f"the deploy script of {home} reads its secrets from vault")
-            assert engram.recall("where do deploy secrets come from")[0].memory.content == \
-                f"the deploy script of {home} reads its secrets from vault"
+            assert (
+                engram.recall("where do deploy secrets come from")[0].memory.content
+                == f"the deploy script of {home} reads its secrets from vault"
+            )
         assert counted and max(counted) == 1, counted
     assert not (embed.model_cache_dir() / "background").exists()
 
 
 def test_a_long_lived_process_recalls_what_another_process_wrote_and_indexed(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     engram = Engram()
     engram.init()
     engram.remember("the payments service retries webhooks five times")
-    assert [h.memory.content for h in engram.recall("payments webhook retries")] == \
-        ["the payments service retries webhooks five times"]
+    assert [h.memory.content for h in engram.recall("payments webhook retries")] == [
+        "the payments service retries webhooks five times"
+    ]
     engram.recall("payments webhook retries")  # nothing changed: the quiet path
     # Another process writes and indexes (its reindex cleans the marks in the read model).
     done = run_engram("remember", "the invoice exporter writes CSV files nightly", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert run_engram("reindex", cwd=tmp_path).returncode == 0
-    assert engram.recall("invoice exporter CSV")[0].memory.content == \
-        "the invoice exporter writes CSV files nightly"
+    assert (
+        engram.recall("invoice exporter CSV")[0].memory.content
+        == "the invoice exporter writes CSV files nightly"
+    )
     # Another process forgets one: it is gone from this process's next recall too.
     memory_id = engram.recall("invoice exporter CSV")[0].memory.id
     done = run_engram("forget", memory_id, "--reason", "moved to the new exporter", cwd=tmp_path)
@@ -78,14 +85,21 @@ def test_a_text_index_damaged_between_recalls_is_rebuilt(tmp_path: Path) -> None
     engram.init()
     engram.config_set("search.model", "off")
     engram.remember("the build cache lives on the shared volume")
-    assert engram.recall("build cache volume")[0].memory.content == \
-        "the build cache lives on the shared volume"
+    assert (
+        engram.recall("build cache volume")[0].memory.content
+        == "the build cache lives on the shared volume"
+    )
     home = Path(os.environ["ENGRAM_HOME"])
-    segments = [p for p in home.glob(".git/engram/**/*") if p.is_file()
-                and p.suffix in (".idx", ".term", ".store", ".pos", ".fast", ".fieldnorm")]
+    segments = [
+        p
+        for p in home.glob(".git/engram/**/*")
+        if p.is_file() and p.suffix in (".idx", ".term", ".store", ".pos", ".fast", ".fieldnorm")
+    ]
     assert segments
     for path in segments:
         path.write_bytes(b"\0" * path.stat().st_size)
-    assert engram.recall("build cache volume")[0].memory.content == \
-        "the build cache lives on the shared volume"
+    assert (
+        engram.recall("build cache volume")[0].memory.content
+        == "the build cache lives on the shared volume"
+    )
     engram.close()

@@ -17,24 +17,63 @@ STORE = [
     ("Always run database migrations before starting the web server", "procedure", [], 30),
     ("Prefer pytest fixtures over setUp methods", "preference", [], 90),
     ("The CI pipeline posts a message to #builds when a deploy finishes", "fact", ["ci"], 60),
-    ("Kafka consumers retry a record three times, then park it on the dead-letter topic "
-     "orders.dlq for a person to look at", "decision", ["kafka"], 120),
-    ("Set AWS_REGION=eu-west-1 in the shell before running terraform plan, or the provider "
-     "picks us-east-1", "gotcha", ["terraform"], 45),
-    ("test_upload_retry is flaky on CI because it sleeps instead of waiting for the mock "
-     "server", "gotcha", ["testing"], 20),
-    ("Use the upstream gocql driver with token-aware routing for ScyllaDB", "decision",
-     ["scylladb"], 200),
-    ("Switched the ScyllaDB driver to the scylladb/gocql fork for shard-aware routing",
-     "decision", ["scylladb"], 20),
-    ("The nightly export crashed with an out-of-memory error: it loaded every invoice at once; "
-     "it now streams them in pages of 500", "failure", ["billing"], 6),
-    ("The search page timed out because the products table had no index on sku", "failure",
-     ["search"], 150),
-    ("Release notes are written in CHANGELOG.md under an Unreleased heading", "convention", [],
-     100),
-    ("The mobile app reads its API base URL from app.config.ts, not from .env", "fact",
-     ["mobile"], 80),
+    (
+        "Kafka consumers retry a record three times, then park it on the dead-letter topic "
+        "orders.dlq for a person to look at",
+        "decision",
+        ["kafka"],
+        120,
+    ),
+    (
+        "Set AWS_REGION=eu-west-1 in the shell before running terraform plan, or the provider "
+        "picks us-east-1",
+        "gotcha",
+        ["terraform"],
+        45,
+    ),
+    (
+        "test_upload_retry is flaky on CI because it sleeps instead of waiting for the mock server",
+        "gotcha",
+        ["testing"],
+        20,
+    ),
+    (
+        "Use the upstream gocql driver with token-aware routing for ScyllaDB",
+        "decision",
+        ["scylladb"],
+        200,
+    ),
+    (
+        "Switched the ScyllaDB driver to the scylladb/gocql fork for shard-aware routing",
+        "decision",
+        ["scylladb"],
+        20,
+    ),
+    (
+        "The nightly export crashed with an out-of-memory error: it loaded every invoice at once; "
+        "it now streams them in pages of 500",
+        "failure",
+        ["billing"],
+        6,
+    ),
+    (
+        "The search page timed out because the products table had no index on sku",
+        "failure",
+        ["search"],
+        150,
+    ),
+    (
+        "Release notes are written in CHANGELOG.md under an Unreleased heading",
+        "convention",
+        [],
+        100,
+    ),
+    (
+        "The mobile app reads its API base URL from app.config.ts, not from .env",
+        "fact",
+        ["mobile"],
+        80,
+    ),
 ]
 
 
@@ -44,8 +83,9 @@ def store(home_store: Engram) -> dict[str, str]:
     now = ev.utc_now()
     ids = {}
     for text, kind, tags, age in STORE:
-        memory = home_store.remember(text, kind=kind, tags=tags, at=now - timedelta(days=age),
-                                     check_duplicates=False)
+        memory = home_store.remember(
+            text, kind=kind, tags=tags, at=now - timedelta(days=age), check_duplicates=False
+        )
         ids[text] = memory.id
     home_store.close()
     return ids
@@ -60,16 +100,21 @@ def first(query: str) -> tuple[str, float]:
 def test_a_paraphrase_is_found_first(store: dict[str, str]) -> None:
     assert first("where do events that keep failing end up?")[0].startswith("Kafka consumers")
     assert first("why was looking up goods by their stock code so slow?")[0].startswith(
-        "The search page timed out")
+        "The search page timed out"
+    )
     assert first("how do I keep the cloud tool from using the wrong location?")[0].startswith(
-        "Set AWS_REGION")
+        "Set AWS_REGION"
+    )
 
 
 def test_five_memories_and_a_question_in_other_words(home_store: Engram) -> None:
-    for text in ("Always run database migrations before starting the web server",
-                 "Prefer pytest fixtures over setUp methods", "Use Postgres for the job queue",
-                 "The CI runs on GitHub Actions with Python 3.11 and 3.12",
-                 "Deploys go out from the release branch every Tuesday"):
+    for text in (
+        "Always run database migrations before starting the web server",
+        "Prefer pytest fixtures over setUp methods",
+        "Use Postgres for the job queue",
+        "The CI runs on GitHub Actions with Python 3.11 and 3.12",
+        "Deploys go out from the release branch every Tuesday",
+    ):
         home_store.remember(text, check_duplicates=False)
     home_store.close()
     content, relevance = first("what must happen before the app boots")
@@ -86,21 +131,27 @@ def test_an_incidental_common_word_loses_to_a_match_in_meaning(store: dict[str, 
 
 
 def test_an_identifier_wins_outright(store: dict[str, str]) -> None:
-    for identifier, start in (("AWS_REGION", "Set AWS_REGION"),
-                              ("test_upload_retry", "test_upload_retry is flaky"),
-                              ("app.config.ts", "The mobile app reads")):
+    for identifier, start in (
+        ("AWS_REGION", "Set AWS_REGION"),
+        ("test_upload_retry", "test_upload_retry is flaky"),
+        ("app.config.ts", "The mobile app reads"),
+    ):
         content, relevance = first(identifier)
         assert content.startswith(start), identifier
         assert relevance > 0.9, identifier
 
 
 def test_a_question_with_no_answer_scores_low(store: dict[str, str]) -> None:
-    absent = ["which font does the marketing site use?",
-              "how do we pair Bluetooth heart-rate straps with the watch app?",
-              "what is the on-call escalation policy at night?"]
-    answered = ["why was looking up goods by their stock code so slow?",
-                "where do events that keep failing end up?",
-                "how do I like tests written"]
+    absent = [
+        "which font does the marketing site use?",
+        "how do we pair Bluetooth heart-rate straps with the watch app?",
+        "what is the on-call escalation policy at night?",
+    ]
+    answered = [
+        "why was looking up goods by their stock code so slow?",
+        "where do events that keep failing end up?",
+        "how do I like tests written",
+    ]
     low = [first(q)[1] for q in absent]
     high = [first(q)[1] for q in answered]
     assert max(low) < 0.5 and sum(low) / len(low) < sum(high) / len(high) / 2, (low, high)
@@ -115,7 +166,8 @@ def test_a_newer_decision_on_the_same_subject_ranks_first_for_now_questions(
 ) -> None:
     assert first("which ScyllaDB driver do we use now?")[0].startswith("Switched")
     assert first("how was the ScyllaDB driver set up originally?")[0].startswith(
-        "Use the upstream gocql")
+        "Use the upstream gocql"
+    )
 
 
 def test_time_words_in_the_question_act_on_the_memory_date(store: dict[str, str]) -> None:
@@ -144,18 +196,20 @@ def test_a_turn_next_to_the_one_that_names_the_question_is_found(home_store: Eng
     classic about a towel") shares nothing with the question; the turns before it name the book
     club. Without context, turns about other things score as high as the answer."""
     moment = ev.utc_now() - timedelta(days=3)
-    turns = ["Ana: I finally went to the book club at the library on Tuesday",
-             "Ben: Nice! What did the group pick?",
-             "Ana: A funny science fiction classic about a towel and the number 42",
-             "Ben: My brother is moving to Lisbon next month",
-             "Ana: I bought a new bike, a blue one with a basket",
-             "Ben: The plumber finally fixed the kitchen sink",
-             "Ana: I am training for a half marathon in the spring",
-             "Ben: We adopted a cat from the shelter, she is called Miso",
-             "Ana: My favourite film this year was a documentary about octopuses",
-             "Ben: I read an article about the history of maps",
-             "Ana: The new coffee place downtown has great pastries",
-             "Ben: I started learning to play the piano"]
+    turns = [
+        "Ana: I finally went to the book club at the library on Tuesday",
+        "Ben: Nice! What did the group pick?",
+        "Ana: A funny science fiction classic about a towel and the number 42",
+        "Ben: My brother is moving to Lisbon next month",
+        "Ana: I bought a new bike, a blue one with a basket",
+        "Ben: The plumber finally fixed the kitchen sink",
+        "Ana: I am training for a half marathon in the spring",
+        "Ben: We adopted a cat from the shelter, she is called Miso",
+        "Ana: My favourite film this year was a documentary about octopuses",
+        "Ben: I read an article about the history of maps",
+        "Ana: The new coffee place downtown has great pastries",
+        "Ben: I started learning to play the piano",
+    ]
     ids = [home_store.remember(t, at=moment, check_duplicates=False).id for t in turns]
     home_store.close()
     question = "which book did the reading group choose?"
@@ -177,8 +231,11 @@ def test_a_turn_next_to_the_one_that_names_the_question_is_found(home_store: Eng
 def test_context_leaves_independent_memories_alone(store: dict[str, str]) -> None:
     """The store's memories were written one after another, seconds apart, about different
     things (different tags): context moves none of them."""
-    queries = ["where do events that keep failing end up?", "AWS_REGION",
-               "why was looking up goods by their stock code so slow?"]
+    queries = [
+        "where do events that keep failing end up?",
+        "AWS_REGION",
+        "why was looking up goods by their stock code so slow?",
+    ]
     with Engram() as engram:
         on = [[h.memory.id for h in engram.recall(q)] for q in queries]
         engram.config_set("recall.context", "0")
@@ -187,10 +244,14 @@ def test_context_leaves_independent_memories_alone(store: dict[str, str]) -> Non
 
 
 def test_yesterday_in_a_memory_is_the_day_before_its_own_date(home_store: Engram) -> None:
-    went = home_store.remember("Caroline: I went to a support group yesterday, it was moving",
-                               at="2023-05-08", check_duplicates=False)
-    home_store.remember("Caroline: I painted a sunrise over the lake", at="2023-05-09",
-                        check_duplicates=False)
+    went = home_store.remember(
+        "Caroline: I went to a support group yesterday, it was moving",
+        at="2023-05-08",
+        check_duplicates=False,
+    )
+    home_store.remember(
+        "Caroline: I painted a sunrise over the lake", at="2023-05-09", check_duplicates=False
+    )
     home_store.close()
     with Engram() as engram:
         hits = engram.recall("what happened on 7 May 2023?", k=2, include_decayed=True)

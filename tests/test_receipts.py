@@ -54,8 +54,9 @@ def status(repo: Path, ident: str) -> dict[str, Any]:
 
 
 def test_cli_receipts_follow_an_event_from_disk_to_commit_to_the_remote(repo: Path) -> None:
-    done = cli("remember", "Use Postgres for the job queue", "--kind", "decision", "--json",
-               cwd=repo)
+    done = cli(
+        "remember", "Use Postgres for the job queue", "--kind", "decision", "--json", cwd=repo
+    )
     assert done.exit_code == 0, done.output
     [receipt] = json.loads(done.stdout)["receipts"]
     assert receipt["kind"] == "memory.created" and receipt["store"] == "project"
@@ -67,13 +68,17 @@ def test_cli_receipts_follow_an_event_from_disk_to_commit_to_the_remote(repo: Pa
     assert human.exit_code == 0, human.output
     saved = [line for line in human.stdout.splitlines() if line.strip().startswith("saved ")]
     # The same writer file, the next line.
-    assert len(saved) == 1 and f"{receipt['file']}:2 (project store); not committed yet" \
-        in saved[0], human.stdout
+    assert (
+        len(saved) == 1 and f"{receipt['file']}:2 (project store); not committed yet" in saved[0]
+    ), human.stdout
 
     event = receipt["event"]
     before = status(repo, event)
-    assert (before["file"], before["line"], before["committed"]) == \
-        (receipt["file"], receipt["line"], None)
+    assert (before["file"], before["line"], before["committed"]) == (
+        receipt["file"],
+        receipt["line"],
+        None,
+    )
     assert before["indexed"]["memory"] == json.loads(done.stdout)["id"]
 
     assert cli("commit", cwd=repo).exit_code == 0
@@ -99,19 +104,29 @@ def test_cli_receipts_follow_an_event_from_disk_to_commit_to_the_remote(repo: Pa
 
 
 def test_a_handoff_receipt_is_committed_at_once_and_a_forget_says_what_it_waits_for(
-        repo: Path) -> None:
+    repo: Path,
+) -> None:
     task = json.loads(cli("task", "create", "Add OAuth login", "--json", cwd=repo).stdout)
-    handed = json.loads(cli("handoff", "--task", task["id"], "--summary", "Callback next",
-                            "--next", "Write the callback", "--json", cwd=repo).stdout)
+    handed = json.loads(
+        cli(
+            "handoff",
+            "--task",
+            task["id"],
+            "--summary",
+            "Callback next",
+            "--next",
+            "Write the callback",
+            "--json",
+            cwd=repo,
+        ).stdout
+    )
     receipt = next(r for r in handed["receipts"] if r["kind"] == "checkpoint.saved")
     assert receipt["committed"] == git(repo, "rev-parse", "HEAD").strip()
     assert receipt["pushed"] is False
-    memory = json.loads(cli("remember", "The callback URL is /auth/cb", "--json",
-                            cwd=repo).stdout)
+    memory = json.loads(cli("remember", "The callback URL is /auth/cb", "--json", cwd=repo).stdout)
     done = cli("config", "set", "--project", "commit.auto", "false", cwd=repo)
     assert done.exit_code == 0, done.output
-    forgot = json.loads(cli("forget", memory["id"], "--reason", "moved", "--json",
-                            cwd=repo).stdout)
+    forgot = json.loads(cli("forget", memory["id"], "--reason", "moved", "--json", cwd=repo).stdout)
     [tombstone] = forgot["receipts"]
     assert tombstone["kind"] == "memory.forgotten" and tombstone["committed"] is None
     assert line_of(repo, tombstone)["id"] == tombstone["event"]
@@ -121,8 +136,9 @@ def test_a_handoff_receipt_is_committed_at_once_and_a_forget_says_what_it_waits_
 def test_mcp_write_results_carry_receipts_and_memory_receipt_follows_them(repo: Path) -> None:
     async def scenario() -> None:
         async with connect(repo) as client:
-            remembered = await call(client, "memory_remember",
-                                    content="Retries are capped at three", kind="decision")
+            remembered = await call(
+                client, "memory_remember", content="Retries are capped at three", kind="decision"
+            )
             [receipt] = remembered["receipts"]
             assert receipt["kind"] == "memory.created" and receipt["committed"] is None
             assert line_of(repo, receipt)["id"] == receipt["event"]
@@ -146,16 +162,17 @@ def test_mcp_write_results_carry_receipts_and_memory_receipt_follows_them(repo: 
             head = git(repo, "rev-parse", "HEAD").strip()
             assert second["committed"] == head and second["pushed"] is False
             assert run_engram("push", cwd=repo).returncode == 0
-            third = (await call(client, "memory_receipt",
-                                event=receipt["event"][-8:]))["receipt"]
+            third = (await call(client, "memory_receipt", event=receipt["event"][-8:]))["receipt"]
             assert third["pushed"] is True and third["upstream"] == "origin/main"
 
             assert "no event with id" in await fail(client, "memory_receipt", event="zzzz9999")
             # Comparing the personal store leaves the server writing to the project store.
             assert "personal store does not exist" in await fail(
-                client, "memory_diff", range="HEAD", store="personal")
+                client, "memory_diff", range="HEAD", store="personal"
+            )
             later = await call(client, "memory_remember", content="Backoff doubles each try")
             assert [r["store"] for r in later["receipts"]] == ["project"]
+
     anyio.run(scenario)
 
 
@@ -194,7 +211,8 @@ def test_every_receipt_names_the_line_that_holds_its_event(tmp_path: Path) -> No
         handle.write(json.dumps(copy, separators=(",", ":")).encode() + b"\n")
     write("after a line past the bookkeeping")
     for receipt in seen:
-        assert line_of(path, {"file": receipt.file, "line": receipt.line})["id"] == \
-            receipt.event, receipt
+        assert line_of(path, {"file": receipt.file, "line": receipt.line})["id"] == receipt.event, (
+            receipt
+        )
     assert seen[-1].line == 4
     engram.close()

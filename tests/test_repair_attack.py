@@ -70,8 +70,11 @@ def no_git_command(output: str) -> None:
 
 
 def alpha_file(alpha: Machine) -> Path:
-    [path] = [p for p in Store(alpha.home, "personal").event_files()
-              if b"alpha keeps the job queue" in p.read_bytes()]
+    [path] = [
+        p
+        for p in Store(alpha.home, "personal").event_files()
+        if b"alpha keeps the job queue" in p.read_bytes()
+    ]
     return path
 
 
@@ -90,7 +93,8 @@ def team(tmp_path: Path, server: Server) -> tuple[Machine, Machine]:
 
 
 def test_damaged_lines_pushed_into_a_teammates_file_are_set_aside_never_committed_away(
-        tmp_path: Path, server: Server) -> None:
+    tmp_path: Path, server: Server
+) -> None:
     a, b = team(tmp_path, server)
     # Beta, with plain git, puts damaged lines into alpha's committed file and pushes.
     path = Store(b.home, "personal").root / Store(a.home, "personal").rel(alpha_file(a))
@@ -117,19 +121,24 @@ def test_damaged_lines_pushed_into_a_teammates_file_are_set_aside_never_committe
     a.run("sync")
     b.run("sync")
     no_event_removed(server, a, b)
-    assert (Store(b.home, "personal").root / Store(a.home, "personal").rel(
-        alpha_file(a))).read_bytes() == pushed
+    assert (
+        Store(b.home, "personal").root / Store(a.home, "personal").rel(alpha_file(a))
+    ).read_bytes() == pushed
     assert "alpha writes after the repair" in b.run("list").stdout
 
 
 def test_lines_cut_by_a_teammates_commit_are_reported_lost_and_recovered_without_all(
-        tmp_path: Path, server: Server) -> None:
+    tmp_path: Path, server: Server
+) -> None:
     a, b = team(tmp_path, server)
     rel = Store(a.home, "personal").rel(alpha_file(a))
     # Beta, with plain git, cuts alpha's first memory out of alpha's file and pushes.
     path = Store(b.home, "personal").root / rel
-    kept = [raw for raw in path.read_bytes().splitlines(keepends=True)
-            if b"alpha keeps the job queue" not in raw]
+    kept = [
+        raw
+        for raw in path.read_bytes().splitlines(keepends=True)
+        if b"alpha keeps the job queue" not in raw
+    ]
     path.write_bytes(b"".join(kept))
     git(b.home, "commit", "-q", "-am", "tidy")
     git(b.home, "push", "-q", "origin", "HEAD")
@@ -178,4 +187,3 @@ def test_a_compaction_is_not_a_cut(tmp_path: Path, server: Server) -> None:
         [entry] = clone.json("status")
         assert entry["lost"]["events"] == 0, (clone.name, entry)
     no_event_removed(server, a, b)
-

@@ -18,8 +18,9 @@ from engram.api import Engram
 
 
 def test_a_handoff_pins_each_file_to_the_newest_commit_that_changed_it(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "app", {"src/ratelimit.py": "LIMIT = 1\n",
-                                        "src/other.py": "x = 1\n"})
+    repo = make_repo(
+        tmp_path / "app", {"src/ratelimit.py": "LIMIT = 1\n", "src/other.py": "x = 1\n"}
+    )
     engram = Engram(cwd=repo)
     engram.init(project=True)
     first = git(repo, "log", "-1", "--format=%H", "--", "src/ratelimit.py").strip()
@@ -46,33 +47,65 @@ DESKTOP = {"ENGRAM_ACTOR": "Codex <codex@desktop>", "ENGRAM_MACHINE": "desktop"}
 
 
 def test_two_machines_over_mcp_the_resume_tells_what_happened_since_the_handoff(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A records a task, progress, a failure, a decision and a fact (neither tied to the task)
     and hands off, over the MCP stdio client; pushes. B clones, does the first next step,
     commits it, reports progress after the handoff, and resumes."""
     (tmp_path / "server").mkdir()
     server = Server(tmp_path / "server", "daemon")
     try:
-        laptop = make_repo(tmp_path / "laptop", {"README.md": "an API\n",
-                                                 "src/ratelimit.py": "LIMIT = 10\n"})
+        laptop = make_repo(
+            tmp_path / "laptop", {"README.md": "an API\n", "src/ratelimit.py": "LIMIT = 10\n"}
+        )
         Engram(cwd=laptop).init(project=True)
         git(server.bare, "symbolic-ref", "HEAD", "refs/heads/main")
 
         async def machine_a() -> str:
             async with connect(laptop, env=LAPTOP) as client:
-                task = (await call(client, "task_create", name="Rate limit the API",
-                                   goal="Clients past their limit get 429"))["task"]["id"]
-                await call(client, "task_progress", task=task, feature="Token bucket",
-                           files=["src/ratelimit.py"])
-                await call(client, "task_failure", task=task, error="test_burst is flaky",
-                           component="api", root_cause="the clock is real time")
-                await call(client, "memory_remember", kind="decision",
-                           content="Limit per API key, not per IP")
-                await call(client, "memory_remember", kind="fact",
-                           content="Staging keys are already rotated")
-                await call(client, "session_handoff", task=task, summary="Bucket works",
-                           next=["Add the Retry-After header", "Document the limit"],
-                           files=["src/ratelimit.py"])
+                task = (
+                    await call(
+                        client,
+                        "task_create",
+                        name="Rate limit the API",
+                        goal="Clients past their limit get 429",
+                    )
+                )["task"]["id"]
+                await call(
+                    client,
+                    "task_progress",
+                    task=task,
+                    feature="Token bucket",
+                    files=["src/ratelimit.py"],
+                )
+                await call(
+                    client,
+                    "task_failure",
+                    task=task,
+                    error="test_burst is flaky",
+                    component="api",
+                    root_cause="the clock is real time",
+                )
+                await call(
+                    client,
+                    "memory_remember",
+                    kind="decision",
+                    content="Limit per API key, not per IP",
+                )
+                await call(
+                    client,
+                    "memory_remember",
+                    kind="fact",
+                    content="Staging keys are already rotated",
+                )
+                await call(
+                    client,
+                    "session_handoff",
+                    task=task,
+                    summary="Bucket works",
+                    next=["Add the Retry-After header", "Document the limit"],
+                    files=["src/ratelimit.py"],
+                )
                 return task
 
         task = anyio.run(machine_a)
@@ -87,8 +120,13 @@ def test_two_machines_over_mcp_the_resume_tells_what_happened_since_the_handoff(
 
         async def machine_b() -> str:
             async with connect(desktop, env=DESKTOP) as client:
-                await call(client, "task_progress", task=task, feature="Retry-After header",
-                           files=["src/ratelimit.py"])
+                await call(
+                    client,
+                    "task_progress",
+                    task=task,
+                    feature="Retry-After header",
+                    files=["src/ratelimit.py"],
+                )
                 return (await call(client, "session_resume", task=task))["markdown"]
 
         markdown = anyio.run(machine_b)
@@ -102,8 +140,10 @@ def test_two_machines_over_mcp_the_resume_tells_what_happened_since_the_handoff(
     assert any(i.startswith(f"commit {edited[:12]} Send Retry-After") for i in items[since])
     assert items["Next steps (in order)"] == ["Document the limit"]
     assert items["Decisions"][0].startswith("Limit per API key, not per IP")
-    assert any(i.startswith("Staging keys are already rotated")
-               for i in items["Facts and preferences of this task"])
+    assert any(
+        i.startswith("Staging keys are already rotated")
+        for i in items["Facts and preferences of this task"]
+    )
     [pinned] = items["Working set"]
     assert pinned.startswith("src/ratelimit.py @ ") and f"now @ {edited[:12]}" in pinned
     assert any("test_burst is flaky" in i for i in items["Failures to avoid repeating"])
@@ -118,33 +158,44 @@ def test_terminal_agent_and_forge_text_carry_no_html_entities(project: Path) -> 
     engram.handoff(task.id, summary="Ask Ada <ada@example.com> & Bob", next=["a < b"])
     terminal = run_engram("resume", cwd=project)
     assert terminal.returncode == 0, terminal.stderr
-    started = subprocess.run([sys.executable, "-m", "engram.hooks", "session-start"],
-                             input=json.dumps({"cwd": str(project), "source": "startup"}),
-                             capture_output=True, text=True, cwd=project, timeout=60)
+    started = subprocess.run(
+        [sys.executable, "-m", "engram.hooks", "session-start"],
+        input=json.dumps({"cwd": str(project), "source": "startup"}),
+        capture_output=True,
+        text=True,
+        cwd=project,
+        timeout=60,
+    )
     context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
     [page] = (project / ".engram" / "handoffs").rglob("*.md")
     for text in (terminal.stdout, context, page.read_text()):
-        assert "Ask Ada <ada@example.com> \\& Bob" in text or \
-            "Ask Ada <ada@example.com> & Bob" in text, text
+        assert (
+            "Ask Ada <ada@example.com> \\& Bob" in text or "Ask Ada <ada@example.com> & Bob" in text
+        ), text
         assert "Test Agent <agent@example.com>" in text
         assert not ENTITY.search(text), ENTITY.search(text)
         headings, _ = markdown_sections(text)  # and still no HTML
         assert any("<b>signup</b>" in h for h in headings)
 
 
-def test_the_depths_differ_brief_is_short_and_full_carries_the_whole_history(
-        project: Path) -> None:
+def test_the_depths_differ_brief_is_short_and_full_carries_the_whole_history(project: Path) -> None:
     engram = Engram(cwd=project)
     task = engram.task_create("Port the billing jobs", goal="every job on the new queue")
     for n in range(40):
-        engram.progress(task.id, f"Ported billing job number {n} to the new queue",
-                        note="checked against last month's invoices")
+        engram.progress(
+            task.id,
+            f"Ported billing job number {n} to the new queue",
+            note="checked against last month's invoices",
+        )
         if n % 10 == 9:
-            engram.handoff(task.id, summary=f"{n + 1} jobs ported",
-                           next=[f"Port billing job number {n + 1}"])
+            engram.handoff(
+                task.id, summary=f"{n + 1} jobs ported", next=[f"Port billing job number {n + 1}"]
+            )
     engram.remember("Jobs keep their cron schedule as it was", kind="decision", task=task.id)
-    shown = {depth: engram.resume(task=task.id, depth=depth).markdown
-             for depth in ("brief", "standard", "full")}
+    shown = {
+        depth: engram.resume(task=task.id, depth=depth).markdown
+        for depth in ("brief", "standard", "full")
+    }
     assert len(shown["brief"]) < 0.5 * len(shown["standard"]) < len(shown["full"])
     for text in shown.values():  # every depth carries the plan and the task's decisions
         assert "Port billing job number 40" in text
@@ -155,14 +206,13 @@ def test_the_depths_differ_brief_is_short_and_full_carries_the_whole_history(
     assert "- 1 (" in shown["full"].split("## Earlier checkpoints")[1]
     assert "## Earlier checkpoints" not in shown["brief"]
     for n in range(8):  # brief brings five of the task's memories and says how many it left
-        engram.remember(f"Job {n} runs in the billing pool", kind="fact", task=task.id,
-                        check_duplicates=False)
+        engram.remember(
+            f"Job {n} runs in the billing pool", kind="fact", task=task.id, check_duplicates=False
+        )
     brief = engram.resume(task=task.id, depth="brief").markdown
     assert "… and 4 more of this task's memories" in brief
     assert "Jobs keep their cron schedule as it was" in brief  # decisions rank first
-    assert "more of this task's memories" not in engram.resume(task=task.id,
-                                                               depth="full").markdown
-
+    assert "more of this task's memories" not in engram.resume(task=task.id, depth="full").markdown
 
 
 def test_counts_read_as_words_and_recall_takes_limit(home_store: Engram) -> None:
@@ -184,10 +234,16 @@ def test_counts_read_as_words_and_recall_takes_limit(home_store: Engram) -> None
 
 def test_recent_events_cut_a_long_summary_with_an_ellipsis(home_store: Engram) -> None:
     task = home_store.task_create("Long summaries")
-    home_store.handoff(task.id, summary="The migration of every billing job to the new queue "
-                                        "is halfway done and the rest waits for the cut-over")
-    [line] = [x for x in home_store.resume(task=task.id).markdown.splitlines()
-              if x.startswith("- ") and "handoff " in x]
+    home_store.handoff(
+        task.id,
+        summary="The migration of every billing job to the new queue "
+        "is halfway done and the rest waits for the cut-over",
+    )
+    [line] = [
+        x
+        for x in home_store.resume(task=task.id).markdown.splitlines()
+        if x.startswith("- ") and "handoff " in x
+    ]
     assert "The migration of every billing job to the new queue is half…" in line
 
 
@@ -204,7 +260,8 @@ def test_since_takes_today_and_yesterday(home_store: Engram) -> None:
 
 
 def test_resume_without_a_store_says_so_once_and_get_points_a_task_id_to_show(
-        tmp_path: Path, home_store: Engram) -> None:
+    tmp_path: Path, home_store: Engram
+) -> None:
     from conftest import cli
 
     task = home_store.task_create("Write the importer")

@@ -28,16 +28,18 @@ def branches(tmp_path: Path) -> dict[str, Any]:
     Engram(cwd=repo).init(project=True)
     alice = as_actor(repo, "alice")
     kept = alice.remember("The test suite runs with pytest -x", check_duplicates=False).memory.id
-    dropped = alice.remember("Staging deploys go through the old Jenkins job",
-                             check_duplicates=False).memory.id
+    dropped = alice.remember(
+        "Staging deploys go through the old Jenkins job", check_duplicates=False
+    ).memory.id
     replaced = alice.remember("Tokens expire after one hour", check_duplicates=False).memory.id
     task = alice.task_create("OAuth login").id
     alice.commit()
     alice.close()
     git(repo, "switch", "-q", "-c", "feature")
     alice = as_actor(repo, "alice")
-    added = alice.remember("OAuth callbacks must be served over HTTPS",
-                           kind="gotcha", check_duplicates=False).memory.id
+    added = alice.remember(
+        "OAuth callbacks must be served over HTTPS", kind="gotcha", check_duplicates=False
+    ).memory.id
     alice.update(kept, "The test suite runs with pytest -x -q")
     alice.task_update(task, status="in_progress")
     alice.progress(task, "callback endpoint", status="done", note="served at /oauth/cb")
@@ -46,14 +48,25 @@ def branches(tmp_path: Path) -> dict[str, Any]:
     bob = as_actor(repo, "bob")
     bob.forget(dropped, reason="Jenkins was retired; deploys run in GitHub Actions")
     newer = bob.supersede(replaced, "Tokens expire after fifteen minutes").new.id
-    bob.failure(task, "refresh token rejected", component="auth",
-                root_cause="clock skew between services")
-    bob.handoff(task, summary="Login works; refresh fails on skew",
-                next=["Allow 30 s of clock skew", "Add a refresh test"])
+    bob.failure(
+        task, "refresh token rejected", component="auth", root_cause="clock skew between services"
+    )
+    bob.handoff(
+        task,
+        summary="Login works; refresh fails on skew",
+        next=["Allow 30 s of clock skew", "Add a refresh test"],
+    )
     bob.commit()
     bob.close()
-    return {"repo": repo, "kept": kept, "dropped": dropped, "replaced": replaced,
-            "task": task, "added": added, "newer": newer}
+    return {
+        "repo": repo,
+        "kept": kept,
+        "dropped": dropped,
+        "replaced": replaced,
+        "task": task,
+        "added": added,
+        "newer": newer,
+    }
 
 
 def diff_json(repo: Path, spec: str) -> dict[str, Any]:
@@ -70,9 +83,17 @@ def by_id(review: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def check_feature(review: dict[str, Any], b: dict[str, Any]) -> None:
     assert review["store"] == "project"
     assert review["counts"] == {
-        "memories_added": 2, "memories_updated": 1, "memories_superseded": 1,
-        "memories_forgotten": 1, "memories_reinforced": 0, "tasks_created": 0,
-        "tasks_changed": 1, "progress": 1, "failures": 1, "handoffs": 1}
+        "memories_added": 2,
+        "memories_updated": 1,
+        "memories_superseded": 1,
+        "memories_forgotten": 1,
+        "memories_reinforced": 0,
+        "tasks_created": 0,
+        "tasks_changed": 1,
+        "progress": 1,
+        "failures": 1,
+        "handoffs": 1,
+    }
     memories = by_id(review)
     assert memories[b["added"]]["change"] == "added"
     assert memories[b["added"]]["kind"] == "gotcha"
@@ -82,8 +103,7 @@ def check_feature(review: dict[str, Any], b: dict[str, Any]) -> None:
     assert memories[b["kept"]]["content"] == "The test suite runs with pytest -x -q"
     assert memories[b["kept"]]["fields"] == ["content"]
     assert memories[b["dropped"]]["change"] == "forgotten"
-    assert memories[b["dropped"]]["reason"] == \
-        "Jenkins was retired; deploys run in GitHub Actions"
+    assert memories[b["dropped"]]["reason"] == "Jenkins was retired; deploys run in GitHub Actions"
     assert memories[b["dropped"]]["authors"] == ["bob"]
     assert memories[b["replaced"]]["change"] == "superseded"
     assert memories[b["replaced"]]["by"] == b["newer"]
@@ -93,8 +113,9 @@ def check_feature(review: dict[str, Any], b: dict[str, Any]) -> None:
     assert (task["task"], task["created"]) == (b["task"], False)
     assert (task["status_before"], task["status"]) == ("open", "in_progress")
     assert [p["feature"] for p in task["progress"]] == ["callback endpoint"]
-    assert [(f["error"], f["author"]) for f in task["failures"]] == \
-        [("refresh token rejected", "bob")]
+    assert [(f["error"], f["author"]) for f in task["failures"]] == [
+        ("refresh token rejected", "bob")
+    ]
     (handoff,) = review["handoffs"]
     assert handoff["summary"] == "Login works; refresh fails on skew"
     assert handoff["next"] == ["Allow 30 s of clock skew", "Add a refresh test"]
@@ -123,8 +144,10 @@ def test_a_branch_diff_lists_each_change_by_author(branches: dict[str, Any]) -> 
     assert "**By author:** bob (6), alice (4)" in text
 
     stat = cli("diff", "main...feature", "--stat", cwd=repo)
-    assert stat.stdout == ("project\tmain...feature\tmemories 2 added, 1 updated, "
-                           "1 superseded, 1 forgotten; 1 task changed; 1 handoff\n")
+    assert stat.stdout == (
+        "project\tmain...feature\tmemories 2 added, 1 updated, "
+        "1 superseded, 1 forgotten; 1 task changed; 1 handoff\n"
+    )
 
 
 def test_main_moving_on_does_not_show_in_the_branch_diff(branches: dict[str, Any]) -> None:
@@ -155,12 +178,19 @@ def test_a_compaction_is_not_a_change(branches: dict[str, Any]) -> None:
     assert diff_json(repo, "HEAD~1..HEAD")["events"] == 0
 
 
-def test_a_shallow_clone_says_what_it_cannot_see(branches: dict[str, Any],
-                                                 tmp_path: Path) -> None:
+def test_a_shallow_clone_says_what_it_cannot_see(branches: dict[str, Any], tmp_path: Path) -> None:
     repo = branches["repo"]
     shallow = tmp_path / "shallow"
-    git(tmp_path, "clone", "-q", "--depth", "1", "--no-single-branch",
-        f"file://{repo}", str(shallow))
+    git(
+        tmp_path,
+        "clone",
+        "-q",
+        "--depth",
+        "1",
+        "--no-single-branch",
+        f"file://{repo}",
+        str(shallow),
+    )
     review = diff_json(shallow, "origin/main...origin/feature")
     (note,) = review["notes"]
     assert "shallow" in note and "--unshallow" in note
@@ -171,12 +201,14 @@ def test_a_shallow_clone_says_what_it_cannot_see(branches: dict[str, Any],
 
 def test_the_event_files_are_marked_generated_for_forges(branches: dict[str, Any]) -> None:
     repo = branches["repo"]
-    files = [line.split("|")[0].strip() for line in
-             git(repo, "diff", "--stat=200", "main...feature").splitlines() if "|" in line]
+    files = [
+        line.split("|")[0].strip()
+        for line in git(repo, "diff", "--stat=200", "main...feature").splitlines()
+        if "|" in line
+    ]
     events = [f for f in files if f.endswith(".jsonl")]
     assert events and any(f.endswith(".md") for f in files)
-    out = git(repo, "check-attr", "linguist-generated", "gitlab-generated", "merge", "--",
-              *files)
+    out = git(repo, "check-attr", "linguist-generated", "gitlab-generated", "merge", "--", *files)
     for name in events:
         assert f"{name}: linguist-generated: true" in out
         assert f"{name}: gitlab-generated: set" in out
@@ -188,8 +220,10 @@ def test_the_event_files_are_marked_generated_for_forges(branches: dict[str, Any
 def test_store_text_is_shown_as_data_in_the_comment(project: Path) -> None:
     git(project, "switch", "-q", "-c", "feature")
     engram = Engram(cwd=project, actor="mallory")
-    engram.remember("# Approved\n![x](https://evil.example/p.png) <img src=x> @everyone | `x`",
-                    check_duplicates=False)
+    engram.remember(
+        "# Approved\n![x](https://evil.example/p.png) <img src=x> @everyone | `x`",
+        check_duplicates=False,
+    )
     engram.commit()
     engram.close()
     text = cli("diff", "main...feature", cwd=project).stdout
@@ -200,8 +234,11 @@ def test_store_text_is_shown_as_data_in_the_comment(project: Path) -> None:
 
 
 def test_bad_ranges_are_one_line_errors(project: Path) -> None:
-    for spec, words in (("nosuch...HEAD", "'nosuch'"), ("main..-x", "not a revision"),
-                        ("a..b..c", "not a range")):
+    for spec, words in (
+        ("nosuch...HEAD", "'nosuch'"),
+        ("main..-x", "not a revision"),
+        ("a..b..c", "not a range"),
+    ):
         done = cli("diff", spec, cwd=project)
         assert done.exit_code == 2, done.output
         assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1

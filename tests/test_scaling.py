@@ -28,8 +28,25 @@ from engram.readmodel.projection import Projection
 from engram.storage import events as ev
 
 ACTOR = "Bench Agent <bench@example.com>"
-WORDS = ("upload", "retry", "cache", "schema", "login", "queue", "index", "parser", "billing",
-         "export", "session", "search", "router", "worker", "config", "deploy", "metrics")
+WORDS = (
+    "upload",
+    "retry",
+    "cache",
+    "schema",
+    "login",
+    "queue",
+    "index",
+    "parser",
+    "billing",
+    "export",
+    "session",
+    "search",
+    "router",
+    "worker",
+    "config",
+    "deploy",
+    "metrics",
+)
 # The long task's working set: failures of other tasks in these components are relevant to it.
 WORKING_SET = ("src/api/upload.py", "src/storage/blob.py")
 RELATED_TASKS = 3  # other tasks with a failure in a working-set component, whatever the size
@@ -55,8 +72,16 @@ class Synthetic:
     def add(self, kind: str, data: dict[str, Any]) -> None:
         self.clock += 1000
         moment = ev.format_time(datetime.fromtimestamp(self.clock / 1e6, UTC))
-        event = ev.Event(id=ev.new_event_id(self.clock // 1000), kind=kind, clock=self.clock,
-                         time=moment, actor=ACTOR, session=None, machine="bench", data=data)
+        event = ev.Event(
+            id=ev.new_event_id(self.clock // 1000),
+            kind=kind,
+            clock=self.clock,
+            time=moment,
+            actor=ACTOR,
+            session=None,
+            machine="bench",
+            data=data,
+        )
         self.lines.append(event.to_line())
 
     def sentence(self) -> str:
@@ -69,42 +94,91 @@ class Synthetic:
         if rng.random() < 0.05:  # some have expired
             until = ev.format_time(ev.utc_now() - timedelta(days=rng.randint(1, 30)))
         data = {
-            "memory": ev.new_entity_id(), "content": f"{self.sentence()} ({len(self.lines)})",
-            "kind": kind or rng.choice(list(MEMORY_KINDS)), "tags": rng.sample(WORDS, 2),
-            "scope": None, "source": "agent-inferred",
-            "importance": round(rng.random(), 2), "valid_from": None, "valid_until": until,
-            "at": ev.format_time(ev.utc_now()), "task": task,
+            "memory": ev.new_entity_id(),
+            "content": f"{self.sentence()} ({len(self.lines)})",
+            "kind": kind or rng.choice(list(MEMORY_KINDS)),
+            "tags": rng.sample(WORDS, 2),
+            "scope": None,
+            "source": "agent-inferred",
+            "importance": round(rng.random(), 2),
+            "valid_from": None,
+            "valid_until": until,
+            "at": ev.format_time(ev.utc_now()),
+            "task": task,
         }
         self.add("memory.created", data)
 
     def task(self, name: str) -> str:
         task_id = ev.new_entity_id()
-        self.add("task.created", {"task": task_id, "name": name, "goal": self.sentence(),
-                                  "status": "open", "tags": [], "parent": None})
+        self.add(
+            "task.created",
+            {
+                "task": task_id,
+                "name": name,
+                "goal": self.sentence(),
+                "status": "open",
+                "tags": [],
+                "parent": None,
+            },
+        )
         return task_id
 
     def progress(self, task: str, number: int) -> None:
-        self.add("task.progress", {
-            "task": task, "feature": f"feature {number}: {self.sentence()}",
-            "status": self.rng.choice(("done", "done", "in_progress", "todo")),
-            "note": self.sentence(), "component": self.rng.choice(WORDS),
-            "files": [self.rng.choice(WORKING_SET)]})
+        self.add(
+            "task.progress",
+            {
+                "task": task,
+                "feature": f"feature {number}: {self.sentence()}",
+                "status": self.rng.choice(("done", "done", "in_progress", "todo")),
+                "note": self.sentence(),
+                "component": self.rng.choice(WORDS),
+                "files": [self.rng.choice(WORKING_SET)],
+            },
+        )
 
     def failure(self, task: str, component: str) -> None:
-        self.add("task.failure", {"task": task, "error": self.sentence(),
-                                  "component": component, "root_cause": self.sentence(),
-                                  "fix": self.sentence()})
+        self.add(
+            "task.failure",
+            {
+                "task": task,
+                "error": self.sentence(),
+                "component": component,
+                "root_cause": self.sentence(),
+                "fix": self.sentence(),
+            },
+        )
 
     def checkpoint(self, task: str, seq: int) -> None:
-        self.add("checkpoint.saved", {
-            "task": task, "checkpoint": ev.new_entity_id(), "seq": seq, "reason": "handoff",
-            "goal": self.sentence(), "summary": self.sentence(),
-            **{name: [self.sentence() for _ in range(3)] for name in (
-                "completed", "in_progress", "blocked", "next", "must_not_redo",
-                "must_preserve", "open_questions")},
-            "working_set": {"files": [{"path": p, "commit": None} for p in WORKING_SET],
-                            "commands": ["make test"], "artifacts": []},
-            "confidence": 0.8, "head": f"{self.rng.getrandbits(160):040x}"})
+        self.add(
+            "checkpoint.saved",
+            {
+                "task": task,
+                "checkpoint": ev.new_entity_id(),
+                "seq": seq,
+                "reason": "handoff",
+                "goal": self.sentence(),
+                "summary": self.sentence(),
+                **{
+                    name: [self.sentence() for _ in range(3)]
+                    for name in (
+                        "completed",
+                        "in_progress",
+                        "blocked",
+                        "next",
+                        "must_not_redo",
+                        "must_preserve",
+                        "open_questions",
+                    )
+                },
+                "working_set": {
+                    "files": [{"path": p, "commit": None} for p in WORKING_SET],
+                    "commands": ["make test"],
+                    "artifacts": [],
+                },
+                "confidence": 0.8,
+                "head": f"{self.rng.getrandbits(160):040x}",
+            },
+        )
 
 
 def build(engram: Engram, tmp: Path, *, memories: int, task_events: int, seed: int = 7) -> str:
@@ -143,8 +217,7 @@ def build(engram: Engram, tmp: Path, *, memories: int, task_events: int, seed: i
 def check_shapes(engram: Engram, export: Path) -> None:
     """The synthetic payloads have exactly the fields the public API writes."""
     task = engram.task_create("shape check", goal="the fields the API writes")
-    engram.remember("The shape check memory", task=task.id, at=ev.utc_now(),
-                    check_duplicates=False)
+    engram.remember("The shape check memory", task=task.id, at=ev.utc_now(), check_duplicates=False)
     engram.progress(task.id, "a feature", note="a note", component="api", files=["a.py"])
     engram.failure(task.id, "an error", component="api", root_cause="a cause", fix="a fix")
     engram.handoff(task.id, summary="where it stands", next=["a step"], files=["a.py"])
@@ -154,8 +227,9 @@ def check_shapes(engram: Engram, export: Path) -> None:
         event = ev.parse_line(line)
         synthetic.setdefault(event.kind, set()).update(event.data)
     for kind, fields in synthetic.items():
-        assert fields == written[kind], f"{kind}: synthetic {sorted(fields)} != API " \
-                                        f"{sorted(written[kind])}"
+        assert fields == written[kind], (
+            f"{kind}: synthetic {sorted(fields)} != API {sorted(written[kind])}"
+        )
 
 
 def median_seconds(*actions: Callable[[], Any], runs: int) -> list[float]:
@@ -174,7 +248,8 @@ def median_seconds(*actions: Callable[[], Any], runs: int) -> list[float]:
 
 @pytest.mark.slow
 def test_resume_costs_the_same_in_a_store_ten_times_larger(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     resumes = []
     for memories in (2_000, 20_000):
         engram = open_store(tmp_path / f"store-{memories}", monkeypatch)
@@ -183,8 +258,10 @@ def test_resume_costs_the_same_in_a_store_ten_times_larger(
         engram = Engram()
         resumes.append(lambda engram=engram, task=task: engram.resume(task=task).markdown)
     small, large = median_seconds(*resumes, runs=15)
-    print(f"\nresume of a 2k-event task: {small * 1e3:.1f} ms with 2k other memories, "
-          f"{large * 1e3:.1f} ms with 20k ({large / small:.2f}x)")
+    print(
+        f"\nresume of a 2k-event task: {small * 1e3:.1f} ms with 2k other memories, "
+        f"{large * 1e3:.1f} ms with 20k ({large / small:.2f}x)"
+    )
     for resume in resumes:
         text = resume()
         assert "## Failures to avoid repeating" in text and "## Other memories" in text
@@ -193,7 +270,8 @@ def test_resume_costs_the_same_in_a_store_ten_times_larger(
 
 @pytest.mark.slow
 def test_progress_on_a_long_task_costs_about_what_it_costs_on_a_new_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     engram = open_store(tmp_path / "store", monkeypatch)
     long_task = build(engram, tmp_path, memories=200, task_events=2_000)
     new_task = engram.task_create("a new task", goal="nothing yet").id
@@ -202,18 +280,22 @@ def test_progress_on_a_long_task_costs_about_what_it_costs_on_a_new_one(
     counter = iter(range(1_000_000))
 
     def progress(task: str) -> Callable[[], Any]:
-        return lambda: engram.progress(task, f"step {next(counter)}", status="done",
-                                       component="api")
+        return lambda: engram.progress(
+            task, f"step {next(counter)}", status="done", component="api"
+        )
 
     new, long = median_seconds(progress(new_task), progress(long_task), runs=15)
-    print(f"\nprogress(): {new * 1e3:.1f} ms on a new task, {long * 1e3:.1f} ms on a task with "
-          f"{len(engram.task(long_task).progress)} progress items ({long / new:.2f}x)")
+    print(
+        f"\nprogress(): {new * 1e3:.1f} ms on a new task, {long * 1e3:.1f} ms on a task with "
+        f"{len(engram.task(long_task).progress)} progress items ({long / new:.2f}x)"
+    )
     assert len(engram.task(long_task).progress) > 1_500
     assert long < 3 * new
 
 
 def test_a_task_folded_on_from_its_stored_state_is_the_task_folded_from_the_start(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     writer = open_store(tmp_path / "store", monkeypatch)
     task = writer.task_create("fold on", goal="the same state either way").id
     reader = Engram()  # another instance, holding the rows it read between the writes
@@ -225,7 +307,8 @@ def test_a_task_folded_on_from_its_stored_state_is_the_task_folded_from_the_star
         fresh.refresh()
         assert reader.task(task) == fresh.tasks(ids=[task])[0]
         assert [f.to_dict() for f in reader.failures_for(component="api")] == sorted(
-            fresh.failures({"api"}), key=lambda f: f["time"], reverse=True)
+            fresh.failures({"api"}), key=lambda f: f["time"], reverse=True
+        )
         fresh.close()
 
     for number in range(3):

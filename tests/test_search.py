@@ -34,8 +34,9 @@ def test_recall_finds_by_meaning_and_by_words(home_store: Engram) -> None:
     ids = {text: mid for mid, text in fill(home_store).items()}
     engram = Engram()
     # No word in common with the memory: found by meaning.
-    assert ranked(engram, "which database backs our background work queue")[0] == \
-        ids[MEMORIES[0][0]]
+    assert (
+        ranked(engram, "which database backs our background work queue")[0] == ids[MEMORIES[0][0]]
+    )
     # A rare word: found by BM25.
     assert ranked(engram, "deploy.yml")[0] == ids[MEMORIES[4][0]]
     hit = engram.recall("docker for the tests")[0]
@@ -84,25 +85,38 @@ def test_a_near_duplicate_reinforces_instead_of_adding(home_store: Engram) -> No
     again = Engram().remember("Use Postgres for the job queue.")
     assert again.duplicate and again.id == first.id and again.reinforced == 1
     assert [m.id for m in Engram().memories()] == [first.id]
-    assert [e.kind for e, _ in Engram().history(first.id)] == ["memory.created",
-                                                                "memory.reinforced"]
+    assert [e.kind for e, _ in Engram().history(first.id)] == [
+        "memory.created",
+        "memory.reinforced",
+    ]
     related = Engram().remember("Use SQLite for the job queue instead of Postgres")
     assert not related.duplicate
     assert first.id in [m.id for m, _ in related.related]
 
 
 def test_writes_without_recall_keep_few_changes_outside_the_vector_index(
-        home_store: Engram) -> None:
+    home_store: Engram,
+) -> None:
     """The near-duplicate check of each write compares the memories changed since the vector
     index was saved directly; writes fold them into the index once there are enough, so that
     this stays a short list however long an agent writes without recalling."""
     home_store.config_set("search.vector_flush", "8")
     engram = Engram()  # one long-lived process, as an MCP server is
-    places = ["job queue", "billing service", "login page", "search index", "deploy script",
-              "metrics exporter"]
-    facts = ["needs Postgres 16 for advisory locks", "times out after thirty seconds under load",
-             "is owned by the platform team in Berlin", "breaks when the locale is Turkish",
-             "must be restarted after every certificate rotation"]
+    places = [
+        "job queue",
+        "billing service",
+        "login page",
+        "search index",
+        "deploy script",
+        "metrics exporter",
+    ]
+    facts = [
+        "needs Postgres 16 for advisory locks",
+        "times out after thirty seconds under load",
+        "is owned by the platform team in Berlin",
+        "breaks when the locale is Turkish",
+        "must be restarted after every certificate rotation",
+    ]
     texts = [f"The {place} {fact}" for fact in facts for place in places]
     written = [engram.remember(text) for text in texts]
     assert not any(w.duplicate for w in written)
@@ -132,11 +146,16 @@ def test_supersede_retires_the_old_memory_from_recall(home_store: Engram) -> Non
 def test_age_orders_recall_but_never_hides_a_memory(home_store: Engram) -> None:
     """A three-year-old failure is still the answer to an exact question about it, ranked
     after a young memory as relevant; leaving old memories out is a setting the user chooses."""
-    old = home_store.remember("Upgrading Celery to 5.3 failed: the beat scheduler lost every "
-                              "periodic task", kind="failure", at="1095d")
-    young = home_store.remember("Upgrading Celery to 5.3 failed: the beat scheduler lost every "
-                                "periodic task again", kind="failure",
-                                check_duplicates=False)
+    old = home_store.remember(
+        "Upgrading Celery to 5.3 failed: the beat scheduler lost every periodic task",
+        kind="failure",
+        at="1095d",
+    )
+    young = home_store.remember(
+        "Upgrading Celery to 5.3 failed: the beat scheduler lost every periodic task again",
+        kind="failure",
+        check_duplicates=False,
+    )
     engram = Engram()
     found = ranked(engram, "what failed when we upgraded Celery")
     assert old.id in found and found.index(young.id) < found.index(old.id)
@@ -162,7 +181,8 @@ def test_without_the_model_recall_works_on_words_and_says_so_once(home_store: En
 
 
 def test_a_model_change_invalidates_vectors_and_re_embeds_exactly_once(
-    home_store: Engram, monkeypatch: pytest.MonkeyPatch,
+    home_store: Engram,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A second real model cannot be downloaded here, so the same weights stand in under
     another identity: what is checked is that the identity, not the weights, keys the vectors."""
@@ -181,8 +201,7 @@ def test_a_model_change_invalidates_vectors_and_re_embeds_exactly_once(
     assert again.embedded == 0 and again.reused == len(MEMORIES)
     cache = engram.workspace.search(engram.personal).embeddings
     texts = [memory_embedding_text(m) for m in engram.memories()]
-    assert len(cache.get("other-model@1", [embed.content_hash(t) for t in texts])) == \
-        len(MEMORIES)
+    assert len(cache.get("other-model@1", [embed.content_hash(t) for t in texts])) == len(MEMORIES)
 
 
 def test_reindex_check_reports_without_changing(home_store: Engram) -> None:
@@ -220,10 +239,8 @@ def test_corrupt_indexes_are_rebuilt(home_store: Engram) -> None:
 
 
 def test_consolidate_merges_near_duplicates_as_events(home_store: Engram) -> None:
-    a = home_store.remember("Run the linter before pushing", tags=["ci"],
-                            check_duplicates=False)
-    b = home_store.remember("Run the linter before you push", tags=["lint"],
-                            check_duplicates=False)
+    a = home_store.remember("Run the linter before pushing", tags=["ci"], check_duplicates=False)
+    b = home_store.remember("Run the linter before you push", tags=["lint"], check_duplicates=False)
     other = home_store.remember("The cache lives in Redis", check_duplicates=False)
     plans = Engram().consolidate(similarity=0.85)
     assert [sorted(m.id for m in p.members) for p in plans] == [sorted([a.id, b.id])]
@@ -249,18 +266,19 @@ def test_question_words_do_not_drown_the_words_that_matter(home_store: Engram) -
 
     assert query_words("When did you deploy the API?") == ["deploy", "api"]
     assert query_words("what is it") == []  # words that carry no meaning count for nothing
-    small_talk = home_store.remember("When did you get back? What did you do there?",
-                                     check_duplicates=False)
+    small_talk = home_store.remember(
+        "When did you get back? What did you do there?", check_duplicates=False
+    )
     deploy = home_store.remember("The API deploy runs from deploy.yml", check_duplicates=False)
     hits = Engram().recall("When did you deploy the API?", k=2)
     assert hits[0].memory.id == deploy.id and small_talk.id != hits[0].memory.id
 
 
 def test_a_question_naming_a_month_finds_memories_about_it(home_store: Engram) -> None:
-    may = home_store.remember("We migrated the billing database", at="2023-05-08",
-                              check_duplicates=False)
-    home_store.remember("We migrated the search cluster", at="2023-09-20",
-                        check_duplicates=False)
+    may = home_store.remember(
+        "We migrated the billing database", at="2023-05-08", check_duplicates=False
+    )
+    home_store.remember("We migrated the search cluster", at="2023-09-20", check_duplicates=False)
     hits = Engram().recall("what did we migrate in May 2023", k=1, include_decayed=True)
     assert hits[0].memory.id == may.id
 
@@ -275,15 +293,19 @@ def test_every_vector_is_found_by_itself_below_the_exact_search_size(tmp_path: P
 
     rng = np.random.default_rng(5)
     centres = rng.standard_normal((20, 384)).astype(np.float32)
-    vectors = centres[rng.integers(0, 20, 600)] + \
-        0.05 * rng.standard_normal((600, 384)).astype(np.float32)
+    vectors = centres[rng.integers(0, 20, 600)] + 0.05 * rng.standard_normal((600, 384)).astype(
+        np.float32
+    )
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     ids = [id_of(1_000_000 + n) for n in range(len(vectors))]
     index = VectorIndex(tmp_path / "vectors.usearch", "test-model", 384)
     index.update(dict(zip(ids, vectors, strict=True)), [])
     assert len(index) < EXACT_BELOW
-    missed = [memory_id for memory_id, vector in zip(ids, vectors, strict=True)
-              if index.search(vector, 1)[0][0] != memory_id]
+    missed = [
+        memory_id
+        for memory_id, vector in zip(ids, vectors, strict=True)
+        if index.search(vector, 1)[0][0] != memory_id
+    ]
     assert missed == []
     top = index.search(vectors[0], 10)
     assert top[0] == (ids[0], pytest.approx(1.0, abs=1e-4))

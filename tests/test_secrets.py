@@ -19,8 +19,10 @@ from engram.base.validation import guard, name, path
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example key
 GITHUB_TOKEN = "ghp_" + "wWPw5k4aXcaT4fNP0UcnZwJUVFk6LO0pINUx"
 # the shape of an Anthropic key: 93 random characters and AA
-ANTHROPIC_BODY = ("hK3v9QmZ2xLw8RtB4nYc7PfJ1sDg6UeA0oWiXzCkVb5NqHlMa3Tr8yGuEjF2pKd9S_wQ-x7"
-                  "Lc4Bn1vZmR6hTy0JsDfGe5AA")
+ANTHROPIC_BODY = (
+    "hK3v9QmZ2xLw8RtB4nYc7PfJ1sDg6UeA0oWiXzCkVb5NqHlMa3Tr8yGuEjF2pKd9S_wQ-x7"
+    "Lc4Bn1vZmR6hTy0JsDfGe5AA"
+)
 CORPUS = Path(__file__).parent / "corpus"
 
 
@@ -46,8 +48,10 @@ def leaks(message: str, secret: str, text: str = "") -> bool:
     width = min(6, len(secret))
     types = " ".join(f.type for f in find_secrets(text)) if text else ""  # its name may be said
     around = text.replace(secret, "\0") + "\0" + types
-    return any(secret[i: i + width] in message and secret[i: i + width] not in around
-               for i in range(len(secret) - width + 1))
+    return any(
+        secret[i : i + width] in message and secret[i : i + width] not in around
+        for i in range(len(secret) - width + 1)
+    )
 
 
 # -- refusing, redacting, never echoing ----------------------------------------------------------
@@ -69,8 +73,10 @@ def test_a_secret_is_refused_with_its_kind_and_position_and_never_echoed(
 def test_the_cli_refuses_a_secret_with_exit_status_2(home_store: Engram) -> None:
     result = cli("remember", f"token {GITHUB_TOKEN}")
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: content contains what looks like a secret "
-                                    "(GitHub Personal Access Token) at line 1, column 7")
+    assert result.stderr.startswith(
+        "error: content contains what looks like a secret "
+        "(GitHub Personal Access Token) at line 1, column 7"
+    )
     assert GITHUB_TOKEN not in result.output
     assert GITHUB_TOKEN.encode() not in stored_bytes(home_store)
 
@@ -82,10 +88,10 @@ def test_redaction_stores_the_text_without_the_secret(home_store: Engram) -> Non
 
 
 def test_redaction_keeps_the_key_name_readable(home_store: Engram) -> None:
-    memory = home_store.remember("staging .env:\nDB_HOST=db.internal\nDB_PASSWORD=Maple1359*KPa",
-                                 redact=True)
-    assert memory.content == ("staging .env:\nDB_HOST=db.internal\n"
-                              "DB_PASSWORD=[REDACTED:password]")
+    memory = home_store.remember(
+        "staging .env:\nDB_HOST=db.internal\nDB_PASSWORD=Maple1359*KPa", redact=True
+    )
+    assert memory.content == ("staging .env:\nDB_HOST=db.internal\nDB_PASSWORD=[REDACTED:password]")
 
 
 def test_updates_and_reasons_are_scanned_too(home_store: Engram) -> None:
@@ -110,27 +116,30 @@ def test_a_secret_given_as_an_id_or_a_tag_is_not_quoted_back(home_store: Engram)
 
 
 def test_the_corpus_files_are_what_their_script_writes() -> None:
-    spec = importlib.util.spec_from_file_location("make_secrets_corpus",
-                                                  CORPUS / "make_secrets_corpus.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_secrets_corpus", CORPUS / "make_secrets_corpus.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     for file_name, text in module.build().items():
         assert (CORPUS / file_name).read_text(encoding="utf-8") == text, (
-            f"run .venv/bin/python tests/corpus/make_secrets_corpus.py to rewrite {file_name}")
+            f"run .venv/bin/python tests/corpus/make_secrets_corpus.py to rewrite {file_name}"
+        )
 
 
-def test_corpus_figures_most_secrets_are_caught_and_almost_no_ordinary_text_is_refused(
-) -> None:
+def test_corpus_figures_most_secrets_are_caught_and_almost_no_ordinary_text_is_refused() -> None:
     """The scanner's figures, as docs/reliability.md reports them (`-s` prints them)."""
     assert len(POSITIVE) >= 370 and len(NEGATIVE) >= 730
     missed = [row for row in POSITIVE if not find_secrets(row["text"])]
     refused = [row for row in NEGATIVE if find_secrets(row["text"])]
     caught = 1 - len(missed) / len(POSITIVE)
     refused_share = len(refused) / len(NEGATIVE)
-    print(f"\nsecret scanner: caught {len(POSITIVE) - len(missed)}/{len(POSITIVE)} secret forms "
-          f"({100 * caught:.1f}%), refused {len(refused)}/{len(NEGATIVE)} ordinary texts "
-          f"({100 * refused_share:.2f}%)")
+    print(
+        f"\nsecret scanner: caught {len(POSITIVE) - len(missed)}/{len(POSITIVE)} secret forms "
+        f"({100 * caught:.1f}%), refused {len(refused)}/{len(NEGATIVE)} ordinary texts "
+        f"({100 * refused_share:.2f}%)"
+    )
     for row in missed:
         print(f"  missed:  {row['form']}")
     for row in refused:
@@ -141,8 +150,9 @@ def test_corpus_figures_most_secrets_are_caught_and_almost_no_ordinary_text_is_r
 
 def test_every_look_alike_is_stored_but_one_that_quotes_a_weak_password() -> None:
     refused = [row["text"] for row in NEGATIVE if find_secrets(row["text"])]
-    assert refused == ["the secret scanner refused 'PASSWORD=hunter' style lines; "
-                       "see the placeholder policy"]
+    assert refused == [
+        "the secret scanner refused 'PASSWORD=hunter' style lines; see the placeholder policy"
+    ]
 
 
 @pytest.mark.parametrize("row", POSITIVE, ids=[row["form"] for row in POSITIVE])
@@ -158,10 +168,12 @@ def test_redaction_replaces_exactly_the_secret_and_no_message_quotes_it(
     with pytest.raises(SecretError) as info:
         guard(text)
     messages = [str(info.value)]
-    for check in (lambda: name(text, what="tag", limit=64),
-                  lambda: name(text, what="tag", limit=10_000),
-                  lambda: path(text, what="working-set file", limit=64),
-                  lambda: path(text, what="working-set file", limit=10_000)):
+    for check in (
+        lambda: name(text, what="tag", limit=64),
+        lambda: name(text, what="tag", limit=10_000),
+        lambda: path(text, what="working-set file", limit=64),
+        lambda: path(text, what="working-set file", limit=10_000),
+    ):
         try:
             check()
         except UsageError as exc:
@@ -191,9 +203,11 @@ def test_every_corpus_secret_is_refused_or_redacted_by_remember(home_store: Engr
 @pytest.mark.parametrize(
     ("text", "kind"),
     [
-        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAxKl3nB8qZ\n"
-         "-----END RSA PRIVATE KEY-----",
-         "private key"),
+        (
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAxKl3nB8qZ\n"
+            "-----END RSA PRIVATE KEY-----",
+            "private key",
+        ),
         ("db postgres://admin:s3cretpw@db.example.com/app", "password in URL"),
         ("sk-ant-api03-" + ANTHROPIC_BODY, "Anthropic API Key"),
         ("xoxb-" + "1234567890-1234567890-abcdefghijklmnopqrstuvwx", "Slack Bot token"),
@@ -261,11 +275,17 @@ def test_high_entropy_strings_are_refused_only_when_asked() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["password=" * 4000, "a" * 32_000, "-----BEGIN PRIVATE KEY-----" * 1000,
-     "mysql -u root " + "-x " * 10_000, "https://" + "u:" * 15_000 + "@",
-     "Authorization: " * 2000, "sk-" * 10_000, ("x" * 19 + "=") * 1500],
-    ids=["keys", "one-long-word", "pem-headers", "options", "url", "headers", "prefixes",
-         "runs"],
+    [
+        "password=" * 4000,
+        "a" * 32_000,
+        "-----BEGIN PRIVATE KEY-----" * 1000,
+        "mysql -u root " + "-x " * 10_000,
+        "https://" + "u:" * 15_000 + "@",
+        "Authorization: " * 2000,
+        "sk-" * 10_000,
+        ("x" * 19 + "=") * 1500,
+    ],
+    ids=["keys", "one-long-word", "pem-headers", "options", "url", "headers", "prefixes", "runs"],
 )
 def test_scanning_a_large_adversarial_text_stays_fast(text: str) -> None:
     # A backtracking pattern is slow every time; a shared machine or a collection of the
@@ -284,8 +304,10 @@ def test_an_error_advises_redact_only_where_the_command_has_it(home_store: Engra
     token = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     remembered = cli("remember", f"the token is {token}")
     assert remembered.exit_code != 0 and "--redact" in remembered.output
-    for args in (("task", "create", f"deploy with {token}"),
-                 ("task", "create", "Deploy", "--goal", f"use {token}")):
+    for args in (
+        ("task", "create", f"deploy with {token}"),
+        ("task", "create", "Deploy", "--goal", f"use {token}"),
+    ):
         done = cli(*args)
         assert done.exit_code != 0 and "looks like a secret" in done.output, args
         assert "--redact" not in done.output, args
@@ -308,7 +330,8 @@ def test_the_rule_set_names_its_source_version_and_license() -> None:
 
 def test_go_patterns_become_python_patterns_with_the_same_meaning() -> None:
     spec = importlib.util.spec_from_file_location(
-        "import_secret_rules", Path(__file__).parent.parent / "scripts" / "import_secret_rules.py")
+        "import_secret_rules", Path(__file__).parent.parent / "scripts" / "import_secret_rules.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -332,8 +355,7 @@ def test_go_patterns_become_python_patterns_with_the_same_meaning() -> None:
 
 def test_a_rule_runs_only_where_its_keywords_are() -> None:
     rules = rule_set()
-    assert {r.id for r in rules.rules_for("nothing to see here")} == {
-        r.id for r in rules.unkeyed}
+    assert {r.id for r in rules.rules_for("nothing to see here")} == {r.id for r in rules.unkeyed}
     assert "github-pat" in {r.id for r in rules.rules_for("pushed with ghp_abc")}
     assert "github-pat" not in {r.id for r in rules.rules_for("pushed with gh")}
 
@@ -341,20 +363,23 @@ def test_a_rule_runs_only_where_its_keywords_are() -> None:
 def test_an_id_alone_in_a_known_format_is_refused_but_a_stand_in_is_not() -> None:
     assert [f.type for f in find_secrets("STRIPE_KEY=sk_live_placeholder")] == []
     assert [f.type for f in find_secrets("sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc")] == [
-        "Stripe Access Token"]
+        "Stripe Access Token"
+    ]
 
 
 def test_a_rule_that_knows_part_of_a_token_redacts_all_of_it() -> None:
     token = "xoxa-2-23216045980-k33lqmn7HFSATIMEU2ojGChkmeGn1U"
     [finding] = find_secrets(f"slack app token {token} for the bot")
     assert redact(f"slack app token {token} for the bot", [finding]).endswith(
-        f"[REDACTED:{finding.type}] for the bot")
+        f"[REDACTED:{finding.type}] for the bot"
+    )
 
 
 def test_a_connection_string_is_redacted_to_its_password() -> None:
     text = "MONGO_URL=mongodb+srv://admin:ij9D5VvCB0oHP6OJ@cluster0.x1y2z.mongodb.net/app"
     assert redact(text, find_secrets(text)) == (
-        "MONGO_URL=mongodb+srv://admin:[REDACTED:password in URL]@cluster0.x1y2z.mongodb.net/app")
+        "MONGO_URL=mongodb+srv://admin:[REDACTED:password in URL]@cluster0.x1y2z.mongodb.net/app"
+    )
 
 
 @pytest.mark.parametrize("filler", ["a", "A1", "=", " ", "-", "a-", "\n", ":", "'", "ab12CD"])
@@ -369,8 +394,10 @@ def test_no_rule_takes_long_on_a_large_text_full_of_its_keywords(filler: str) ->
 
 # -- the held-out corpora ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("script", ["make_secrets_heldout.py", "make_secrets_heldout2.py",
-                                    "make_secrets_heldout3.py"])
+
+@pytest.mark.parametrize(
+    "script", ["make_secrets_heldout.py", "make_secrets_heldout2.py", "make_secrets_heldout3.py"]
+)
 def test_the_held_out_corpora_are_what_their_scripts_write(script: str) -> None:
     spec = importlib.util.spec_from_file_location(script[:-3], CORPUS / script)
     assert spec is not None and spec.loader is not None
@@ -382,9 +409,19 @@ def test_the_held_out_corpora_are_what_their_scripts_write(script: str) -> None:
 
 # -- through the real write paths ----------------------------------------------------------------
 
-NEW_FORMS = [row for row in POSITIVE if row["form"] in (
-    "putty ppk", "discord bot token", "docker config auth", "okta ssws header",
-    "netrc multi-line", "kubeconfig client-key-data")]
+NEW_FORMS = [
+    row
+    for row in POSITIVE
+    if row["form"]
+    in (
+        "putty ppk",
+        "discord bot token",
+        "docker config auth",
+        "okta ssws header",
+        "netrc multi-line",
+        "kubeconfig client-key-data",
+    )
+]
 
 
 def test_the_engram_command_refuses_and_redacts_new_forms(home_store: Engram) -> None:
@@ -436,8 +473,11 @@ def test_no_rule_backtracks_on_a_hostile_text() -> None:
         pattern = rule.pattern()
         for keyword in (rule.keywords or ("",))[:2]:
             for filler in ("a", "A1", "=", " ", "-", "/", ":", "'", "x.", "0"):
-                for text in ((keyword + filler) * 3000, keyword + filler * 3000,
-                             (keyword + " = " + filler * 20 + " ") * 300):
+                for text in (
+                    (keyword + filler) * 3000,
+                    keyword + filler * 3000,
+                    (keyword + " = " + filler * 20 + " ") * 300,
+                ):
                     start = time.process_time()
                     sum(1 for _ in pattern.finditer(text[:3000]))
                     if time.process_time() - start > 0.05:

@@ -31,8 +31,14 @@ def loaded(*args: str, cwd: Path) -> set[str]:
 
 def loaded_modules(*args: str, cwd: Path) -> set[str]:
     """Every module that `engram ARGS` imported, from `-X importtime`."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "engram", *args], cwd=cwd,
-                          capture_output=True, text=True, env=dict(os.environ), timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "engram", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     names = set()
     for line in done.stderr.splitlines():
@@ -59,7 +65,8 @@ def test_help_list_and_config_load_nothing_heavy(tmp_path: Path) -> None:
 
 
 def test_each_command_is_found_where_the_group_says_and_loads_only_its_family(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     from engram.cli import families
     from engram.cli.main import main
 
@@ -93,8 +100,9 @@ def test_output_and_events_are_complete_when_the_command_ends(tmp_path: Path) ->
     engram.config_set("commit.every_events", "1")
     many = 400
     for number in range(many):
-        engram.remember(f"memory number {number} of a long listing, padded " + "x" * 200,
-                        check_duplicates=False)
+        engram.remember(
+            f"memory number {number} of a long listing, padded " + "x" * 200, check_duplicates=False
+        )
     engram.close()
     # A listing far larger than a pipe's buffer arrives whole.
     done = run_engram("list", "--limit", str(many + 10), "--json", cwd=tmp_path)
@@ -113,12 +121,18 @@ def test_output_and_events_are_complete_when_the_command_ends(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("args", [("--version",), ("list", "--limit", "1")])
-def test_output_to_a_closed_pipe_is_not_an_error_trace(tmp_path: Path, args: tuple[str, ...],
-                                                       ) -> None:
+def test_output_to_a_closed_pipe_is_not_an_error_trace(
+    tmp_path: Path,
+    args: tuple[str, ...],
+) -> None:
     Engram().init()
-    reader = subprocess.Popen([sys.executable, "-m", "engram", *args], cwd=tmp_path,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env=dict(os.environ))
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "engram", *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+    )
     out, err = reader.communicate(timeout=120)
     assert reader.returncode == 0, err
     assert b"Traceback" not in err
@@ -147,9 +161,22 @@ def test_a_reindex_with_nothing_to_embed_loads_no_model(tmp_path: Path) -> None:
     engram.close()
     # The ONNX session comes with its tokenizer: without it, no model was loaded.
     assert "tokenizers" not in loaded("reindex", cwd=tmp_path)
-    foreign_events(Path(os.environ["ENGRAM_HOME"]), {"kind": "memory.created", "data": {
-        "memory": "eeee00000001", "content": "a text no process has embedded", "kind": "fact",
-        "tags": [], "scope": None, "source": "agent-inferred", "importance": 0.5,
-        "valid_from": None, "valid_until": None}})
+    foreign_events(
+        Path(os.environ["ENGRAM_HOME"]),
+        {
+            "kind": "memory.created",
+            "data": {
+                "memory": "eeee00000001",
+                "content": "a text no process has embedded",
+                "kind": "fact",
+                "tags": [],
+                "scope": None,
+                "source": "agent-inferred",
+                "importance": 0.5,
+                "valid_from": None,
+                "valid_until": None,
+            },
+        },
+    )
     assert "tokenizers" in loaded("reindex", cwd=tmp_path)
     assert "tokenizers" not in loaded("reindex", cwd=tmp_path)

@@ -23,8 +23,7 @@ def test_a_write_is_on_disk_as_one_canonical_line(home_store: Engram) -> None:
     assert lines[-1].startswith(b'{"actor":')
 
 
-def test_each_clone_writes_files_named_for_its_own_writer(tmp_path: Path,
-                                                          project: Path) -> None:
+def test_each_clone_writes_files_named_for_its_own_writer(tmp_path: Path, project: Path) -> None:
     git(project, "add", "-A")
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(project), str(clone))
@@ -58,14 +57,16 @@ def test_torn_last_line_is_reported_then_set_aside_by_the_next_write(home_store:
     assert fresh.verify().ok
 
 
-def test_conflict_markers_are_reported_with_file_and_line_and_skipped(home_store: Engram,
-                                                                     ) -> None:
+def test_conflict_markers_are_reported_with_file_and_line_and_skipped(
+    home_store: Engram,
+) -> None:
     one = home_store.remember("one")
     two = home_store.remember("two")
     path = writer_file(home_store)
     lines = path.read_text().splitlines(keepends=True)
-    path.write_text("".join([lines[0], "<<<<<<< HEAD\n", *lines[1:], "=======\n",
-                             ">>>>>>> other\n"]))
+    path.write_text(
+        "".join([lines[0], "<<<<<<< HEAD\n", *lines[1:], "=======\n", ">>>>>>> other\n"])
+    )
     reader = Engram()
     assert {m.id for m in reader.memories()} == {one.id, two.id}
     assert reader.warnings[0].startswith(f"{path}:2: git conflict marker")
@@ -110,7 +111,8 @@ def test_events_order_by_clock_then_id_not_by_file(home_store: Engram) -> None:
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(line for line in lines if first.id.encode() not in line))
     (path.parent / "zzz-writer.jsonl").write_bytes(
-        b"".join(line for line in lines if first.id.encode() in line))
+        b"".join(line for line in lines if first.id.encode() in line)
+    )
     order = [e.data["memory"] for _, e in Engram().log(kinds=["memory"])]
     assert order == [second.id, first.id]
 
@@ -169,13 +171,16 @@ def test_a_corrupt_cache_is_rebuilt(home_store: Engram) -> None:
     assert {m.id for m in Engram().memories()} == ids
 
 
-def test_a_full_writer_file_is_left_for_a_new_one(home_store: Engram,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_writer_file_is_left_for_a_new_one(
+    home_store: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from engram.storage import store as store_module
 
     monkeypatch.setattr(store_module, "MAX_FILE_BYTES", 2000)
-    ids = {home_store.remember(f"memory number {i} " + "x" * 300, check_duplicates=False).id
-           for i in range(12)}
+    ids = {
+        home_store.remember(f"memory number {i} " + "x" * 300, check_duplicates=False).id
+        for i in range(12)
+    }
     files = home_store.personal.event_files()
     assert len(files) >= 3
     assert all(p.stat().st_size < 2000 + 700 for p in files)
@@ -185,7 +190,8 @@ def test_a_full_writer_file_is_left_for_a_new_one(home_store: Engram,
 
 
 def test_reads_stat_only_what_can_have_changed_and_still_see_every_change(
-        home_store: Engram, monkeypatch: pytest.MonkeyPatch) -> None:
+    home_store: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Files in a directory unchanged since it was read are not stat'ed again (git replaces
     files, it never rewrites them in place); what git or the writer changes is seen at once."""
     import os as os_module

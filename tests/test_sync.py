@@ -50,10 +50,19 @@ class Server:
                 probe.bind(("127.0.0.1", 0))
                 self.port = probe.getsockname()[1]
         self.daemon = subprocess.Popen(
-            ["git", "daemon", "--export-all", "--enable=receive-pack", "--reuseaddr",
-             "--listen=127.0.0.1", f"--port={self.port}", f"--base-path={self.root}",
-             str(self.root)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                "git",
+                "daemon",
+                "--export-all",
+                "--enable=receive-pack",
+                "--reuseaddr",
+                "--listen=127.0.0.1",
+                f"--port={self.port}",
+                f"--base-path={self.root}",
+                str(self.root),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -90,14 +99,18 @@ class Machine:
         self.name = name
         self.home = tmp_path / name / ".engram"
         self.home.parent.mkdir(parents=True)
-        self.env = {"ENGRAM_HOME": str(self.home), "ENGRAM_MACHINE": name,
-                    "ENGRAM_ACTOR": f"Agent on {name} <{name}@example.com>"}
+        self.env = {
+            "ENGRAM_HOME": str(self.home),
+            "ENGRAM_MACHINE": name,
+            "ENGRAM_ACTOR": f"Agent on {name} <{name}@example.com>",
+        }
 
     def run(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
         done = run_engram(*args, env=self.env, cwd=self.home.parent)
         if ok and done.returncode != 0:
-            raise AssertionError(f"engram {' '.join(args)} failed ({done.returncode}):\n"
-                                 f"{done.stdout}\n{done.stderr}")
+            raise AssertionError(
+                f"engram {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+            )
         return done
 
     def json(self, *args: str) -> object:
@@ -112,18 +125,35 @@ class Machine:
 
 
 def test_clone_to_resume_then_both_sides_work_offline_and_sync_to_the_union(
-        tmp_path: Path, server: Server) -> None:
+    tmp_path: Path, server: Server
+) -> None:
     a, b = Machine(tmp_path, "alpha"), Machine(tmp_path, "beta")
 
     # Machine A records a task, progress, a failure and a handoff, and syncs.
     a.run("init")
     task = a.json("task", "create", "Port the parser", "--goal", "parser on the new API")["id"]
     a.run("task", "progress", task, "tokenizer", "--status", "done", "--component", "lexer")
-    a.run("task", "failure", task, "segfault in the lexer on empty input",
-          "--component", "lexer", "--root-cause", "a NULL buffer")
-    a.run("handoff", "--task", task, "--summary", "Tokenizer done; lexer crashes on empty input",
-          "--next", "Guard the empty buffer in lex()", "--must-not-redo",
-          "Regenerate the grammar tables (takes an hour)")
+    a.run(
+        "task",
+        "failure",
+        task,
+        "segfault in the lexer on empty input",
+        "--component",
+        "lexer",
+        "--root-cause",
+        "a NULL buffer",
+    )
+    a.run(
+        "handoff",
+        "--task",
+        task,
+        "--summary",
+        "Tokenizer done; lexer crashes on empty input",
+        "--next",
+        "Guard the empty buffer in lex()",
+        "--must-not-redo",
+        "Regenerate the grammar tables (takes an hour)",
+    )
     a.run("remember", "The lexer buffer is allocated lazily", "--kind", "gotcha")
     a.run("remote", "add", "origin", server.url)
     synced = a.run("sync").stdout
@@ -133,17 +163,23 @@ def test_clone_to_resume_then_both_sides_work_offline_and_sync_to_the_union(
     cloned = b.run("clone", server.url)
     assert "cloned" in cloned.stdout
     resumed = b.run("resume", "--task", task).stdout
-    for expected in ("Port the parser", "Tokenizer done; lexer crashes on empty input",
-                     "Guard the empty buffer in lex()", "segfault in the lexer",
-                     "Regenerate the grammar tables"):
+    for expected in (
+        "Port the parser",
+        "Tokenizer done; lexer crashes on empty input",
+        "Guard the empty buffer in lex()",
+        "segfault in the lexer",
+        "Regenerate the grammar tables",
+    ):
         assert expected in resumed
     assert b.run("reindex", "--check").returncode == 0
 
     # B works and syncs.
-    b.run("task", "progress", task, "empty-buffer guard", "--status", "done",
-          "--component", "lexer")
-    b.run("remember", "Run the lexer fuzzer with -runs=10000 before pushing", "--kind",
-          "convention")
+    b.run(
+        "task", "progress", task, "empty-buffer guard", "--status", "done", "--component", "lexer"
+    )
+    b.run(
+        "remember", "Run the lexer fuzzer with -runs=10000 before pushing", "--kind", "convention"
+    )
     b.run("sync")
 
     # Meanwhile A works offline: everything but sync works, and sync says why it cannot.
@@ -177,8 +213,11 @@ def test_clone_to_resume_then_both_sides_work_offline_and_sync_to_the_union(
         assert "byte offsets" in found
         shown = machine.json("task", "show", task)
         features = {p["feature"]: p["status"] for p in shown["task"]["progress"]}
-        assert features == {"tokenizer": "done", "empty-buffer guard": "done",
-                            "error positions": "done"}
+        assert features == {
+            "tokenizer": "done",
+            "empty-buffer guard": "done",
+            "error positions": "done",
+        }
     log = git(a.home, "log", "--format=%an|%s")
     assert "engram sync: merge origin/main" in log
 
@@ -214,8 +253,11 @@ def test_sync_without_a_remote_names_the_fix(tmp_path: Path) -> None:
     assert "backup" in a.run("remote", "list").stdout
     dup = a.run("remote", "add", "backup", "x", ok=False)
     assert dup.returncode == 2 and "exists already" in dup.stderr
-    for name, url, says in (("../x", "u", "must be letters"), ("ok", "", "the URL is empty"),
-                            ("ok", "a\x1bb", "control character")):
+    for name, url, says in (
+        ("../x", "u", "must be letters"),
+        ("ok", "", "the URL is empty"),
+        ("ok", "a\x1bb", "control character"),
+    ):
         bad = a.run("remote", "add", name, url, ok=False)
         assert bad.returncode == 2 and says in bad.stderr and bad.stderr.count("\n") == 1
     a.run("remote", "remove", "backup")
@@ -272,8 +314,9 @@ def test_event_files_are_never_extended_after_a_commit(tmp_path: Path) -> None:
     for n in range(3):
         a.run("remember", f"fact number {n}")
         a.run("commit")
-    changed_later = git(a.home, "log", "--format=", "--diff-filter=M", "--name-only",
-                        "--", "events")
+    changed_later = git(
+        a.home, "log", "--format=", "--diff-filter=M", "--name-only", "--", "events"
+    )
     assert changed_later.strip() == ""
     added = git(a.home, "log", "--format=", "--diff-filter=A", "--name-only", "--", "events")
     assert len(added.split()) >= 4  # init, then one per commit
@@ -333,8 +376,10 @@ def test_project_store_syncs_the_projects_branch_and_keeps_local_edits(tmp_path:
 def test_a_url_that_git_would_read_as_an_option_is_refused(tmp_path: Path) -> None:
     machine = Machine(tmp_path, "alpha")
     marker = tmp_path / "ran"
-    for args in (("clone", "--", f"--upload-pack=touch {marker}"),
-                 ("remote", "add", "--", "origin", f"--upload-pack=touch {marker}")):
+    for args in (
+        ("clone", "--", f"--upload-pack=touch {marker}"),
+        ("remote", "add", "--", "origin", f"--upload-pack=touch {marker}"),
+    ):
         if args[0] == "remote":
             machine.run("init")
         done = machine.run(*args, ok=False)
@@ -353,8 +398,9 @@ def test_a_pushed_symlink_inside_the_store_sends_nothing_out_of_it(tmp_path: Pat
     a.run("sync")
     b.run("pull")
     b.run("remember", "beta was here")
-    source = next(p for p in Store(b.home, "personal").event_files()
-                  if b"beta was here" in p.read_bytes())
+    source = next(
+        p for p in Store(b.home, "personal").event_files() if b"beta was here" in p.read_bytes()
+    )
     crafted = source.read_bytes().replace(b"beta was here", b"read from outside")
     (outside / "x.jsonl").write_bytes(crafted.replace(b'"01', b'"02'))
     (b.home / "events" / "2099").mkdir()
@@ -408,9 +454,12 @@ def test_checkpoints_saved_on_two_machines_are_numbered_once_in_the_merged_order
     a.run("sync")
     b.run("sync")
     a.run("pull")
-    written = sorted(json.loads(raw)["data"]["seq"] for p in Store(a.home, "personal")
-                     .event_files() for raw in p.read_bytes().splitlines()
-                     if b'"checkpoint.saved"' in raw)
+    written = sorted(
+        json.loads(raw)["data"]["seq"]
+        for p in Store(a.home, "personal").event_files()
+        for raw in p.read_bytes().splitlines()
+        if b'"checkpoint.saved"' in raw
+    )
     assert written == [1, 1, 2, 2]  # what each writer counted
     for machine in (a, b):
         listed = machine.json("checkpoints", "--task", task)

@@ -29,19 +29,31 @@ def history(home_store: Engram, monkeypatch: pytest.MonkeyPatch) -> str:
     first = ada.session_start(agent="claude-code")
     task = ada.task_create("Add OAuth login", goal="Users can sign in with GitHub")
     ada.progress(task.id, "Register the OAuth app", component="auth")
-    ada.failure(task.id, "Callback returns 500: state mismatch", component="auth",
-                root_cause="the session cookie is not set before the redirect",
-                fix="set it before redirecting")
-    ada.handoff(task.id, summary="App registered; callback next",
-                next=["Write the callback handler"], must_not_redo=["Create the OAuth app"])
+    ada.failure(
+        task.id,
+        "Callback returns 500: state mismatch",
+        component="auth",
+        root_cause="the session cookie is not set before the redirect",
+        fix="set it before redirecting",
+    )
+    ada.handoff(
+        task.id,
+        summary="App registered; callback next",
+        next=["Write the callback handler"],
+        must_not_redo=["Create the OAuth app"],
+    )
     ada.session_end(outcome="failure", session_id=first.id)
     monkeypatch.setenv("ENGRAM_MACHINE", "desktop")
     bo = Engram(actor="Bo <bo@example.com>")
     second = bo.session_start(agent="codex")
     bo.remember("Use PKCE for the OAuth flow", kind="decision", task=task.id)
     bo.progress(task.id, "Write the callback handler", component="auth")
-    bo.handoff(task.id, summary="Callback works; tests next", next=["Write callback tests"],
-               must_preserve=["Do not touch the main branch"])
+    bo.handoff(
+        task.id,
+        summary="Callback works; tests next",
+        next=["Write callback tests"],
+        must_preserve=["Do not touch the main branch"],
+    )
     bo.session_end(outcome="success", session_id=second.id)
     return task.id
 
@@ -51,12 +63,20 @@ def test_text_timeline_shows_what_happened_in_order_by_whom_and_where(history: s
     assert result.exit_code == 0, result.stderr
     text = result.stdout
     assert text.startswith(f"task {history[:8]}  Add OAuth login  [in_progress]")
-    order = ["started (claude-code)", "created: Add OAuth login",
-             "[done] Register the OAuth app", "[auth] Callback returns 500",
-             "checkpoint 1 (failure)", "checkpoint 2 (handoff): App registered; callback next",
-             "ended (failure", "started (codex)", "Use PKCE for the OAuth flow",
-             "[done] Write the callback handler",
-             "(handoff): Callback works; tests next", "ended (success"]
+    order = [
+        "started (claude-code)",
+        "created: Add OAuth login",
+        "[done] Register the OAuth app",
+        "[auth] Callback returns 500",
+        "checkpoint 1 (failure)",
+        "checkpoint 2 (handoff): App registered; callback next",
+        "ended (failure",
+        "started (codex)",
+        "Use PKCE for the OAuth flow",
+        "[done] Write the callback handler",
+        "(handoff): Callback works; tests next",
+        "ended (success",
+    ]
     positions = [text.index(item) for item in order]
     assert positions == sorted(positions)
     assert "— Ada <ada@example.com> on testbox, session" in text
@@ -77,7 +97,9 @@ def test_json_timeline_has_items_and_sessions(history: str) -> None:
     assert categories.count("checkpoint") == 4 and categories.count("failure") == 1
     assert {s["state"] for s in data["sessions"]} == {"ended"}
     assert {(s["actor"], s["machine"]) for s in data["sessions"]} == {
-        ("Ada <ada@example.com>", "testbox"), ("Bo <bo@example.com>", "desktop")}
+        ("Ada <ada@example.com>", "testbox"),
+        ("Bo <bo@example.com>", "desktop"),
+    }
 
 
 def test_html_timeline_is_one_self_contained_file(history: str, tmp_path: Path) -> None:
@@ -136,16 +158,26 @@ def test_html_timeline_renders_in_headless_chromium(history: str, tmp_path: Path
     if browser is None:
         if os.environ.get("CI"):  # CI installs it (.ci/run): missing there is a failure
             pytest.fail("chromium is not installed; .ci/run should have installed it")
-        pytest.skip("chromium is not installed (apt-get install chromium), or set "
-                    "ENGRAM_CHROMIUM to a Chromium or Chrome binary")
+        pytest.skip(
+            "chromium is not installed (apt-get install chromium), or set "
+            "ENGRAM_CHROMIUM to a Chromium or Chrome binary"
+        )
     artifacts = Path(os.environ.get("ENGRAM_TEST_ARTIFACTS") or tmp_path / "artifacts")
     artifacts.mkdir(parents=True, exist_ok=True)
     page = artifacts / "timeline.html"
     assert cli("timeline", history, "--html", str(page)).exit_code == 0
-    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-             f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1280,1600"]
-    done = subprocess.run([*flags, "--dump-dom", page.as_uri()], capture_output=True,
-                          text=True, timeout=120)
+    flags = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        "--window-size=1280,1600",
+    ]
+    done = subprocess.run(
+        [*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     dom = done.stdout
     body = re.search(r"<body[^>]*>", dom)
@@ -159,8 +191,9 @@ def test_html_timeline_renders_in_headless_chromium(history: str, tmp_path: Path
     assert re.search(r'class="count" data-category="failure">1<', dom)
     assert "Callback returns 500: state mismatch" in dom
     shot = artifacts / "timeline.png"
-    done = subprocess.run([*flags, f"--screenshot={shot}", page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*flags, f"--screenshot={shot}", page.as_uri()], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
@@ -186,27 +219,43 @@ def time_zone() -> Iterator[Callable[[str], None]]:
 
 
 def test_events_at_the_ends_of_time_are_shown_with_their_dates(
-        home_store: Engram, tmp_path: Path, time_zone: Callable[[str], None]) -> None:
+    home_store: Engram, tmp_path: Path, time_zone: Callable[[str], None]
+) -> None:
     """Another clone's events dated 9999-12-31 and 0001-01-01 (valid RFC 3339 times): the
     timeline renders, in any time zone, with their real dates; on the chart they sit at the
     edges of an axis that still spans the other events."""
     task = home_store.task_create("Add OAuth login")
     now = datetime.now(UTC)
     ends = {"9999-12-31T23:59:59.999999Z": "far future", "0001-01-01T00:00:00.000000Z": "far past"}
-    foreign_events(home_store.write_store().root, *(
-        {"kind": "task.progress", "time": when,
-         "data": {"task": task.id, "feature": feature, "status": "done"}}
-        for when, feature in [*ends.items(),
-                              (ev.format_time(now - timedelta(days=2)), "two days ago"),
-                              (ev.format_time(now - timedelta(days=1)), "yesterday")]))
+    foreign_events(
+        home_store.write_store().root,
+        *(
+            {
+                "kind": "task.progress",
+                "time": when,
+                "data": {"task": task.id, "feature": feature, "status": "done"},
+            }
+            for when, feature in [
+                *ends.items(),
+                (ev.format_time(now - timedelta(days=2)), "two days ago"),
+                (ev.format_time(now - timedelta(days=1)), "yesterday"),
+            ]
+        ),
+    )
     for zone in ("UTC", "Asia/Tokyo", "America/New_York"):
         time_zone(zone)
         text = cli("timeline", task.id)
         assert text.exit_code == 0, text.output
-        assert re.search(r"^9999-12-31 \d\d:\d\d( UTC)?  • progress   \[done\] far future$",
-                         text.stdout, re.MULTILINE), text.stdout
-        assert re.search(r"^0001-01-0[12] \d\d:\d\d( UTC)?  • progress   \[done\] far past$",
-                         text.stdout, re.MULTILINE), text.stdout
+        assert re.search(
+            r"^9999-12-31 \d\d:\d\d( UTC)?  • progress   \[done\] far future$",
+            text.stdout,
+            re.MULTILINE,
+        ), text.stdout
+        assert re.search(
+            r"^0001-01-0[12] \d\d:\d\d( UTC)?  • progress   \[done\] far past$",
+            text.stdout,
+            re.MULTILINE,
+        ), text.stdout
         assert cli("log").exit_code == 0
         out = tmp_path / f"{zone.replace('/', '-')}.html"
         result = cli("timeline", task.id, "--html", str(out))
@@ -214,9 +263,13 @@ def test_events_at_the_ends_of_time_are_shown_with_their_dates(
     page = out.read_text()
     for when in ends:
         assert f'<time datetime="{when}">{when[:10]} {when[11:19]} UTC</time>' in page
-    marks = {title: float(x) for title, x in re.findall(
-        r'<title>[^<]*?: \[done\] ([^<]+)</title><circle class="mark progress" cx="([\d.]+)"',
-        page)}
+    marks = {
+        title: float(x)
+        for title, x in re.findall(
+            r'<title>[^<]*?: \[done\] ([^<]+)</title><circle class="mark progress" cx="([\d.]+)"',
+            page,
+        )
+    }
     assert marks["far past (off the time axis)"] == marks["two days ago"] == 240.0
     assert marks["far future (off the time axis)"] == 1066.0
     assert 600 < marks["yesterday"] < 700  # half-way: the axis still spans the others

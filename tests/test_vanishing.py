@@ -26,14 +26,18 @@ def written(project: Path, count: int) -> set[str]:
     engram.config_set("compact.files", "0")
     ids = set()
     for n in range(count):
-        ids.add(engram.remember(f"memory {n}: the build cache is keyed by lockfile {n}",
-                                check_duplicates=False).id)
+        ids.add(
+            engram.remember(
+                f"memory {n}: the build cache is keyed by lockfile {n}", check_duplicates=False
+            ).id
+        )
         engram.commit()
     return ids
 
 
 def test_a_compaction_between_the_scan_and_the_reads_is_rescanned(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ids = written(project, 6)
     store = Engram(cwd=project, use="project").project
     assert store is not None
@@ -59,7 +63,8 @@ def test_a_compaction_between_the_scan_and_the_reads_is_rescanned(
 
 
 def test_files_vanishing_after_two_scans_in_a_row_are_rescanned_until_they_stay(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ids = written(project, 3)
     store = Engram(cwd=project, use="project").project
     assert store is not None
@@ -90,16 +95,28 @@ def test_a_second_reindex_waits_for_the_first_and_neither_dies(project: Path) ->
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "ab") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # a reindex under way
-        waiting = subprocess.Popen([sys.executable, "-m", "engram", "reindex"], cwd=project,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "engram", "reindex"],
+            cwd=project,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(3)
         assert waiting.poll() is None  # it waits rather than rebuilding under the other
         fcntl.flock(held.fileno(), fcntl.LOCK_UN)
     out, err = waiting.communicate(timeout=120)
     assert waiting.returncode == 0, out + err
-    both = [subprocess.Popen([sys.executable, "-m", "engram", "reindex"], cwd=project,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for _ in range(2)]
+    both = [
+        subprocess.Popen(
+            [sys.executable, "-m", "engram", "reindex"],
+            cwd=project,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     for proc in both:
         out, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, out + err
@@ -111,17 +128,20 @@ def test_commands_under_a_concurrent_compaction_loop_never_die(project: Path) ->
     ids = written(project, 4)
     stop = project / ".git" / "stop-compacting"
     loop = subprocess.Popen(
-        [sys.executable, "-c",
-         "import os, subprocess, sys\n"
-         f"while not os.path.exists({str(stop)!r}):\n"
-         "    subprocess.run([sys.executable, '-m', 'engram', 'compact'],\n"
-         "                   capture_output=True)\n"],
-        cwd=project)
+        [
+            sys.executable,
+            "-c",
+            "import os, subprocess, sys\n"
+            f"while not os.path.exists({str(stop)!r}):\n"
+            "    subprocess.run([sys.executable, '-m', 'engram', 'compact'],\n"
+            "                   capture_output=True)\n",
+        ],
+        cwd=project,
+    )
     failures = []
     try:
         for n in range(12):
-            done = run_engram("remember", f"written under compaction {n}: queue {n}",
-                              cwd=project)
+            done = run_engram("remember", f"written under compaction {n}: queue {n}", cwd=project)
             if done.returncode != 0:
                 failures.append(done.stderr)
             done = run_engram("commit", cwd=project)

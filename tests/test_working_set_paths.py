@@ -36,8 +36,9 @@ def _links(repo: Path, outside: Path) -> dict[str, str]:
     (repo / "app-link.py").symlink_to("src/app.py")
     (repo / "srclink").symlink_to("src")
     (repo / "loop").symlink_to("loop")
-    outside_said = ("leads outside the repository (through '..' or a symbolic link); name a "
-                    "file inside it")
+    outside_said = (
+        "leads outside the repository (through '..' or a symbolic link); name a file inside it"
+    )
     in_git = "is inside .git/, git's own files; name a file of the work tree"
     return {
         "out.txt": outside_said,
@@ -48,7 +49,7 @@ def _links(repo: Path, outside: Path) -> dict[str, str]:
         "sub/.GIT/HEAD": in_git,
         "app-link.py": "is a symbolic link; name the file it links to: src/app.py",
         "srclink/app.py": "goes through a symbolic link (srclink); name the file it links to: "
-                          "src/app.py",
+        "src/app.py",
     }
 
 
@@ -61,15 +62,18 @@ def _store_text(repo: Path) -> str:
 
 
 def test_handoffs_and_progress_refuse_paths_outside_through_links_or_into_git(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     repo = make_repo(tmp_path / "repo")
     Engram(cwd=repo).init(project=True)
     refused = _links(repo, tmp_path / "outside")
     task = json.loads(run_engram("task", "create", "Ship it", "--json", cwd=repo).stdout)["id"]
     before = _store_text(repo)
     for path, said in refused.items():
-        for args in (("task", "progress", task, "wiring", "--file", path),
-                     ("handoff", "--task", task, "--summary", "half way", "--file", path)):
+        for args in (
+            ("task", "progress", task, "wiring", "--file", path),
+            ("handoff", "--task", task, "--summary", "half way", "--file", path),
+        ):
             done = run_engram(*args, cwd=repo)
             assert done.returncode == 2, (args, done.stdout, done.stderr)
             assert done.stderr == f"error: working-set file {path!r} {said}\n", done.stderr
@@ -77,8 +81,18 @@ def test_handoffs_and_progress_refuse_paths_outside_through_links_or_into_git(
     assert _blob(SECRET) not in before
 
     # The file itself, named without the link, is fine, and so is one that does not exist yet.
-    done = run_engram("handoff", "--task", task, "--summary", "half way", "--file",
-                      "src/app.py", "--file", "src/new.py", cwd=repo)
+    done = run_engram(
+        "handoff",
+        "--task",
+        task,
+        "--summary",
+        "half way",
+        "--file",
+        "src/app.py",
+        "--file",
+        "src/new.py",
+        cwd=repo,
+    )
     assert done.returncode == 0, done.stderr
     [saved] = Engram(cwd=repo).checkpoints(task)
     files = {f["path"]: f for f in saved.record["working_set"]["files"]}
@@ -96,13 +110,12 @@ def test_the_mcp_tools_refuse_them_in_the_same_words(tmp_path: Path) -> None:
         async with connect(repo) as client:
             for path in ("out.txt", "cfg", "srclink/app.py"):
                 for tool, arguments in (
-                        ("task_progress", {"task": task, "feature": "wiring", "files": [path]}),
-                        ("session_handoff", {"task": task, "summary": "half way",
-                                             "files": [path]})):
+                    ("task_progress", {"task": task, "feature": "wiring", "files": [path]}),
+                    ("session_handoff", {"task": task, "summary": "half way", "files": [path]}),
+                ):
                     result = await client.call_tool(tool, arguments)
                     assert result.is_error, (tool, path)
-                    assert f"working-set file {path!r} {refused[path]}" in \
-                        result.content[0].text
+                    assert f"working-set file {path!r} {refused[path]}" in result.content[0].text
 
     anyio.run(scenario)
     assert _blob(SECRET) not in _store_text(repo)
@@ -116,12 +129,15 @@ def test_a_citation_is_refused_in_the_same_words(tmp_path: Path) -> None:
     git(repo, "commit", "-q", "-m", "links")
     with Engram(cwd=repo) as engram, pytest.raises(UsageError) as refused:
         discovery.record(engram, "the region", [{"path": "out.txt", "start_line": 1}])
-    assert str(refused.value) == ("citation path 'out.txt' leads outside the repository "
-                                  "(through '..' or a symbolic link); cite a file inside it")
+    assert str(refused.value) == (
+        "citation path 'out.txt' leads outside the repository "
+        "(through '..' or a symbolic link); cite a file inside it"
+    )
 
 
 def test_links_pushed_by_a_teammate_never_put_a_blob_id_of_what_they_reach_in_history(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Mallory commits links (to .git/config, and to a path outside every clone) and a task
     progress event naming them, and pushes. Alice pulls; her automatic checkpoints and her
     handoff carry the paths on, but read nothing through them: no blob id of her .git/config or
@@ -130,8 +146,9 @@ def test_links_pushed_by_a_teammate_never_put_a_blob_id_of_what_they_reach_in_hi
     root.mkdir()
     server = Server(root, "daemon")
     try:
-        origin = make_repo(tmp_path / "origin", {"README.md": "a project\n",
-                                                 "src/app.py": "print('app')\n"})
+        origin = make_repo(
+            tmp_path / "origin", {"README.md": "a project\n", "src/app.py": "print('app')\n"}
+        )
         Engram(cwd=origin).init(project=True)
         task = Engram(cwd=origin).task_create("Ship it").id
         Engram(cwd=origin).commit()
@@ -146,9 +163,18 @@ def test_links_pushed_by_a_teammate_never_put_a_blob_id_of_what_they_reach_in_hi
 
         (mallory / "cfg").symlink_to(".git/config")
         (mallory / "notes.txt").symlink_to(outside / "secret.txt")
-        foreign_events(mallory / ".engram", {"kind": "task.progress", "data": {
-            "task": task, "feature": "wiring", "status": "done",
-            "files": ["cfg", "notes.txt", "src/app.py"]}})
+        foreign_events(
+            mallory / ".engram",
+            {
+                "kind": "task.progress",
+                "data": {
+                    "task": task,
+                    "feature": "wiring",
+                    "status": "done",
+                    "files": ["cfg", "notes.txt", "src/app.py"],
+                },
+            },
+        )
         git(mallory, "add", "-A")
         git(mallory, "commit", "-q", "-m", "wiring")
         git(mallory, "push", "-q", "origin", "main")

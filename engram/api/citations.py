@@ -17,14 +17,19 @@ if TYPE_CHECKING:
 class CitationReads:
     workspace: Workspace
 
-    def freshness(self, memories: Iterable[mem.Memory], *, at: str | None = None,
-                  explain: bool = False) -> Verdicts:
+    def freshness(
+        self, memories: Iterable[mem.Memory], *, at: str | None = None, explain: bool = False
+    ) -> Verdicts:
         """For each memory that cites files, whether they changed since it was written: at HEAD
         of the work tree, or at the revision `at`; `explain` adds each change's history."""
         return freshness.Judge(self.workspace, at=at, explain=explain).many(memories)
 
-    def stale(self, *, at: str | None = None, limit: int | None = None,
-              ) -> list[tuple[mem.Memory, Freshness]]:
+    def stale(
+        self,
+        *,
+        at: str | None = None,
+        limit: int | None = None,
+    ) -> list[tuple[mem.Memory, Freshness]]:
         """The active memories whose cited files changed, moved or are gone, newest change
         first, with what changed."""
         memories = self.memories(limit=None)  # type: ignore[attr-defined]

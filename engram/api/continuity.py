@@ -34,46 +34,86 @@ class ContinuityCalls:
     _records: Records = service("..domain.records", "Records")
     _handoffs: Checkpoints = service("..domain.continuity.handoffs", "Checkpoints")
     _sessions: Sessions = service("..domain.continuity.lifecycle", "Sessions")
-    _continuity: Continuity = service("..domain.continuity.service", "Continuity",
-                                      "_records", "_handoffs", "_sessions")
-
+    _continuity: Continuity = service(
+        "..domain.continuity.service", "Continuity", "_records", "_handoffs", "_sessions"
+    )
 
     # -- tasks and continuity -----------------------------------------------------------------
 
-    def task_create(self, name: str, *, goal: str = "", parent: str | None = None,
-                    tags: Iterable[str] = (), status: str = "open") -> tasks.Task:
-        return self._continuity.task_create(name, goal=goal, parent=parent, tags=tags,
-                                            status=status)
+    def task_create(
+        self,
+        name: str,
+        *,
+        goal: str = "",
+        parent: str | None = None,
+        tags: Iterable[str] = (),
+        status: str = "open",
+    ) -> tasks.Task:
+        return self._continuity.task_create(
+            name, goal=goal, parent=parent, tags=tags, status=status
+        )
 
     def task(self, ident: str) -> tasks.Task:
         return self._continuity.task(ident)
 
-    def task_update(self, ident: str, *, name: str | None = None, goal: str | None = None,
-                    status: str | None = None, parent: str | None = None,
-                    tags: Iterable[str] | None = None) -> tasks.Task:
-        return self._continuity.task_update(ident, name=name, goal=goal, status=status,
-                                            parent=parent, tags=tags)
+    def task_update(
+        self,
+        ident: str,
+        *,
+        name: str | None = None,
+        goal: str | None = None,
+        status: str | None = None,
+        parent: str | None = None,
+        tags: Iterable[str] | None = None,
+    ) -> tasks.Task:
+        return self._continuity.task_update(
+            ident, name=name, goal=goal, status=status, parent=parent, tags=tags
+        )
 
-    def tasks(self, *, statuses: Sequence[str] = (), include_closed: bool = False,
-              ) -> list[tasks.Task]:
+    def tasks(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        include_closed: bool = False,
+    ) -> list[tasks.Task]:
         return self._continuity.tasks(statuses=statuses, include_closed=include_closed)
 
-    def progress(self, ident: str, feature: str, *, status: str = "done",
-                 note: str | None = None, component: str | None = None,
-                 files: Iterable[str] = ()) -> TaskChange:
+    def progress(
+        self,
+        ident: str,
+        feature: str,
+        *,
+        status: str = "done",
+        note: str | None = None,
+        component: str | None = None,
+        files: Iterable[str] = (),
+    ) -> TaskChange:
         """Record progress on a task. Returns the task, earlier failures of the same
         component (so they are not repeated), and any checkpoint it triggered."""
-        return self._continuity.progress(ident, feature, status=status, note=note,
-                                         component=component, files=files)
+        return self._continuity.progress(
+            ident, feature, status=status, note=note, component=component, files=files
+        )
 
-    def failure(self, ident: str, error: str, *, component: str | None = None,
-                root_cause: str | None = None, fix: str | None = None) -> TaskChange:
+    def failure(
+        self,
+        ident: str,
+        error: str,
+        *,
+        component: str | None = None,
+        root_cause: str | None = None,
+        fix: str | None = None,
+    ) -> TaskChange:
         """Record a failure on a task; a checkpoint is always saved with it."""
-        return self._continuity.failure(ident, error, component=component, root_cause=root_cause,
-                                        fix=fix)
+        return self._continuity.failure(
+            ident, error, component=component, root_cause=root_cause, fix=fix
+        )
 
-    def failures_for(self, *, component: str | None = None, files: Sequence[str] = (),
-                     ) -> list[EarlierFailure]:
+    def failures_for(
+        self,
+        *,
+        component: str | None = None,
+        files: Sequence[str] = (),
+    ) -> list[EarlierFailure]:
         """Failures recorded on any task for this component, or for a component named in
         one of these file paths: what later work should not repeat."""
         return self._continuity.failures_for(component=component, files=files)
@@ -81,9 +121,15 @@ class ContinuityCalls:
     def task_view(self, ident: str) -> TaskView:
         return self._continuity.task_view(ident)
 
-    def handoff(self, ident: str, *, summary: str,
-                package: Mapping[str, Any] | HandoffPackage | None = None,
-                reason: str = "handoff", **fields: Any) -> Handoff:
+    def handoff(
+        self,
+        ident: str,
+        *,
+        summary: str,
+        package: Mapping[str, Any] | HandoffPackage | None = None,
+        reason: str = "handoff",
+        **fields: Any,
+    ) -> Handoff:
         """Record a continuation package for a task, render it for review, and commit now.
 
         `package` (e.g. from a YAML or JSON file) and the keyword fields (completed,
@@ -94,8 +140,9 @@ class ContinuityCalls:
         ...) is neither rendered nor committed at once: it joins the next batched commit. The
         result's `commit` is the commit made, or None (then `warnings` says why).
         """
-        return self._handoffs.handoff(ident, summary=summary, package=package, reason=reason,
-                                      **fields)
+        return self._handoffs.handoff(
+            ident, summary=summary, package=package, reason=reason, **fields
+        )
 
     def read_package(self, handle: BinaryIO, *, name: str = "-") -> HandoffPackage:
         """A handoff package (YAML, or JSON when `name` ends in .json) read from `handle`, at
@@ -105,27 +152,44 @@ class ContinuityCalls:
     def checkpoints(self, ident: str) -> list[Checkpoint]:
         return self._handoffs.checkpoints(ident)
 
-    def resume(self, *, task: str | None = None, session: str | None = None,
-               depth: str = "standard", since: str | datetime | None = None,
-               restore: str = "selective", max_chars: int | None = None,
-               record: bool = True, max_tokens: int | None = None) -> rehydrate.Resume:
+    def resume(
+        self,
+        *,
+        task: str | None = None,
+        session: str | None = None,
+        depth: str = "standard",
+        since: str | datetime | None = None,
+        restore: str = "selective",
+        max_chars: int | None = None,
+        record: bool = True,
+        max_tokens: int | None = None,
+    ) -> rehydrate.Resume:
         """What the next agent needs to continue, as bounded Markdown. Sessions found
         interrupted are recorded first, unless `record` is false (a reader that writes
         nothing). `max_tokens`: fill that budget by priority (must-not-redo and must-preserve
         first, then next steps, failures, memories) and name what was left out."""
-        return self._continuity.resume(task=task, session=session, depth=depth, since=since,
-                                       restore=restore, max_chars=max_chars, record=record,
-                                       max_tokens=max_tokens)
+        return self._continuity.resume(
+            task=task,
+            session=session,
+            depth=depth,
+            since=since,
+            restore=restore,
+            max_chars=max_chars,
+            record=record,
+            max_tokens=max_tokens,
+        )
 
-    def continuity(self, ident: str, *, before: str | None = None,
-                   after: str | None = None) -> ContinuityScore:
+    def continuity(
+        self, ident: str, *, before: str | None = None, after: str | None = None
+    ) -> ContinuityScore:
         """Score the latest checkpoint (or `after`) against the one before it (or `before`)."""
         return self._continuity.continuity(ident, before=before, after=after)
 
     # -- sessions -----------------------------------------------------------------------------
 
-    def session_start(self, *, agent: str = "cli", session_id: str | None = None,
-                      pid: int | None = None) -> Session:
+    def session_start(
+        self, *, agent: str = "cli", session_id: str | None = None, pid: int | None = None
+    ) -> Session:
         """Open a session for this process (or `pid`): later events carry its id."""
         return self._sessions.session_start(agent=agent, session_id=session_id, pid=pid)
 
@@ -138,13 +202,15 @@ class ContinuityCalls:
         """Say the session is alive (and, optionally, how full its context is, 0..1)."""
         return self._sessions.heartbeat(context=context, session_id=session_id)
 
-    def report_interruption(self, reason: str, *, note: str | None = None,
-                            session_id: str | None = None) -> None:
+    def report_interruption(
+        self, reason: str, *, note: str | None = None, session_id: str | None = None
+    ) -> None:
         """Say why the session is about to stop; used when its interruption is classified."""
         return self._sessions.report_interruption(reason, note=note, session_id=session_id)
 
-    def session_end(self, *, outcome: str | None = None, how: str = "exit",
-                    session_id: str | None = None) -> Session:
+    def session_end(
+        self, *, outcome: str | None = None, how: str = "exit", session_id: str | None = None
+    ) -> Session:
         """Close the session; its outcome adjusts the importance of the memories it made or
         relied on (success +0.05, failure -0.05). Commits pending events."""
         return self._sessions.session_end(outcome=outcome, how=how, session_id=session_id)

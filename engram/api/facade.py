@@ -50,7 +50,11 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
     """
 
     def __init__(
-        self, *, cwd: Path | str | None = None, use: Use = "both", session: str | None = None,
+        self,
+        *,
+        cwd: Path | str | None = None,
+        use: Use = "both",
+        session: str | None = None,
         actor: str | None = None,
     ) -> None:
         self.workspace = Workspace(cwd=cwd, use=use, session=session, actor=actor)
@@ -65,8 +69,7 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
     def at(self, rev: str) -> tuple[Engram, list[str]]:
         """The stores as they were at `rev` (a commit, tag, branch or date), read-only, from git
         history alone; and, for each store, the commit it was read at."""
-        past = Engram(cwd=self.cwd, use=self.use, session=None,
-                      actor=self.workspace.given_actor)
+        past = Engram(cwd=self.cwd, use=self.use, session=None, actor=self.workspace.given_actor)
         return past, past.workspace.go_back(rev)
 
     def __enter__(self) -> Engram:
@@ -185,13 +188,20 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
         Returns the seconds until the next batch will be due (None: nothing waits)."""
         return self.workspace.commit_due()
 
-    def commit_store(self, store: Store, *, subject: str | None = None,
-                      locked: bool = False, repo: git.StoreRepo | None = None,
-                      lifecycle_alone: bool = False) -> CommitResult:
+    def commit_store(
+        self,
+        store: Store,
+        *,
+        subject: str | None = None,
+        locked: bool = False,
+        repo: git.StoreRepo | None = None,
+        lifecycle_alone: bool = False,
+    ) -> CommitResult:
         """Commit the store's pending changes. Pending session lifecycle events alone are left
         for the next commit unless `lifecycle_alone` (an explicit `engram commit`)."""
-        return self.workspace.commit_store(store, subject=subject, locked=locked, repo=repo,
-                                           lifecycle_alone=lifecycle_alone)
+        return self.workspace.commit_store(
+            store, subject=subject, locked=locked, repo=repo, lifecycle_alone=lifecycle_alone
+        )
 
     def compact_if_due(self, store: Store, repo: git.StoreRepo) -> None:
         """Fold the months with `compact.files` committed event files or more (under the lock)."""
@@ -231,12 +241,23 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
         project (its root commit, `engram.git.identity`) and is recalled only there, unless
         `everywhere`. `cite` names tracked files it is about (`engram.domain.citing`).
         """
-        return self._memories.remember(content, kind=kind, tags=tags, scope=scope, source=source,
-                                       importance=importance, valid_from=valid_from,
-                                       valid_until=valid_until, at=at, task=task,
-                                       supersedes=supersedes, redact=redact,
-                                       check_duplicates=check_duplicates, everywhere=everywhere,
-                                       cite=cite)
+        return self._memories.remember(
+            content,
+            kind=kind,
+            tags=tags,
+            scope=scope,
+            source=source,
+            importance=importance,
+            valid_from=valid_from,
+            valid_until=valid_until,
+            at=at,
+            task=task,
+            supersedes=supersedes,
+            redact=redact,
+            check_duplicates=check_duplicates,
+            everywhere=everywhere,
+            cite=cite,
+        )
 
     def update(
         self,
@@ -253,9 +274,18 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
         redact: bool = False,
     ) -> mem.Memory:
         """Change a memory: a new event with only the changed fields. The old version stays."""
-        return self._memories.update(memory_id, content, kind=kind, tags=tags, scope=scope,
-                                     source=source, importance=importance, valid_from=valid_from,
-                                     valid_until=valid_until, redact=redact)
+        return self._memories.update(
+            memory_id,
+            content,
+            kind=kind,
+            tags=tags,
+            scope=scope,
+            source=source,
+            importance=importance,
+            valid_from=valid_from,
+            valid_until=valid_until,
+            redact=redact,
+        )
 
     def forget(self, memory_id: str, *, reason: str) -> mem.Memory:
         """Retire a memory with a reason (a tombstone event). Its history stays readable."""
@@ -284,9 +314,15 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
         contains: str | None = None,
     ) -> list[mem.Memory]:
         """Memories, most recently changed first, from the selected stores."""
-        return self._memories.memories(kinds=kinds, tags=tags, scope=scope, limit=limit,
-                                       include_forgotten=include_forgotten,
-                                       include_expired=include_expired, contains=contains)
+        return self._memories.memories(
+            kinds=kinds,
+            tags=tags,
+            scope=scope,
+            limit=limit,
+            include_forgotten=include_forgotten,
+            include_expired=include_expired,
+            contains=contains,
+        )
 
     def recall(
         self,
@@ -309,13 +345,27 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
         Superseded, forgotten, expired and fully decayed memories are left out unless asked for.
         `now` is the moment strength and validity are judged at (default: now).
         """
-        return self._memories.recall(query, k=k, kinds=kinds, tags=tags, scope=scope, task=task,
-                                     since=since, until=until, include_forgotten=include_forgotten,
-                                     include_expired=include_expired,
-                                     include_decayed=include_decayed, now=now)
+        return self._memories.recall(
+            query,
+            k=k,
+            kinds=kinds,
+            tags=tags,
+            scope=scope,
+            task=task,
+            since=since,
+            until=until,
+            include_forgotten=include_forgotten,
+            include_expired=include_expired,
+            include_decayed=include_decayed,
+            now=now,
+        )
 
-    def consolidate(self, *, apply: bool = False, similarity: float | None = None,
-                    ) -> list[MergePlan]:
+    def consolidate(
+        self,
+        *,
+        apply: bool = False,
+        similarity: float | None = None,
+    ) -> list[MergePlan]:
         """Find clusters of near-duplicate memories; with `apply`, merge each into one.
 
         A merge is events only: a new memory (the longest text of the cluster, the union of its
@@ -344,22 +394,34 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
 
     # -- import and export --------------------------------------------------------------------
 
-    def import_from(self, path: str | Path, *, format: str | None = None,
-                    dry_run: bool = False, redact: bool = False,
-                    allow_changes: bool = False) -> ImportReport:
+    def import_from(
+        self,
+        path: str | Path,
+        *,
+        format: str | None = None,
+        dry_run: bool = False,
+        redact: bool = False,
+        allow_changes: bool = False,
+    ) -> ImportReport:
         """Bring in an mcp-engram data directory, an MCP memory graph or an Engram export,
         checked in full before anything is written (`Interop.import_from`): damaged or refused
         records are in `skipped`; records that would change one the store holds are in
         `changes`, and written only with `allow_changes`. A second import adds nothing."""
-        return self._interop.import_from(path, format=format, dry_run=dry_run, redact=redact,
-                                         allow_changes=allow_changes)
+        return self._interop.import_from(
+            path, format=format, dry_run=dry_run, redact=redact, allow_changes=allow_changes
+        )
 
     def export_events(self) -> list[ev.Event]:
         """Every event of the selected stores, each once, in (clock, id) order."""
         return self._interop.export_events()
 
-    def export(self, out: str | Path, *, format: str = "jsonl", force: bool = False,
-               ) -> ExportReport:
+    def export(
+        self,
+        out: str | Path,
+        *,
+        format: str = "jsonl",
+        force: bool = False,
+    ) -> ExportReport:
         """Write the selected stores out: `jsonl` (the events, re-importable with `engram
         import`) or `markdown` (a directory: one file per task, the memories by kind)."""
         return self._interop.export(out, format=format, force=force)
@@ -395,8 +457,11 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
         one commit per store (see `engram.git.compact`)."""
         return self._maintenance.compact(dry_run=dry_run)
 
-    def reindex(self, *, progress: Callable[[str, int, int], None] | None = None,
-                ) -> maintenance.ReindexReport:
+    def reindex(
+        self,
+        *,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> maintenance.ReindexReport:
         """Rebuild every cache of the selected stores from the event files.
 
         Embeddings come from the embedding cache where the same text was embedded before by the
@@ -405,9 +470,12 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
         """
         return self._indexes.reindex(progress=progress)
 
-    def refresh_indexes(self, *, stores: Sequence[Store] | None = None,
-                        progress: Callable[[str, int, int], None] | None = None,
-                        ) -> maintenance.IndexRefresh:
+    def refresh_indexes(
+        self,
+        *,
+        stores: Sequence[Store] | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> maintenance.IndexRefresh:
         """Bring every cache up to date with the event files, doing only what changed.
 
         What `reindex` does from scratch, this does incrementally: after a pull, a merge or a

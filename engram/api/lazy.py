@@ -32,6 +32,7 @@ class Lazy:
         if instance is None:
             return self
         built = getattr(importlib.import_module(self.module, __package__), self.name)(
-            instance.workspace, *(getattr(instance, dep) for dep in self.deps))
+            instance.workspace, *(getattr(instance, dep) for dep in self.deps)
+        )
         instance.__dict__[self.attr] = built  # later reads find it there, not here
         return built

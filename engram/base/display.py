@@ -24,14 +24,18 @@ from typing import Any
 
 # C0 and C1 controls but tab and newline; the bidi embeddings, overrides, isolates and marks;
 # the line and paragraph separators; interlinear annotations and tags (invisible text).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
-                     "\ufff9-\ufffb\U000e0001\U000e0020-\U000e007f]")
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+    "\ufff9-\ufffb\U000e0001\U000e0020-\U000e007f]"
+)
 # All of the above, and every other format character (Unicode category Cf): zero-width spaces
 # and joiners, soft hyphens, byte-order marks, invisible operators.
-_FORMAT = ("\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
-           "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
-           "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
-           "\U000e0020-\U000e007f")
+_FORMAT = (
+    "\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+    "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+    "\U000e0020-\U000e007f"
+)
 _HIDDEN = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_FORMAT}]")
 
 # What makes a line of Markdown a block of another kind, at the start of a line: an ATX heading,
@@ -39,15 +43,18 @@ _HIDDEN = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_FORMAT}]")
 # definition; and the number of an ordered list item (group 2).
 _BLOCK_START = re.compile(
     r"#{1,6}(?=[ \t]|$)|[>|]|[-+*](?=[ \t]|$)|([-*_])[ \t]*(?:\1[ \t]*){2,}$|=+[ \t]*$|-+[ \t]*$"
-    r"|`{3}|~{3}|\[[^\]]*\]:|(\d{1,9})(?=[.)](?:[ \t]|$))")
+    r"|`{3}|~{3}|\[[^\]]*\]:|(\d{1,9})(?=[.)](?:[ \t]|$))"
+)
 # Outside code spans: a backslash escape (kept), a run of backticks, a `<` that could open a tag,
 # a comment or a URI autolink (an address is no tag: `Ada <ada@example.com>` stays as written), a
 # `![` that would open an image, a `|` that could make a table, an `&` that would make an entity;
 # at the end, a backslash or a `<` that would escape or open what follows.
-_INLINE = re.compile(r"\\[!-/:-@\[-`{-~]|`+|<(?=[A-Za-z][A-Za-z0-9-]*(?:[\s/>]|\Z)"
-                     r"|[A-Za-z][A-Za-z0-9+.-]{1,31}:|[/!?]|\Z)"
-                     r"|\\\Z|!\[|\|"
-                     r"|&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]{0,31};)")
+_INLINE = re.compile(
+    r"\\[!-/:-@\[-`{-~]|`+|<(?=[A-Za-z][A-Za-z0-9-]*(?:[\s/>]|\Z)"
+    r"|[A-Za-z][A-Za-z0-9+.-]{1,31}:|[/!?]|\Z)"
+    r"|\\\Z|!\[|\|"
+    r"|&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]{0,31};)"
+)
 _ESCAPES = {"<": "\\<", "&": "\\&", "\\": "\\\\", "![": "!\\[", "|": "\\|"}
 
 
@@ -59,8 +66,13 @@ def visible(text: str) -> str:
 
 def _escape_char(match: re.Match[str]) -> str:
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code <= 0xFFFF \
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code <= 0xFFFF
         else f"\\U{code:08x}"
+    )
 
 
 def visible_json(text: str) -> str:
@@ -104,8 +116,10 @@ def local_time(stamp: str | None) -> str:
         moment = moment.astimezone()
     except (OverflowError, ValueError):
         moment, suffix = moment.astimezone(UTC), " UTC"
-    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d} "
-            f"{moment.hour:02d}:{moment.minute:02d}{suffix}")
+    return (
+        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d} "
+        f"{moment.hour:02d}:{moment.minute:02d}{suffix}"
+    )
 
 
 def md(text: object) -> str:
@@ -128,8 +142,9 @@ def md_lines(text: object, *, indent: int = 0) -> str:
         # Code spans do not reach past a paragraph, so each is escaped on its own.
         lines += [""] if lines else []
         lines += [_unblocked(line) for line in _inline("\n".join(paragraph)).split("\n")]
-    return "\n".join(f"{' ' * indent}{line}" if line and number else line
-                     for number, line in enumerate(lines))
+    return "\n".join(
+        f"{' ' * indent}{line}" if line and number else line for number, line in enumerate(lines)
+    )
 
 
 def md_code(text: object) -> str:
@@ -182,5 +197,5 @@ def _unblocked(line: str) -> str:
     if found is None:
         return line
     if found.group(2) is not None:
-        return f"{found.group(2)}\\{line[found.end():]}"
+        return f"{found.group(2)}\\{line[found.end() :]}"
     return f"\\{line}"

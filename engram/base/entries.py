@@ -31,10 +31,16 @@ from pathlib import Path
 
 # Where each client keeps its MCP servers: under the home directory (user scope) and under the
 # repository's top (project scope). Claude Code's hooks live in its settings files.
-USER_CONFIGS = {"claude": Path(".claude.json"), "cursor": Path(".cursor") / "mcp.json",
-                "codex": Path(".codex") / "config.toml"}
-PROJECT_CONFIGS = {"claude": Path(".mcp.json"), "cursor": Path(".cursor") / "mcp.json",
-                   "codex": Path(".codex") / "config.toml"}
+USER_CONFIGS = {
+    "claude": Path(".claude.json"),
+    "cursor": Path(".cursor") / "mcp.json",
+    "codex": Path(".codex") / "config.toml",
+}
+PROJECT_CONFIGS = {
+    "claude": Path(".mcp.json"),
+    "cursor": Path(".cursor") / "mcp.json",
+    "codex": Path(".codex") / "config.toml",
+}
 CLAUDE_SETTINGS = Path(".claude") / "settings.json"
 CLAUDE_LOCAL_SETTINGS = Path(".claude") / "settings.local.json"
 
@@ -61,8 +67,13 @@ def isolation_flag() -> str:
     try:
         done = subprocess.run(
             [sys.executable, "-I", "-c", "import engram, sys; sys.stdout.write(engram.__file__)"],
-            capture_output=True, text=True, timeout=60, check=False, cwd=Path(sys.prefix),
-            stdin=subprocess.DEVNULL)
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd=Path(sys.prefix),
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError):
         return "-P"
     found = done.stdout.strip()
@@ -101,8 +112,11 @@ def runs_from_cwd(words: Sequence[str], env: Mapping[str, object] | None = None)
     for at, word in enumerate(words):
         if re.fullmatch(r"PYTHONSAFEPATH=.+", word):
             safe_env = True
-        if _PYTHON.fullmatch(Path(word).name) and _unsafe_module_run(words[at + 1:]) \
-                and not safe_env:
+        if (
+            _PYTHON.fullmatch(Path(word).name)
+            and _unsafe_module_run(words[at + 1 :])
+            and not safe_env
+        ):
             return True
     return False
 
@@ -122,7 +136,7 @@ def _unsafe_module_run(options: Sequence[str]) -> bool:
             if flag in "IP":
                 protected = True
             elif flag == "m":
-                module = word[index + 1:] or (options[at + 1] if at + 1 < len(options) else "")
+                module = word[index + 1 :] or (options[at + 1] if at + 1 < len(options) else "")
                 return bool(_MODULE.fullmatch(module)) and not protected
             elif flag in "cWX":
                 return False

@@ -54,16 +54,23 @@ class Fix:
 
 
 FIND_IDS = {
-    "memory": Fix("list them with `engram list` or `engram log`",
-                  "find ids with memory_list or memory_recall"),
+    "memory": Fix(
+        "list them with `engram list` or `engram log`", "find ids with memory_list or memory_recall"
+    ),
     "task": Fix("list them with `engram task list`", "find ids with task_list"),
     "session": Fix("list them with `engram sessions`", "find ids with session_list"),
-    "checkpoint": Fix("see a task's checkpoints with `engram timeline TASK`",
-                      "see them with task_get and checkpoints=true"),
-    "event": Fix("list them with `engram log`; a write's receipt names its event",
-                  "a write's receipt names its event (receipts[].event)"),
-    "record": Fix("list them with `engram list` or `engram log`",
-                  "find ids with memory_list, task_list or session_list"),
+    "checkpoint": Fix(
+        "see a task's checkpoints with `engram timeline TASK`",
+        "see them with task_get and checkpoints=true",
+    ),
+    "event": Fix(
+        "list them with `engram log`; a write's receipt names its event",
+        "a write's receipt names its event (receipts[].event)",
+    ),
+    "record": Fix(
+        "list them with `engram list` or `engram log`",
+        "find ids with memory_list, task_list or session_list",
+    ),
 }
 
 
@@ -73,8 +80,9 @@ class EngramError(Exception):
 
     exit_code = 1
 
-    def __init__(self, problem: str = "", fix: Fix | None = None, *,
-                 mcp_problem: str | None = None) -> None:
+    def __init__(
+        self, problem: str = "", fix: Fix | None = None, *, mcp_problem: str | None = None
+    ) -> None:
         self.problem = problem
         self.fix = fix
         self.mcp_problem = mcp_problem
@@ -99,8 +107,9 @@ class NotFoundError(UsageError):
     def __init__(self, what: str, ident: str) -> None:
         self.what = what
         self.ident = ident
-        super().__init__(f"no {what} with id {quote(ident, 60)}", FIND_IDS.get(what,
-                                                                                FIND_IDS["record"]))
+        super().__init__(
+            f"no {what} with id {quote(ident, 60)}", FIND_IDS.get(what, FIND_IDS["record"])
+        )
 
 
 class AmbiguousIdError(UsageError):
@@ -110,7 +119,8 @@ class AmbiguousIdError(UsageError):
         shown = ", ".join(self.candidates[:5]) + (", ..." if len(self.candidates) > 5 else "")
         super().__init__(
             f"id prefix {quote(prefix, 60)} matches {len(self.candidates)} records ({shown})",
-            Fix("give more characters of the id", "give more characters of the id"))
+            Fix("give more characters of the id", "give more characters of the id"),
+        )
 
 
 class NoStoreError(EngramError):
@@ -120,18 +130,32 @@ class NoStoreError(EngramError):
 class SecretError(UsageError):
     """Content holds something that looks like a credential. The secret itself is never kept."""
 
-    def __init__(self, secret_type: str, line: int, column: int, field: str = "content",
-                 *, redactable: bool = True) -> None:
+    def __init__(
+        self,
+        secret_type: str,
+        line: int,
+        column: int,
+        field: str = "content",
+        *,
+        redactable: bool = True,
+    ) -> None:
         self.secret_type = secret_type
         self.line = line
         self.column = column
         self.field = field
-        fix = (Fix(f"remove it, or pass --redact to store it as [REDACTED:{secret_type}]",
-                   f"remove it, or pass redact=true to store it as [REDACTED:{secret_type}]")
-               if redactable else Fix("remove it", "remove it"))
+        fix = (
+            Fix(
+                f"remove it, or pass --redact to store it as [REDACTED:{secret_type}]",
+                f"remove it, or pass redact=true to store it as [REDACTED:{secret_type}]",
+            )
+            if redactable
+            else Fix("remove it", "remove it")
+        )
         super().__init__(
             f"{field} contains what looks like a secret ({secret_type}) at line {line}, "
-            f"column {column}", fix)
+            f"column {column}",
+            fix,
+        )
 
 
 class DamagedFileError(EngramError):

@@ -24,8 +24,15 @@ def temp_path(path: Path, *, hidden: bool = False) -> Path:
     return path.with_name(f"{'.' if hidden else ''}{path.name}.{os.getpid()}.tmp")
 
 
-def atomic_write(path: Path, data: bytes | str, *, durable: bool = True, hidden: bool = False,
-                 mode: int | None = None, temp: Path | None = None) -> None:
+def atomic_write(
+    path: Path,
+    data: bytes | str,
+    *,
+    durable: bool = True,
+    hidden: bool = False,
+    mode: int | None = None,
+    temp: Path | None = None,
+) -> None:
     """Replace `path` with `data`: written to a temporary file beside it, renamed over it.
 
     `durable` fsyncs the file before the rename and the directory after it (a cache, which can

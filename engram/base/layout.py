@@ -85,7 +85,6 @@ def ledger_file(common_dir: Path, worktree: str, kind: str) -> Path:
     return common_dir.joinpath(*LEDGER_DIR, f"{worktree}-{kind}.tsv")
 
 
-
 def session_file(local: Path, session_id: str, suffix: str = ".json") -> Path:
     """A session's heartbeat (`.json`) or the memories it recalled (`.recalled`)."""
     return local / SESSIONS_DIR / f"{session_id}{suffix}"

@@ -32,16 +32,17 @@ def check_model_setting(value: str) -> None:
     if value in (BUILTIN, OFF) or is_local_model(value):
         return
     if value.startswith(".") or value.count("/") > 1 or "\\" in value:
-        raise ValueError(f"a model folder must be an absolute path (or start with ~), not "
-                         f"{quote(value)}; a fastembed model is named like "
-                         "BAAI/bge-small-en-v1.5")
+        raise ValueError(
+            f"a model folder must be an absolute path (or start with ~), not "
+            f"{quote(value)}; a fastembed model is named like "
+            "BAAI/bge-small-en-v1.5"
+        )
 
 
 def first_line(exc: BaseException) -> str:
     """The type and first line of an error's message, for a one-line reason."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
-
 
 
 class ModelFolderError(ValueError):
@@ -84,8 +85,10 @@ def describe_folder(folder: Path) -> tuple[Path, ModelDescription]:
     known = set(ModelDescription.__dataclass_fields__)
     unknown = sorted(set(given) - known)
     if unknown:
-        raise ModelFolderError(f"{folder / DESCRIPTION_FILE}: unknown key {unknown[0]!r} "
-                               f"(known: {', '.join(sorted(known))})")
+        raise ModelFolderError(
+            f"{folder / DESCRIPTION_FILE}: unknown key {unknown[0]!r} "
+            f"(known: {', '.join(sorted(known))})"
+        )
     values: dict[str, Any] = {}
     prompts = _json_file(folder / "config_sentence_transformers.json").get("prompts") or {}
     if isinstance(prompts, dict):
@@ -102,24 +105,33 @@ def describe_folder(folder: Path) -> tuple[Path, ModelDescription]:
         if not isinstance(values.get(key, ""), str):
             raise ModelFolderError(f"{folder / DESCRIPTION_FILE}: {key} must be text")
     if values.get("pooling", "mean") not in POOLINGS:
-        raise ModelFolderError(f"{folder / DESCRIPTION_FILE}: pooling must be one of "
-                               f"{', '.join(POOLINGS)}, not {values['pooling']!r}")
+        raise ModelFolderError(
+            f"{folder / DESCRIPTION_FILE}: pooling must be one of "
+            f"{', '.join(POOLINGS)}, not {values['pooling']!r}"
+        )
     window = values.get("max_tokens")
-    if window is not None and (not isinstance(window, int) or isinstance(window, bool)
-                               or not 0 < window <= 100_000):
-        raise ModelFolderError(f"{folder / DESCRIPTION_FILE}: max_tokens must be a whole "
-                               f"number of tokens, not {window!r}")
+    if window is not None and (
+        not isinstance(window, int) or isinstance(window, bool) or not 0 < window <= 100_000
+    ):
+        raise ModelFolderError(
+            f"{folder / DESCRIPTION_FILE}: max_tokens must be a whole "
+            f"number of tokens, not {window!r}"
+        )
     dimension = values.get("dimension")
-    if dimension is not None and (not isinstance(dimension, int) or isinstance(dimension, bool)
-                                  or not 0 < dimension <= 65_536):
-        raise ModelFolderError(f"{folder / DESCRIPTION_FILE}: dimension must be a whole "
-                               f"number, not {dimension!r}")
+    if dimension is not None and (
+        not isinstance(dimension, int) or isinstance(dimension, bool) or not 0 < dimension <= 65_536
+    ):
+        raise ModelFolderError(
+            f"{folder / DESCRIPTION_FILE}: dimension must be a whole number, not {dimension!r}"
+        )
     if not isinstance(values.get("model_file") or "", str):
         raise ModelFolderError(f"{folder / DESCRIPTION_FILE}: model_file must be a file name")
     description = ModelDescription(**values)
     if not (folder / "tokenizer.json").is_file():
-        raise ModelFolderError(f"{folder} has no tokenizer.json (the Hugging Face tokenizer "
-                               "file that comes with the model)")
+        raise ModelFolderError(
+            f"{folder} has no tokenizer.json (the Hugging Face tokenizer "
+            "file that comes with the model)"
+        )
     return _model_file(folder, description), description
 
 
@@ -127,19 +139,27 @@ def _model_file(folder: Path, description: ModelDescription) -> Path:
     if description.model_file:
         path = folder / description.model_file
         if not path.is_file() or folder.resolve() not in path.resolve().parents:
-            raise ModelFolderError(f"{folder} has no {description.model_file} "
-                                   f"(named by {DESCRIPTION_FILE})")
+            raise ModelFolderError(
+                f"{folder} has no {description.model_file} (named by {DESCRIPTION_FILE})"
+            )
         return path
     if (folder / "model.onnx").is_file():
         return folder / "model.onnx"
-    found = sorted(p for where in (folder, folder / "onnx") if where.is_dir()
-                   for p in where.glob("*.onnx") if p.is_file())
+    found = sorted(
+        p
+        for where in (folder, folder / "onnx")
+        if where.is_dir()
+        for p in where.glob("*.onnx")
+        if p.is_file()
+    )
     if not found:
         raise ModelFolderError(f"{folder} has no model.onnx (or other .onnx file)")
     if len(found) > 1:
         names = ", ".join(str(p.relative_to(folder)) for p in found[:4])
-        raise ModelFolderError(f"{folder} has several .onnx files ({names}); name one as "
-                               f"model_file in {DESCRIPTION_FILE}")
+        raise ModelFolderError(
+            f"{folder} has several .onnx files ({names}); name one as "
+            f"model_file in {DESCRIPTION_FILE}"
+        )
     return found[0]
 
 

@@ -31,8 +31,7 @@ def find_project_store(start: Path) -> Path | None:
     if top is None:
         return None
     root = top / PROJECT_DIR
-    if root.is_dir() and root.resolve() != engram_home().resolve() and \
-            foreign_store(root) is None:
+    if root.is_dir() and root.resolve() != engram_home().resolve() and foreign_store(root) is None:
         return root
     return None
 

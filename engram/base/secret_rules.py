@@ -83,8 +83,9 @@ class RuleSet:
                 by_keyword.setdefault(keyword, []).append(rule)
         self.by_keyword = by_keyword
         # A keyword found brings the shorter keywords it starts with ("sk_live" brings "sk_").
-        self._with_prefixes = {k: [k[:i] for i in range(1, len(k) + 1) if k[:i] in by_keyword]
-                               for k in by_keyword}
+        self._with_prefixes = {
+            k: [k[:i] for i in range(1, len(k) + 1) if k[:i] in by_keyword] for k in by_keyword
+        }
         self._keywords: re.Pattern[str] | None = None  # compiled on the first scan
 
     def keywords_in(self, lower: str) -> set[str]:
@@ -106,8 +107,11 @@ class RuleSet:
                 wanted[rule.id] = rule
         for rule in self.unkeyed:  # last: a named format's type wins over a shape's
             wanted[rule.id] = rule
-        return [rule for rule in wanted.values()
-                if rule.report and all(self._possible(other, found) for other, _ in rule.requires)]
+        return [
+            rule
+            for rule in wanted.values()
+            if rule.report and all(self._possible(other, found) for other, _ in rule.requires)
+        ]
 
     def _possible(self, rule_id: str, keywords: set[str]) -> bool:
         rule = self.by_id.get(rule_id)
@@ -119,24 +123,28 @@ class RuleSet:
         reported = []
         for rule in self.rules_for(text.lower()):
             for match in self._run(rule, text):
-                if all(self._near(found, text, match, other, lines)
-                       for other, lines in rule.requires):
+                if all(
+                    self._near(found, text, match, other, lines) for other, lines in rule.requires
+                ):
                     reported.append(match)
         return reported
 
-    def _near(self, found: dict[str, list[Match]], text: str, match: Match, other: str,
-              lines: int | None) -> bool:
+    def _near(
+        self, found: dict[str, list[Match]], text: str, match: Match, other: str, lines: int | None
+    ) -> bool:
         if other not in found:
             found[other] = list(self._run(self.by_id[other], text)) if other in self.by_id else []
         return any(lines is None or abs(m.line - match.line) <= lines for m in found[other])
 
     def _run(self, rule: Rule, text: str) -> Iterator[Match]:
         for m in self._candidates(rule, text):
-            if rule.before and not _compiled(rule.before).search(text, max(0, m.start() - 40),
-                                                                 m.start()):
+            if rule.before and not _compiled(rule.before).search(
+                text, max(0, m.start() - 40), m.start()
+            ):
                 continue
-            group = rule.group or next((i for i in range(1, (m.lastindex or 0) + 1)
-                                        if m.group(i)), 0)
+            group = rule.group or next(
+                (i for i in range(1, (m.lastindex or 0) + 1) if m.group(i)), 0
+            )
             start, end = m.span(group)
             secret = text[start:end]
             if not secret or self._dropped(rule, secret, m.group()):
@@ -155,8 +163,9 @@ class RuleSet:
         for gate in _compiled(rule.gate).finditer(text):
             if gate.end() <= done:
                 continue
-            window = rule.pattern().finditer(text, max(done, gate.start() - 40),
-                                             min(len(text), gate.end() + rule.after))
+            window = rule.pattern().finditer(
+                text, max(done, gate.start() - 40), min(len(text), gate.end() + rule.after)
+            )
             for m in window:
                 done = max(done, m.end())
                 yield m
@@ -171,7 +180,8 @@ class RuleSet:
         if any(p in lower for p in self._drop_contains + rule.drop_contains):
             return True
         if any(p.search(secret) for p in self._drop) or any(
-                _compiled(p).search(secret) for p in rule.drop):
+            _compiled(p).search(secret) for p in rule.drop
+        ):
             return True
         if any(_compiled(p).search(whole) for p in rule.drop_match):
             return True
@@ -181,19 +191,20 @@ class RuleSet:
 def _rule(raw: dict[str, Any]) -> Rule:
     entropy_bound = raw.get("entropy")
     return Rule(
-        id=str(raw["id"]), type=str(raw["type"]), regex=str(raw["regex"]),
+        id=str(raw["id"]),
+        type=str(raw["type"]),
+        regex=str(raw["regex"]),
         keywords=tuple(raw.get("keywords", ())),
         group=int(raw.get("group", 0)),
-        entropy=(str(entropy_bound[0]), float(entropy_bound[1]))
-        if entropy_bound else None,
+        entropy=(str(entropy_bound[0]), float(entropy_bound[1])) if entropy_bound else None,
         drop=tuple(raw.get("drop", ())),
         drop_match=tuple(raw.get("drop_match", ())),
         drop_contains=tuple(raw.get("drop_contains", ())),
         keep_all=tuple(raw.get("keep_all", ())),
         report=bool(raw.get("report", True)),
-        requires=tuple((str(r[0]), r[1])
-                       for r in raw.get("requires", ())),
-        placeholders=bool(raw.get("placeholders", False)), gate=str(raw.get("gate", "")),
+        requires=tuple((str(r[0]), r[1]) for r in raw.get("requires", ())),
+        placeholders=bool(raw.get("placeholders", False)),
+        gate=str(raw.get("gate", "")),
         before=str(raw.get("before", "")),
         after=int(raw.get("after", 0)),
     )
@@ -213,8 +224,9 @@ def _trie(words: Mapping[str, object]) -> str:
 
     def branch(node: _Node) -> str:
         ends = "" in node
-        alternatives = [re.escape(char) + branch(child)
-                        for char, child in sorted(node.items()) if char]
+        alternatives = [
+            re.escape(char) + branch(child) for char, child in sorted(node.items()) if char
+        ]
         if not alternatives:
             return ""
         body = "(?:" + "|".join(alternatives) + ")" if len(alternatives) > 1 else alternatives[0]

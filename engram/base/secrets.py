@@ -56,19 +56,33 @@ _PEM_BODY = re.compile(r"(?:\s|\\n|[A-Za-z-]+: [^\n]*)*[A-Za-z0-9+/=]{20}")  # n
 # A key that holds a credential ends with one of these words (any case, any separator), then
 # comes an assignment: `DB_PASSWORD=`, `clientSecret:`, `"api_key": `, `x-api-key:`,
 # `--password=`, `?access_token=`, `password is`.
-_KEYWORDS = (r"passw(?:or)?d|pwd|passphrase|(?<=[_.\-])pass|secret(?:_key_base)?|token|psk"
-             r"|(?<=[_.\-])pat|(?<=[_.\-])auth|(?<![a-z0-9])pw"
-             r"|credentials?|api[_\- ]?key"
-             r"|(?:access|secret|private|signing|encryption|master|account|app|auth|storage|hmac"
-             r"|session|cookie|webhook|jwt|client)[_\-]?key"
-             r"|private_key_id"
-             r"|(?<=[?&])sig")
-_KEYWORD_HINTS = ("pass", "pwd", "secret", "token", "credential", "key", "sig", "psk", "pat",
-                  "auth", "pw")
+_KEYWORDS = (
+    r"passw(?:or)?d|pwd|passphrase|(?<=[_.\-])pass|secret(?:_key_base)?|token|psk"
+    r"|(?<=[_.\-])pat|(?<=[_.\-])auth|(?<![a-z0-9])pw"
+    r"|credentials?|api[_\- ]?key"
+    r"|(?:access|secret|private|signing|encryption|master|account|app|auth|storage|hmac"
+    r"|session|cookie|webhook|jwt|client)[_\-]?key"
+    r"|private_key_id"
+    r"|(?<=[?&])sig"
+)
+_KEYWORD_HINTS = (
+    "pass",
+    "pwd",
+    "secret",
+    "token",
+    "credential",
+    "key",
+    "sig",
+    "psk",
+    "pat",
+    "auth",
+    "pw",
+)
 _ASSIGNED_PATTERN = (  # (the look-ahead lets the regex engine skip other letters quickly)
     rf"(?=[pstcaemhwj])(?P<kw>{_KEYWORDS})(?![A-Za-z0-9_.\-])(?P<close>[\"'`]?\]?)"
     r"(?P<sep>[ \t]*(?::=|=>|=(?!=)|:(?![:/])|<-)[ \t]*|[ \t]+(?:is|was)[ \t]+"
-    r"|[ \t]*,[ \t]*(?=[\"'])|[ \t]+(?=[\"']))")  # define('KEY', 'v'), storePassword 'v'
+    r"|[ \t]*,[ \t]*(?=[\"'])|[ \t]+(?=[\"']))"
+)  # define('KEY', 'v'), storePassword 'v'
 
 # Matched against the lower-cased text, which is three times faster than ignoring case; that
 # keeps offsets only for ASCII text, so other text is matched ignoring case.
@@ -80,43 +94,60 @@ _QUOTED_VALUE = re.compile(r"""(?P<q>["'`])(?P<v>[^"'`\n]{0,2000})(?P=q)""")
 _BARE_VALUE = re.compile(r"""[^\s"'`,;&]{1,2000}""")
 
 _URL_CREDENTIALS = re.compile(
-    r"\b[A-Za-z][A-Za-z0-9+.\-]*://(?P<user>[^\s:/@'\"<>]*):(?P<v>[^\s/@'\"]+)@")
+    r"\b[A-Za-z][A-Za-z0-9+.\-]*://(?P<user>[^\s:/@'\"<>]*):(?P<v>[^\s/@'\"]+)@"
+)
 _AUTHORIZATION = re.compile(
     r"(?i)\b(?:proxy-)?authorization[\"']?\]?[ \t]*[:=][ \t]*[\"']?"
-    r"(?:(?:bearer|basic|token|bot|digest|apikey|sso-key)[ \t]+)?(?P<v>[^\s\"',;]+)")
+    r"(?:(?:bearer|basic|token|bot|digest|apikey|sso-key)[ \t]+)?(?P<v>[^\s\"',;]+)"
+)
 _BEARER = re.compile(r"\bBearer[ \t]+(?P<v>[A-Za-z0-9._~+/\-]{20,}=*)")
 # Prose: "the admin password for the staging box is X", "log in with password X".
 _PROSE_FOR_PATTERN = (
     r"\b(?=[psta])(?P<kw>passw(?:or)?d|passphrase|secret|token|api[ _\-]?key)[ \t]+"
-    r"(?:for|of|on|to)[ \t]+[^\n:=]{1,40}?[ \t]+(?:is|was|:)[ \t]+(?P<v>[^\s\"'`,;]+)")
+    r"(?:for|of|on|to)[ \t]+[^\n:=]{1,40}?[ \t]+(?:is|was|:)[ \t]+(?P<v>[^\s\"'`,;]+)"
+)
 _PROSE_BARE_PATTERN = r"\bpassw(?:or)?d[ \t]+(?P<v>[^\s\"'`,;]{8,})"
 _PROSE_FOR = re.compile(_PROSE_FOR_PATTERN)
 _PROSE_BARE = re.compile(_PROSE_BARE_PATTERN)
 _PROSE_FOR_ANY_CASE = re.compile(_PROSE_FOR_PATTERN, re.IGNORECASE)
 _PROSE_BARE_ANY_CASE = re.compile(_PROSE_BARE_PATTERN, re.IGNORECASE)
 _UPPER, _LOWER, _DIGIT = re.compile("[A-Z]"), re.compile("[a-z]"), re.compile("[0-9]")
-_XML = re.compile(
-    rf"(?i)<(?P<tag>[\w:.\-]*(?:{_KEYWORDS}))>[ \t]*(?P<v>[^<\s]+)[ \t]*</(?P=tag)>")
+_XML = re.compile(rf"(?i)<(?P<tag>[\w:.\-]*(?:{_KEYWORDS}))>[ \t]*(?P<v>[^<\s]+)[ \t]*</(?P=tag)>")
 _NETRC = re.compile(r"\b(?:machine\s+\S+|default)\s+(?:login\s+\S+\s+)?password[ \t]+(?P<v>\S+)")
 _COMMAND = r"(?:^|(?<=[\s;|&(`]))"  # at the start of a command
 _OPTION_VALUE = r"(?P<q>['\"]?)(?P<v>[^\s'\"]+)(?P=q)"
 _COMMANDS: list[tuple[Callable[[str], bool], re.Pattern[str]]] = [
     # mysql -pSECRET (with a space, mysql prompts instead)
-    (lambda t: "-p" in t and ("mysql" in t or "maria" in t), re.compile(
-        _COMMAND + r"(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n;|]*?[ \t]"
-        r"-p" + _OPTION_VALUE)),
-    (lambda t: "-p" in t or " -a " in t, re.compile(
-        _COMMAND + r"(?:sshpass[ \t]+-p[ \t]*|redis-cli\b[^\n;|]*?[ \t]-a[ \t]+"
-        r"|(?:docker|podman|buildah|nerdctl|skopeo|oras|helm(?:[ \t]+registry)?)[ \t]+login\b"
-        r"[^\n;|]*?[ \t]-p(?:[ \t]+|=))" + _OPTION_VALUE)),
-    (lambda t: " -u" in t or " -a" in t or "--user" in t or "--auth" in t, re.compile(
-        # curl -u user:pw, httpie -a user:pw
-        _COMMAND + r"(?:curl|wget|http|https|xh)\b[^\n;|]*?[ \t](?:-u|--user|-a|--auth)"
-        r"(?:[ \t]+|=)(?P<q>['\"]?)(?P<user>[^\s:'\"]+):(?P<v>[^\s'\"]+)(?P=q)")),
-    (lambda t: "--" in t, re.compile(
-        r"(?<![\w\-])--(?:password|passwd|pass|token|api-?key|api-token|auth-token"
-        r"|access-token|secret|client-secret|secret-key|access-key)(?:[ \t]+|=)"
-        + _OPTION_VALUE)),
+    (
+        lambda t: "-p" in t and ("mysql" in t or "maria" in t),
+        re.compile(
+            _COMMAND + r"(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n;|]*?[ \t]"
+            r"-p" + _OPTION_VALUE
+        ),
+    ),
+    (
+        lambda t: "-p" in t or " -a " in t,
+        re.compile(
+            _COMMAND + r"(?:sshpass[ \t]+-p[ \t]*|redis-cli\b[^\n;|]*?[ \t]-a[ \t]+"
+            r"|(?:docker|podman|buildah|nerdctl|skopeo|oras|helm(?:[ \t]+registry)?)[ \t]+login\b"
+            r"[^\n;|]*?[ \t]-p(?:[ \t]+|=))" + _OPTION_VALUE
+        ),
+    ),
+    (
+        lambda t: " -u" in t or " -a" in t or "--user" in t or "--auth" in t,
+        re.compile(
+            # curl -u user:pw, httpie -a user:pw
+            _COMMAND + r"(?:curl|wget|http|https|xh)\b[^\n;|]*?[ \t](?:-u|--user|-a|--auth)"
+            r"(?:[ \t]+|=)(?P<q>['\"]?)(?P<user>[^\s:'\"]+):(?P<v>[^\s'\"]+)(?P=q)"
+        ),
+    ),
+    (
+        lambda t: "--" in t,
+        re.compile(
+            r"(?<![\w\-])--(?:password|passwd|pass|token|api-?key|api-token|auth-token"
+            r"|access-token|secret|client-secret|secret-key|access-key)(?:[ \t]+|=)" + _OPTION_VALUE
+        ),
+    ),
 ]
 
 # -- the placeholder policy ---------------------------------------------------------------------
@@ -124,15 +155,21 @@ _COMMANDS: list[tuple[Callable[[str], bool], re.Pattern[str]]] = [
 _REFERENCE = re.compile(
     r"""^(?:\$|%\w+%$|%\(|<|\{|\[REDACTED|![A-Za-z]+$|#\{|op://|vault:|arn:|awssm:|gcp:|sm://"""
     r"""|@[\w.\-]*[./][\w./\-]+$"""
-    r"""|ref\+|secret:|env:)""", re.IGNORECASE)
+    r"""|ref\+|secret:|env:)""",
+    re.IGNORECASE,
+)
 _PLACEHOLDER_PART = re.compile(
     r"\.\.\.|…|\*\*\*|xxx|change[_\-]?me|example|placeholder|dummy|redacted|your[_\-]|"
-    r"[_\-]here$|^replace|^insert|^enter[_\-]|^fake|^sample|^test[_\-]", re.IGNORECASE)
-_PLACEHOLDER_WORDS = frozenset("""
+    r"[_\-]here$|^replace|^insert|^enter[_\-]|^fake|^sample|^test[_\-]",
+    re.IGNORECASE,
+)
+_PLACEHOLDER_WORDS = frozenset(
+    """
     password passwd pass pwd secret token key apikey api_key credentials test testing none null
     nil undefined empty true false yes no on off todo tbd foo bar baz string str bytes int number
     boolean bool any required optional bearer basic required hidden masked unset default
-    """.split())
+    """.split()
+)
 _IDENTIFIER_CHAIN = re.compile(r"^[A-Za-z_$][\w$]*(?:(?:\.|\?\.|::|->)[A-Za-z_$][\w$]*)+$")
 _CALL = re.compile(r"^[A-Za-z_][\w.]*\($")
 _SEALED = re.compile(r"^Ag[A-Za-z0-9+/]{200,}={0,2}$")  # a sealed-secrets ciphertext
@@ -159,8 +196,9 @@ def _placeholder(value: str, *names: str) -> bool:
     normal = _normal(value)
     if normal in _PLACEHOLDER_WORDS or value.lower() in _PLACEHOLDER_WORDS:
         return True
-    return any(normal and normal in (_normal(name), _normal(name.split(".")[-1]))
-               for name in names if name)
+    return any(
+        normal and normal in (_normal(name), _normal(name.split(".")[-1])) for name in names if name
+    )
 
 
 def _stand_in_token(token: str) -> bool:
@@ -176,8 +214,11 @@ _NOT_LETTER = re.compile(r"[\d\W_]")
 
 def _mixed(value: str) -> bool:
     """Looks made to be hard to guess: letters with digits or symbols."""
-    return (len(value) >= 6 and _LETTER.search(value) is not None
-            and _NOT_LETTER.search(value) is not None)
+    return (
+        len(value) >= 6
+        and _LETTER.search(value) is not None
+        and _NOT_LETTER.search(value) is not None
+    )
 
 
 def _literal(value: str, *, key: str, quoted: bool, style: str) -> bool:
@@ -245,21 +286,27 @@ def find_secrets(text: str, *, entropy: bool = False) -> list[Finding]:
     # matched in the lower-cased text when offsets allow (see _ASSIGNED); values from `text`
     ascii_text = text.isascii()
     if (" for " in lower or " of " in lower or " on " in lower or " to " in lower) and (
-            "pass" in lower or "secret" in lower or "token" in lower or "key" in lower):
-        prose_for = (_PROSE_FOR.finditer(lower) if ascii_text else
-                     _PROSE_FOR_ANY_CASE.finditer(text))
+        "pass" in lower or "secret" in lower or "token" in lower or "key" in lower
+    ):
+        prose_for = _PROSE_FOR.finditer(lower) if ascii_text else _PROSE_FOR_ANY_CASE.finditer(text)
         for match in prose_for:
-            value = text[match.start("v"): match.end("v")].rstrip(".")
+            value = text[match.start("v") : match.end("v")].rstrip(".")
             if _literal(value, key=match["kw"], quoted=False, style="prose"):
-                spans.append((match.start("v"), match.start("v") + len(value),
-                              _type_of(match["kw"])))
+                spans.append(
+                    (match.start("v"), match.start("v") + len(value), _type_of(match["kw"]))
+                )
     if "password " in lower or "passwd " in lower:
-        prose_bare = (_PROSE_BARE.finditer(lower) if ascii_text else
-                      _PROSE_BARE_ANY_CASE.finditer(text))
+        prose_bare = (
+            _PROSE_BARE.finditer(lower) if ascii_text else _PROSE_BARE_ANY_CASE.finditer(text)
+        )
         for match in prose_bare:
-            value = text[match.start("v"): match.end("v")].rstrip(".")
-            if (_UPPER.search(value) and _LOWER.search(value) and _DIGIT.search(value)
-                    and _literal(value, key="password", quoted=False, style="prose")):
+            value = text[match.start("v") : match.end("v")].rstrip(".")
+            if (
+                _UPPER.search(value)
+                and _LOWER.search(value)
+                and _DIGIT.search(value)
+                and _literal(value, key="password", quoted=False, style="prose")
+            ):
                 spans.append((match.start("v"), match.start("v") + len(value), "password"))
     if "</" in text:
         for match in _XML.finditer(text):
@@ -281,9 +328,14 @@ def find_secrets(text: str, *, entropy: bool = False) -> list[Finding]:
         spans.extend(_high_entropy(text))
     # A rule that finds a whole connection string is narrowed to the password found in it.
     # (and where both find the same value, the rule's type names it)
-    narrowed = [span for span in ruled
-                if not any(span[0] <= start and end <= span[1] and (start, end) != span[:2]
-                           for start, end, _ in spans)]
+    narrowed = [
+        span
+        for span in ruled
+        if not any(
+            span[0] <= start and end <= span[1] and (start, end) != span[:2]
+            for start, end, _ in spans
+        )
+    ]
     return _findings(text, narrowed + spans)
 
 
@@ -298,7 +350,7 @@ def _ruled(text: str) -> list[tuple[int, int, str]]:
         end = match.end
         if end < len(text) and text[end - 1].isalnum():
             end = _TOKEN_TAIL.match(text, end).end()  # type: ignore[union-attr]
-        value = text[match.start: end]
+        value = text[match.start : end]
         if not (_placeholder(value) if match.rule.placeholders else _stand_in_token(value)):
             spans.append((match.start, end, match.rule.type))
     return spans
@@ -314,18 +366,20 @@ def _private_keys(text: str) -> Iterator[tuple[int, int, str]]:
 
 
 def _assignments(text: str, lower: str) -> Iterator[tuple[int, int, str]]:
-    matches = (_ASSIGNED.finditer(lower) if text.isascii() else
-               _ASSIGNED_ANY_CASE.finditer(text))
+    matches = _ASSIGNED.finditer(lower) if text.isascii() else _ASSIGNED_ANY_CASE.finditer(text)
     covered = 0
     for match in matches:
         if match.start() < covered:
             continue  # a key inside the value found before ("password=password=...")
-        keyword = text[match.start("kw"): match.end("kw")]
+        keyword = text[match.start("kw") : match.end("kw")]
         first = match.start("kw")
-        while first > 0 and match.start("kw") - first < 100 and (
-                text[first - 1].isalnum() or text[first - 1] in "_.-"):
+        while (
+            first > 0
+            and match.start("kw") - first < 100
+            and (text[first - 1].isalnum() or text[first - 1] in "_.-")
+        ):
             first -= 1
-        key = text[first: match.end("kw")]
+        key = text[first : match.end("kw")]
         if match["sep"] == ":" and first > 0 and text[first - 1] == ":":
             continue  # one part of a colon-joined name (arn:aws:...:secret:name), not a key
         if text.endswith("://", 0, first):
@@ -343,8 +397,10 @@ def _assignments(text: str, lower: str) -> Iterator[tuple[int, int, str]]:
             end -= len(found) - len(trimmed)
             found = trimmed
         sep = match["sep"].strip()
-        if sep in ("", ",") and (quoted is None or (sep == "," and not (
-                match["close"] and re.fullmatch(r"[A-Z][A-Z0-9_]*", key)))):
+        if sep in ("", ",") and (
+            quoted is None
+            or (sep == "," and not (match["close"] and re.fullmatch(r"[A-Z][A-Z0-9_]*", key)))
+        ):
             continue  # a bare word after a space, or a call's argument that is not a constant
         if sep in ("is", "was"):
             style = "prose"
@@ -382,8 +438,10 @@ def _findings(text: str, spans: list[tuple[int, int, str]]) -> list[Finding]:
             merged[-1][1] = max(end, merged[-1][1])  # type: ignore[call-overload]
             continue
         merged.append([start, end, kind])
-    return [_finding(text, str(kind), int(start), int(end))  # type: ignore[call-overload]
-            for start, end, kind in merged]
+    return [
+        _finding(text, str(kind), int(start), int(end))  # type: ignore[call-overload]
+        for start, end, kind in merged
+    ]
 
 
 def _finding(text: str, secret_type: str, start: int, end: int) -> Finding:
@@ -402,4 +460,3 @@ def redacted(text: str) -> str:
     """`text` with every secret in it replaced by its type: for quoting input in messages."""
     findings = find_secrets(text)
     return redact(text, findings) if findings else text
-

@@ -49,15 +49,18 @@ def well_formed(value: Any, field: str) -> str:
     except UnicodeEncodeError:
         raise UsageError(f"{field} is not valid UTF-8; re-encode it as UTF-8") from None
     if "\ufffd" in value:  # what a decoder leaves where bytes were not UTF-8
-        raise UsageError(f"{field} holds U+FFFD, the mark of bytes that were not valid UTF-8; "
-                         "re-encode it as UTF-8")
+        raise UsageError(
+            f"{field} holds U+FFFD, the mark of bytes that were not valid UTF-8; "
+            "re-encode it as UTF-8"
+        )
     text = value.replace("\r\n", "\n")
     for index, char in enumerate(text):
         if char not in "\n\t" and unicodedata.category(char) == "Cc":
             line = text.count("\n", 0, index) + 1
             where = f" on line {line}" if "\n" in text else ""
-            raise UsageError(f"{field} contains a control character (U+{ord(char):04X}){where}; "
-                             "remove it")
+            raise UsageError(
+                f"{field} contains a control character (U+{ord(char):04X}){where}; remove it"
+            )
     return text
 
 
@@ -70,7 +73,8 @@ def name_form(value: str, what: str) -> str:
             raise UsageError(
                 f"{what} {quote(value)} holds U+{ord(char):04X} "
                 f"({unicodedata.name(char, 'a format character')}); a name cannot hold bidi "
-                "controls, zero-width or other invisible format characters: remove it")
+                "controls, zero-width or other invisible format characters: remove it"
+            )
     return value
 
 
@@ -80,8 +84,9 @@ def name_key(value: str) -> str:
     return unicodedata.normalize("NFC", unicodedata.normalize("NFC", value).casefold())
 
 
-def reference(value: Any, what: str, *,
-              hint: str | Fix = "give an id (or a unique prefix of it)") -> str:
+def reference(
+    value: Any, what: str, *, hint: str | Fix = "give an id (or a unique prefix of it)"
+) -> str:
     """An id, an id prefix or a name to look something up by (in NFC). `hint` says how to
     find one, in each front end's words if it is a `Fix`."""
     if value is None or (isinstance(value, str) and not value.strip()):
@@ -90,16 +95,19 @@ def reference(value: Any, what: str, *,
     if "\n" in text or "\t" in text:
         raise UsageError(f"{what} {quote(text)} must be one line")
     if len(text) > REFERENCE_CHARS:
-        raise UsageError(f"{what} is {len(text)} characters; no id or name is longer than "
-                         f"{REFERENCE_CHARS}")
+        raise UsageError(
+            f"{what} is {len(text)} characters; no id or name is longer than {REFERENCE_CHARS}"
+        )
     return text
 
 
 def session_id(value: Any, what: str = "session id") -> str:
     text = reference(value, what)
     if not SESSION_ID.match(text):
-        raise UsageError(f"{what} {quote(text)} is not a session id: 1-64 letters, digits, "
-                         "'.', '_' or '-', starting with a letter or digit")
+        raise UsageError(
+            f"{what} {quote(text)} is not a session id: 1-64 letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit"
+        )
     return text
 
 
@@ -107,8 +115,10 @@ def event_kind(value: Any) -> str:
     """An event kind or family to filter by (`memory`, `memory.created`)."""
     text = reference(value, "event kind")
     if len(text) > 64 or not EVENT_KIND.match(text):
-        raise UsageError(f"event kind {quote(text)} is not a kind or family such as "
-                         "'memory' or 'memory.created'; see docs/events.md")
+        raise UsageError(
+            f"event kind {quote(text)} is not a kind or family such as "
+            "'memory' or 'memory.created'; see docs/events.md"
+        )
     return text
 
 
@@ -119,8 +129,10 @@ def name(value: Any, *, what: str, limit: int) -> str:
         raise UsageError(f"{what} is empty")
     text = name_form(text, what)
     if len(text) > limit:
-        raise UsageError(f"{what} {quote(text, 20)} is longer than {limit} characters "
-                         "(setting limits.name_chars)")
+        raise UsageError(
+            f"{what} {quote(text, 20)} is longer than {limit} characters "
+            "(setting limits.name_chars)"
+        )
     check_relative(text, what)
     if not _NAME.match(text):
         raise UsageError(
@@ -130,8 +142,9 @@ def name(value: Any, *, what: str, limit: int) -> str:
     return text
 
 
-def tags(values: Iterable[Any], *, limit: int, name_limit: int,
-         what: str = "tag") -> tuple[str, ...]:
+def tags(
+    values: Iterable[Any], *, limit: int, name_limit: int, what: str = "tag"
+) -> tuple[str, ...]:
     """Tags, split on commas, lower-cased and de-duplicated; at most `limit` of them."""
     if isinstance(values, str):
         values = [values]
@@ -143,8 +156,10 @@ def tags(values: Iterable[Any], *, limit: int, name_limit: int,
             if part.strip():
                 out[name(part, what=what, limit=name_limit).lower()] = None
                 if len(out) > limit:
-                    raise UsageError(f"more than {limit} {what}s: over the limit of {limit} "
-                                     "(setting limits.tags)")
+                    raise UsageError(
+                        f"more than {limit} {what}s: over the limit of {limit} "
+                        "(setting limits.tags)"
+                    )
     return tuple(out)
 
 
@@ -155,8 +170,14 @@ def check_relative(name: str, what: str) -> str:
     return name
 
 
-def guard(text: str, *, field: str = "content", allow_redaction: bool = False,
-          entropy: bool = False, redactable: bool = True) -> str:
+def guard(
+    text: str,
+    *,
+    field: str = "content",
+    allow_redaction: bool = False,
+    entropy: bool = False,
+    redactable: bool = True,
+) -> str:
     """Return `text` unchanged, or redacted when allowed; otherwise refuse the first secret."""
     from . import secrets  # its rule set loads when text is first scanned, not for reads
 
@@ -177,11 +198,15 @@ def path(value: Any, *, what: str, limit: int) -> str:
     if "\n" in text or "\t" in text:
         raise UsageError(f"{what} {quote(text)} must be one line")
     if len(text) > limit:
-        raise UsageError(f"{what} {quote(text, 20)} is longer than {limit} characters "
-                         "(setting limits.path_chars)")
+        raise UsageError(
+            f"{what} {quote(text, 20)} is longer than {limit} characters "
+            "(setting limits.path_chars)"
+        )
     if text.startswith("/") or re.match(r"^[A-Za-z]:", text) or ".." in text.split("/"):
-        raise UsageError(f"{what} {quote(text)} must be a path inside the repository "
-                         "(relative: it must not be an absolute path or contain '..')")
+        raise UsageError(
+            f"{what} {quote(text)} must be a path inside the repository "
+            "(relative: it must not be an absolute path or contain '..')"
+        )
     return text
 
 
@@ -194,17 +219,28 @@ class Checks:
     def limit(self, key: str) -> int:
         return int(self.settings[key])
 
-    def scan(self, value: str, *, field: str, redact: bool = False,
-             redactable: bool = True) -> str:
+    def scan(self, value: str, *, field: str, redact: bool = False, redactable: bool = True) -> str:
         """Refuse (or, when asked, redact) what looks like a credential."""
         if not self.settings["secrets.scan"]:
             return value
-        return guard(value, field=field, allow_redaction=redact and redactable,
-                     entropy=self.settings["secrets.entropy"], redactable=redactable)
+        return guard(
+            value,
+            field=field,
+            allow_redaction=redact and redactable,
+            entropy=self.settings["secrets.entropy"],
+            redactable=redactable,
+        )
 
-    def text(self, value: Any, *, field: str, limit: str = "limits.text_bytes",
-             one_line: bool = False, redact: bool | None = None,
-             hint: str = "shorten it") -> str:
+    def text(
+        self,
+        value: Any,
+        *,
+        field: str,
+        limit: str = "limits.text_bytes",
+        one_line: bool = False,
+        redact: bool | None = None,
+        hint: str = "shorten it",
+    ) -> str:
         """Free text on its way to disk: well formed, not blank, within its limit, no secret.
         `redact` is None where the command has no way to ask for redaction: a secret's error
         then does not advise one."""
@@ -217,12 +253,19 @@ class Checks:
         most = self.limit(limit)
         if size > most:
             unit = "characters" if limit.endswith("_chars") else "bytes"
-            raise UsageError(f"{field} is {size} {unit}, over the limit of {most} "
-                             f"(setting {limit}); {hint}")
+            raise UsageError(
+                f"{field} is {size} {unit}, over the limit of {most} (setting {limit}); {hint}"
+            )
         return self.scan(value, field=field, redact=bool(redact), redactable=redact is not None)
 
-    def items(self, values: Any, *, field: str, limit: str = "limits.item_bytes",
-              redact: bool | None = None) -> list[str]:
+    def items(
+        self,
+        values: Any,
+        *,
+        field: str,
+        limit: str = "limits.item_bytes",
+        redact: bool | None = None,
+    ) -> list[str]:
         """A list of text items (next steps, commands, ...), de-duplicated, blanks dropped."""
         if values is None:
             return []
@@ -232,16 +275,18 @@ class Checks:
             raise UsageError(f"{field} must be a list of text")
         most = self.limit("limits.list_items")
         if len(values) > most:
-            raise UsageError(f"{field} has {len(values)} items, over the limit of {most} "
-                             "(setting limits.list_items)")
+            raise UsageError(
+                f"{field} has {len(values)} items, over the limit of {most} "
+                "(setting limits.list_items)"
+            )
         out: dict[str, None] = {}
         for number, item in enumerate(values, start=1):
             if not isinstance(item, str):
-                raise UsageError(f"{field} item {number} must be text, not "
-                                 f"{type(item).__name__}")
+                raise UsageError(f"{field} item {number} must be text, not {type(item).__name__}")
             if item.strip():
-                out[self.text(item, field=f"{field} item {number}", limit=limit,
-                              redact=redact)] = None
+                out[self.text(item, field=f"{field} item {number}", limit=limit, redact=redact)] = (
+                    None
+                )
         return list(out)
 
     def name(self, value: Any, *, what: str) -> str:
@@ -255,8 +300,9 @@ class Checks:
         return self.name(value, what=what)
 
     def tags(self, values: Iterable[Any], *, scan: bool = True) -> tuple[str, ...]:
-        found = tags(values, limit=self.limit("limits.tags"),
-                     name_limit=self.limit("limits.name_chars"))
+        found = tags(
+            values, limit=self.limit("limits.tags"), name_limit=self.limit("limits.name_chars")
+        )
         if scan:
             for tag in found:
                 self.scan(tag, field="tag", redactable=False)
@@ -273,12 +319,13 @@ class Checks:
         if isinstance(values, (str, Mapping)):
             values = [values]
         if not isinstance(values, Sequence):
-            raise UsageError("files must be a list of paths (path, path@commit, or "
-                             "{path, commit})")
+            raise UsageError("files must be a list of paths (path, path@commit, or {path, commit})")
         most = self.limit("limits.list_items")
         if len(values) > most:
-            raise UsageError(f"{len(values)} working-set files, over the limit of {most} "
-                             "(setting limits.list_items)")
+            raise UsageError(
+                f"{len(values)} working-set files, over the limit of {most} "
+                "(setting limits.list_items)"
+            )
         out: dict[str, dict[str, Any]] = {}
         for item in values:
             checked = self.file(item)
@@ -295,8 +342,10 @@ class Checks:
         commit = item.get("commit")
         if commit is not None:
             if not isinstance(commit, str) or not COMMIT.match(commit.strip().lower()):
-                raise UsageError(f"working-set file {quote(where)}: commit {quote(commit)} is "
-                                 "not a git commit id (4 to 64 hex digits)")
+                raise UsageError(
+                    f"working-set file {quote(where)}: commit {quote(commit)} is "
+                    "not a git commit id (4 to 64 hex digits)"
+                )
             return {"path": where, "commit": commit.strip().lower() or None}
         return {"path": where, "commit": None}
 
@@ -307,11 +356,19 @@ class Checks:
         most = self.limit("limits.query_bytes")
         size = len(text.encode("utf-8"))
         if size > most:
-            raise UsageError(f"the query is {size} bytes, over the limit of {most} "
-                             "(setting limits.query_bytes); shorten it")
+            raise UsageError(
+                f"the query is {size} bytes, over the limit of {most} "
+                "(setting limits.query_bytes); shorten it"
+            )
         return text
 
     def filter_names(self, values: Iterable[Any], *, what: str) -> list[str]:
         """Names to filter by: well formed (nothing is stored, so no secret scan)."""
-        return list(tags(values, limit=max(self.limit("limits.tags"), 64),
-                         name_limit=self.limit("limits.name_chars"), what=what))
+        return list(
+            tags(
+                values,
+                limit=max(self.limit("limits.tags"), 64),
+                name_limit=self.limit("limits.name_chars"),
+                what=what,
+            )
+        )

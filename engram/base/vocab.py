@@ -39,8 +39,9 @@ class Vocabulary:
 
     def __post_init__(self) -> None:
         names = [term.name for term in self.terms]
-        if len(set(names)) != len(names) or (self.default is not None
-                                             and self.default not in names):
+        if len(set(names)) != len(names) or (
+            self.default is not None and self.default not in names
+        ):
             raise ValueError(f"vocabulary {self.what}: duplicate names or an unknown default")
 
     @property
@@ -87,8 +88,11 @@ def one_of_message(what: str, value: Any, names: tuple[str, ...] | list[str]) ->
     return f"unknown {what} {quote(value)}; use one of: {', '.join(names)}"
 
 
-def _vocabulary(what: str, *terms: tuple[str, str] | tuple[str, str, dict[str, Any]] | str,
-                default: str | None = None) -> Vocabulary:
+def _vocabulary(
+    what: str,
+    *terms: tuple[str, str] | tuple[str, str, dict[str, Any]] | str,
+    default: str | None = None,
+) -> Vocabulary:
     made = []
     for term in terms:
         if isinstance(term, str):
@@ -168,12 +172,21 @@ DEPTH = _vocabulary(
     "depth",
     # how much resume brings: events and summaries of earlier checkpoints (None: all), the token
     # budget filled by priority (None: none), memories: of the task, and others, each at most
-    ("brief", "the last handoff, what happened since, the task's decisions; a small budget",
-     {"events": 5, "summaries": 0, "tokens": 1000, "memories": 5}),
-    ("standard", "recent history, within a budget",
-     {"events": 30, "summaries": 4, "tokens": 4000, "memories": 20}),
-    ("full", "the whole history, no budget",
-     {"events": None, "summaries": None, "tokens": None, "memories": 200}),
+    (
+        "brief",
+        "the last handoff, what happened since, the task's decisions; a small budget",
+        {"events": 5, "summaries": 0, "tokens": 1000, "memories": 5},
+    ),
+    (
+        "standard",
+        "recent history, within a budget",
+        {"events": 30, "summaries": 4, "tokens": 4000, "memories": 20},
+    ),
+    (
+        "full",
+        "the whole history, no budget",
+        {"events": None, "summaries": None, "tokens": None, "memories": 200},
+    ),
     default="standard",
 )
 RESTORE = _vocabulary(

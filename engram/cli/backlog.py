@@ -18,8 +18,10 @@ def embed_backlog(engram: Any, hits: Any, *, as_json: bool = False) -> None:
         from rich.console import Console
         from rich.progress import Progress
 
-        echo(hits.partial_note("embedding them now (Ctrl-C stops; the next recall goes on)"),
-             err=as_json)
+        echo(
+            hits.partial_note("embedding them now (Ctrl-C stops; the next recall goes on)"),
+            err=as_json,
+        )
         try:
             with Progress(console=Console(stderr=True), transient=True) as bar:
                 for backlog in hits.backlog:
@@ -30,8 +32,10 @@ def embed_backlog(engram: Any, hits: Any, *, as_json: bool = False) -> None:
         return
     from .githooks import refresh_in_background
 
-    echo(hits.partial_note("embedding them in the background; the next recall sees more"),
-         err=as_json)
+    echo(
+        hits.partial_note("embedding them in the background; the next recall sees more"),
+        err=as_json,
+    )
     kinds = {backlog.store for backlog in hits.backlog}
     for store in engram.stores():
         if store.kind in kinds:
@@ -54,8 +58,7 @@ def embed_imported(engram: Any, report: Any, *, as_json: bool) -> None:
 
         try:
             with Progress(console=Console(stderr=True), transient=True) as bar:
-                task = bar.add_task(f"embedding {created:,} memories ({report.store})",
-                                    total=None)
+                task = bar.add_task(f"embedding {created:,} memories ({report.store})", total=None)
 
                 def progress(_store: str, done: int, total: int) -> None:
                     bar.update(task, completed=done, total=total)
@@ -68,6 +71,8 @@ def embed_imported(engram: Any, report: Any, *, as_json: bool) -> None:
 
     for store in stores:
         refresh_in_background(store)
-    echo(f"embedding {created:,} memories in the background; until that is done recall "
-         "answers from words and says it is partial (`engram reindex` embeds them now)",
-         err=True)
+    echo(
+        f"embedding {created:,} memories in the background; until that is done recall "
+        "answers from words and says it is partial (`engram reindex` embeds them now)",
+        err=True,
+    )

@@ -26,8 +26,12 @@ def _events(stream: Any) -> list[Any]:
     out: list[Any] = []
     for number, line in enumerate(stream, start=1):
         if number > MAX_LINES:
-            out.append(Skipped(f"more than {MAX_LINES} lines: line {number} and after left "
-                               "out; feed them in batches"))
+            out.append(
+                Skipped(
+                    f"more than {MAX_LINES} lines: line {number} and after left "
+                    "out; feed them in batches"
+                )
+            )
             break
         if not line.strip():
             continue
@@ -40,14 +44,17 @@ def _events(stream: Any) -> list[Any]:
             out.append(Skipped(f"line {number}: not JSON"))
             continue
         item = read(payload)
-        out.append(Skipped(f"line {number}: {item.reason}") if isinstance(item, Skipped)
-                   else item)
+        out.append(Skipped(f"line {number}: {item.reason}") if isinstance(item, Skipped) else item)
     return out
 
 
 @click.command(name="capture")
-@click.option("--session", default=None, metavar="ID",
-              help="The session of events that name none (default: \"shell\").")
+@click.option(
+    "--session",
+    default=None,
+    metavar="ID",
+    help='The session of events that name none (default: "shell").',
+)
 @click.option("--stats", is_flag=True, help="Say what was captured per session; read nothing.")
 @json_option
 @click.pass_context
@@ -71,13 +78,14 @@ def capture(ctx: click.Context, session: str | None, stats: bool, as_json: bool)
         if not found:
             echo("nothing captured yet")
         for item in found:
-            echo(f"{item.session}: {len(item.files)} files, {len(item.failures)} failure "
-                 f"candidates, {item.commands} commands ok, {item.folded} repeats folded, "
-                 f"{item.skipped} skipped, {item.shown} memories shown (last {item.updated})")
+            echo(
+                f"{item.session}: {len(item.files)} files, {len(item.failures)} failure "
+                f"candidates, {item.commands} commands ok, {item.folded} repeats folded, "
+                f"{item.skipped} skipped, {item.shown} memories shown (last {item.updated})"
+            )
             for failure in item.failures:
                 times = f" x{failure['count']}" if failure["count"] > 1 else ""
-                echo(f"  {failure['id']} exit {failure['exit_code']}{times}: "
-                     f"{failure['command']}")
+                echo(f"  {failure['id']} exit {failure['exit_code']}{times}: {failure['command']}")
         return
     stream = sys.stdin.buffer if sys.stdin is not None else []
     report = service.record(engram.workspace, _events(stream), session=session)

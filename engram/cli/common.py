@@ -29,9 +29,14 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 class EngramGroup(click.Group):
-    def main(self, args: Any = None, prog_name: str | None = None,
-             complete_var: str | None = None, standalone_mode: bool = True,
-             **extra: Any) -> Any:
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         """Like click's, but a usage error is one line on stderr too (exit status 2)."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
@@ -76,7 +81,8 @@ def end_process(code: object) -> None:
         echo(str(code), err=True)
         status = 1
     if threading.active_count() == 1 and not any(
-            name in sys.modules for name in ("engram.mcp.server", "engram.mcp.http")):
+        name in sys.modules for name in ("engram.mcp.server", "engram.mcp.http")
+    ):
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -96,8 +102,9 @@ def _flush_warnings(ctx: click.Context) -> None:
     engram.warnings.clear()
 
 
-def open_engram(ctx: click.Context, project: bool = False, personal: bool = False,
-            at: str | None = None) -> Any:
+def open_engram(
+    ctx: click.Context, project: bool = False, personal: bool = False, at: str | None = None
+) -> Any:
     from ..api import Engram
 
     if project and personal:
@@ -123,16 +130,22 @@ def open_engram(ctx: click.Context, project: bool = False, personal: bool = Fals
 
 def at_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
-        "--at", "at", default=None, metavar="REV",
+        "--at",
+        "at",
+        default=None,
+        metavar="REV",
         help="As the stores were at a commit, tag, branch or date (2026-11-30, 3d), from git "
-             "history alone; nothing is written.")(func)
+        "history alone; nothing is written.",
+    )(func)
 
 
 def store_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    func = click.option("--personal", is_flag=True,
-                        help="Only the personal store (~/.engram or ENGRAM_HOME).")(func)
-    func = click.option("--project", is_flag=True,
-                        help="Only the project store (.engram/ in this git repository).")(func)
+    func = click.option(
+        "--personal", is_flag=True, help="Only the personal store (~/.engram or ENGRAM_HOME)."
+    )(func)
+    func = click.option(
+        "--project", is_flag=True, help="Only the project store (.engram/ in this git repository)."
+    )(func)
     return func
 
 
@@ -143,8 +156,11 @@ def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
 def print_json(value: Any) -> None:
     """JSON for scripts, with bidi and other format characters as `\\u` escapes (the same
     values once parsed)."""
-    click.echo(visible_json(orjson.dumps(value, option=orjson.OPT_INDENT_2 |
-                                         orjson.OPT_SORT_KEYS).decode()))
+    click.echo(
+        visible_json(
+            orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+        )
+    )
 
 
 def read_text(text: str) -> str:
@@ -157,17 +173,25 @@ def read_text(text: str) -> str:
 def task_choice(command: Callable[..., Any]) -> Callable[..., Any]:
     """The task a command is about, as `TASK` or as `--task TASK`: every command that takes one
     accepts both, so none has to be remembered."""
-    command = click.option("--task", "task_option", metavar="TASK", default=None,
-                           help="The task (id or name); the same as giving TASK.")(command)
+    command = click.option(
+        "--task",
+        "task_option",
+        metavar="TASK",
+        default=None,
+        help="The task (id or name); the same as giving TASK.",
+    )(command)
     return click.argument("task_argument", metavar="[TASK]", required=False)(command)
 
 
 def task_of(task_argument: str | None, task_option: str | None, command: str) -> str:
     if task_argument is not None and task_option is not None and task_argument != task_option:
-        raise click.UsageError(f"two tasks given ({task_argument!r} and {task_option!r}); "
-                               "give one, as TASK or --task TASK")
+        raise click.UsageError(
+            f"two tasks given ({task_argument!r} and {task_option!r}); "
+            "give one, as TASK or --task TASK"
+        )
     task = task_argument if task_argument is not None else task_option
     if task is None:
-        raise click.UsageError(f"which task? `engram {command} TASK` (an id or name; "
-                               "`engram task list` lists them)")
+        raise click.UsageError(
+            f"which task? `engram {command} TASK` (an id or name; `engram task list` lists them)"
+        )
     return task

@@ -31,8 +31,13 @@ def config_list(ctx: click.Context, personal: bool, as_json: bool) -> None:
         print_json(as_json_value(rows))
         return
     for row in rows:
-        value = "null" if row.value is None else str(row.value).lower() \
-            if isinstance(row.value, bool) else row.value
+        value = (
+            "null"
+            if row.value is None
+            else str(row.value).lower()
+            if isinstance(row.value, bool)
+            else row.value
+        )
         echo(f"{row.key} = {value}    # {row.origin}")
 
 
@@ -44,15 +49,17 @@ def config_get(ctx: click.Context, key: str, personal: bool) -> None:
     """Print one setting's effective value here."""
     engram = open_engram(ctx, personal=personal)
     value = engram.config_get(key)
-    echo("null" if value is None else str(value).lower() if isinstance(value, bool)
-         else value)
+    echo("null" if value is None else str(value).lower() if isinstance(value, bool) else value)
 
 
 @config.command(name="set")
 @click.argument("key")
 @click.argument("value")
-@click.option("--project", is_flag=True,
-              help="Change the project store's config.yaml instead of the personal one.")
+@click.option(
+    "--project",
+    is_flag=True,
+    help="Change the project store's config.yaml instead of the personal one.",
+)
 @click.pass_context
 def config_set(ctx: click.Context, key: str, value: str, project: bool) -> None:
     """Change a setting in a store's config.yaml (and commit it)."""

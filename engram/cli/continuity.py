@@ -40,8 +40,9 @@ def _load_package(engram: Engram, source: str) -> HandoffPackage:
         with open(source, "rb") as handle:
             return engram.read_package(handle, name=source)
     except OSError as exc:
-        raise click.BadParameter(f"cannot read {source}: {exc.strerror}",
-                                 param_hint="--from") from None
+        raise click.BadParameter(
+            f"cannot read {source}: {exc.strerror}", param_hint="--from"
+        ) from None
 
 
 @click.command()
@@ -51,43 +52,77 @@ def _load_package(engram: Engram, source: str) -> HandoffPackage:
 @click.option("--in-progress", multiple=True, help="Under way; repeatable.")
 @click.option("--blocked", multiple=True, help="Blocked, and on what; repeatable.")
 @click.option("--next", "next_steps", multiple=True, help="Next step, in order; repeatable.")
-@click.option("--must-not-redo", multiple=True,
-              help="Done or side-effecting: never repeat; repeatable.")
-@click.option("--must-preserve", multiple=True,
-              help="An invariant to keep, e.g. \"don't touch main\"; repeatable.")
-@click.option("--file", "files", multiple=True,
-              help="A working-set file (path or path@commit); repeatable.")
+@click.option(
+    "--must-not-redo", multiple=True, help="Done or side-effecting: never repeat; repeatable."
+)
+@click.option(
+    "--must-preserve",
+    multiple=True,
+    help='An invariant to keep, e.g. "don\'t touch main"; repeatable.',
+)
+@click.option(
+    "--file", "files", multiple=True, help="A working-set file (path or path@commit); repeatable."
+)
 @click.option("--command", "commands", multiple=True, help="A command that matters; repeatable.")
 @click.option("--artifact", "artifacts", multiple=True, help="An artifact; repeatable.")
 @click.option("--question", "open_questions", multiple=True, help="An open question; repeatable.")
 @click.option("--goal", default=None, help="The goal, if it changed.")
-@click.option("--from", "from_file", type=click.Path(exists=True, dir_okay=False,
-                                                     allow_dash=True),
-              help="The whole package as YAML or JSON, or - for stdin (options add to it).")
+@click.option(
+    "--from",
+    "from_file",
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True),
+    help="The whole package as YAML or JSON, or - for stdin (options add to it).",
+)
 @store_options
 @json_option
 @click.pass_context
-def handoff(ctx: click.Context, task_id: str, summary: str | None, completed: tuple[str, ...],
-            in_progress: tuple[str, ...], blocked: tuple[str, ...],
-            next_steps: tuple[str, ...], must_not_redo: tuple[str, ...],
-            must_preserve: tuple[str, ...], files: tuple[str, ...], commands: tuple[str, ...],
-            artifacts: tuple[str, ...], open_questions: tuple[str, ...], goal: str | None,
-            from_file: str | None, project: bool, personal: bool, as_json: bool) -> None:
+def handoff(
+    ctx: click.Context,
+    task_id: str,
+    summary: str | None,
+    completed: tuple[str, ...],
+    in_progress: tuple[str, ...],
+    blocked: tuple[str, ...],
+    next_steps: tuple[str, ...],
+    must_not_redo: tuple[str, ...],
+    must_preserve: tuple[str, ...],
+    files: tuple[str, ...],
+    commands: tuple[str, ...],
+    artifacts: tuple[str, ...],
+    open_questions: tuple[str, ...],
+    goal: str | None,
+    from_file: str | None,
+    project: bool,
+    personal: bool,
+    as_json: bool,
+) -> None:
     """Record a continuation package for a task and commit it for review."""
     engram = open_engram(ctx, project, personal)
     package = _load_package(engram, from_file) if from_file else None
     saved = engram.handoff(
-        task_id, summary=summary or "", package=package,
-        completed=completed, in_progress=in_progress, blocked=blocked, next=next_steps,
-        must_not_redo=must_not_redo, must_preserve=must_preserve, files=files,
-        commands=commands, artifacts=artifacts, open_questions=open_questions, goal=goal,
+        task_id,
+        summary=summary or "",
+        package=package,
+        completed=completed,
+        in_progress=in_progress,
+        blocked=blocked,
+        next=next_steps,
+        must_not_redo=must_not_redo,
+        must_preserve=must_preserve,
+        files=files,
+        commands=commands,
+        artifacts=artifacts,
+        open_questions=open_questions,
+        goal=goal,
     )
     if as_json:
         print_json(with_receipts(engram, saved.to_dict()))
     else:
         done = "recorded and committed" if saved.commit else "recorded, not committed"
-        echo(f"handoff {saved.checkpoint.seq} for task {saved.checkpoint.task[:8]} {done} "
-             f"(confidence {saved.checkpoint.confidence:.2f})")
+        echo(
+            f"handoff {saved.checkpoint.seq} for task {saved.checkpoint.task[:8]} {done} "
+            f"(confidence {saved.checkpoint.confidence:.2f})"
+        )
         echo_receipt(engram)
 
 
@@ -96,8 +131,14 @@ def handoff(ctx: click.Context, task_id: str, summary: str | None, completed: tu
 @store_options
 @json_option
 @click.pass_context
-def checkpoints(ctx: click.Context, task_argument: str | None, task_option: str | None,
-                project: bool, personal: bool, as_json: bool) -> None:
+def checkpoints(
+    ctx: click.Context,
+    task_argument: str | None,
+    task_option: str | None,
+    project: bool,
+    personal: bool,
+    as_json: bool,
+) -> None:
     """Every checkpoint of a task, oldest first."""
     task_id = task_of(task_argument, task_option, "checkpoints")
     engram = open_engram(ctx, project, personal)
@@ -106,8 +147,10 @@ def checkpoints(ctx: click.Context, task_argument: str | None, task_option: str 
         print_json([c.to_dict() for c in found])
         return
     for item in found:
-        echo(f"{item.seq:>3}  {item.checkpoint[:8]}  {local_time(item.time)}  "
-             f"{item.reason:<12} {item.confidence:.2f}  {item.summary}")
+        echo(
+            f"{item.seq:>3}  {item.checkpoint[:8]}  {local_time(item.time)}  "
+            f"{item.reason:<12} {item.confidence:.2f}  {item.summary}"
+        )
     if not found:
         echo("no checkpoints")
 
@@ -120,12 +163,22 @@ def session() -> None:
 @session.command(name="start")
 @click.option("--agent", default="cli", help="claude-code, cursor, codex, cli or other.")
 @click.option("--id", "session_id", default=None, help="Use this id instead of a new one.")
-@click.option("--pid", type=int, default=None,
-              help="The agent's process (default: the process that ran this command).")
+@click.option(
+    "--pid",
+    type=int,
+    default=None,
+    help="The agent's process (default: the process that ran this command).",
+)
 @store_options
 @click.pass_context
-def session_start(ctx: click.Context, agent: str, session_id: str | None, pid: int | None,
-                  project: bool, personal: bool) -> None:
+def session_start(
+    ctx: click.Context,
+    agent: str,
+    session_id: str | None,
+    pid: int | None,
+    project: bool,
+    personal: bool,
+) -> None:
     """Open a session; prints its id (set ENGRAM_SESSION to it for later commands)."""
     import os
 
@@ -135,13 +188,18 @@ def session_start(ctx: click.Context, agent: str, session_id: str | None, pid: i
 
 
 @session.command(name="heartbeat")
-@click.option("--context", type=click.FloatRange(0, 1), default=None,
-              help="Share of the context window in use.")
+@click.option(
+    "--context",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Share of the context window in use.",
+)
 @click.option("--id", "session_id", default=None, help="Default: $ENGRAM_SESSION.")
 @store_options
 @click.pass_context
-def session_heartbeat(ctx: click.Context, context: float | None, session_id: str | None,
-                      project: bool, personal: bool) -> None:
+def session_heartbeat(
+    ctx: click.Context, context: float | None, session_id: str | None, project: bool, personal: bool
+) -> None:
     """Say the session is alive."""
     open_engram(ctx, project, personal).heartbeat(context=context, session_id=session_id)
 
@@ -152,11 +210,18 @@ def session_heartbeat(ctx: click.Context, context: float | None, session_id: str
 @click.option("--id", "session_id", default=None, help="Default: $ENGRAM_SESSION.")
 @store_options
 @click.pass_context
-def session_report(ctx: click.Context, reason: str, note: str | None, session_id: str | None,
-                   project: bool, personal: bool) -> None:
+def session_report(
+    ctx: click.Context,
+    reason: str,
+    note: str | None,
+    session_id: str | None,
+    project: bool,
+    personal: bool,
+) -> None:
     """Say why the session is about to stop (used when its interruption is classified)."""
-    open_engram(ctx, project, personal).report_interruption(reason, note=note,
-                                                        session_id=session_id)
+    open_engram(ctx, project, personal).report_interruption(
+        reason, note=note, session_id=session_id
+    )
 
 
 @session.command(name="end")
@@ -164,8 +229,9 @@ def session_report(ctx: click.Context, reason: str, note: str | None, session_id
 @click.option("--id", "session_id", default=None, help="Default: $ENGRAM_SESSION.")
 @store_options
 @click.pass_context
-def session_end(ctx: click.Context, outcome: str | None, session_id: str | None,
-                project: bool, personal: bool) -> None:
+def session_end(
+    ctx: click.Context, outcome: str | None, session_id: str | None, project: bool, personal: bool
+) -> None:
     """Close the session and commit what waits (session events alone are not committed)."""
     closed = open_engram(ctx, project, personal).session_end(outcome=outcome, session_id=session_id)
     echo(f"session {closed.id[:8]} ended ({closed.outcome or 'no outcome'})")
@@ -184,22 +250,44 @@ def sessions_(ctx: click.Context, project: bool, personal: bool, as_json: bool) 
         print_json([s.to_dict() for s in found])
         return
     for item in found:
-        why = f"  {item.reason}: {item.evidence}" if item.state == "interrupted" else \
-            (f"  {item.outcome}" if item.outcome else "")
-        echo(f"{item.id[:8]}  {item.state:<11} {local_time(item.started_at)}  {item.agent:<11}"
-             f" {item.machine or '-'}  {item.actor}{why}")
+        why = (
+            f"  {item.reason}: {item.evidence}"
+            if item.state == "interrupted"
+            else (f"  {item.outcome}" if item.outcome else "")
+        )
+        echo(
+            f"{item.id[:8]}  {item.state:<11} {local_time(item.started_at)}  {item.agent:<11}"
+            f" {item.machine or '-'}  {item.actor}{why}"
+        )
     if not found:
         echo("no sessions")
 
 
-def _resume_command(ctx: click.Context, task_id: str | None, session_id: str | None,
-                    depth: str, since: str | None, restore: str, max_chars: int | None,
-                    max_tokens: int | None, at: str | None, project: bool, personal: bool,
-                    as_json: bool) -> None:
+def _resume_command(
+    ctx: click.Context,
+    task_id: str | None,
+    session_id: str | None,
+    depth: str,
+    since: str | None,
+    restore: str,
+    max_chars: int | None,
+    max_tokens: int | None,
+    at: str | None,
+    project: bool,
+    personal: bool,
+    as_json: bool,
+) -> None:
     engram = open_engram(ctx, project, personal, at)
-    result = engram.resume(task=task_id, session=session_id, depth=depth, since=since,
-                           restore=restore, max_chars=max_chars, record=at is None,
-                           max_tokens=max_tokens)
+    result = engram.resume(
+        task=task_id,
+        session=session_id,
+        depth=depth,
+        since=since,
+        restore=restore,
+        max_chars=max_chars,
+        record=at is None,
+        max_tokens=max_tokens,
+    )
     if as_json:
         print_json(result.to_dict())
     else:
@@ -209,20 +297,38 @@ def _resume_command(ctx: click.Context, task_id: str | None, session_id: str | N
 def resume_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         click.option("--task", "task_id", default=None, help="The task to resume (id or name)."),
-        click.option("--session", "session_id", default=None,
-                     help="Resume what this session was working on."),
-        click.option("--depth", type=click.Choice(DEPTH.names),
-                     default=DEPTH.default, show_default=True, help="How much history."),
+        click.option(
+            "--session", "session_id", default=None, help="Resume what this session was working on."
+        ),
+        click.option(
+            "--depth",
+            type=click.Choice(DEPTH.names),
+            default=DEPTH.default,
+            show_default=True,
+            help="How much history.",
+        ),
         click.option("--since", default=None, help="Only events since a date or age (3d)."),
-        click.option("--restore", type=click.Choice(RESTORE.names),
-                     default=RESTORE.default, show_default=True,
-                     help="Which memories come back (selective: important or about failures)."),
-        click.option("--max-chars", type=click.IntRange(1000), default=None,
-                     help="Cut the output at this length (default: resume.max_chars)."),
-        click.option("--max-tokens", type=click.IntRange(100), default=None,
-                     help="Fill this token budget by priority (must-not-redo and "
-                          "must-preserve first, then next steps, failures, memories) and name "
-                          "what was left out."),
+        click.option(
+            "--restore",
+            type=click.Choice(RESTORE.names),
+            default=RESTORE.default,
+            show_default=True,
+            help="Which memories come back (selective: important or about failures).",
+        ),
+        click.option(
+            "--max-chars",
+            type=click.IntRange(1000),
+            default=None,
+            help="Cut the output at this length (default: resume.max_chars).",
+        ),
+        click.option(
+            "--max-tokens",
+            type=click.IntRange(100),
+            default=None,
+            help="Fill this token budget by priority (must-not-redo and "
+            "must-preserve first, then next steps, failures, memories) and name "
+            "what was left out.",
+        ),
         at_option,
     ]
     for option in reversed(options):
@@ -257,9 +363,16 @@ def rehydrate(ctx: click.Context, /, **options: Any) -> None:
 @store_options
 @json_option
 @click.pass_context
-def continuity(ctx: click.Context, task_argument: str | None, task_option: str | None,
-               before: str | None, after: str | None, project: bool, personal: bool,
-               as_json: bool) -> None:
+def continuity(
+    ctx: click.Context,
+    task_argument: str | None,
+    task_option: str | None,
+    before: str | None,
+    after: str | None,
+    project: bool,
+    personal: bool,
+    as_json: bool,
+) -> None:
     """Score how well a restore continued from the previous checkpoint."""
     task_id = task_of(task_argument, task_option, "continuity")
     engram = open_engram(ctx, project, personal)
@@ -268,13 +381,15 @@ def continuity(ctx: click.Context, task_argument: str | None, task_option: str |
         print_json(scores.to_dict())
         return
     echo(f"task {scores.task[:8]}: checkpoint {scores.before} -> {scores.after}")
-    for name, value in (("goal_retention", scores.goal_retention),
-                        ("action_consistency", scores.action_consistency),
-                        ("failure_recall", scores.failure_recall),
-                        ("working_set_stability", scores.working_set_stability),
-                        ("replanning_rate", scores.replanning_rate),
-                        ("redundant_exploration", scores.redundant_exploration),
-                        ("composite", scores.composite)):
+    for name, value in (
+        ("goal_retention", scores.goal_retention),
+        ("action_consistency", scores.action_consistency),
+        ("failure_recall", scores.failure_recall),
+        ("working_set_stability", scores.working_set_stability),
+        ("replanning_rate", scores.replanning_rate),
+        ("redundant_exploration", scores.redundant_exploration),
+        ("composite", scores.composite),
+    ):
         echo(f"  {name.replace('_', ' '):<22} {value:.2f}")
 
 

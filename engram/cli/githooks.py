@@ -47,15 +47,17 @@ def refresh_in_background(store: Store) -> None:
     with open(log_path, "ab") as log:
         subprocess.Popen(
             child_command("engram.githooks", "refresh"),
-            cwd=store.work_tree, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            cwd=store.work_tree,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
             start_new_session=True,
         )
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("pre-commit", "refresh"):
-        print("usage: python -m engram.githooks pre-commit|refresh [--background]",
-              file=sys.stderr)
+        print("usage: python -m engram.githooks pre-commit|refresh [--background]", file=sys.stderr)
         return 2
     store = store_here()
     if store is None:
@@ -65,8 +67,11 @@ def main(argv: list[str]) -> int:
         for problem in problems[:20]:
             print(f"engram: {problem}", file=sys.stderr)
         if problems:
-            print(f"engram: commit refused: {len(problems)} problem(s) in staged event files "
-                  "(`engram verify` shows them all)", file=sys.stderr)
+            print(
+                f"engram: commit refused: {len(problems)} problem(s) in staged event files "
+                "(`engram verify` shows them all)",
+                file=sys.stderr,
+            )
             return 1
         return 0
     if "--background" in argv[1:]:

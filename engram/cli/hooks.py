@@ -61,19 +61,25 @@ def session_start(payload: dict[str, Any]) -> str:
 
     with _engram(payload) as engram:
         try:
-            budget = min(engram.settings()["resume.hook_tokens"],
-                         CONTEXT_CHARS // rehydrate.CHARS_PER_TOKEN)
-            markdown = engram.resume(depth="brief", max_chars=CONTEXT_CHARS,
-                                     max_tokens=budget).markdown
+            budget = min(
+                engram.settings()["resume.hook_tokens"], CONTEXT_CHARS // rehydrate.CHARS_PER_TOKEN
+            )
+            markdown = engram.resume(
+                depth="brief", max_chars=CONTEXT_CHARS, max_tokens=budget
+            ).markdown
         except NoStoreError:
             return ""
         except AmbiguousResumeError as exc:
-            listing = "\n".join(f"- `{t.id}` {md(t.name)} ({t.status})"
-                                 for t in exc.candidates[:20])
-            markdown = ("# Engram: several active tasks\n\nCall the `session_resume` tool with "
-                        f"`task` set to the one you work on:\n\n{listing}\n")
-    return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
-                                              "additionalContext": markdown}})
+            listing = "\n".join(
+                f"- `{t.id}` {md(t.name)} ({t.status})" for t in exc.candidates[:20]
+            )
+            markdown = (
+                "# Engram: several active tasks\n\nCall the `session_resume` tool with "
+                f"`task` set to the one you work on:\n\n{listing}\n"
+            )
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": markdown}}
+    )
 
 
 def precompact(payload: dict[str, Any]) -> str:
@@ -87,24 +93,21 @@ def precompact(payload: dict[str, Any]) -> str:
         if not active:
             return ""
         task = active[0]
-        trigger = payload.get("trigger") if payload.get("trigger") in ("manual", "auto") \
-            else "auto"
+        trigger = payload.get("trigger") if payload.get("trigger") in ("manual", "auto") else "auto"
         latest = (task.latest_checkpoint or {}).get("summary")
         note = f"saved before the context was compacted ({trigger})"
         summary = f"{latest} [{note}]" if latest else note[0].upper() + note[1:]
         try:
             captured = _captured(engram, task, payload)
         except Exception as exc:  # noqa: BLE001 (the checkpoint matters more than its extras)
-            print(f"engram hook precompact: captured working set left out: {exc}",
-                  file=sys.stderr)
+            print(f"engram hook precompact: captured working set left out: {exc}", file=sys.stderr)
             captured = {}
         try:
             engram.handoff(task.id, summary=summary, reason="overflow", **captured)
         except UsageError as exc:  # what capture saw is refused: the checkpoint without it
             if not captured:
                 raise
-            print(f"engram hook precompact: captured working set left out: {exc}",
-                  file=sys.stderr)
+            print(f"engram hook precompact: captured working set left out: {exc}", file=sys.stderr)
             engram.handoff(task.id, summary=summary, reason="overflow")
     return ""
 
@@ -140,8 +143,14 @@ def prompt(payload: dict[str, Any]) -> str:
         workspace.close()
     if not found.text:
         return ""
-    return json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
-                                              "additionalContext": found.text[:CONTEXT_CHARS]}})
+    return json.dumps(
+        {
+            "hookSpecificOutput": {
+                "hookEventName": "UserPromptSubmit",
+                "additionalContext": found.text[:CONTEXT_CHARS],
+            }
+        }
+    )
 
 
 def session_end(payload: dict[str, Any]) -> str:
@@ -158,15 +167,19 @@ def session_end(payload: dict[str, Any]) -> str:
             mine = [s for s in candidates if s.id == wanted]
         else:
             family = _ancestors(os.getpid())
-            mine = [s for s in candidates
-                    if s.machine == ev.machine_name() and s.agent == "claude-code" and s.pid
-                    and _parent(s.pid) in family]
+            mine = [
+                s
+                for s in candidates
+                if s.machine == ev.machine_name()
+                and s.agent == "claude-code"
+                and s.pid
+                and _parent(s.pid) in family
+            ]
         for session in mine:
             try:
                 engram.session_end(session_id=session.id, how="exit")
             except EngramError as exc:
-                print(f"engram: could not close session {session.id[:8]}: {exc}",
-                      file=sys.stderr)
+                print(f"engram: could not close session {session.id[:8]}: {exc}", file=sys.stderr)
     return ""
 
 
@@ -192,8 +205,13 @@ def _parent(pid: int) -> int | None:
     if sys.platform == "win32":
         return None
     try:
-        done = subprocess.run(["ps", "-o", "ppid=", "-p", str(pid)], capture_output=True,
-                              text=True, timeout=5, check=False)
+        done = subprocess.run(
+            ["ps", "-o", "ppid=", "-p", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
         return int(done.stdout.strip()) if done.returncode == 0 else None
     except (OSError, ValueError, subprocess.SubprocessError):
         return None

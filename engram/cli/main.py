@@ -24,8 +24,13 @@ from .families import Families
 
 @click.group(cls=Families, context_settings=CONTEXT)
 @click.version_option(__version__, "-V", "--version", prog_name="engram")
-@click.option("-C", "cwd", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              default=None, help="Run as if started in this directory (like git -C).")
+@click.option(
+    "-C",
+    "cwd",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Run as if started in this directory (like git -C).",
+)
 @click.pass_context
 def main(ctx: click.Context, cwd: Path | None) -> None:
     """Durable memory and task continuity for coding agents, kept as JSONL events in git.

@@ -17,9 +17,14 @@ from ..base.display import echo
 
 CLIENTS = ("claude", "cursor", "codex")
 # The bounds of an HTTP server (engram.mcp.bounds, standard library only), as options.
-HTTP_LIMITS = {"sessions": "--max-sessions", "client_sessions": "--client-sessions",
-               "idle_minutes": "--session-idle-minutes", "header_seconds": "--header-timeout",
-               "body_seconds": "--body-timeout", "body_bytes": "--max-body-bytes"}
+HTTP_LIMITS = {
+    "sessions": "--max-sessions",
+    "client_sessions": "--client-sessions",
+    "idle_minutes": "--session-idle-minutes",
+    "header_seconds": "--header-timeout",
+    "body_seconds": "--body-timeout",
+    "body_bytes": "--max-body-bytes",
+}
 
 
 def _limit_options(command: Any) -> Any:
@@ -27,10 +32,19 @@ def _limit_options(command: Any) -> Any:
 
     for name, flag in reversed(HTTP_LIMITS.items()):
         limit = LIMITS[name]
-        kind = click.IntRange(int(limit.minimum), int(limit.maximum)) \
-            if isinstance(limit.default, int) else click.FloatRange(limit.minimum, limit.maximum)
-        command = click.option(flag, name, default=limit.default, show_default=True, type=kind,
-                               help=f"With --http: {limit.help}.")(command)
+        kind = (
+            click.IntRange(int(limit.minimum), int(limit.maximum))
+            if isinstance(limit.default, int)
+            else click.FloatRange(limit.minimum, limit.maximum)
+        )
+        command = click.option(
+            flag,
+            name,
+            default=limit.default,
+            show_default=True,
+            type=kind,
+            help=f"With --http: {limit.help}.",
+        )(command)
     return command
 
 
@@ -41,8 +55,10 @@ def _scopes(text: str | None) -> list[str] | None:
     known = ("memory:read", "memory:write", "session:write")
     unknown = [s for s in from_text if s not in known]
     if unknown:
-        raise click.BadParameter(f"unknown scope(s) {', '.join(unknown)}; known: "
-                                 f"{', '.join(known)}", param_hint="--scopes")
+        raise click.BadParameter(
+            f"unknown scope(s) {', '.join(unknown)}; known: {', '.join(known)}",
+            param_hint="--scopes",
+        )
     return from_text
 
 
@@ -53,8 +69,9 @@ def _token(token_file: Path | None) -> tuple[str | None, str]:
             text = token_file.read_text(encoding="utf-8").strip().splitlines()
         except (OSError, UnicodeDecodeError) as exc:
             why = exc.strerror if isinstance(exc, OSError) else "it is not valid UTF-8"
-            raise click.BadParameter(f"cannot read {token_file}: {why}",
-                                     param_hint="--token-file") from None
+            raise click.BadParameter(
+                f"cannot read {token_file}: {why}", param_hint="--token-file"
+            ) from None
         if not text or not text[0].strip():
             raise click.BadParameter(f"{token_file} is empty", param_hint="--token-file")
         return text[0].strip(), f"the token in {token_file}"
@@ -62,48 +79,101 @@ def _token(token_file: Path | None) -> tuple[str | None, str]:
 
 
 @click.command()
-@click.option("--http", "use_http", is_flag=True,
-              help="Serve streamable HTTP instead of stdio (stdio is what clients spawn).")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind with --http; anything but loopback (127.0.0.0/8, ::1, "
-                   "localhost) requires a token.")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),
-              help="Port with --http (0: any free port, printed at start).")
-@click.option("--path", "http_path", default="/mcp", show_default=True,
-              help="URL path of the MCP endpoint with --http.")
-@click.option("--agent", default=None,
-              help="The agent tool for the session: claude-code, cursor, codex, cli or other "
-                   "(default: from the client's name).")
-@click.option("--actor", default=None,
-              help="Who events are attributed to (default: the actor setting, ENGRAM_ACTOR, "
-                   "git user); with --http, verified tokens name their own.")
-@click.option("--scopes", default=None, metavar="LIST",
-              help="Cap what callers may do: memory:read,memory:write,session:write (default: "
-                   "all).")
-@click.option("--token-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              default=None, help="With --http: require this bearer token (first line of the "
-                                 "file; default: $ENGRAM_MCP_TOKEN), 32 characters or more.")
-@click.option("--oidc-issuer", default=None, metavar="URL",
-              help="With --http: accept JWTs from this OIDC issuer (signature from its JWKS, "
-                   "issuer, expiry).")
+@click.option(
+    "--http",
+    "use_http",
+    is_flag=True,
+    help="Serve streamable HTTP instead of stdio (stdio is what clients spawn).",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind with --http; anything but loopback (127.0.0.0/8, ::1, "
+    "localhost) requires a token.",
+)
+@click.option(
+    "--port",
+    default=8765,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port with --http (0: any free port, printed at start).",
+)
+@click.option(
+    "--path",
+    "http_path",
+    default="/mcp",
+    show_default=True,
+    help="URL path of the MCP endpoint with --http.",
+)
+@click.option(
+    "--agent",
+    default=None,
+    help="The agent tool for the session: claude-code, cursor, codex, cli or other "
+    "(default: from the client's name).",
+)
+@click.option(
+    "--actor",
+    default=None,
+    help="Who events are attributed to (default: the actor setting, ENGRAM_ACTOR, "
+    "git user); with --http, verified tokens name their own.",
+)
+@click.option(
+    "--scopes",
+    default=None,
+    metavar="LIST",
+    help="Cap what callers may do: memory:read,memory:write,session:write (default: all).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="With --http: require this bearer token (first line of the "
+    "file; default: $ENGRAM_MCP_TOKEN), 32 characters or more.",
+)
+@click.option(
+    "--oidc-issuer",
+    default=None,
+    metavar="URL",
+    help="With --http: accept JWTs from this OIDC issuer (signature from its JWKS, "
+    "issuer, expiry).",
+)
 @click.option("--oidc-audience", default=None, help="With --oidc-issuer: the required `aud`.")
-@click.option("--jwks-url", default=None, metavar="URL",
-              help="With --oidc-issuer: the JWKS (default: from the issuer's "
-                   "/.well-known/openid-configuration).")
+@click.option(
+    "--jwks-url",
+    default=None,
+    metavar="URL",
+    help="With --oidc-issuer: the JWKS (default: from the issuer's "
+    "/.well-known/openid-configuration).",
+)
 @_limit_options
 @click.pass_context
-def serve(ctx: click.Context, /, use_http: bool, host: str, port: int, http_path: str,
-          agent: str | None, actor: str | None, scopes: str | None, token_file: Path | None,
-          oidc_issuer: str | None, oidc_audience: str | None, jwks_url: str | None,
-          **limits: Any) -> None:
+def serve(
+    ctx: click.Context,
+    /,
+    use_http: bool,
+    host: str,
+    port: int,
+    http_path: str,
+    agent: str | None,
+    actor: str | None,
+    scopes: str | None,
+    token_file: Path | None,
+    oidc_issuer: str | None,
+    oidc_audience: str | None,
+    jwks_url: str | None,
+    **limits: Any,
+) -> None:
     """Run the MCP server for agents (stdio by default; see docs/mcp.md)."""
     # `-C DIR` if given; else the server finds the client's project (docs/mcp.md)
     cwd = ctx.find_root().params.get("cwd")
     allowed = _scopes(scopes)
     if not use_http:
         if token_file or oidc_issuer:
-            raise click.UsageError("--token-file and --oidc-issuer apply to --http only; a "
-                                   "stdio server belongs to the client that spawned it")
+            raise click.UsageError(
+                "--token-file and --oidc-issuer apply to --http only; a "
+                "stdio server belongs to the client that spawned it"
+            )
         from ..mcp.server import serve_stdio
 
         ctx.exit(serve_stdio(cwd=cwd, agent=agent, actor=actor, scopes=allowed))
@@ -111,11 +181,29 @@ def serve(ctx: click.Context, /, use_http: bool, host: str, port: int, http_path
     from ..mcp.http import http_auth, serve_http
 
     token, token_source = _token(token_file)
-    auth = http_auth(token=token, actor=actor, scopes=allowed, oidc_issuer=oidc_issuer,
-                     oidc_audience=oidc_audience, jwks_url=jwks_url,
-                     base_url=f"http://{host}:{port}", token_source=token_source)
-    ctx.exit(serve_http(host=host, port=port, path=http_path, cwd=cwd, agent=agent,
-                        actor=actor, scopes=allowed, auth=auth, bounds=HttpBounds(**limits)))
+    auth = http_auth(
+        token=token,
+        actor=actor,
+        scopes=allowed,
+        oidc_issuer=oidc_issuer,
+        oidc_audience=oidc_audience,
+        jwks_url=jwks_url,
+        base_url=f"http://{host}:{port}",
+        token_source=token_source,
+    )
+    ctx.exit(
+        serve_http(
+            host=host,
+            port=port,
+            path=http_path,
+            cwd=cwd,
+            agent=agent,
+            actor=actor,
+            scopes=allowed,
+            auth=auth,
+            bounds=HttpBounds(**limits),
+        )
+    )
 
 
 @click.group(name="mcp")
@@ -125,22 +213,39 @@ def mcp_group() -> None:
 
 @mcp_group.command(name="install")
 @click.argument("client", type=click.Choice(CLIENTS))
-@click.option("--project", is_flag=True,
-              help="Configure this repository (committed, shared) instead of your user config.")
-@click.option("--hooks", is_flag=True,
-              help="Claude Code only: also install its hooks (SessionStart, PreCompact, "
-                   "SessionEnd; PostToolUse and PostToolUseFailure capture, UserPromptSubmit "
-                   "recall).")
-@click.option("--name", default="engram", show_default=True, help="The server's name in the "
-                                                                 "client.")
-@click.option("--approve", is_flag=True,
-              help="Claude Code with --project: approve the project's server for you now (adds "
-                   "it to enabledMcpjsonServers in .claude/settings.local.json); on a terminal, "
-                   "you are asked.")
+@click.option(
+    "--project",
+    is_flag=True,
+    help="Configure this repository (committed, shared) instead of your user config.",
+)
+@click.option(
+    "--hooks",
+    is_flag=True,
+    help="Claude Code only: also install its hooks (SessionStart, PreCompact, "
+    "SessionEnd; PostToolUse and PostToolUseFailure capture, UserPromptSubmit "
+    "recall).",
+)
+@click.option(
+    "--name", default="engram", show_default=True, help="The server's name in the client."
+)
+@click.option(
+    "--approve",
+    is_flag=True,
+    help="Claude Code with --project: approve the project's server for you now (adds "
+    "it to enabledMcpjsonServers in .claude/settings.local.json); on a terminal, "
+    "you are asked.",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would be written; change nothing.")
 @click.pass_context
-def mcp_install(ctx: click.Context, client: str, project: bool, hooks: bool, name: str,
-                approve: bool, dry_run: bool) -> None:
+def mcp_install(
+    ctx: click.Context,
+    client: str,
+    project: bool,
+    hooks: bool,
+    name: str,
+    approve: bool,
+    dry_run: bool,
+) -> None:
     """Add Engram to CLIENT's MCP configuration, keeping everything else in it."""
     from ..base.config import find_work_tree
     from ..base.errors import EngramError
@@ -149,17 +254,35 @@ def mcp_install(ctx: click.Context, client: str, project: bool, hooks: bool, nam
     if hooks and client != "claude":
         raise click.UsageError("--hooks is for Claude Code (claude) only")
     cwd = Path((ctx.obj or {}).get("cwd") or Path.cwd())
-    if client == "claude" and project and not approve and not dry_run \
-            and sys.stdin.isatty() and sys.stdout.isatty():
+    if (
+        client == "claude"
+        and project
+        and not approve
+        and not dry_run
+        and sys.stdin.isatty()
+        and sys.stdout.isatty()
+    ):
         root = find_work_tree(cwd)
         if root is not None and not approved(root, name):
-            approve = click.confirm(f"Approve the project server {name!r} for you now (Claude "
-                                    "Code asks otherwise)?", default=True)
+            approve = click.confirm(
+                f"Approve the project server {name!r} for you now (Claude Code asks otherwise)?",
+                default=True,
+            )
     try:
-        changes = install(client, project=project, hooks=hooks, name=name, cwd=cwd,
-                          dry_run=dry_run, approve=approve)
-        notes = claude_notes(project=project, name=name, cwd=cwd) \
-            if client == "claude" and not dry_run else []
+        changes = install(
+            client,
+            project=project,
+            hooks=hooks,
+            name=name,
+            cwd=cwd,
+            dry_run=dry_run,
+            approve=approve,
+        )
+        notes = (
+            claude_notes(project=project, name=name, cwd=cwd)
+            if client == "claude" and not dry_run
+            else []
+        )
     except EngramError as exc:
         echo(f"error: {exc}", err=True)
         ctx.exit(exc.exit_code)
@@ -178,21 +301,28 @@ def _next_steps(client: str, root: Path | None, changes: list[Any]) -> str:
     """The last line: how to connect, and in a project which files to commit and which not."""
     from ..mcp.install import LOCAL_SETTINGS
 
-    restart = {"claude": "Restart Claude Code (or run /mcp) to connect.",
-               "cursor": "Enable it in Cursor: Settings → MCP.",
-               "codex": "Start a new Codex session to connect."}[client]
-    text = (f"{restart} Add the block from `engram mcp instructions` to your AGENTS.md or "
-            "CLAUDE.md.")
+    restart = {
+        "claude": "Restart Claude Code (or run /mcp) to connect.",
+        "cursor": "Enable it in Cursor: Settings → MCP.",
+        "codex": "Start a new Codex session to connect.",
+    }[client]
+    text = f"{restart} Add the block from `engram mcp instructions` to your AGENTS.md or CLAUDE.md."
     if root is None:
         return text
-    shared = [c.path.relative_to(root).as_posix() for c in changes
-              if c.path.is_relative_to(root) and ".git" not in c.path.relative_to(root).parts
-              and c.path != root / LOCAL_SETTINGS]
+    shared = [
+        c.path.relative_to(root).as_posix()
+        for c in changes
+        if c.path.is_relative_to(root)
+        and ".git" not in c.path.relative_to(root).parts
+        and c.path != root / LOCAL_SETTINGS
+    ]
     if shared:
         text += f" Commit {' and '.join(shared)} so teammates get it"
     if client == "claude":
-        text += (f"{';' if shared else ''} never commit {LOCAL_SETTINGS.as_posix()}: it holds "
-                 "your own approval, which Claude Code ignores once it is committed")
+        text += (
+            f"{';' if shared else ''} never commit {LOCAL_SETTINGS.as_posix()}: it holds "
+            "your own approval, which Claude Code ignores once it is committed"
+        )
     return text + "."
 
 
@@ -205,8 +335,9 @@ def mcp_instructions() -> None:
 
 
 @mcp_group.command(name="hook", hidden=True)
-@click.argument("event", type=click.Choice(["session-start", "precompact", "session-end",
-                                            "capture", "prompt"]))
+@click.argument(
+    "event", type=click.Choice(["session-start", "precompact", "session-end", "capture", "prompt"])
+)
 def mcp_hook(event: str) -> None:
     """Run a Claude Code hook (what `engram mcp install claude --hooks --project` installs)."""
     from .hooks import main as run_hook
@@ -218,4 +349,3 @@ def register(main: click.Group) -> None:
     """Add `engram serve` and `engram mcp` to the `engram` command group."""
     main.add_command(serve)
     main.add_command(mcp_group)
-

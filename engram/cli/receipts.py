@@ -36,8 +36,10 @@ def echo_status(receipt: Any) -> None:
     if receipt.committed is None:
         echo("committed  no")
     else:
-        echo(f"committed  {receipt.committed[:12]}"
-             + (f" on {receipt.branch}" if receipt.branch else ""))
+        echo(
+            f"committed  {receipt.committed[:12]}"
+            + (f" on {receipt.branch}" if receipt.branch else "")
+        )
     if receipt.committed is not None:
         if receipt.pushed:
             echo(f"pushed     yes, on {receipt.upstream} (as of the last fetch)")
@@ -47,14 +49,17 @@ def echo_status(receipt: Any) -> None:
         echo(f"next       {receipt.next}")
     index = receipt.indexed
     if index is not None:
-        words = {"indexed": "in the word index",
-                 "pending": "not in the word index yet (the next search adds it)",
-                 "missing": "the word index is not built yet (the next search builds it)",
-                 }[index.words]
-        vectors = {"saved": "in the vector index",
-                   "pending": "not saved in the vector index yet (searches score it anyway)",
-                   "missing": "the vector index is not built yet (the next search builds it)",
-                   "off": "no vector index (search.model is off)"}[index.vectors]
+        words = {
+            "indexed": "in the word index",
+            "pending": "not in the word index yet (the next search adds it)",
+            "missing": "the word index is not built yet (the next search builds it)",
+        }[index.words]
+        vectors = {
+            "saved": "in the vector index",
+            "pending": "not saved in the vector index yet (searches score it anyway)",
+            "missing": "the vector index is not built yet (the next search builds it)",
+            "off": "no vector index (search.model is off)",
+        }[index.vectors]
         echo(f"search     memory {index.memory[:8]}: {words}; {vectors}")
     else:
         echo("search     not searched (only memories are)")

@@ -17,8 +17,9 @@ from .common import json_option, open_engram, print_json, store_options
 @store_options
 @json_option
 @click.pass_context
-def diff(ctx: click.Context, range_: str, stat: bool, project: bool, personal: bool,
-         as_json: bool) -> None:
+def diff(
+    ctx: click.Context, range_: str, stat: bool, project: bool, personal: bool, as_json: bool
+) -> None:
     """What RANGE changed in the stores, from git history alone: memories added, updated,
     superseded and forgotten, tasks and their status, progress, failures and handoffs, by
     author. RANGE is read as git reads it: `main...feature` is what the branch changed since it

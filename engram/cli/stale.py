@@ -14,23 +14,44 @@ from .common import json_option, open_engram, print_json, store_options
 
 
 @click.command()
-@click.option("--at", "at", default=None, metavar="REV",
-              help="Judge the cited files as they were at this commit, tag or branch of the "
-                   "work tree's repository (default: HEAD).")
+@click.option(
+    "--at",
+    "at",
+    default=None,
+    metavar="REV",
+    help="Judge the cited files as they were at this commit, tag or branch of the "
+    "work tree's repository (default: HEAD).",
+)
 @click.option("-n", "--limit", default=None, type=click.IntRange(1), help="At most this many.")
 @store_options
 @json_option
 @click.pass_context
-def stale(ctx: click.Context, at: str | None, limit: int | None, project: bool, personal: bool,
-          as_json: bool) -> None:
+def stale(
+    ctx: click.Context,
+    at: str | None,
+    limit: int | None,
+    project: bool,
+    personal: bool,
+    as_json: bool,
+) -> None:
     """Memories whose cited files changed, moved or are gone, newest change first, with the
     command to confirm or retire each."""
     engram = open_engram(ctx, project, personal)
     found = engram.stale(at=at, limit=limit)
     if as_json:
-        print_json([{"id": m.id, "summary": m.summary(), "store": m.store,
-                     "freshness": f.to_dict(), "confirm": _confirm(m.id),
-                     "retire": _retire(m.id)} for m, f in found])
+        print_json(
+            [
+                {
+                    "id": m.id,
+                    "summary": m.summary(),
+                    "store": m.store,
+                    "freshness": f.to_dict(),
+                    "confirm": _confirm(m.id),
+                    "retire": _retire(m.id),
+                }
+                for m, f in found
+            ]
+        )
         return
     if not found:
         echo("no stale memories: every cited file is as it was when its memory was written")

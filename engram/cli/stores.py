@@ -19,8 +19,11 @@ from .common import json_option, open_engram, print_json, store_options
 
 
 @click.command()
-@click.option("--project", is_flag=True,
-              help="Create .engram/ in the current git repository instead of the personal store.")
+@click.option(
+    "--project",
+    is_flag=True,
+    help="Create .engram/ in the current git repository instead of the personal store.",
+)
 @click.pass_context
 def init(ctx: click.Context, project: bool) -> None:
     """Create the personal store (~/.engram), or a project store with --project."""
@@ -31,8 +34,10 @@ def init(ctx: click.Context, project: bool) -> None:
     if created and not existed:
         echo(f"initialized {store.kind} store in {store.root}")
     elif created:
-        echo(f"{store.kind} store already initialized in {store.root}; its set-up files "
-             "(config.yaml, README.md, .gitattributes) are brought up to date and committed")
+        echo(
+            f"{store.kind} store already initialized in {store.root}; its set-up files "
+            "(config.yaml, README.md, .gitattributes) are brought up to date and committed"
+        )
     else:
         echo(f"{store.kind} store already initialized in {store.root}")
 
@@ -41,8 +46,12 @@ def init(ctx: click.Context, project: bool) -> None:
 
 
 @click.command()
-@click.option("--kind", "kinds", multiple=True,
-              help="Only events of this kind or family (memory, memory.created); repeatable.")
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    help="Only events of this kind or family (memory, memory.created); repeatable.",
+)
 @click.option("--task", default=None, help="Only events about this task id.")
 @click.option("--actor", default=None, help="Only events whose actor contains this text.")
 @click.option("--since", default=None, help="Only events since a date (2026-11-01) or age (3d).")
@@ -50,8 +59,17 @@ def init(ctx: click.Context, project: bool) -> None:
 @store_options
 @json_option
 @click.pass_context
-def log(ctx: click.Context, kinds: tuple[str, ...], task: str | None, actor: str | None,
-        since: str | None, limit: int, project: bool, personal: bool, as_json: bool) -> None:
+def log(
+    ctx: click.Context,
+    kinds: tuple[str, ...],
+    task: str | None,
+    actor: str | None,
+    since: str | None,
+    limit: int,
+    project: bool,
+    personal: bool,
+    as_json: bool,
+) -> None:
     """Events, newest first, one per line (like git log --oneline)."""
     from ..api import describe, written_by
 
@@ -63,8 +81,10 @@ def log(ctx: click.Context, kinds: tuple[str, ...], task: str | None, actor: str
     many = len(engram.stores()) > 1
     for store, event in entries:
         where = f"  ({store})" if many else ""
-        echo(f"{event.id[-8:].lower()}  {local_time(event.time)}  {describe(event)}  "
-             f"— {written_by(event.actor, event.data.get('origin'))}{where}")
+        echo(
+            f"{event.id[-8:].lower()}  {local_time(event.time)}  {describe(event)}  "
+            f"— {written_by(event.actor, event.data.get('origin'))}{where}"
+        )
     if not entries:
         echo("no events")
 
@@ -90,10 +110,8 @@ def show(ctx: click.Context, ident: str, project: bool, personal: bool, as_json:
         echo()
         events = record.events
     elif isinstance(record, EntityRecord):
-        more = (f"`engram task show {record.id}`" if record.type == "task" else
-                "`engram sessions`")
-        echo(f"{record.type} {record.id} ({record.store} store; {more} "
-             "shows its state)")
+        more = f"`engram task show {record.id}`" if record.type == "task" else "`engram sessions`"
+        echo(f"{record.type} {record.id} ({record.store} store; {more} shows its state)")
         events = record.events
     else:
         events = (record.event,)
@@ -106,8 +124,9 @@ def show(ctx: click.Context, ident: str, project: bool, personal: bool, as_json:
 @store_options
 @json_option
 @click.pass_context
-def status(ctx: click.Context, ident: str | None, project: bool, personal: bool,
-           as_json: bool) -> None:
+def status(
+    ctx: click.Context, ident: str | None, project: bool, personal: bool, as_json: bool
+) -> None:
     """Where the stores are, what they hold, what is not committed, how remotes stand.
 
     With an event ID (as `engram log` or a write's receipt shows it): where that event is
@@ -130,18 +149,24 @@ def status(ctx: click.Context, ident: str | None, project: bool, personal: bool,
     for entry in report:
         echo(f"{entry.store} store  {entry.path}")
         head = entry.head[:8] if entry.head else "no commits"
-        echo(f"  branch {entry.branch or '(detached)'} at {head}; "
-             f"{count(entry.memories, 'memory')} ({entry.forgotten} forgotten), "
-             f"{count(entry.events, 'event')} in {count(entry.files, 'file')}")
+        echo(
+            f"  branch {entry.branch or '(detached)'} at {head}; "
+            f"{count(entry.memories, 'memory')} ({entry.forgotten} forgotten), "
+            f"{count(entry.events, 'event')} in {count(entry.files, 'file')}"
+        )
         if entry.uncommitted:
-            echo(f"  uncommitted: {count(entry.uncommitted, 'event')}; "
-                 "`engram commit` commits them now")
+            echo(
+                f"  uncommitted: {count(entry.uncommitted, 'event')}; "
+                "`engram commit` commits them now"
+            )
         else:
             echo("  uncommitted: none")
         upstream = entry.upstream
         if upstream:
-            echo(f"  remote: {upstream.upstream} ahead {upstream.ahead}, "
-                 f"behind {upstream.behind} (as of the last fetch)")
+            echo(
+                f"  remote: {upstream.upstream} ahead {upstream.ahead}, "
+                f"behind {upstream.behind} (as of the last fetch)"
+            )
         elif entry.remotes:
             names = ", ".join(r.name for r in entry.remotes)
             echo(f"  remote: {names} (no upstream set for this branch)")
@@ -159,8 +184,10 @@ def status(ctx: click.Context, ident: str | None, project: bool, personal: bool,
         if gone.events:
             where = ", ".join(f"{rel} ({n})" for rel, n in gone.files.items())
             them = "them" if gone.events != 1 else "it"
-            echo(f"  lost: {count(gone.events, 'event')} git took away, from {where}; "
-                 f"`engram recover --{entry.store}` brings {them} back")
+            echo(
+                f"  lost: {count(gone.events, 'event')} git took away, from {where}; "
+                f"`engram recover --{entry.store}` brings {them} back"
+            )
 
 
 @click.command()
@@ -176,19 +203,23 @@ def verify(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> 
     else:
         for entry in report.stores:
             verdict = "ok" if entry.ok else count(len(entry.problems), "problem")
-            echo(f"{entry.store} store  {entry.path}: {count(entry.events, 'event')} in "
-                 f"{count(entry.files, 'file')}, {count(entry.duplicates, 'duplicate line')}; "
-                 f"{verdict}")
+            echo(
+                f"{entry.store} store  {entry.path}: {count(entry.events, 'event')} in "
+                f"{count(entry.files, 'file')}, {count(entry.duplicates, 'duplicate line')}; "
+                f"{verdict}"
+            )
             for problem in entry.problems:
-                echo(f"  {problem.severity}: {problem.path}:{problem.line}: "
-                     f"{problem.message}")
+                echo(f"  {problem.severity}: {problem.path}:{problem.line}: {problem.message}")
     if not report.ok:
         ctx.exit(1)
 
 
 @click.command()
-@click.option("--fix", is_flag=True,
-              help="Apply the repairs that lose nothing (backups are kept), then check again.")
+@click.option(
+    "--fix",
+    is_flag=True,
+    help="Apply the repairs that lose nothing (backups are kept), then check again.",
+)
 @store_options
 @json_option
 @click.pass_context
@@ -206,8 +237,13 @@ def doctor(ctx: click.Context, fix: bool, project: bool, personal: bool, as_json
             for line in entry.fixed:
                 echo(f"  fixed: {line}")
             for finding in entry.findings:
-                where = f"{finding.path}:{finding.line}: " if finding.line else \
-                    f"{finding.path}: " if finding.path else ""
+                where = (
+                    f"{finding.path}:{finding.line}: "
+                    if finding.line
+                    else f"{finding.path}: "
+                    if finding.path
+                    else ""
+                )
                 echo(f"  {finding.level}: {where}{finding.message}")
                 echo(f"    fix: {finding.fix}")
     if not report.ok:
@@ -215,14 +251,18 @@ def doctor(ctx: click.Context, fix: bool, project: bool, personal: bool, as_json
 
 
 @click.command()
-@click.option("--all", "everything", is_flag=True,
-              help="Also every event git still holds that is in no branch, not only those "
-                   "seen here.")
+@click.option(
+    "--all",
+    "everything",
+    is_flag=True,
+    help="Also every event git still holds that is in no branch, not only those seen here.",
+)
 @store_options
 @json_option
 @click.pass_context
-def recover(ctx: click.Context, everything: bool, project: bool, personal: bool,
-            as_json: bool) -> None:
+def recover(
+    ctx: click.Context, everything: bool, project: bool, personal: bool, as_json: bool
+) -> None:
     """Bring back the events git deleted (clean, stash drop, reset, revert, rebase).
 
     They are read from the reflogs, `git stash list`, unreachable objects and Engram's own
@@ -239,10 +279,12 @@ def recover(ctx: click.Context, everything: bool, project: bool, personal: bool,
             echo(f"{result.store} store: nothing to recover")
         else:
             where = ", ".join(result.files)
-            echo(f"{result.store} store: recovered {count(result.events, 'event')} "
-                 f"({result.from_git} from git, {result.events - result.from_git} from "
-                 f"the ledger) into {where}" +
-                 (f"; committed as {result.commit[:8]}" if result.commit else ""))
+            echo(
+                f"{result.store} store: recovered {count(result.events, 'event')} "
+                f"({result.from_git} from git, {result.events - result.from_git} from "
+                f"the ledger) into {where}"
+                + (f"; committed as {result.commit[:8]}" if result.commit else "")
+            )
         for note in result.notes:
             echo(f"  note: {note}")
 
@@ -256,13 +298,17 @@ def commit(ctx: click.Context, message: str | None, project: bool, personal: boo
     engram = open_engram(ctx, project, personal)
     for result in engram.commit(subject=message):
         if result.commit:
-            echo(f"{result.store} store: committed {count(result.events, 'event')} as "
-                 f"{result.commit[:8]}")
+            echo(
+                f"{result.store} store: committed {count(result.events, 'event')} as "
+                f"{result.commit[:8]}"
+            )
         else:
             echo(f"{result.store} store: nothing to commit")
         for rel in result.refused:
-            echo(f"  not committed: {rel} changed in its committed part; "
-                 "run `engram verify`", err=True)
+            echo(
+                f"  not committed: {rel} changed in its committed part; run `engram verify`",
+                err=True,
+            )
 
 
 @click.command()
@@ -270,8 +316,9 @@ def commit(ctx: click.Context, message: str | None, project: bool, personal: boo
 @store_options
 @json_option
 @click.pass_context
-def compact(ctx: click.Context, dry_run: bool, project: bool, personal: bool,
-            as_json: bool) -> None:
+def compact(
+    ctx: click.Context, dry_run: bool, project: bool, personal: bool, as_json: bool
+) -> None:
     """Fold each month's closed event files into one file, in one commit.
 
     Every line is kept byte for byte (exact duplicates once), ordered by (clock, id). Runs by
@@ -288,13 +335,14 @@ def compact(ctx: click.Context, dry_run: bool, project: bool, personal: bool,
         if result.months:
             folded = sum(m["files"] for m in result.months)
             made = sum(len(m["into"]) for m in result.months)
-            echo(f"{result.store} store: {verb} {folded} event files into {made} "
-                 f"({result.events:,} events; {result.files_before} files before, "
-                 f"{result.files_after} after)"
-                 + (f" in commit {result.commit[:8]}" if result.commit else ""))
+            echo(
+                f"{result.store} store: {verb} {folded} event files into {made} "
+                f"({result.events:,} events; {result.files_before} files before, "
+                f"{result.files_after} after)"
+                + (f" in commit {result.commit[:8]}" if result.commit else "")
+            )
         else:
-            echo(f"{result.store} store: nothing to compact "
-                 f"({result.files_before} event files)")
+            echo(f"{result.store} store: nothing to compact ({result.files_before} event files)")
         for why in result.skipped:
             echo(f"  {why}", err=True)
 
@@ -303,15 +351,17 @@ def compact(ctx: click.Context, dry_run: bool, project: bool, personal: bool,
 
 
 @click.command()
-@click.option("--check", is_flag=True,
-              help="Only report whether the caches are current; exit 1 only when one must be "
-                   "rebuilt (a cache that is behind by design catches up on its own) or the "
-                   "vector index's graph cannot reach a memory.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Only report whether the caches are current; exit 1 only when one must be "
+    "rebuilt (a cache that is behind by design catches up on its own) or the "
+    "vector index's graph cannot reach a memory.",
+)
 @store_options
 @json_option
 @click.pass_context
-def reindex(ctx: click.Context, check: bool, project: bool, personal: bool,
-            as_json: bool) -> None:
+def reindex(ctx: click.Context, check: bool, project: bool, personal: bool, as_json: bool) -> None:
     """Rebuild the caches (read model, word and vector indexes) from the event files."""
     engram = open_engram(ctx, project, personal)
     if check:
@@ -320,9 +370,13 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool,
             print_json(as_json_value(states))
         else:
             for state in states:
-                verdict = ("current" if state.current else
-                           "behind by design (they catch up on their own)" if state.healthy
-                           else "not current: `engram reindex` rebuilds them")
+                verdict = (
+                    "current"
+                    if state.current
+                    else "behind by design (they catch up on their own)"
+                    if state.healthy
+                    else "not current: `engram reindex` rebuilds them"
+                )
                 echo(f"{state.store} store: caches {verdict}")
                 for reason in state.stale:
                     echo(f"  {reason}")
@@ -355,9 +409,11 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool,
     if as_json:
         print_json(as_json_value(report))
         return
-    echo(f"reindexed {report.events} events, {report.memories} memories: "
-         f"{report.embedded} embedded, {report.reused} reused from the cache, "
-         f"in {report.seconds:.1f}s")
+    echo(
+        f"reindexed {report.events} events, {report.memories} memories: "
+        f"{report.embedded} embedded, {report.reused} reused from the cache, "
+        f"in {report.seconds:.1f}s"
+    )
 
 
 @click.command()
@@ -375,27 +431,49 @@ def stats(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> N
         return
     for entry in report:
         echo(f"{entry.store} store  {entry.path}")
-        echo(f"  {entry.memories} memories ({entry.forgotten} forgotten, "
-             f"{entry.superseded} superseded), {entry.events} events")
+        echo(
+            f"  {entry.memories} memories ({entry.forgotten} forgotten, "
+            f"{entry.superseded} superseded), {entry.events} events"
+        )
         kinds = ", ".join(f"{k} {n}" for k, n in entry.by_kind.items()) or "-"
         echo(f"  by kind: {kinds}")
         scopes = ", ".join(f"{k} {n}" for k, n in entry.by_scope.items()) or "-"
         echo(f"  by scope: {scopes}")
         if entry.average_strength is not None:
-            echo(f"  average strength: {entry.average_strength:.2f} "
-                 f"({entry.decayed} decayed below the floor)")
+            echo(
+                f"  average strength: {entry.average_strength:.2f} "
+                f"({entry.decayed} decayed below the floor)"
+            )
         index = entry.index
         full = index if isinstance(index, IndexState) else None
-        verdict = ("current" if index and index.current else "behind by design"
-                   if index and index.healthy else "must be rebuilt (`engram reindex`)")
-        echo(f"  indexes: {verdict} "
-             f"(text {full.text_index if full else None}, "
-             f"vectors {full.vector_index if full else None}, "
-             f"model {(full.vector_model or full.model) if full else None})")
+        verdict = (
+            "current"
+            if index and index.current
+            else "behind by design"
+            if index and index.healthy
+            else "must be rebuilt (`engram reindex`)"
+        )
+        echo(
+            f"  indexes: {verdict} "
+            f"(text {full.text_index if full else None}, "
+            f"vectors {full.vector_index if full else None}, "
+            f"model {(full.vector_model or full.model) if full else None})"
+        )
 
 
 def register(main: click.Group) -> None:
     """Add the store commands to the `engram` command group."""
-    for command in (init, log, show, status, verify, doctor, recover, commit, compact, reindex,
-                    stats):
+    for command in (
+        init,
+        log,
+        show,
+        status,
+        verify,
+        doctor,
+        recover,
+        commit,
+        compact,
+        reindex,
+        stats,
+    ):
         main.add_command(command)

@@ -39,16 +39,19 @@ def _sync_line(result: Any) -> str:
     parts = []
     if result.committed:
         parts.append(f"committed {count(result.committed, 'event')}")
-    merge = {"up-to-date": f"up to date with {where}",
-             "fast-forward": f"fast-forwarded to {where}", "merged": f"merged {where}",
-             "no-remote-branch": f"created {where}", "none": None}[result.merge]
+    merge = {
+        "up-to-date": f"up to date with {where}",
+        "fast-forward": f"fast-forwarded to {where}",
+        "merged": f"merged {where}",
+        "no-remote-branch": f"created {where}",
+        "none": None,
+    }[result.merge]
     if merge:
         parts.append(merge)
     if result.received:
         parts.append(f"received {count(result.received, 'event')}")
     if result.pushed:
-        parts.append(f"pushed {result.pushed} commit{'s' if result.pushed != 1 else ''} "
-                     f"to {where}")
+        parts.append(f"pushed {result.pushed} commit{'s' if result.pushed != 1 else ''} to {where}")
     elif result.merge == "none":
         parts.append(f"{where} already has everything")
     return f"{result.store} store: " + ", ".join(parts or ["nothing to do"])
@@ -56,30 +59,42 @@ def _sync_line(result: Any) -> str:
 
 def register(main: click.Group) -> None:
     """Add the sync, remote and hooks commands to the `engram` command group."""
-    def run_sync(ctx: click.Context, project: bool, personal: bool, remote: str | None,
-                 as_json: bool, *, pull: bool, push: bool) -> None:
+
+    def run_sync(
+        ctx: click.Context,
+        project: bool,
+        personal: bool,
+        remote: str | None,
+        as_json: bool,
+        *,
+        pull: bool,
+        push: bool,
+    ) -> None:
         from ..domain.syncing import sync
 
         engram = open_engram(ctx, project, personal)
-        results = sync(engram, pull=pull, push=push, remote=remote,
-                       explicit=project or personal)
+        results = sync(engram, pull=pull, push=push, remote=remote, explicit=project or personal)
         if as_json:
             print_json([r.to_dict() for r in results])
             return
         for result in results:
             echo(_sync_line(result))
 
-    remote_option = click.option("--remote", default=None,
-                                 help="The remote to use (default: the branch's upstream, "
-                                      "then origin, then the only remote).")
+    remote_option = click.option(
+        "--remote",
+        default=None,
+        help="The remote to use (default: the branch's upstream, "
+        "then origin, then the only remote).",
+    )
 
     @main.command()
     @remote_option
     @store_options
     @json_option
     @click.pass_context
-    def sync(ctx: click.Context, remote: str | None, project: bool, personal: bool,
-             as_json: bool) -> None:
+    def sync(
+        ctx: click.Context, remote: str | None, project: bool, personal: bool, as_json: bool
+    ) -> None:
         """Commit pending events, fetch, merge, push, then bring the indexes up to date.
 
         Uses git itself for the network (your ssh keys, credential helpers and proxies). For a
@@ -92,8 +107,9 @@ def register(main: click.Group) -> None:
     @store_options
     @json_option
     @click.pass_context
-    def pull(ctx: click.Context, remote: str | None, project: bool, personal: bool,
-             as_json: bool) -> None:
+    def pull(
+        ctx: click.Context, remote: str | None, project: bool, personal: bool, as_json: bool
+    ) -> None:
         """Commit pending events, fetch and merge, then bring the indexes up to date."""
         run_sync(ctx, project, personal, remote, as_json, pull=True, push=False)
 
@@ -102,15 +118,19 @@ def register(main: click.Group) -> None:
     @store_options
     @json_option
     @click.pass_context
-    def push(ctx: click.Context, remote: str | None, project: bool, personal: bool,
-             as_json: bool) -> None:
+    def push(
+        ctx: click.Context, remote: str | None, project: bool, personal: bool, as_json: bool
+    ) -> None:
         """Commit pending events and push them (run `engram sync` when the remote moved on)."""
         run_sync(ctx, project, personal, remote, as_json, pull=False, push=True)
 
     @main.command()
     @click.argument("url")
-    @click.option("--no-index", is_flag=True, help="Do not build the indexes now "
-                  "(the first recall builds them).")
+    @click.option(
+        "--no-index",
+        is_flag=True,
+        help="Do not build the indexes now (the first recall builds them).",
+    )
     @click.pass_context
     def clone(ctx: click.Context, url: str, no_index: bool) -> None:
         """Clone a personal store from URL (any git URL or path) onto this machine.
@@ -134,8 +154,10 @@ def register(main: click.Group) -> None:
         else:
             report = engram.refresh_indexes()
         n = report.embedded
-        echo(f"indexed {report.events_added} events: {n} text{'' if n == 1 else 's'} "
-             f"embedded, in {report.seconds:.1f}s")
+        echo(
+            f"indexed {report.events_added} events: {n} text{'' if n == 1 else 's'} "
+            f"embedded, in {report.seconds:.1f}s"
+        )
 
     @main.group()
     def remote() -> None:
@@ -213,4 +235,3 @@ def register(main: click.Group) -> None:
         lines = uninstall(_hook_store(ctx, project, personal))
         for line in lines or ["no Engram hooks installed"]:
             echo(line)
-

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 
 def _task_text(task: Any) -> str:
-    return (f"{task.id[:8]}  {task.status:<11} {local_time(task.updated_at)[:10]}  {task.name}"
-            + (f"  (parent {task.parent[:8]})" if task.parent else ""))
+    return f"{task.id[:8]}  {task.status:<11} {local_time(task.updated_at)[:10]}  {task.name}" + (
+        f"  (parent {task.parent[:8]})" if task.parent else ""
+    )
 
 
 @click.group()
@@ -34,14 +35,21 @@ def task() -> None:
 @click.option("--goal", default="", help="What done looks like.")
 @click.option("--parent", default=None, help="The parent task (id or name).")
 @click.option("--tag", "tags", multiple=True, help="A tag; repeatable.")
-@click.option("--status", default="open", show_default=True,
-              type=click.Choice(TASK_STATUS.names))
+@click.option("--status", default="open", show_default=True, type=click.Choice(TASK_STATUS.names))
 @store_options
 @json_option
 @click.pass_context
-def task_create(ctx: click.Context, name: str, goal: str, parent: str | None,
-                tags: tuple[str, ...], status: str, project: bool, personal: bool,
-                as_json: bool) -> None:
+def task_create(
+    ctx: click.Context,
+    name: str,
+    goal: str,
+    parent: str | None,
+    tags: tuple[str, ...],
+    status: str,
+    project: bool,
+    personal: bool,
+    as_json: bool,
+) -> None:
     """Create a task."""
     engram = open_engram(ctx, project, personal)
     created = engram.task_create(name, goal=goal, parent=parent, tags=tags, status=status)
@@ -57,8 +65,7 @@ def task_create(ctx: click.Context, name: str, goal: str, parent: str | None,
 @store_options
 @json_option
 @click.pass_context
-def task_show(ctx: click.Context, ident: str, project: bool, personal: bool,
-              as_json: bool) -> None:
+def task_show(ctx: click.Context, ident: str, project: bool, personal: bool, as_json: bool) -> None:
     """A task with its memories, progress, failures and latest checkpoint."""
     engram = open_engram(ctx, project, personal)
     view = engram.task_view(ident)
@@ -81,8 +88,10 @@ def task_show(ctx: click.Context, ident: str, project: bool, personal: bool,
         echo(f"  memory   {memory.id[:8]} [{memory.kind}] {memory.content[:70]}")
     latest = data.latest_checkpoint
     if latest:
-        echo(f"latest checkpoint {latest['seq']} ({latest['reason']}, {latest['time']}): "
-             f"{latest.get('summary') or ''}")
+        echo(
+            f"latest checkpoint {latest['seq']} ({latest['reason']}, {latest['time']}): "
+            f"{latest.get('summary') or ''}"
+        )
         for step in latest.get("next") or []:
             echo(f"  next: {step}")
 
@@ -91,20 +100,29 @@ def task_show(ctx: click.Context, ident: str, project: bool, personal: bool,
 @click.argument("ident", metavar="ID")
 @click.option("--name", default=None)
 @click.option("--goal", default=None)
-@click.option("--status", default=None,
-              type=click.Choice(TASK_STATUS.names))
+@click.option("--status", default=None, type=click.Choice(TASK_STATUS.names))
 @click.option("--parent", default=None)
 @click.option("--tag", "tags", multiple=True, help="Replace the tags; repeatable.")
 @store_options
 @json_option
 @click.pass_context
-def task_update(ctx: click.Context, ident: str, name: str | None, goal: str | None,
-                status: str | None, parent: str | None, tags: tuple[str, ...], project: bool,
-                personal: bool, as_json: bool) -> None:
+def task_update(
+    ctx: click.Context,
+    ident: str,
+    name: str | None,
+    goal: str | None,
+    status: str | None,
+    parent: str | None,
+    tags: tuple[str, ...],
+    project: bool,
+    personal: bool,
+    as_json: bool,
+) -> None:
     """Change a task's name, goal, status, parent or tags."""
     engram = open_engram(ctx, project, personal)
-    updated = engram.task_update(ident, name=name, goal=goal, status=status, parent=parent,
-                                 tags=tags or None)
+    updated = engram.task_update(
+        ident, name=name, goal=goal, status=status, parent=parent, tags=tags or None
+    )
     if as_json:
         print_json(with_receipts(engram, updated.to_dict()))
     else:
@@ -113,14 +131,19 @@ def task_update(ctx: click.Context, ident: str, name: str | None, goal: str | No
 
 
 @task.command(name="list")
-@click.option("--status", "statuses", multiple=True,
-              type=click.Choice(TASK_STATUS.names))
+@click.option("--status", "statuses", multiple=True, type=click.Choice(TASK_STATUS.names))
 @click.option("--all", "include_all", is_flag=True, help="Include done and abandoned tasks.")
 @store_options
 @json_option
 @click.pass_context
-def task_list(ctx: click.Context, statuses: tuple[str, ...], include_all: bool, project: bool,
-              personal: bool, as_json: bool) -> None:
+def task_list(
+    ctx: click.Context,
+    statuses: tuple[str, ...],
+    include_all: bool,
+    project: bool,
+    personal: bool,
+    as_json: bool,
+) -> None:
     """Tasks, most recently changed first (active ones unless told otherwise)."""
     engram = open_engram(ctx, project, personal)
     found = engram.tasks(statuses=statuses, include_closed=include_all)
@@ -135,28 +158,41 @@ def task_list(ctx: click.Context, statuses: tuple[str, ...], include_all: bool, 
 
 def _print_earlier_failures(failures: Sequence[EarlierFailure]) -> None:
     for failure in failures[:5]:
-        echo(f"  earlier failure in {failure.component} ({failure.task_name}): "
-             f"{failure.error}" + (f" — fix: {failure.fix}" if failure.fix else ""))
+        echo(
+            f"  earlier failure in {failure.component} ({failure.task_name}): "
+            f"{failure.error}" + (f" — fix: {failure.fix}" if failure.fix else "")
+        )
 
 
 @task.command(name="progress")
 @click.argument("ident", metavar="ID")
 @click.argument("feature")
-@click.option("--status", default="done", show_default=True,
-              type=click.Choice(PROGRESS_STATUS.names))
+@click.option(
+    "--status", default="done", show_default=True, type=click.Choice(PROGRESS_STATUS.names)
+)
 @click.option("--note", default=None)
 @click.option("--component", default=None, help="The component this touches.")
 @click.option("--file", "files", multiple=True, help="A file this touches; repeatable.")
 @store_options
 @json_option
 @click.pass_context
-def task_progress(ctx: click.Context, ident: str, feature: str, status: str, note: str | None,
-                  component: str | None, files: tuple[str, ...], project: bool,
-                  personal: bool, as_json: bool) -> None:
+def task_progress(
+    ctx: click.Context,
+    ident: str,
+    feature: str,
+    status: str,
+    note: str | None,
+    component: str | None,
+    files: tuple[str, ...],
+    project: bool,
+    personal: bool,
+    as_json: bool,
+) -> None:
     """Record progress on a feature of a task."""
     engram = open_engram(ctx, project, personal)
-    result = engram.progress(ident, feature, status=status, note=note, component=component,
-                             files=files)
+    result = engram.progress(
+        ident, feature, status=status, note=note, component=component, files=files
+    )
     if as_json:
         print_json(with_receipts(engram, result.to_dict()))
         return
@@ -176,17 +212,27 @@ def task_progress(ctx: click.Context, ident: str, feature: str, status: str, not
 @store_options
 @json_option
 @click.pass_context
-def task_failure(ctx: click.Context, ident: str, error: str, component: str | None,
-                 root_cause: str | None, fix: str | None, project: bool, personal: bool,
-                 as_json: bool) -> None:
+def task_failure(
+    ctx: click.Context,
+    ident: str,
+    error: str,
+    component: str | None,
+    root_cause: str | None,
+    fix: str | None,
+    project: bool,
+    personal: bool,
+    as_json: bool,
+) -> None:
     """Record a failure on a task (a checkpoint is saved with it)."""
     engram = open_engram(ctx, project, personal)
     result = engram.failure(ident, error, component=component, root_cause=root_cause, fix=fix)
     if as_json:
         print_json(with_receipts(engram, result.to_dict()))
         return
-    echo(f"failure on {result.task.id[:8]} recorded; checkpoint "
-         f"{result.checkpoint.seq if result.checkpoint else '-'} saved")
+    echo(
+        f"failure on {result.task.id[:8]} recorded; checkpoint "
+        f"{result.checkpoint.seq if result.checkpoint else '-'} saved"
+    )
     echo_receipt(engram)
     _print_earlier_failures(result.earlier_failures)
 

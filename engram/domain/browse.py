@@ -55,10 +55,14 @@ class Browse:
     generated: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stores": [{"kind": k, "path": p} for k, p in self.stores],
-                "memories": len(self.memories), "tasks": len(self.tasks),
-                "handoffs": sum(1 for t in self.tasks for c in t.checkpoints
-                                if c.get("reason") == "handoff")}
+        return {
+            "stores": [{"kind": k, "path": p} for k, p in self.stores],
+            "memories": len(self.memories),
+            "tasks": len(self.tasks),
+            "handoffs": sum(
+                1 for t in self.tasks for c in t.checkpoints if c.get("reason") == "handoff"
+            ),
+        }
 
 
 def write_page(target: Path, page: str, *, force: bool = False) -> None:
@@ -68,8 +72,10 @@ def write_page(target: Path, page: str, *, force: bool = False) -> None:
     if target.is_dir() and not target.is_symlink():
         raise UsageError(f"{target} is a directory; give the file to write")
     if target.is_symlink() and not force:
-        raise UsageError(f"{target} is a symbolic link; choose another name, or pass --force to "
-                         "replace the link (what it points to is not written)")
+        raise UsageError(
+            f"{target} is a symbolic link; choose another name, or pass --force to "
+            "replace the link (what it points to is not written)"
+        )
     if target.exists() and not force:
         raise UsageError(f"{target} exists; choose another name or pass --force to replace it")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -118,17 +124,20 @@ def render_html(page: Browse) -> str:
         + " · ".join(f"{_e(kind)} store <code>{_e(path)}</code>" for kind, path in page.stores)
         + f" · written {_e(_utc(page.generated))}</p>",
         '<div class="controls">',
-        ('<input id="q" type="search" placeholder="Search memories, tasks and handoffs" '
-         'autocomplete="off" aria-label="Search">'),
+        (
+            '<input id="q" type="search" placeholder="Search memories, tasks and handoffs" '
+            'autocomplete="off" aria-label="Search">'
+        ),
     ]
     for name in FILTERS:
-        parts.append(f'<label>{name} <select data-filter="{name}">'
-                     f'<option value="">all</option>')
+        parts.append(f'<label>{name} <select data-filter="{name}"><option value="">all</option>')
         for value, count in sorted(options[name].items()):
             parts.append(f'<option value="{_e(value)}">{_e(value)} ({count})</option>')
         parts.append("</select></label>")
-    parts.append(f'<span class="shown"><span id="shown">{len(memories) + len(tasks)}</span> '
-                 "shown</span></div>")
+    parts.append(
+        f'<span class="shown"><span id="shown">{len(memories) + len(tasks)}</span> '
+        "shown</span></div>"
+    )
     parts.append("<h2>Memories</h2>")
     parts.append('<ol class="items" id="memories">')
     parts.extend(_memory(card) for card in memories)
@@ -149,25 +158,40 @@ def render_html(page: Browse) -> str:
 def _memory(card: MemoryCard) -> str:
     m = card.memory
     tags = " ".join(f'<span class="tag">#{_e(t)}</span>' for t in m.tags)
-    project = f"<span>project <code>{_e(m.project[:12])}</code></span>" if m.project else \
-        f"<span>project {_e(m.project_remote)}</span>" if m.project_remote else ""
-    head = (f'<div class="head"><span class="badge">{_e(m.kind)}</span>'
-            f'<span class="status {_e(m.status)}">{_e(m.status)}</span>'
-            f"<span>{_e(m.store)} store</span>"
-            + (f"<span>scope {_e(m.scope)}</span>" if m.scope else "") + project +
-            f"<span>{_e(m.created_by)}, {_e(_utc(m.created_at))}</span>"
-            + (f"<span>about {_e(_utc(m.at))}</span>" if m.at else "") +
-            f"<code>{_e(m.id)}</code></div>")
-    rows = "".join(f"<tr><td>{_e(_utc(t))}</td><td>{_e(who)}</td><td>{_e(kind)}</td>"
-                   f"<td>{_e(what)}</td></tr>" for t, who, kind, what in card.history)
-    history = (f'<details><summary>history ({len(card.history)} '
-               f'event{"" if len(card.history) == 1 else "s"})</summary>'
-               f'<table class="history">{rows}</table></details>')
-    return (f'<li class="item memory card {_e(m.kind)}" data-kind="{_e(m.kind)}" '
-            f'data-tag="{_e(_words(*m.tags))}" data-scope="{_e(m.scope or "-")}" '
-            f'data-store="{_e(m.store or "-")}" data-status="{_e(m.status)}" '
-            f'data-id="{_e(m.id)}">{head}<p class="title">{_e(m.content)}</p>'
-            + (f'<p class="tags">{tags}</p>' if tags else "") + f"{history}</li>")
+    project = (
+        f"<span>project <code>{_e(m.project[:12])}</code></span>"
+        if m.project
+        else f"<span>project {_e(m.project_remote)}</span>"
+        if m.project_remote
+        else ""
+    )
+    head = (
+        f'<div class="head"><span class="badge">{_e(m.kind)}</span>'
+        f'<span class="status {_e(m.status)}">{_e(m.status)}</span>'
+        f"<span>{_e(m.store)} store</span>"
+        + (f"<span>scope {_e(m.scope)}</span>" if m.scope else "")
+        + project
+        + f"<span>{_e(m.created_by)}, {_e(_utc(m.created_at))}</span>"
+        + (f"<span>about {_e(_utc(m.at))}</span>" if m.at else "")
+        + f"<code>{_e(m.id)}</code></div>"
+    )
+    rows = "".join(
+        f"<tr><td>{_e(_utc(t))}</td><td>{_e(who)}</td><td>{_e(kind)}</td><td>{_e(what)}</td></tr>"
+        for t, who, kind, what in card.history
+    )
+    history = (
+        f"<details><summary>history ({len(card.history)} "
+        f"event{'' if len(card.history) == 1 else 's'})</summary>"
+        f'<table class="history">{rows}</table></details>'
+    )
+    return (
+        f'<li class="item memory card {_e(m.kind)}" data-kind="{_e(m.kind)}" '
+        f'data-tag="{_e(_words(*m.tags))}" data-scope="{_e(m.scope or "-")}" '
+        f'data-store="{_e(m.store or "-")}" data-status="{_e(m.status)}" '
+        f'data-id="{_e(m.id)}">{head}<p class="title">{_e(m.content)}</p>'
+        + (f'<p class="tags">{tags}</p>' if tags else "")
+        + f"{history}</li>"
+    )
 
 
 def _list(title: str, values: Sequence[Any]) -> str:
@@ -181,40 +205,59 @@ def _task(card: TaskCard) -> str:
     t = card.task
     latest = t.get("latest_checkpoint") or {}
     handoffs = [c for c in card.checkpoints if c.get("reason") == "handoff"]
-    head = (f'<div class="head"><span class="badge">task</span>'
-            f'<span class="status {_e(t["status"])}">{_e(t["status"])}</span>'
-            f'<span>{_e(t.get("store"))} store</span>'
-            f'<span>{_e(t["created_by"])}, {_e(_utc(t["created_at"]))}</span>'
-            f'<code>{_e(t["id"])}</code></div>')
+    head = (
+        f'<div class="head"><span class="badge">task</span>'
+        f'<span class="status {_e(t["status"])}">{_e(t["status"])}</span>'
+        f"<span>{_e(t.get('store'))} store</span>"
+        f"<span>{_e(t['created_by'])}, {_e(_utc(t['created_at']))}</span>"
+        f"<code>{_e(t['id'])}</code></div>"
+    )
     body = [f'<p class="title"><strong>{_e(t["name"])}</strong></p>']
     if t.get("goal"):
         body.append(f'<p class="goal">Goal: {_e(t["goal"])}</p>')
     if latest:
-        body.append(f'<div class="handoff"><p><strong>Latest checkpoint '
-                    f'({_e(latest.get("reason", ""))}, {_e(_utc(latest.get("time")))}, '
-                    f'{_e(latest.get("actor", ""))}):</strong> '
-                    f'{_e(latest.get("summary") or "")}</p>')
+        body.append(
+            f'<div class="handoff"><p><strong>Latest checkpoint '
+            f"({_e(latest.get('reason', ''))}, {_e(_utc(latest.get('time')))}, "
+            f"{_e(latest.get('actor', ''))}):</strong> "
+            f"{_e(latest.get('summary') or '')}</p>"
+        )
         for name in cp.LIST_FIELDS:
             body.append(_list(cp.TITLES[name].split(" (")[0], latest.get(name) or ()))
         body.append("</div>")
     if t.get("failures"):
-        body.append(_list("Failures", [
-            f.get("error", "") + (f" — cause: {f['root_cause']}" if f.get("root_cause") else "")
-            + (f" — fix: {f['fix']}" if f.get("fix") else "") for f in t["failures"]]))
+        body.append(
+            _list(
+                "Failures",
+                [
+                    f.get("error", "")
+                    + (f" — cause: {f['root_cause']}" if f.get("root_cause") else "")
+                    + (f" — fix: {f['fix']}" if f.get("fix") else "")
+                    for f in t["failures"]
+                ],
+            )
+        )
     if t.get("progress"):
-        body.append(_list("Progress", [f"[{p.get('status')}] {p.get('feature')}"
-                                       for p in t["progress"]]))
+        body.append(
+            _list("Progress", [f"[{p.get('status')}] {p.get('feature')}" for p in t["progress"]])
+        )
     if card.checkpoints:
         rows = "".join(
             f"<tr><td>{_e(c.get('seq'))}</td><td>{_e(_utc(c.get('time')))}</td>"
             f"<td>{_e(c.get('actor'))}</td><td>{_e(c.get('reason'))}</td>"
-            f"<td>{_e(c.get('summary') or '')}</td></tr>" for c in card.checkpoints)
-        body.append(f"<details><summary>{len(card.checkpoints)} checkpoints, "
-                    f"{len(handoffs)} handoffs</summary>"
-                    f'<table class="history">{rows}</table></details>')
-    return (f'<li class="item task card" data-kind="task" data-tag="" data-scope="-" '
-            f'data-store="{_e(t.get("store") or "-")}" data-status="{_e(t["status"])}" '
-            f'data-id="{_e(t["id"])}">{head}{"".join(body)}</li>')
+            f"<td>{_e(c.get('summary') or '')}</td></tr>"
+            for c in card.checkpoints
+        )
+        body.append(
+            f"<details><summary>{len(card.checkpoints)} checkpoints, "
+            f"{len(handoffs)} handoffs</summary>"
+            f'<table class="history">{rows}</table></details>'
+        )
+    return (
+        f'<li class="item task card" data-kind="task" data-tag="" data-scope="-" '
+        f'data-store="{_e(t.get("store") or "-")}" data-status="{_e(t["status"])}" '
+        f'data-id="{_e(t["id"])}">{head}{"".join(body)}</li>'
+    )
 
 
 _CSS = """

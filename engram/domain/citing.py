@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 # A path with a folder or a file extension, then `:line` or `::symbol`, if any.
 _CANDIDATE = re.compile(
     r"(?<![\w/.:@-])(?P<path>(?:[\w.-]+/)+[\w.-]+|[\w-][\w.-]*\.[A-Za-z][A-Za-z0-9]{0,9})"
-    r"(?:::(?P<symbol>[A-Za-z_][A-Za-z0-9_.]*)|:(?P<line>\d{1,7})\b)?")
+    r"(?:::(?P<symbol>[A-Za-z_][A-Za-z0-9_.]*)|:(?P<line>\d{1,7})\b)?"
+)
 _MOST_LOOKUPS = 64  # candidates looked up per memory: a long text costs no more than this
 
 
@@ -41,8 +42,9 @@ def candidates(text: str) -> list[tuple[str, int | None, str | None]]:
         path = match["path"].rstrip(".")
         while path.startswith("./"):
             path = path[2:]
-        if "://" in text[max(0, match.start() - 8):match.start() + 3] or \
-                not well_formed_path(path):
+        if "://" in text[max(0, match.start() - 8) : match.start() + 3] or not well_formed_path(
+            path
+        ):
             continue
         key = (path, int(match["line"]) if match["line"] else None, match["symbol"])
         if key not in seen:
@@ -60,8 +62,10 @@ def parse_cite(value: str) -> tuple[str, int | None, str | None]:
     if "::" in text:
         text, symbol = text.split("::", 1)
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]{0,199}", symbol):
-            raise UsageError(f"--cite {value!r}: {symbol!r} is not a symbol name; cite "
-                             "path::name (a function, class or variable)")
+            raise UsageError(
+                f"--cite {value!r}: {symbol!r} is not a symbol name; cite "
+                "path::name (a function, class or variable)"
+            )
     elif re.search(r":\d+$", text):
         text, number = text.rsplit(":", 1)
         line = int(number)
@@ -101,16 +105,20 @@ def pin(workspace: Workspace, content: str, explicit: Sequence[str] = ()) -> dic
     top = work_tree(workspace)
     if top is None:
         if wanted:
-            raise UsageError(f"{workspace.cwd} is not inside a git repository; --cite names "
-                             "files a repository tracks, so run Engram from inside one")
+            raise UsageError(
+                f"{workspace.cwd} is not inside a git repository; --cite names "
+                "files a repository tracks, so run Engram from inside one"
+            )
         return {}
     from ..git.citations import CodeAt  # pygit2: only when a memory is written in a repository
 
     code = CodeAt(top)
     if code.head is None:
         if wanted:
-            raise UsageError("the repository has no commit yet; commit first so that citations "
-                             "can be pinned to one")
+            raise UsageError(
+                "the repository has no commit yet; commit first so that citations "
+                "can be pinned to one"
+            )
         return {}
     pinned: dict[str, Citation] = {}
     for path, line, symbol in wanted:
@@ -126,15 +134,18 @@ def pin(workspace: Workspace, content: str, explicit: Sequence[str] = ()) -> dic
     return {"citations": [c.to_dict() for c in pinned.values()]} if pinned else {}
 
 
-def _pinned(code: CodeAt, path: str, line: int | None, symbol: str | None, *,
-            explicit: bool) -> Citation | None:
+def _pinned(
+    code: CodeAt, path: str, line: int | None, symbol: str | None, *, explicit: bool
+) -> Citation | None:
     head = code.head
     assert head is not None
     blob = code.blob(path)
     if blob is None:
         if explicit:
-            raise UsageError(f"--cite {path}: not a file git tracks at HEAD ({head[:8]}); cite "
-                             "a committed file (untracked and ignored files are never cited)")
+            raise UsageError(
+                f"--cite {path}: not a file git tracks at HEAD ({head[:8]}); cite "
+                "a committed file (untracked and ignored files are never cited)"
+            )
         return None
     if line is None and symbol is None:
         return Citation(path, head, blob)
@@ -145,7 +156,9 @@ def _pinned(code: CodeAt, path: str, line: int | None, symbol: str | None, *,
         line = None
     if symbol is not None and not has_symbol(lines, symbol):
         if explicit:
-            raise UsageError(f"--cite {path}::{symbol}: {symbol!r} is not in {path} at HEAD; "
-                             "cite a name the file holds")
+            raise UsageError(
+                f"--cite {path}::{symbol}: {symbol!r} is not in {path} at HEAD; "
+                "cite a name the file holds"
+            )
         symbol = None
     return Citation(path, head, blob, line, symbol)

@@ -39,8 +39,12 @@ class MergePlan:
     merged_into: str | None
 
 
-def consolidate(workspace: Workspace, *, apply: bool = False, similarity: float | None = None,
-                ) -> list[MergePlan]:
+def consolidate(
+    workspace: Workspace,
+    *,
+    apply: bool = False,
+    similarity: float | None = None,
+) -> list[MergePlan]:
     """Find clusters of near-duplicate memories; with `apply`, merge each into one.
 
     A merge is events only: a new memory (the longest text of the cluster, the union of its
@@ -59,8 +63,9 @@ def consolidate(workspace: Workspace, *, apply: bool = False, similarity: float 
         threshold = settings["consolidate.similarity"] if similarity is None else similarity
         embedder = workspace.embedder(store)
         if embedder is None:
-            raise EngramError("consolidate needs the embedding model, which did not load; "
-                              "see `engram stats`")
+            raise EngramError(
+                "consolidate needs the embedding model, which did not load; see `engram stats`"
+            )
         proj = workspace.projection(store)
         search = workspace.search(store)
         active = [m for m in proj.memories() if m.valid_at(ev.utc_now())]
@@ -77,12 +82,19 @@ def consolidate(workspace: Workspace, *, apply: bool = False, similarity: float 
                 i = parent[i]
             return i
 
-        def agree(a: int, b: int, active: list[mem.Memory] = active,
-                  members_of: dict[int, list[int]] = members_of) -> bool:
+        def agree(
+            a: int,
+            b: int,
+            active: list[mem.Memory] = active,
+            members_of: dict[int, list[int]] = members_of,
+        ) -> bool:
             # Every pair across the two clusters, not only the similar pair: a chain of
             # small rewordings must not join two memories that say different values.
-            return not any(differences(active[x].content, active[y].content)
-                           for x in members_of[a] for y in members_of[b])
+            return not any(
+                differences(active[x].content, active[y].content)
+                for x in members_of[a]
+                for y in members_of[b]
+            )
 
         for start in range(0, len(active), 1024):
             block = vectors[start : start + 1024] @ vectors.T
@@ -117,13 +129,20 @@ def consolidate(workspace: Workspace, *, apply: bool = False, similarity: float 
             plans.append(plan)
     return plans
 
+
 def _merge(workspace: Workspace, store: Store, group: list[mem.Memory], plan: MergePlan) -> str:
     new_id = ev.new_entity_id()
     keeper = max(group, key=lambda m: (len(m.content), m.importance, m.updated_clock))
     data: dict[str, Any] = {
-        "memory": new_id, "content": plan.content, "kind": plan.kind,
-        "tags": list(plan.tags), "scope": keeper.scope, "source": keeper.source,
-        "importance": plan.importance, "valid_from": None, "valid_until": None,
+        "memory": new_id,
+        "content": plan.content,
+        "kind": plan.kind,
+        "tags": list(plan.tags),
+        "scope": keeper.scope,
+        "source": keeper.source,
+        "importance": plan.importance,
+        "valid_from": None,
+        "valid_until": None,
         "supersedes": [m.id for m in group],
     }
     if keeper.task:

@@ -71,8 +71,13 @@ class Citation:
         return f"cite: {self.path}:{self.start}-{self.end}@{self.commit}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "start_line": self.start, "end_line": self.end,
-                "commit": self.commit, "excerpt_kept": self.excerpt is not None}
+        return {
+            "path": self.path,
+            "start_line": self.start,
+            "end_line": self.end,
+            "commit": self.commit,
+            "excerpt_kept": self.excerpt is not None,
+        }
 
 
 @dataclass(frozen=True)
@@ -90,8 +95,12 @@ class CitationCheck:
     moved_to: tuple[tuple[int, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.citation.to_dict(), "status": self.status, "reason": self.reason,
-                "moved_to": [{"start_line": s, "end_line": e} for s, e in self.moved_to]}
+        return {
+            **self.citation.to_dict(),
+            "status": self.status,
+            "reason": self.reason,
+            "moved_to": [{"start_line": s, "end_line": e} for s, e in self.moved_to],
+        }
 
 
 # -- the text format --------------------------------------------------------------------------
@@ -111,8 +120,9 @@ def parse(content: str) -> tuple[str, list[Citation]]:
     that mentions "cite:" in its own text is read correctly."""
     lines = content.splitlines()
     start = len(lines)
-    while start > 0 and (_CITE.match(lines[start - 1])
-                         or lines[start - 1].startswith(EXCERPT_PREFIX)):
+    while start > 0 and (
+        _CITE.match(lines[start - 1]) or lines[start - 1].startswith(EXCERPT_PREFIX)
+    ):
         start -= 1
     while start < len(lines) and not _CITE.match(lines[start]):
         start += 1  # excerpt lines without a citation above them belong to the text
@@ -120,13 +130,15 @@ def parse(content: str) -> tuple[str, list[Citation]]:
     for line in lines[start:]:
         found = _CITE.match(line)
         if found:
-            citations.append(Citation(found["path"], int(found["start"]), int(found["end"]),
-                                      found["commit"]))
+            citations.append(
+                Citation(found["path"], int(found["start"]), int(found["end"]), found["commit"])
+            )
             continue
         last = citations[-1]
-        kept = line[len(EXCERPT_PREFIX):].removeprefix(" ")
-        citations[-1] = Citation(last.path, last.start, last.end, last.commit,
-                                 (*(last.excerpt or ()), kept))
+        kept = line[len(EXCERPT_PREFIX) :].removeprefix(" ")
+        citations[-1] = Citation(
+            last.path, last.start, last.end, last.commit, (*(last.excerpt or ()), kept)
+        )
     return "\n".join(lines[:start]).strip(), citations
 
 
@@ -140,8 +152,10 @@ def work_tree(engram: Engram) -> Path:
         return engram.project.work_tree
     top = find_work_tree(engram.cwd)
     if top is None:
-        raise UsageError(f"{engram.cwd} is not inside a git repository; discoveries cite files "
-                         "of a repository, so run Engram from inside one")
+        raise UsageError(
+            f"{engram.cwd} is not inside a git repository; discoveries cite files "
+            "of a repository, so run Engram from inside one"
+        )
     return top
 
 
@@ -164,8 +178,9 @@ def _real_path(top: Path, path: str) -> tuple[Path, str]:
     try:
         resolved = (top / path).resolve()
     except (RuntimeError, OSError):  # a loop of symbolic links
-        raise UsageError(f"citation path {path!r} is a loop of symbolic links; cite the file "
-                         "itself") from None
+        raise UsageError(
+            f"citation path {path!r} is a loop of symbolic links; cite the file itself"
+        ) from None
     if not resolved.is_relative_to(root):
         from ..git.tracked import outside  # the words a working-set file is refused in too
 
@@ -193,8 +208,9 @@ def _matches(wanted: str, line: str) -> bool:
 
 
 def _same(wanted: Sequence[str], lines: Sequence[str]) -> bool:
-    return len(wanted) == len(lines) and \
-        all(_matches(x.rstrip(), y.rstrip()) for x, y in zip(wanted, lines, strict=True))
+    return len(wanted) == len(lines) and all(
+        _matches(x.rstrip(), y.rstrip()) for x, y in zip(wanted, lines, strict=True)
+    )
 
 
 def _find(lines: Sequence[str], block: Sequence[str], limit: int = 5) -> list[tuple[int, int]]:
@@ -205,8 +221,9 @@ def _find(lines: Sequence[str], block: Sequence[str], limit: int = 5) -> list[tu
     found = []
     stripped = [x.strip() for x in lines]
     for offset in range(len(stripped) - len(wanted) + 1):
-        if _matches(wanted[0], stripped[offset]) and \
-                _same(wanted, stripped[offset : offset + len(wanted)]):
+        if _matches(wanted[0], stripped[offset]) and _same(
+            wanted, stripped[offset : offset + len(wanted)]
+        ):
             found.append((offset + 1, offset + len(wanted)))
             if len(found) >= limit:
                 break
@@ -219,40 +236,49 @@ def _tracked(top: Path) -> TrackedFiles:
     return TrackedFiles(top)
 
 
-def pin(engram: Engram, citations: Sequence[Mapping[str, Any]], *,
-        redact: bool = False) -> list[Citation]:
+def pin(
+    engram: Engram, citations: Sequence[Mapping[str, Any]], *, redact: bool = False
+) -> list[Citation]:
     """Check each citation against the work tree and pin it to HEAD. An excerpt is kept only
     from a file git tracks, and is scanned for secrets (refused, or redacted if asked)."""
     if not citations:
         raise UsageError("a discovery needs at least one citation (path and line range)")
     if len(citations) > MAX_CITATIONS:
-        raise UsageError(f"{len(citations)} citations; give at most {MAX_CITATIONS} "
-                         "(split the fact into several discoveries)")
+        raise UsageError(
+            f"{len(citations)} citations; give at most {MAX_CITATIONS} "
+            "(split the fact into several discoveries)"
+        )
     checks = engram.checks()
     most_lines = checks.limit("limits.citation_lines")
     top = work_tree(engram)
     repo = _tracked(top)
     head = repo.head
     if head is None:
-        raise UsageError("the repository has no commit yet; commit first so that citations "
-                         "can be pinned to one")
+        raise UsageError(
+            "the repository has no commit yet; commit first so that citations can be pinned to one"
+        )
     pinned = []
     for raw in citations:
         path = clean_path(str(raw.get("path") or ""), limit=checks.limit("limits.path_chars"))
         start = int(raw.get("start_line") or 0)
         end = int(raw.get("end_line") or start)
         if start < 1 or end < start:
-            raise UsageError(f"{path}: line range {start}-{end} is not valid; lines count from 1 "
-                             "and end_line is at least start_line")
+            raise UsageError(
+                f"{path}: line range {start}-{end} is not valid; lines count from 1 "
+                "and end_line is at least start_line"
+            )
         if end - start + 1 > most_lines:
-            raise UsageError(f"{path}:{start}-{end} is {end - start + 1} lines; cite at most "
-                             f"{most_lines} (setting limits.citation_lines): the lines that "
-                             "show the fact")
+            raise UsageError(
+                f"{path}:{start}-{end} is {end - start + 1} lines; cite at most "
+                f"{most_lines} (setting limits.citation_lines): the lines that "
+                "show the fact"
+            )
         resolved, real = _real_path(top, path)
         lines = _read_lines(top, path)
         if lines is None:
-            raise UsageError(f"{path} is not a file in {top}; cite a path relative to the "
-                             "repository root")
+            raise UsageError(
+                f"{path} is not a file in {top}; cite a path relative to the repository root"
+            )
         if end > len(lines):
             raise UsageError(f"{path} has {len(lines)} lines; {start}-{end} is past its end")
         current = lines[start - 1 : end]
@@ -264,33 +290,48 @@ def pin(engram: Engram, citations: Sequence[Mapping[str, Any]], *,
                 elsewhere = _find(lines, given, limit=1)
                 if elsewhere:
                     s, e = elsewhere[0]
-                    raise UsageError(f"the excerpt is at {path}:{s}-{e}, not {start}-{end}; "
-                                     "cite the lines where it is")
+                    raise UsageError(
+                        f"the excerpt is at {path}:{s}-{e}, not {start}-{end}; "
+                        "cite the lines where it is"
+                    )
                 # The lines of a file git does not track are not shown, not even here.
                 hold = "" if untracked else f" (lines {start}-{end} hold: {_preview(current)})"
-                raise UsageError(f"the excerpt is not in {path} as it is now; quote the file "
-                                 f"exactly{hold}")
+                raise UsageError(
+                    f"the excerpt is not in {path} as it is now; quote the file exactly{hold}"
+                )
         if untracked is not None:
             pinned.append(Citation(path, start, end, head, note=f"no excerpt: {untracked}"))
             continue
         committed = repo.lines_at(head, path)
-        same_as_head = committed is not None and end <= len(committed) and \
-            _same(committed[start - 1 : end], current)
-        pinned.append(Citation(path, start, end, head, None if same_as_head else
-                               _scanned(checks, path, start, end, current, redact=redact)))
+        same_as_head = (
+            committed is not None
+            and end <= len(committed)
+            and _same(committed[start - 1 : end], current)
+        )
+        pinned.append(
+            Citation(
+                path,
+                start,
+                end,
+                head,
+                None
+                if same_as_head
+                else _scanned(checks, path, start, end, current, redact=redact),
+            )
+        )
     return pinned
 
 
-def _scanned(checks: Checks, path: str, start: int, end: int, lines: Sequence[str], *,
-             redact: bool) -> tuple[str, ...]:
+def _scanned(
+    checks: Checks, path: str, start: int, end: int, lines: Sequence[str], *, redact: bool
+) -> tuple[str, ...]:
     """The cited lines as an excerpt to store: scanned for secrets like the rest of the
     content, so a secret in a tracked file is refused (or redacted) and never pushed."""
     field = f"citation {path}:{start}-{end}"
     try:
         text = checks.scan("\n".join(x.rstrip() for x in lines), field=field, redact=redact)
     except SecretError as exc:  # count the lines as the file does
-        raise SecretError(exc.secret_type, start + exc.line - 1, exc.column,
-                          field=field) from None
+        raise SecretError(exc.secret_type, start + exc.line - 1, exc.column, field=field) from None
     return tuple(text.split("\n"))
 
 
@@ -298,9 +339,17 @@ def _preview(lines: Sequence[str], width: int = 120) -> str:
     return quote(" ⏎ ".join(x.strip() for x in lines), width)
 
 
-def record(engram: Engram, content: str, citations: Sequence[Mapping[str, Any]], *,
-           tags: Sequence[str] = (), task: str | None = None, importance: float = 0.5,
-           scope: str | None = None, redact: bool = False) -> tuple[Remembered, list[Citation]]:
+def record(
+    engram: Engram,
+    content: str,
+    citations: Sequence[Mapping[str, Any]],
+    *,
+    tags: Sequence[str] = (),
+    task: str | None = None,
+    importance: float = 0.5,
+    scope: str | None = None,
+    redact: bool = False,
+) -> tuple[Remembered, list[Citation]]:
     """Store a discovery: a `fact` memory tagged `discovery` whose content ends with its
     citations. A near-duplicate of an existing discovery reinforces it instead."""
     text = (content or "").strip()
@@ -317,9 +366,16 @@ def record(engram: Engram, content: str, citations: Sequence[Mapping[str, Any]],
     all_tags = [TAG, *(t for t in tags if t.strip().lower() != TAG)]
     # No near-duplicate check by meaning: the same fact with new citations (the code moved)
     # must be stored, not folded into the old one.
-    remembered = engram.remember(format_content(text, pinned), kind=KIND, tags=all_tags,
-                                 task=task, importance=importance, scope=scope, redact=redact,
-                                 check_duplicates=False)
+    remembered = engram.remember(
+        format_content(text, pinned),
+        kind=KIND,
+        tags=all_tags,
+        task=task,
+        importance=importance,
+        scope=scope,
+        redact=redact,
+        check_duplicates=False,
+    )
     return remembered, pinned
 
 
@@ -329,9 +385,11 @@ def _same_discovery(engram: Engram, text: str, pinned: Sequence[Citation]) -> Di
     wanted = " ".join(text.split()).casefold()
     cited = sorted((c.path, c.start, c.end) for c in pinned)
     for found in recent(engram, limit=10_000):
-        if " ".join(found.text.split()).casefold() == wanted and \
-                sorted((c.path, c.start, c.end) for c in found.citations) == cited and \
-                all(c.status == "valid" for c in check(engram, found)):
+        if (
+            " ".join(found.text.split()).casefold() == wanted
+            and sorted((c.path, c.start, c.end) for c in found.citations) == cited
+            and all(c.status == "valid" for c in check(engram, found))
+        ):
             return found
     return None
 
@@ -350,8 +408,10 @@ def get(engram: Engram, ident: str) -> Discovery:
     memory = engram.get(ident)
     found = as_discovery(memory)
     if found is None:
-        raise UsageError(f"memory {memory.id[:8]} is not a discovery (a fact tagged "
-                         f"'{TAG}' with citations); record one with discovery_record")
+        raise UsageError(
+            f"memory {memory.id[:8]} is not a discovery (a fact tagged "
+            f"'{TAG}' with citations); record one with discovery_record"
+        )
     return found
 
 
@@ -418,14 +478,20 @@ def _check_one(top: Path, repo: TrackedFiles | None, citation: Citation) -> Cita
         if then is not None and citation.end <= len(then):
             expected = then[citation.start - 1 : citation.end]
         elif then is None and repo.has_commit(citation.commit):
-            return CitationCheck(citation, "unknown",
-                                 f"{citation.path} was not tracked by git at commit "
-                                 f"{citation.commit[:12]} and no excerpt was kept, so there is "
-                                 "nothing to compare with; cite a file git tracks")
+            return CitationCheck(
+                citation,
+                "unknown",
+                f"{citation.path} was not tracked by git at commit "
+                f"{citation.commit[:12]} and no excerpt was kept, so there is "
+                "nothing to compare with; cite a file git tracks",
+            )
     if expected is None:
-        return CitationCheck(citation, "unknown",
-                             f"commit {citation.commit[:12]} is not in this clone and no excerpt "
-                             "was kept; fetch it (git fetch) and check again")
+        return CitationCheck(
+            citation,
+            "unknown",
+            f"commit {citation.commit[:12]} is not in this clone and no excerpt "
+            "was kept; fetch it (git fetch) and check again",
+        )
     try:
         lines = _read_lines(top, citation.path)
     except UsageError as exc:
@@ -438,8 +504,12 @@ def _check_one(top: Path, repo: TrackedFiles | None, citation: Citation) -> Cita
     found = _find(lines, expected)
     if found:
         where = ", ".join(f"{s}-{e}" for s, e in found)
-        return CitationCheck(citation, "moved", f"the excerpt is now at lines {where}",
-                             tuple(found))
-    return CitationCheck(citation, "broken",
-                         f"the cited lines are no longer in {citation.path}; check the fact "
-                         "again and record a new discovery (forget this one)")
+        return CitationCheck(
+            citation, "moved", f"the excerpt is now at lines {where}", tuple(found)
+        )
+    return CitationCheck(
+        citation,
+        "broken",
+        f"the cited lines are no longer in {citation.path}; check the fact "
+        "again and record a new discovery (forget this one)",
+    )

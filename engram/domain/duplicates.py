@@ -20,10 +20,16 @@ from ..storage.store import Store
 from .workspace import Workspace
 
 
-def near(workspace: Workspace, store: Store, settings: Settings, content: str, *, kind: str,
-          tags: Sequence[str], project: Mapping[str, Any] | None = None,
-          ) -> tuple[tuple[mem.Memory, float] | None,
-                     list[tuple[mem.Memory, float, tuple[Difference, ...]]]]:
+def near(
+    workspace: Workspace,
+    store: Store,
+    settings: Settings,
+    content: str,
+    *,
+    kind: str,
+    tags: Sequence[str],
+    project: Mapping[str, Any] | None = None,
+) -> tuple[tuple[mem.Memory, float] | None, list[tuple[mem.Memory, float, tuple[Difference, ...]]]]:
     """The near-duplicate of `content` among active memories, and the related ones with
     what they say otherwise (`engram.search.neardup.differences`).
 
@@ -48,8 +54,7 @@ def near(workspace: Workspace, store: Store, settings: Settings, content: str, *
     search.sync_vectors(embedder, settings)
     # Embedded as the index embeds a memory (with its kind and tags), so that it is
     # compared like with like, and cached, so indexing it later does not embed it again.
-    vector, _ = embed_with_cache(embedder, search.embeddings,
-                                 [embedding_text(kind, tags, content)])
+    vector, _ = embed_with_cache(embedder, search.embeddings, [embedding_text(kind, tags, content)])
     near = search.nearest(embedder, vector[0], limit=8)
     found = proj.memories_by_id([i for i, _ in near])
     now = ev.utc_now()
@@ -58,8 +63,9 @@ def near(workspace: Workspace, store: Store, settings: Settings, content: str, *
         memory = found.get(memory_id)
         if memory is None or memory.status != "active" or not memory.valid_at(now):
             continue
-        close = similarity >= settings["remember.duplicate_similarity"] or \
-            normalised(memory.content) == normalised(content)
+        close = similarity >= settings["remember.duplicate_similarity"] or normalised(
+            memory.content
+        ) == normalised(content)
         if not close and similarity < settings["remember.related_similarity"]:
             continue
         found_differences = differences(memory.content, content)
@@ -70,8 +76,14 @@ def near(workspace: Workspace, store: Store, settings: Settings, content: str, *
         related.append((memory, similarity, found_differences))
     return None, related
 
-def stored_as(workspace: Workspace, store: Store, data: dict[str, Any], *, skip: set[str],
-               ) -> mem.Memory | None:
+
+def stored_as(
+    workspace: Workspace,
+    store: Store,
+    data: dict[str, Any],
+    *,
+    skip: set[str],
+) -> mem.Memory | None:
     """An active memory with the text of `data` (but for case, punctuation and spacing)."""
     embedder = workspace.embedder(store)
     if embedder is None:
@@ -79,14 +91,18 @@ def stored_as(workspace: Workspace, store: Store, data: dict[str, Any], *, skip:
     search = workspace.search(store)
     search.sync_vectors(embedder, workspace.settings(store))
     content = data["content"]
-    vector, _ = embed_with_cache(embedder, search.embeddings,
-                                 [embedding_text(data["kind"], data["tags"], content)])
+    vector, _ = embed_with_cache(
+        embedder, search.embeddings, [embedding_text(data["kind"], data["tags"], content)]
+    )
     near = [i for i, _ in search.nearest(embedder, vector[0], limit=8) if i not in skip]
     now = ev.utc_now()
     for memory in workspace.projection(store).memories_by_id(near).values():
-        if memory.status == "active" and memory.valid_at(now) and \
-                normalised(memory.content) == normalised(content) and \
-                not differences(memory.content, content):
+        if (
+            memory.status == "active"
+            and memory.valid_at(now)
+            and normalised(memory.content) == normalised(content)
+            and not differences(memory.content, content)
+        ):
             return memory
     return None
 
@@ -96,9 +112,10 @@ def same_reach(store: Store, memory: mem.Memory, new: Mapping[str, Any]) -> bool
     in the personal store, only where `memory` is seen wherever the new one would be."""
     if store.kind != "personal" or (memory.project is None and memory.project_remote is None):
         return True
-    return (memory.project, memory.project_remote) == \
-        (new.get("project"), new.get("project_remote")) or \
-        (new.get("project") is not None and memory.project == new.get("project"))
+    return (memory.project, memory.project_remote) == (
+        new.get("project"),
+        new.get("project_remote"),
+    ) or (new.get("project") is not None and memory.project == new.get("project"))
 
 
 def normalised(text: str) -> str:

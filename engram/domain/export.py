@@ -24,9 +24,15 @@ from ..storage import events as ev
 from .continuity import checkpoints as cp
 
 KIND_TITLES = {
-    "fact": "Facts", "decision": "Decisions", "preference": "Preferences",
-    "convention": "Conventions", "gotcha": "Gotchas", "failure": "Failures",
-    "lesson": "Lessons", "procedure": "Procedures", "note": "Notes",
+    "fact": "Facts",
+    "decision": "Decisions",
+    "preference": "Preferences",
+    "convention": "Conventions",
+    "gotcha": "Gotchas",
+    "failure": "Failures",
+    "lesson": "Lessons",
+    "procedure": "Procedures",
+    "note": "Notes",
 }
 
 
@@ -46,17 +52,18 @@ def write_jsonl(target: Path, events: Iterable[ev.Event], *, force: bool = False
     if target.exists() and not force:
         raise UsageError(f"{target} exists; choose another name or pass --force to replace it")
     target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(target, b"".join(event.to_line() for event in events), durable=False,
-                 hidden=True)
+    atomic_write(target, b"".join(event.to_line() for event in events), durable=False, hidden=True)
 
 
-def write_markdown(target: Path, stores: Sequence[StoreContent], *,
-                   force: bool = False) -> list[Path]:
+def write_markdown(
+    target: Path, stores: Sequence[StoreContent], *, force: bool = False
+) -> list[Path]:
     if target.exists() and not target.is_dir():
         raise UsageError(f"{target} is a file; Markdown is written to a directory")
     if target.is_dir() and any(target.iterdir()) and not force:
-        raise UsageError(f"{target} is not empty; choose a new directory or pass --force to "
-                         "write into it")
+        raise UsageError(
+            f"{target} is not empty; choose a new directory or pass --force to write into it"
+        )
     files: dict[Path, str] = {}
     many = len(stores) > 1
     index = ["# Engram export", ""]
@@ -64,10 +71,15 @@ def write_markdown(target: Path, stores: Sequence[StoreContent], *,
         heading = f"{content.kind.capitalize()} store" if many else "Store"
         active = sum(1 for m in content.memories if m.status == "active")
         retired = len(content.memories) - active
-        index += [f"## {heading}", "", f"- path: {md_code(content.path)}",
-                  f"- {_plural(content.events, 'event')}, {_plural(len(content.tasks), 'task')}, "
-                  f"{_plural(active, 'memory', 'memories')}"
-                  + (f" ({retired} forgotten or superseded)" if retired else ""), ""]
+        index += [
+            f"## {heading}",
+            "",
+            f"- path: {md_code(content.path)}",
+            f"- {_plural(content.events, 'event')}, {_plural(len(content.tasks), 'task')}, "
+            f"{_plural(active, 'memory', 'memories')}"
+            + (f" ({retired} forgotten or superseded)" if retired else ""),
+            "",
+        ]
         prefix = f"{content.kind}/" if many else ""
         tasks = sorted(content.tasks, key=lambda t: (t.created_clock, t.id))
         names = {t.id: t.name for t in tasks}
@@ -76,11 +88,17 @@ def write_markdown(target: Path, stores: Sequence[StoreContent], *,
         for task in tasks:
             rel = f"{prefix}tasks/{task.id[:8]}-{_slug(task.name)}.md"
             memories = [m for m in content.memories if m.task == task.id]
-            files[target / rel] = task_markdown(task, content.checkpoints.get(task.id, []),
-                                                memories, parent=names.get(task.parent or ""))
+            files[target / rel] = task_markdown(
+                task,
+                content.checkpoints.get(task.id, []),
+                memories,
+                parent=names.get(task.parent or ""),
+            )
             count = len(content.checkpoints.get(task.id, []))
-            index.append(f"- [{_link_text(task.name)}]({rel}) — {md(task.status)}, "
-                         f"{_plural(count, 'checkpoint')}")
+            index.append(
+                f"- [{_link_text(task.name)}]({rel}) — {md(task.status)}, "
+                f"{_plural(count, 'checkpoint')}"
+            )
         if tasks:
             index.append("")
         rel = f"{prefix}memories.md"
@@ -93,13 +111,21 @@ def write_markdown(target: Path, stores: Sequence[StoreContent], *,
     return sorted(files)
 
 
-def task_markdown(task: Any, checkpoints: Sequence[Mapping[str, Any]],
-                  memories: Sequence[Any], *, parent: str | None = None) -> str:
-    lines = [f"# Task: {md(task.name)}", "",
-             f"- id: {md_code(task.id)}",
-             f"- status: {md(task.status)}",
-             f"- created: {md(task.created_at)} by {md(task.created_by)}",
-             f"- last change: {md(task.updated_at)}"]
+def task_markdown(
+    task: Any,
+    checkpoints: Sequence[Mapping[str, Any]],
+    memories: Sequence[Any],
+    *,
+    parent: str | None = None,
+) -> str:
+    lines = [
+        f"# Task: {md(task.name)}",
+        "",
+        f"- id: {md_code(task.id)}",
+        f"- status: {md(task.status)}",
+        f"- created: {md(task.created_at)} by {md(task.created_by)}",
+        f"- last change: {md(task.updated_at)}",
+    ]
     if task.parent:
         lines.append(f"- parent: {md_code(task.parent)}" + (f" ({md(parent)})" if parent else ""))
     if task.tags:
@@ -153,13 +179,18 @@ def memories_markdown(memories: Sequence[Any], *, tasks: Mapping[str, str]) -> s
     kinds = [k for k in MEMORY_KINDS if any(m.kind == k for m in active)]
     kinds += sorted({m.kind for m in active} - set(kinds))
     for kind in kinds:
-        group = sorted((m for m in active if m.kind == kind),
-                       key=lambda m: (-m.importance, m.created_clock, m.id))
+        group = sorted(
+            (m for m in active if m.kind == kind),
+            key=lambda m: (-m.importance, m.created_clock, m.id),
+        )
         lines += [f"## {KIND_TITLES.get(kind, kind.capitalize())} ({len(group)})", ""]
         for memory in group:
             lines.append(f"- {md_lines(memory.content, indent=2)}")
-            about = [md_code(memory.id[:8]), f"importance {memory.importance:g}",
-                     md(memory.created_at[:10])]
+            about = [
+                md_code(memory.id[:8]),
+                f"importance {memory.importance:g}",
+                md(memory.created_at[:10]),
+            ]
             if memory.tags:
                 about.append(" ".join(f"#{md(t)}" for t in memory.tags))
             if memory.scope:
@@ -174,9 +205,11 @@ def memories_markdown(memories: Sequence[Any], *, tasks: Mapping[str, str]) -> s
     if retired:
         lines += [f"## Forgotten and superseded ({len(retired)})", ""]
         for memory in sorted(retired, key=lambda m: (m.updated_clock, m.id)):
-            why = f"forgotten: {md(memory.forgotten_reason or '')}" \
-                if memory.status == "forgotten" else \
-                f"superseded by {md_code((memory.superseded_by or '')[:8])}"
+            why = (
+                f"forgotten: {md(memory.forgotten_reason or '')}"
+                if memory.status == "forgotten"
+                else f"superseded by {md_code((memory.superseded_by or '')[:8])}"
+            )
             lines.append(f"- [{md(memory.kind)}] {md(memory.content)} — {why}")
         lines.append("")
     return "\n".join(lines)

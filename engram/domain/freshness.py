@@ -50,8 +50,9 @@ def work_tree(workspace: Workspace) -> Path | None:
 class Judge:
     """Verdicts against one commit of one repository, each file looked up once."""
 
-    def __init__(self, workspace: Workspace, *, at: str | None = None,
-                 explain: bool = False) -> None:
+    def __init__(
+        self, workspace: Workspace, *, at: str | None = None, explain: bool = False
+    ) -> None:
         self.explain = explain
         self.at = at
         self.code: CodeAt | None = None
@@ -64,8 +65,9 @@ class Judge:
             except Exception:  # noqa: BLE001 - an unreadable repository judges nothing
                 self.code = None
             if self.code is not None and self.code.bad_rev:
-                raise UsageError(f"--at {at!r} is not a commit, tag or branch of {top}; give "
-                                 "one `git log` shows")
+                raise UsageError(
+                    f"--at {at!r} is not a commit, tag or branch of {top}; give one `git log` shows"
+                )
         self._files: dict[tuple[str, str, str, int | None, str | None], CitedFile] = {}
         self._commits: dict[str, bool] = {}
 
@@ -88,8 +90,11 @@ class Judge:
         if citation.commit not in self._commits:
             self._commits[citation.commit] = code.has_commit(citation.commit)
         if not self._commits[citation.commit]:
-            why = "a shallow clone without the commit it was written at" if code.shallow \
+            why = (
+                "a shallow clone without the commit it was written at"
+                if code.shallow
                 else "the commit it was written at is not in this repository"
+            )
             return CitedFile(citation, "unknown", why=why)
         if self.at is not None and not code.reaches(citation.commit):
             return CitedFile(citation, "unknown", why=f"written after {self.at}")
@@ -130,8 +135,12 @@ def rerank(workspace: Workspace, hits: Sequence[Hit], *, explain: bool = False) 
     return sorted(marked, key=lambda h: -h.score)
 
 
-def stale(workspace: Workspace, memories: Iterable[mem.Memory], *, at: str | None = None,
-          ) -> list[tuple[mem.Memory, Freshness]]:
+def stale(
+    workspace: Workspace,
+    memories: Iterable[mem.Memory],
+    *,
+    at: str | None = None,
+) -> list[tuple[mem.Memory, Freshness]]:
     """The memories whose citations changed, with what changed, newest change first."""
     judge = Judge(workspace, at=at, explain=True)
     found = [(m, f) for m in memories if m.citations and (f := judge.memory(m)).stale]

@@ -95,8 +95,11 @@ class Indexes:
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
 
-    def reindex(self, *, progress: Callable[[str, int, int], None] | None = None,
-                ) -> ReindexReport:
+    def reindex(
+        self,
+        *,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> ReindexReport:
         """Rebuild every cache of the selected stores from the event files.
 
         Embeddings come from the embedding cache where the same text was embedded before by the
@@ -109,12 +112,17 @@ class Indexes:
             with reindexing(store):  # a second reindex of the store waits for the first
                 stores.append(self._reindex_one(store, progress))
         return ReindexReport(
-            events=sum(s.events for s in stores), memories=sum(s.memories for s in stores),
-            embedded=sum(s.embedded for s in stores), reused=sum(s.reused for s in stores),
-            stores=tuple(stores), seconds=round(time.perf_counter() - started, 3))
+            events=sum(s.events for s in stores),
+            memories=sum(s.memories for s in stores),
+            embedded=sum(s.embedded for s in stores),
+            reused=sum(s.reused for s in stores),
+            stores=tuple(stores),
+            seconds=round(time.perf_counter() - started, 3),
+        )
 
-    def _reindex_one(self, store: Store,
-                     progress: Callable[[str, int, int], None] | None) -> StoreReindex:
+    def _reindex_one(
+        self, store: Store, progress: Callable[[str, int, int], None] | None
+    ) -> StoreReindex:
         self.workspace.drop_search(store)
         proj = self.workspace.cached_projection(store) or Projection(store)
         try:
@@ -144,15 +152,24 @@ class Indexes:
                 if progress is not None:
                     progress(store.kind, done, total)
 
-            report = search.sync_vectors(embedder, self.workspace.settings(store), force=True,
-                                         progress=step)
-        return StoreReindex(store.kind, counts["events"], total,
-                            report.embedded if report else 0,
-                            report.reused if report else 0, embedder is not None)
+            report = search.sync_vectors(
+                embedder, self.workspace.settings(store), force=True, progress=step
+            )
+        return StoreReindex(
+            store.kind,
+            counts["events"],
+            total,
+            report.embedded if report else 0,
+            report.reused if report else 0,
+            embedder is not None,
+        )
 
-    def refresh_indexes(self, *, stores: Sequence[Store] | None = None,
-                        progress: Callable[[str, int, int], None] | None = None,
-                        ) -> IndexRefresh:
+    def refresh_indexes(
+        self,
+        *,
+        stores: Sequence[Store] | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> IndexRefresh:
         """Bring every cache up to date with the event files, doing only what changed.
 
         What `reindex` does from scratch, this does incrementally: after a pull, a merge or a
@@ -160,8 +177,9 @@ class Indexes:
         their vectors (embedding only texts the embedding cache has not seen) into the index.
         """
         started = time.perf_counter()
-        totals = dict.fromkeys(("events_added", "events_removed", "indexed_text", "embedded",
-                                "reused"), 0)
+        totals = dict.fromkeys(
+            ("events_added", "events_removed", "indexed_text", "embedded", "reused"), 0
+        )
         for store in stores if stores is not None else self.workspace.stores():
             proj = self.workspace.open_projection(store)
             refreshed = proj.refresh()
@@ -169,8 +187,10 @@ class Indexes:
             totals["events_removed"] += refreshed.events_removed
             search = self.workspace.search(store)
             totals["indexed_text"] += search.sync_text().indexed_text
-            if (proj.dirty_count("vec") == 0
-                    and (layout.cache_dir(store.local_dir) / layout.VECTOR_META).exists()):
+            if (
+                proj.dirty_count("vec") == 0
+                and (layout.cache_dir(store.local_dir) / layout.VECTOR_META).exists()
+            ):
                 continue  # nothing to embed: do not load the model or the index for nothing
             embedder = self.workspace.embedder(store)
             if embedder is None:
@@ -184,8 +204,9 @@ class Indexes:
                 if progress is not None:
                     progress(kind, done, total)
 
-            report = search.sync_vectors(embedder, self.workspace.settings(store), force=True,
-                                         progress=step)
+            report = search.sync_vectors(
+                embedder, self.workspace.settings(store), force=True, progress=step
+            )
             totals["embedded"] += report.embedded
             totals["reused"] += report.reused
         return IndexRefresh(**totals, seconds=round(time.perf_counter() - started, 3))
@@ -210,9 +231,17 @@ class Indexes:
             cache = layout.cache_dir(store.local_dir)
             proj_path = cache / layout.PROJECTION_DB
             if not proj_path.exists():
-                out.append(MissingReadModel(store.kind, str(store.root), projection="missing",
-                                            current=False, healthy=False, behind=(),
-                                            stale=("read model missing",)))
+                out.append(
+                    MissingReadModel(
+                        store.kind,
+                        str(store.root),
+                        projection="missing",
+                        current=False,
+                        healthy=False,
+                        behind=(),
+                        stale=("read model missing",),
+                    )
+                )
                 continue
             proj = self.workspace.cached_projection(store) or Projection(store)
             stale = proj.stale()
@@ -228,32 +257,48 @@ class Indexes:
             model = settings["search.model"]
             behind, broken = [], []
             if stale:
-                behind.append("event files changed since the read model read them (the next "
-                              "command reads them)")
+                behind.append(
+                    "event files changed since the read model read them (the next "
+                    "command reads them)"
+                )
             if not text_ok:
                 broken.append("word index missing")
             elif dirty_text:
-                behind.append(f"{dirty_text} change(s) not yet in the word index (the next "
-                              "search adds them)")
+                behind.append(
+                    f"{dirty_text} change(s) not yet in the word index (the next search adds them)"
+                )
             if model != "off":
                 if identity is None:
                     broken.append("vector index missing")
-                elif reach and (note := unreachable_note(cache, settings["search.exact_below"],
-                                                         store.kind)):
+                elif reach and (
+                    note := unreachable_note(cache, settings["search.exact_below"], store.kind)
+                ):
                     broken.append(note)
                 if identity is not None and dirty_vec:
-                    behind.append(f"{dirty_vec} change(s) not yet saved in the vector index "
-                                  f"(searches score them; saved every "
-                                  f"{settings['search.vector_flush']})")
+                    behind.append(
+                        f"{dirty_vec} change(s) not yet saved in the vector index "
+                        f"(searches score them; saved every "
+                        f"{settings['search.vector_flush']})"
+                    )
             entry = IndexState(
                 store=store.kind,
                 path=str(store.root),
                 projection="behind" if stale else "current",
-                text_index="missing" if not text_ok else "behind" if dirty_text or stale
+                text_index="missing"
+                if not text_ok
+                else "behind"
+                if dirty_text or stale
                 else "current",
                 text_pending=dirty_text,
-                vector_index=("off" if model == "off" else "missing" if identity is None else
-                              "behind" if dirty_vec or stale else "current"),
+                vector_index=(
+                    "off"
+                    if model == "off"
+                    else "missing"
+                    if identity is None
+                    else "behind"
+                    if dirty_vec or stale
+                    else "current"
+                ),
                 vector_pending=dirty_vec,
                 vector_model=identity,
                 model=model,

@@ -140,8 +140,10 @@ class Maintenance:
                     "or `engram init` without --project for the personal store"
                 )
             if top.resolve() == self.workspace.personal.root.resolve():
-                raise UsageError("this is the personal store's repository; "
-                                 "run `engram init --project` inside a project")
+                raise UsageError(
+                    "this is the personal store's repository; "
+                    "run `engram init --project` inside a project"
+                )
             what = foreign_store(top / PROJECT_DIR)
             if what is not None:
                 self.workspace.drop_foreign_warning()
@@ -150,7 +152,8 @@ class Maintenance:
                     "the same folder: nothing was changed; use Engram's personal store here "
                     "(its memories written in this repository follow the project, see "
                     "docs/project-identity.md) and `engram import .engram` to bring that "
-                    "tool's memories in")
+                    "tool's memories in"
+                )
             store = Store(top / PROJECT_DIR, "project")
         else:
             store = self.workspace.personal
@@ -159,9 +162,13 @@ class Maintenance:
                 raise UsageError(
                     f"{store.root} is {what}, not an Engram store: nothing was changed; set "
                     "ENGRAM_HOME to another directory (e.g. `export ENGRAM_HOME=~/.engram-mem`) "
-                    "and run `engram init` again")
-            if store.root.exists() and any(store.root.iterdir()) and \
-                    not (store.root / ".git").exists():
+                    "and run `engram init` again"
+                )
+            if (
+                store.root.exists()
+                and any(store.root.iterdir())
+                and not (store.root / ".git").exists()
+            ):
                 raise UsageError(
                     f"{store.root} exists, is not empty and is not a git repository; "
                     "move it away or set ENGRAM_HOME to another directory"
@@ -174,13 +181,15 @@ class Maintenance:
         if fresh:
             self.workspace.emit(store, "store.created", {"store": store.kind}, commit=False)
         if created or fresh:
-            subject = f"engram: initialize {store.kind} store" if fresh else \
-                f"engram: {', '.join(created)} of the {store.kind} store brought up to date"
+            subject = (
+                f"engram: initialize {store.kind} store"
+                if fresh
+                else f"engram: {', '.join(created)} of the {store.kind} store brought up to date"
+            )
             self.workspace.commit_store(store, subject=subject)
         if project:
             self.workspace.project = store
         return store, bool(created or fresh)
-
 
     def compact(self, *, dry_run: bool = False) -> list[CompactResult]:
         """Commit pending events, then fold each month's closed event files into one file, in
@@ -194,20 +203,24 @@ class Maintenance:
                 repo = git.StoreRepo(store)
                 if not dry_run:
                     self.workspace.commit_store(store, locked=True, repo=repo)
-                out.append(compact.compact(store, repo, author=self.workspace.actor(store),
-                                           dry_run=dry_run))
+                out.append(
+                    compact.compact(
+                        store, repo, author=self.workspace.actor(store), dry_run=dry_run
+                    )
+                )
         return out
 
     def commit(self, *, subject: str | None = None) -> list[CommitResult]:
         """Commit every pending event of the selected stores now."""
         stores = self.workspace.stores()
         if subject is not None:
-            subject = self.workspace.checks(stores[0]).text(subject, field="commit subject",
-                                                  limit="limits.title_chars", one_line=True)
-        return [self.workspace.commit_store(store, subject=subject, lifecycle_alone=True)
-                for store in stores]
-
-
+            subject = self.workspace.checks(stores[0]).text(
+                subject, field="commit subject", limit="limits.title_chars", one_line=True
+            )
+        return [
+            self.workspace.commit_store(store, subject=subject, lifecycle_alone=True)
+            for store in stores
+        ]
 
     def stats(self, *, now: datetime | None = None) -> list[StoreStatistics]:
         """Counts by kind, scope and store, average strength, and index freshness."""
@@ -223,20 +236,23 @@ class Maintenance:
             by_kind = Counter(m.kind for m in active)
             by_scope = Counter(m.scope or "-" for m in active)
             strengths = [strength(m, moment, settings) for m in active]
-            out.append(StoreStatistics(
-                store=store.kind,
-                path=str(store.root),
-                **proj.counts(),
-                by_kind=dict(by_kind.most_common()),
-                by_scope=dict(by_scope.most_common(20)),
-                average_strength=round(sum(strengths) / len(strengths), 4)
-                if strengths else None,
-                decayed=sum(1 for value in strengths
-                            if value < settings["recall.strength_floor"]),
-                index=freshness.get(store.kind),
-            ))
+            out.append(
+                StoreStatistics(
+                    store=store.kind,
+                    path=str(store.root),
+                    **proj.counts(),
+                    by_kind=dict(by_kind.most_common()),
+                    by_scope=dict(by_scope.most_common(20)),
+                    average_strength=round(sum(strengths) / len(strengths), 4)
+                    if strengths
+                    else None,
+                    decayed=sum(
+                        1 for value in strengths if value < settings["recall.strength_floor"]
+                    ),
+                    index=freshness.get(store.kind),
+                )
+            )
         return out
-
 
     def status(self) -> list[StoreStatus]:
         from ..git import lost
@@ -251,24 +267,27 @@ class Maintenance:
             gone = lost.find(store, proj)
             ahead = repo.upstream_state()
             upstream = Upstream(**ahead) if ahead is not None else None  # type: ignore[arg-type]
-            out.append(StoreStatus(
-                store=store.kind,
-                path=str(store.root),
-                branch=repo.branch(),
-                head=repo.head_id(),
-                **proj.counts(),
-                uncommitted=len(pending.events),
-                uncommitted_files=tuple(c.rel for c in pending.changes),
-                refused=tuple(pending.refused),
-                missing=tuple(pending.missing),
-                restore=git.restore_command(store, pending.missing) if pending.missing
-                else None,
-                lost=LostSummary(gone.count, gone.files, gone.elsewhere),
-                busy=repo.busy(),
-                remotes=tuple(Remote(r["name"], r["url"]) for r in repo.remotes()),
-                upstream=upstream,
-                warnings=tuple(str(p) for p in proj.problems()),
-            ))
+            out.append(
+                StoreStatus(
+                    store=store.kind,
+                    path=str(store.root),
+                    branch=repo.branch(),
+                    head=repo.head_id(),
+                    **proj.counts(),
+                    uncommitted=len(pending.events),
+                    uncommitted_files=tuple(c.rel for c in pending.changes),
+                    refused=tuple(pending.refused),
+                    missing=tuple(pending.missing),
+                    restore=git.restore_command(store, pending.missing)
+                    if pending.missing
+                    else None,
+                    lost=LostSummary(gone.count, gone.files, gone.elsewhere),
+                    busy=repo.busy(),
+                    remotes=tuple(Remote(r["name"], r["url"]) for r in repo.remotes()),
+                    upstream=upstream,
+                    warnings=tuple(str(p) for p in proj.problems()),
+                )
+            )
         return out
 
     def recover(self, *, everything: bool = False) -> list[Recovered]:
@@ -277,8 +296,9 @@ class Maintenance:
         ledger, appended unchanged (same ids, clocks and bytes) to new event files and
         committed. With `everything`, also every event git still holds that is in neither the
         store nor any branch. Running it again writes nothing."""
-        return [self._recover_store(store, everything=everything)
-                for store in self.workspace.stores()]
+        return [
+            self._recover_store(store, everything=everything) for store in self.workspace.stores()
+        ]
 
     def _recover_store(self, store: Store, *, everything: bool) -> Recovered:
         from ..git import lost
@@ -290,23 +310,27 @@ class Maintenance:
             found, from_git, missing, notes = lost.gather(store, proj, everything=everything)
             files = []
             for run in lost.runs(found):
-                store.append([event for event, _ in run], fresh=True,
-                             raw=[line + b"\n" for _, line in run])
+                store.append(
+                    [event for event, _ in run], fresh=True, raw=[line + b"\n" for _, line in run]
+                )
                 files.append(WriterState.load(store).segment or "")
             if found:
                 try:
                     commit = self.workspace.commit_store(
-                        store, locked=True,
-                        subject=f"engram: recover {len(found)} lost event(s)").commit
+                        store, locked=True, subject=f"engram: recover {len(found)} lost event(s)"
+                    ).commit
                 except GitError as exc:
                     notes.append(f"written back but not committed yet: {exc}")
         proj.refresh()
         lost.settle(store, proj)
         if missing:
-            notes.append(f"{missing} uncommitted event(s) were lost with no copy left "
-                         "anywhere (not in git's objects, not in the ledger)")
-        return lost.Recovered(store.kind, len(found), tuple(files), from_git, missing, commit,
-                              tuple(notes))
+            notes.append(
+                f"{missing} uncommitted event(s) were lost with no copy left "
+                "anywhere (not in git's objects, not in the ledger)"
+            )
+        return lost.Recovered(
+            store.kind, len(found), tuple(files), from_git, missing, commit, tuple(notes)
+        )
 
     def verify(self) -> VerifyReport:
         """Re-read every event file of the selected stores from disk; report all damage."""
@@ -314,7 +338,6 @@ class Maintenance:
 
         reports = tuple(verify_store(store) for store in self.workspace.stores())
         return VerifyReport(ok=all(r.ok for r in reports), stores=reports)
-
 
     # -- settings ----------------------------------------------------------------------------
 
@@ -331,9 +354,11 @@ class Maintenance:
         if isinstance(value, str):
             self.workspace.checks(store).scan(value, field=key, redactable=False)
         if store.kind == "project" and personal_only(key, value):
-            raise UsageError(f"{key} is read only from your own configuration, never from a "
-                             f"project's (anyone who can push could change it); set it without "
-                             f"--project")
+            raise UsageError(
+                f"{key} is read only from your own configuration, never from a "
+                f"project's (anyone who can push could change it); set it without "
+                f"--project"
+            )
         with store.lock():
             store.config_file.set(key, value)
         self.workspace.commit_store(store, subject=f"engram: config {key} = {value}")
@@ -351,5 +376,7 @@ class Maintenance:
 
     def config_list(self) -> list[EffectiveSetting]:
         settings = self._effective_settings()
-        return [EffectiveSetting(key, settings[key], settings.origin(key), SETTINGS[key].help)
-                for key in SETTINGS]
+        return [
+            EffectiveSetting(key, settings[key], settings.origin(key), SETTINGS[key].help)
+            for key in SETTINGS
+        ]

@@ -55,9 +55,15 @@ class Remembered:
         return {
             **self.memory.to_dict(),
             "duplicate": self.duplicate,
-            "related": [{"id": m.id, "similarity": round(sim, 4), "summary": m.summary(),
-                         "differences": [d.to_dict() for d in self.differs_from(m.id)]}
-                        for m, sim in self.related],
+            "related": [
+                {
+                    "id": m.id,
+                    "similarity": round(sim, 4),
+                    "summary": m.summary(),
+                    "differences": [d.to_dict() for d in self.differs_from(m.id)],
+                }
+                for m, sim in self.related
+            ],
         }
 
 
@@ -130,8 +136,9 @@ class Memories:
             data["project"] = here.root
         if here is not None and here.remote is not None:
             try:
-                data["project_remote"] = checks.text(here.remote, field="remote URL",
-                                                     limit="limits.item_bytes")
+                data["project_remote"] = checks.text(
+                    here.remote, field="remote URL", limit="limits.item_bytes"
+                )
             except UsageError:
                 pass  # a hint only: a remote URL that fails the checks is not kept
         if at is not None:
@@ -141,54 +148,77 @@ class Memories:
         old = [self.workspace.find_memory(ident) for ident in supersedes]
         for old_store, old_memory in old:
             if old_store.root != store.root:
-                raise UsageError(f"memory {old_memory.id[:8]} is in the {old_store.kind} store; "
-                                 f"a memory can only supersede one in its own store")
+                raise UsageError(
+                    f"memory {old_memory.id[:8]} is in the {old_store.kind} store; "
+                    f"a memory can only supersede one in its own store"
+                )
             if old_memory.status != "active":
                 raise UsageError(f"memory {old_memory.id[:8]} is {old_memory.status} already")
-        check = settings["remember.check_duplicates"] if check_duplicates is None \
-            else check_duplicates
+        check = (
+            settings["remember.check_duplicates"] if check_duplicates is None else check_duplicates
+        )
         if check:
             from . import duplicates  # the embedding and the comparison of facts
         if old:
             data["supersedes"] = [m.id for _, m in old]
-            same = duplicates.stored_as(self.workspace, store, data,
-                                        skip={m.id for _, m in old}) if check else None
+            same = (
+                duplicates.stored_as(self.workspace, store, data, skip={m.id for _, m in old})
+                if check
+                else None
+            )
             if same is not None:
                 # The text is stored already: remember added it and reported these as possible
                 # contradictions, and the caller now says they are replaced. Point them at it
                 # rather than storing the same text twice.
-                self.workspace.emit_many(store, [("memory.superseded",
-                                                  {"memory": m.id, "by": same.id})
-                                                 for _, m in old])
+                self.workspace.emit_many(
+                    store, [("memory.superseded", {"memory": m.id, "by": same.id}) for _, m in old]
+                )
                 return Remembered(self.workspace.find_memory(same.id)[1])
 
         related: list[tuple[mem.Memory, float, tuple[Difference, ...]]] = []
         if check and not old:
             # `content` passed the secret checks above: the reinforcement below keeps it.
-            duplicate, related = duplicates.near(self.workspace, store, settings, content,
-                                                 kind=data["kind"], tags=data["tags"],
-                                                 project=data)
+            duplicate, related = duplicates.near(
+                self.workspace,
+                store,
+                settings,
+                content,
+                kind=data["kind"],
+                tags=data["tags"],
+                project=data,
+            )
             if duplicate is not None:
                 existing, similarity = duplicate
-                self.workspace.emit(store, "memory.reinforced",
-                           {"memory": existing.id, "similarity": round(similarity, 4),
-                            "content": content})
-                return Remembered(self.workspace.find_memory(existing.id)[1], duplicate=True,
-                                  related=((existing, similarity),))
+                self.workspace.emit(
+                    store,
+                    "memory.reinforced",
+                    {"memory": existing.id, "similarity": round(similarity, 4), "content": content},
+                )
+                return Remembered(
+                    self.workspace.find_memory(existing.id)[1],
+                    duplicate=True,
+                    related=((existing, similarity),),
+                )
         items = [("memory.created", data)]
         items += [("memory.superseded", {"memory": m.id, "by": data["memory"]}) for _, m in old]
         created = self.workspace.emit_many(store, items)[0]
         memory = mem.fold([created])
         assert memory is not None
-        return Remembered(mem.Memory.from_dict({**memory.to_dict(), "store": store.kind}),
-                          related=tuple((m, sim) for m, sim, _ in related),
-                          differences=tuple((m.id, found) for m, _, found in related if found))
+        return Remembered(
+            mem.Memory.from_dict({**memory.to_dict(), "store": store.kind}),
+            related=tuple((m, sim) for m, sim, _ in related),
+            differences=tuple((m.id, found) for m, _, found in related if found),
+        )
 
     @staticmethod
     def _checked_content(content: str, checks: Checks, redact: bool) -> str:
-        return checks.text(content, field="content", limit="limits.content_bytes",
-                           redact=redact,
-                           hint="shorten it or split it into several memories")
+        return checks.text(
+            content,
+            field="content",
+            limit="limits.content_bytes",
+            redact=redact,
+            hint="shorten it or split it into several memories",
+        )
 
     def update(
         self,
@@ -207,8 +237,10 @@ class Memories:
         """Change a memory: a new event with only the changed fields. The old version stays."""
         store, current = self.workspace.find_memory(memory_id)
         if current.status == "forgotten":
-            raise UsageError(f"memory {current.id[:8]} was forgotten; "
-                             "remember the new text instead of updating it")
+            raise UsageError(
+                f"memory {current.id[:8]} was forgotten; "
+                "remember the new text instead of updating it"
+            )
         checks = self.workspace.checks(store)
         changes: dict[str, Any] = {}
         if content is not None:
@@ -228,8 +260,10 @@ class Memories:
             changes["valid_from"] = _moment(valid_from, "--valid-from")
         if valid_until is not None:
             changes["valid_until"] = _moment(valid_until, "--valid-until")
-        mem.check_window(changes.get("valid_from", current.valid_from),
-                         changes.get("valid_until", current.valid_until))
+        mem.check_window(
+            changes.get("valid_from", current.valid_from),
+            changes.get("valid_until", current.valid_until),
+        )
         old = current.to_dict()
         changes = {k: v for k, v in changes.items() if old.get(k) != v}
         if not changes:
@@ -242,8 +276,9 @@ class Memories:
         if not reason or not reason.strip():
             raise UsageError("say why with --reason; it is kept with the memory's history")
         store, current = self.workspace.find_memory(memory_id)
-        reason = self.workspace.checks(store).text(reason, field="reason",
-                                                   limit="limits.item_bytes")
+        reason = self.workspace.checks(store).text(
+            reason, field="reason", limit="limits.item_bytes"
+        )
         if current.status == "forgotten":
             raise UsageError(f"memory {current.id[:8]} is already forgotten")
         self.workspace.emit(store, "memory.forgotten", {"memory": current.id, "reason": reason})
@@ -256,16 +291,26 @@ class Memories:
         """Replace a memory that is no longer true: a new memory holding `content`, with the
         old one's kind, tags, scope, importance, source and task, supersedes it in one step."""
         old = self.get(memory_id)
-        new = self.remember(content, kind=old.kind, tags=old.tags, scope=old.scope,
-                            importance=old.importance, source=old.source, task=old.task,
-                            supersedes=[old.id], redact=redact)
+        new = self.remember(
+            content,
+            kind=old.kind,
+            tags=old.tags,
+            scope=old.scope,
+            importance=old.importance,
+            source=old.source,
+            task=old.task,
+            supersedes=[old.id],
+            redact=redact,
+        )
         return Superseded(old=self.get(old.id), new=new.memory)
 
     def history(self, memory_id: str) -> list[tuple[ev.Event, mem.Memory]]:
         store, memory = self.workspace.find_memory(memory_id)
         events = self.workspace.projection(store).entity_events(memory.id)
-        return [(e, mem.Memory.from_dict({**m.to_dict(), "store": store.kind}))
-                for e, m in mem.history(events)]
+        return [
+            (e, mem.Memory.from_dict({**m.to_dict(), "store": store.kind}))
+            for e, m in mem.history(events)
+        ]
 
     def memories(
         self,
@@ -294,7 +339,11 @@ class Memories:
         for store in self.workspace.stores():
             count = 0
             for memory in self.workspace.projection(store).memories(
-                kinds=kinds, tags=tags, scope=scope, statuses=statuses, contains=contains,
+                kinds=kinds,
+                tags=tags,
+                scope=scope,
+                statuses=statuses,
+                contains=contains,
             ):
                 if not include_expired and not memory.valid_at(now):
                     continue
@@ -348,15 +397,23 @@ class Memories:
         if not ranking.has_content(query, intent):
             return Recalled()  # "the", "what is it": words that carry no meaning ask for nothing
         filters = pipeline.Filters(
-            kinds=tuple(kinds), tags=frozenset(wanted_tags), scope=scope, task=task,
-            since=since_text, until=until_text, include_forgotten=include_forgotten,
-            include_expired=include_expired, include_decayed=include_decayed)
-        hits = pipeline.rank(query, intent, self._sources(), k=k, filters=filters,
-                             moment=moment)
+            kinds=tuple(kinds),
+            tags=frozenset(wanted_tags),
+            scope=scope,
+            task=task,
+            since=since_text,
+            until=until_text,
+            include_forgotten=include_forgotten,
+            include_expired=include_expired,
+            include_decayed=include_decayed,
+        )
+        hits = pipeline.rank(query, intent, self._sources(), k=k, filters=filters, moment=moment)
         hits = freshness.rerank(self.workspace, hits)  # stale ones a little lower
         self.lifecycle.note_recalled([hit.memory.id for hit in hits[:3]])  # relied on
-        return Recalled(hits, [s.backlog for s in map(self.workspace.search,
-                                                       self.workspace.stores()) if s.backlog])
+        return Recalled(
+            hits,
+            [s.backlog for s in map(self.workspace.search, self.workspace.stores()) if s.backlog],
+        )
 
     def _sources(self) -> Iterator[Source]:
         """Each selected store as recall reads it, opened as the ranking reaches it."""
@@ -372,8 +429,12 @@ class Memories:
                 belongs = partial(self.workspace.belongs_here, store)
             yield Source(store, settings, proj, search, embedder, belongs)
 
-    def consolidate(self, *, apply: bool = False, similarity: float | None = None,
-                    ) -> list[MergePlan]:
+    def consolidate(
+        self,
+        *,
+        apply: bool = False,
+        similarity: float | None = None,
+    ) -> list[MergePlan]:
         """Clusters of near-duplicate memories, each merged into one with `apply`
         (`engram.domain.consolidation`)."""
         from .consolidation import consolidate
@@ -384,12 +445,11 @@ class Memories:
 def _moment(value: str | datetime | None, what: str, *, future: bool = True) -> str | None:
     if value is None or value == "":
         return None
-    moment = value if isinstance(value, datetime) else mem.parse_moment(value, what=what,
-                                                                       future=future)
+    moment = (
+        value if isinstance(value, datetime) else mem.parse_moment(value, what=what, future=future)
+    )
     if moment.tzinfo is None:
         from datetime import UTC
 
         moment = moment.replace(tzinfo=UTC)
     return ev.format_time(moment)
-
-

@@ -39,8 +39,17 @@ SUBJECT_CHARS = 72  # git's conventional bound on a subject line
 PREFIX = "engram: "
 
 # What the subject calls each kind of event, in the order it names them.
-_NOUNS = ("memory", "task update", "progress entry", "failure", "checkpoint", "handoff",
-          "store", "session event", "other event")
+_NOUNS = (
+    "memory",
+    "task update",
+    "progress entry",
+    "failure",
+    "checkpoint",
+    "handoff",
+    "store",
+    "session event",
+    "other event",
+)
 
 
 def _noun(event: ev.Event) -> str:
@@ -64,15 +73,19 @@ def _noun(event: ev.Event) -> str:
 
 def _task_name(events: Sequence[ev.Event], names: Mapping[str, str] | None) -> str | None:
     """The name of the one task all task and checkpoint events are about, if known."""
-    tasks = {str(e.data.get("task", "")) for e in events
-             if e.kind.startswith(("task.", "checkpoint."))}
+    tasks = {
+        str(e.data.get("task", "")) for e in events if e.kind.startswith(("task.", "checkpoint."))
+    }
     if len(tasks) != 1:
         return None
     [task] = tasks
     name = (names or {}).get(task)
     for event in events:  # the newest name the batch itself gives
-        if event.kind in ("task.created", "task.updated") and \
-                str(event.data.get("task", "")) == task and isinstance(event.data.get("name"), str):
+        if (
+            event.kind in ("task.created", "task.updated")
+            and str(event.data.get("task", "")) == task
+            and isinstance(event.data.get("name"), str)
+        ):
             name = event.data["name"]
     return " ".join(name.split()) if name and name.strip() else None
 
@@ -95,8 +108,12 @@ def counted_subject(events: Sequence[ev.Event], *, names: Mapping[str, str] | No
     return base
 
 
-def commit_message(events: Sequence[ev.Event], *, subject: str | None = None,
-                   names: Mapping[str, str] | None = None) -> str:
+def commit_message(
+    events: Sequence[ev.Event],
+    *,
+    subject: str | None = None,
+    names: Mapping[str, str] | None = None,
+) -> str:
     """A message a reviewer can read: a subject with what the commit holds, then one line per
     event it counts; a session's start and end that ride along are summed up in a last line.
     `names` gives task names by id, for a batch that does not name its task itself."""

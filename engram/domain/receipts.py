@@ -59,9 +59,13 @@ class Receipt:
         committed yet (batched)`; `engram status ID` says the rest."""
         where = f"{self.event[-8:].lower()} at {self.file}:{self.line} ({self.store} store)"
         if self.committed is None:
-            why = "commit.auto is off" if self.next.startswith("commit.auto") else \
-                "HEAD is detached" if self.next.startswith("HEAD") else \
-                "batched; `engram commit` commits now"
+            why = (
+                "commit.auto is off"
+                if self.next.startswith("commit.auto")
+                else "HEAD is detached"
+                if self.next.startswith("HEAD")
+                else "batched; `engram commit` commits now"
+            )
             return f"{where}; not committed yet ({why})"
         state = f"{where}; committed in {self.committed[:8]}"
         if self.pushed:
@@ -95,10 +99,13 @@ class Receipts:
                     # The event is written and durable; only what git says of it is unknown.
                     state = f"git could not be read ({ev.one_line(exc, 200)})"
                 stores[str(store.root)] = state
-            out.append(state.receipt(event.id, event.kind, rel, line)
-                       if isinstance(state, _Git) else
-                       Receipt(event.id, event.kind, store.kind, rel, line, None, None, None,
-                               None, state))
+            out.append(
+                state.receipt(event.id, event.kind, rel, line)
+                if isinstance(state, _Git)
+                else Receipt(
+                    event.id, event.kind, store.kind, rel, line, None, None, None, None, state
+                )
+            )
         return out
 
     def mark(self) -> int:
@@ -111,12 +118,13 @@ class Receipts:
         memory's id gives the receipt of its latest event."""
         ident = reference(ident, "event id")
         if len(ident) < MIN_PREFIX:
-            raise UsageError(f"event id {ident!r} is too short; give at least {MIN_PREFIX} "
-                             "characters (`engram log` shows ids)")
+            raise UsageError(
+                f"event id {ident!r} is too short; give at least {MIN_PREFIX} "
+                "characters (`engram log` shows ids)"
+            )
         matched = self.workspace.resolve(ident, what="any")
         found = [(store, full) for store, full, kind in matched if kind == "event"]
-        memories = {(store.root, full): store for store, full, kind in matched
-                    if kind == "memory"}
+        memories = {(store.root, full): store for store, full, kind in matched if kind == "memory"}
         if not found and len(memories) == 1:  # a memory's id: the receipt of its last change
             (_, full), store = next(iter(memories.items()))
             record = self.workspace.projection(store).memory(full)
@@ -169,8 +177,18 @@ class _Git:
             pushed = str(target) == commit or self.repo.repo.descendant_of(target, commit)
         elif commit is not None and self.remotes:
             pushed = False
-        return Receipt(event_id, kind, self.store.kind, rel, line, commit, self.branch,
-                       self.upstream, pushed, self.what_next(commit, pushed))
+        return Receipt(
+            event_id,
+            kind,
+            self.store.kind,
+            rel,
+            line,
+            commit,
+            self.branch,
+            self.upstream,
+            pushed,
+            self.what_next(commit, pushed),
+        )
 
     def lines(self, rel: str) -> list[bytes] | None:
         """The lines of the file as HEAD's tree holds it (None: not committed)."""
@@ -196,8 +214,9 @@ class _Git:
         if lines is None or not 0 < line <= len(lines) or not _holds(lines[line - 1], event_id):
             return None
         try:
-            hunk = self.repo.repo.blame(self.store.repo_path(rel), min_line=line,
-                                        max_line=line).for_line(line)
+            hunk = self.repo.repo.blame(
+                self.store.repo_path(rel), min_line=line, max_line=line
+            ).for_line(line)
             return str(hunk.final_commit_id)
         except (KeyError, IndexError, ValueError, pygit2.GitError):
             return str(self.head) if self.head is not None else None
@@ -210,15 +229,19 @@ class _Git:
             if not settings["commit.auto"]:
                 return "commit.auto is off: `engram commit` commits it"
             waiting = WriterState.load(self.store).pending
-            return (f"batched: commit.every_events={settings['commit.every_events']} ({waiting} "
-                    f"waiting), commit.every_seconds={settings['commit.every_seconds']}, a "
-                    "handoff, or `engram commit`")
+            return (
+                f"batched: commit.every_events={settings['commit.every_events']} ({waiting} "
+                f"waiting), commit.every_seconds={settings['commit.every_seconds']}, a "
+                "handoff, or `engram commit`"
+            )
         if pushed:
             return ""
         if pushed is None:
-            return ("no remote to push to: `engram remote add NAME URL`"
-                    if self.store.kind == "personal" else
-                    "the repository has no remote to push to")
+            return (
+                "no remote to push to: `engram remote add NAME URL`"
+                if self.store.kind == "personal"
+                else "the repository has no remote to push to"
+            )
         if self.upstream is None:
             return "the branch has no upstream yet: `engram push` pushes it and sets one"
         return f"`engram push` or `engram sync` pushes it to {self.upstream}"
@@ -239,8 +262,13 @@ def _with_index(workspace: Workspace, store: Store, receipt: Receipt, memory: st
 
     proj = workspace.projection(store)
     cache = layout.cache_dir(store.local_dir)
-    words: WordState = "missing" if not (cache / layout.TEXT_INDEX_DIR / "meta.json").exists() \
-        else "pending" if proj.is_dirty(memory, "text") else "indexed"
+    words: WordState = (
+        "missing"
+        if not (cache / layout.TEXT_INDEX_DIR / "meta.json").exists()
+        else "pending"
+        if proj.is_dirty(memory, "text")
+        else "indexed"
+    )
     vectors: VectorState
     if workspace.settings(store)["search.model"] == "off":
         vectors = "off"
@@ -249,5 +277,3 @@ def _with_index(workspace: Workspace, store: Store, receipt: Receipt, memory: st
     else:
         vectors = "pending" if proj.is_dirty(memory, "vec") else "saved"
     return replace(receipt, indexed=Indexed(memory, words, vectors))
-
-

@@ -29,8 +29,12 @@ class MemoryRecord:
     type: Literal["memory"] = "memory"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "store": self.store, "memory": self.memory.to_dict(),
-                "events": [e.to_dict() for e in self.events]}
+        return {
+            "type": self.type,
+            "store": self.store,
+            "memory": self.memory.to_dict(),
+            "events": [e.to_dict() for e in self.events],
+        }
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,12 @@ class EntityRecord:
     events: tuple[ev.Event, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "store": self.store, "id": self.id,
-                "events": [e.to_dict() for e in self.events]}
+        return {
+            "type": self.type,
+            "store": self.store,
+            "id": self.id,
+            "events": [e.to_dict() for e in self.events],
+        }
 
 
 @dataclass(frozen=True)
@@ -85,13 +93,18 @@ class Records:
             actor = reference(actor, "actor", hint="give part of a name or an email")
         since_clock = None
         if since is not None:
-            moment = since if isinstance(since, datetime) else \
-                mem.parse_moment(since, what="--since")
+            moment = (
+                since if isinstance(since, datetime) else mem.parse_moment(since, what="--since")
+            )
             since_clock = int(moment.timestamp() * 1_000_000)
         out: list[tuple[str, ev.Event]] = []
         for store in self.workspace.stores():
             for event in self.workspace.projection(store).events(
-                kinds=kinds, task=task, actor=actor, since_clock=since_clock, limit=limit,
+                kinds=kinds,
+                task=task,
+                actor=actor,
+                since_clock=since_clock,
+                limit=limit,
             ):
                 out.append((store.kind, event))
         out.sort(key=lambda pair: pair[1].sort_key, reverse=True)

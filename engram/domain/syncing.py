@@ -54,8 +54,14 @@ class Syncable(Protocol):
     def refresh_indexes(self, *, stores: Sequence[Store] | None = ...) -> IndexRefresh: ...
 
 
-def sync(engram: Syncable, *, pull: bool = True, push: bool = True, remote: str | None = None,
-         explicit: bool = False) -> list[SyncResult]:
+def sync(
+    engram: Syncable,
+    *,
+    pull: bool = True,
+    push: bool = True,
+    remote: str | None = None,
+    explicit: bool = False,
+) -> list[SyncResult]:
     """Commit pending events, then fetch + merge (pull) and/or push, then catch the indexes up.
 
     `explicit`: the caller named the store(s); a store without a remote is then an error rather
@@ -106,9 +112,14 @@ def sync(engram: Syncable, *, pull: bool = True, push: bool = True, remote: str 
     return results
 
 
-def _merge(engram: Syncable, store: Store, repo: pygit2.Repository,
-           target: git_sync.Target) -> tuple[str, int]:
+def _merge(
+    engram: Syncable, store: Store, repo: pygit2.Repository, target: git_sync.Target
+) -> tuple[str, int]:
     """Merge what the last fetch brought; counts the events it brought in the read model."""
-    return git_sync.merge(store, repo, target,
-                          count_events=lambda: engram.projection(store).counts()["events"],
-                          actor=lambda: engram.actor(store))
+    return git_sync.merge(
+        store,
+        repo,
+        target,
+        count_events=lambda: engram.projection(store).counts()["events"],
+        actor=lambda: engram.actor(store),
+    )

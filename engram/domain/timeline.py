@@ -26,8 +26,10 @@ CATEGORIES = {  # category: (label, what it is)
     "session": ("session", "an agent session starting, reporting, ending or interrupted"),
     "task": ("task", "the task created or changed"),
 }
-FIELD_LABELS = {name: cp.TITLES[name].split(" (")[0] for name in
-                (*cp.TEXT_FIELDS, *cp.LIST_FIELDS, "working_set")}
+FIELD_LABELS = {
+    name: cp.TITLES[name].split(" (")[0]
+    for name in (*cp.TEXT_FIELDS, *cp.LIST_FIELDS, "working_set")
+}
 
 
 @dataclass(frozen=True)
@@ -50,12 +52,20 @@ class Item:
         return f"{self.actor} on {self.machine}" if self.machine else self.actor
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "category": self.category, "kind": self.kind,
-                "time": self.time, "clock": self.clock, "actor": self.actor,
-                "machine": self.machine, "session": self.session, "title": self.title,
-                "details": list(self.details),
-                "changes": [{"field": f, "change": c, "text": t} for f, c, t in self.changes],
-                "status": self.status}
+        return {
+            "id": self.id,
+            "category": self.category,
+            "kind": self.kind,
+            "time": self.time,
+            "clock": self.clock,
+            "actor": self.actor,
+            "machine": self.machine,
+            "session": self.session,
+            "title": self.title,
+            "details": list(self.details),
+            "changes": [{"field": f, "change": c, "text": t} for f, c, t in self.changes],
+            "status": self.status,
+        }
 
 
 @dataclass(frozen=True)
@@ -81,8 +91,19 @@ class Timeline:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "task": {k: self.task[k] for k in ("id", "name", "goal", "status", "parent",
-                                                 "tags", "created_at", "updated_at")},
+            "task": {
+                k: self.task[k]
+                for k in (
+                    "id",
+                    "name",
+                    "goal",
+                    "status",
+                    "parent",
+                    "tags",
+                    "created_at",
+                    "updated_at",
+                )
+            },
             "items": [i.to_dict() for i in self.items],
             "sessions": [s.__dict__ for s in self.spans],
         }
@@ -98,56 +119,98 @@ def build(task: Any, events: Sequence[ev.Event]) -> Timeline:
     for event in events:
         data = event.data
         base: dict[str, Any] = {
-            "id": event.id, "kind": event.kind, "time": event.time, "clock": event.clock,
-            "actor": event.actor, "machine": event.machine, "session": event.session}
+            "id": event.id,
+            "kind": event.kind,
+            "time": event.time,
+            "clock": event.clock,
+            "actor": event.actor,
+            "machine": event.machine,
+            "session": event.session,
+        }
         kind = event.kind
         if kind == "task.created":
-            item = Item(**base, category="task", title=f"created: {data.get('name', '')}",
-                        details=_present(("goal", data.get("goal"))), status="created")
+            item = Item(
+                **base,
+                category="task",
+                title=f"created: {data.get('name', '')}",
+                details=_present(("goal", data.get("goal"))),
+                status="created",
+            )
         elif kind == "task.updated":
             fields = [k for k in ("name", "goal", "status", "parent", "tags") if k in data]
-            title = f"status → {data['status']}" if "status" in data and len(fields) == 1 \
+            title = (
+                f"status → {data['status']}"
+                if "status" in data and len(fields) == 1
                 else f"updated {', '.join(fields)}"
-            details = tuple(f"{k}: {_text(data[k])}" for k in fields if k != "status" or
-                            len(fields) > 1)
-            item = Item(**base, category="task", title=title, details=details,
-                        status=data.get("status"))
+            )
+            details = tuple(
+                f"{k}: {_text(data[k])}" for k in fields if k != "status" or len(fields) > 1
+            )
+            item = Item(
+                **base, category="task", title=title, details=details, status=data.get("status")
+            )
         elif kind == "task.progress":
             where = f" ({data['component']})" if data.get("component") else ""
-            item = Item(**base, category="progress",
-                        title=f"[{data.get('status', '')}] {data.get('feature', '')}{where}",
-                        details=_present(("note", data.get("note")),
-                                         ("files", ", ".join(data.get("files") or []))),
-                        status=data.get("status"))
+            item = Item(
+                **base,
+                category="progress",
+                title=f"[{data.get('status', '')}] {data.get('feature', '')}{where}",
+                details=_present(
+                    ("note", data.get("note")), ("files", ", ".join(data.get("files") or []))
+                ),
+                status=data.get("status"),
+            )
         elif kind == "task.failure":
             where = f"[{data['component']}] " if data.get("component") else ""
-            item = Item(**base, category="failure", title=f"{where}{data.get('error', '')}",
-                        details=_present(("root cause", data.get("root_cause")),
-                                         ("fix", data.get("fix"))))
+            item = Item(
+                **base,
+                category="failure",
+                title=f"{where}{data.get('error', '')}",
+                details=_present(("root cause", data.get("root_cause")), ("fix", data.get("fix"))),
+            )
         elif kind == "checkpoint.saved":
             package = {k: v for k, v in data.items() if k != "task"}
-            package.update(time=event.time, actor=event.actor, machine=event.machine,
-                           session=event.session, clock=event.clock,
-                           seq=len(timeline.checkpoints) + 1)
+            package.update(
+                time=event.time,
+                actor=event.actor,
+                machine=event.machine,
+                session=event.session,
+                clock=event.clock,
+                seq=len(timeline.checkpoints) + 1,
+            )
             timeline.checkpoints.append(package)
             confidence = data.get("confidence")
             title = f"checkpoint {package['seq']} ({data.get('reason')})"
             if data.get("summary"):
                 title += f": {data['summary']}"
             details = _present(
-                ("confidence", f"{confidence:.2f}" if isinstance(confidence, (int, float))
-                 else None),
-                ("next", "; ".join(data.get("next") or [])))
-            item = Item(**base, category="checkpoint", title=title, details=details,
-                        changes=_changes(previous, package), status=data.get("reason"))
+                (
+                    "confidence",
+                    f"{confidence:.2f}" if isinstance(confidence, (int, float)) else None,
+                ),
+                ("next", "; ".join(data.get("next") or [])),
+            )
+            item = Item(
+                **base,
+                category="checkpoint",
+                title=title,
+                details=details,
+                changes=_changes(previous, package),
+                status=data.get("reason"),
+            )
             previous = package
         elif kind == "memory.created":
             category = "decision" if data.get("kind") == "decision" else "memory"
-            item = Item(**base, category=category, title=str(data.get("content", "")),
-                        details=_present(("kind", data.get("kind")),
-                                         ("tags", " ".join(f"#{t}" for t in
-                                                           data.get("tags") or []))),
-                        status=data.get("kind"))
+            item = Item(
+                **base,
+                category=category,
+                title=str(data.get("content", "")),
+                details=_present(
+                    ("kind", data.get("kind")),
+                    ("tags", " ".join(f"#{t}" for t in data.get("tags") or [])),
+                ),
+                status=data.get("kind"),
+            )
         elif kind.startswith("session."):
             session_id = str(data.get("session_id", ""))
             short = session_id[: ev.SHORT_ID_LEN]
@@ -157,8 +220,10 @@ def build(task: Any, events: Sequence[ev.Event]) -> Timeline:
                 state = "started"
             elif kind == "session.ended":
                 ends.setdefault(session_id, (event, "ended", data.get("outcome") or ""))
-                title = f"session {short} ended ({data.get('outcome') or 'no outcome'}, " \
-                        f"{data.get('how') or 'exit'})"
+                title = (
+                    f"session {short} ended ({data.get('outcome') or 'no outcome'}, "
+                    f"{data.get('how') or 'exit'})"
+                )
                 state = "ended"
             elif kind == "session.interrupted":
                 ends.setdefault(session_id, (event, "interrupted", data.get("reason") or ""))
@@ -169,9 +234,13 @@ def build(task: Any, events: Sequence[ev.Event]) -> Timeline:
                 state = "reported"
             else:
                 title, state = kind, None
-            item = Item(**base, category="session", title=title,
-                        details=_present(("evidence", data.get("evidence")),
-                                         ("note", data.get("note"))), status=state)
+            item = Item(
+                **base,
+                category="session",
+                title=title,
+                details=_present(("evidence", data.get("evidence")), ("note", data.get("note"))),
+                status=state,
+            )
         else:
             from .messages import describe
 
@@ -180,11 +249,18 @@ def build(task: Any, events: Sequence[ev.Event]) -> Timeline:
     last = timeline.items[-1].time if timeline.items else None
     for session_id, start in starts.items():
         end = ends.get(session_id)
-        timeline.spans.append(Span(
-            id=session_id, agent=str(start.data.get("agent", "")), actor=start.actor,
-            machine=start.machine, start=start.time,
-            end=end[0].time if end else last, state=end[1] if end else "open",
-            note=end[2] if end else ""))
+        timeline.spans.append(
+            Span(
+                id=session_id,
+                agent=str(start.data.get("agent", "")),
+                actor=start.actor,
+                machine=start.machine,
+                start=start.time,
+                end=end[0].time if end else last,
+                state=end[1] if end else "open",
+                note=end[2] if end else "",
+            )
+        )
     return timeline
 
 
@@ -198,14 +274,22 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _changes(before: dict[str, Any] | None, after: dict[str, Any],
-             ) -> tuple[tuple[str, str, str], ...]:
+def _changes(
+    before: dict[str, Any] | None,
+    after: dict[str, Any],
+) -> tuple[tuple[str, str, str], ...]:
     out = []
     for name, change in cp.changes(before, after).items():
         label = FIELD_LABELS.get(name, name)
         if name in cp.TEXT_FIELDS:
-            out.append((label, "~", f"was \"{ev.one_line(change['from'], 80)}\", now "
-                                    f"\"{ev.one_line(change['to'], 80)}\""))
+            out.append(
+                (
+                    label,
+                    "~",
+                    f'was "{ev.one_line(change["from"], 80)}", now '
+                    f'"{ev.one_line(change["to"], 80)}"',
+                )
+            )
             continue
         out += [(label, "+", str(x)) for x in change.get("added", [])]
         out += [(label, "-", str(x)) for x in change.get("removed", [])]
@@ -216,8 +300,15 @@ def _changes(before: dict[str, Any] | None, after: dict[str, Any],
 
 # -- the terminal ----------------------------------------------------------------------------
 
-MARKS = {"checkpoint": "◆", "failure": "✗", "progress": "•", "decision": "★", "memory": "·",
-         "session": "▸", "task": "▪"}
+MARKS = {
+    "checkpoint": "◆",
+    "failure": "✗",
+    "progress": "•",
+    "decision": "★",
+    "memory": "·",
+    "session": "▸",
+    "task": "▪",
+}
 
 
 def render_text(timeline: Timeline, *, width: int = 100) -> str:
@@ -234,8 +325,9 @@ def render_text(timeline: Timeline, *, width: int = 100) -> str:
             lines.append(f"  — {item.who}{session}")
             who = here
         label = f"{MARKS.get(item.category, ' ')} {item.category:<10}"
-        lines.append(f"{local_time(item.time)}  {label} "
-                     f"{ev.one_line(item.title, max(20, width - 31))}")
+        lines.append(
+            f"{local_time(item.time)}  {label} {ev.one_line(item.title, max(20, width - 31))}"
+        )
         indent = " " * 31
         for detail in item.details:
             if item.category == "checkpoint" and detail.startswith("next:"):
@@ -243,8 +335,9 @@ def render_text(timeline: Timeline, *, width: int = 100) -> str:
             lines.append(indent + ev.one_line(detail, max(20, width - 31)))
         for name, change, text in item.changes:
             sign = {"+": "+", "-": "−", "~": "~"}[change]
-            lines.append(indent + ev.one_line(f"{name.lower()}: {sign} {text}",
-                                              max(20, width - 31)))
+            lines.append(
+                indent + ev.one_line(f"{name.lower()}: {sign} {text}", max(20, width - 31))
+            )
     if not timeline.items:
         lines.append("(nothing recorded yet)")
     return "\n".join(lines) + "\n"

@@ -136,8 +136,7 @@ def _axis(stamps: Sequence[float]) -> tuple[float, float]:
     ahead of this machine's clock. A time outside (year 1, year 9999: a wrong or hostile clock)
     would squeeze every other event into one point; such events sit at the axis's edge."""
     latest = time.time() + ev.CLOCK_AHEAD_US / 1e6
-    inside = [s for s in stamps if 0 <= s <= latest] or \
-        [min(max(s, 0.0), latest) for s in stamps]
+    inside = [s for s in stamps if 0 <= s <= latest] or [min(max(s, 0.0), latest) for s in stamps]
     return min(inside), max(inside)
 
 
@@ -167,7 +166,8 @@ def render_html(timeline: Timeline) -> str:
             f'data-category="{category}"><span class="swatch" '
             f'style="background:var(--{category})"></span><span>{label} '
             f'(<span class="count" data-category="{category}">{counts[category]}</span>)'
-            "</span></label>")
+            "</span></label>"
+        )
     parts.append("</div>")
     parts.append(f'<div class="chart">{_svg(timeline)}</div>')
     if timeline.checkpoints:
@@ -187,8 +187,9 @@ def render_html(timeline: Timeline) -> str:
 def _svg(timeline: Timeline) -> str:
     width, left, right, top, lane_height = 1100, 230, 24, 34, 46
     lanes: list[tuple[str, str | None]] = []
-    for who in [(s.actor, s.machine) for s in timeline.spans] + \
-            [(i.actor, i.machine) for i in timeline.items]:
+    for who in [(s.actor, s.machine) for s in timeline.spans] + [
+        (i.actor, i.machine) for i in timeline.items
+    ]:
         if who not in lanes:
             lanes.append(who)
     stamps = [_seconds(i.time) for i in timeline.items]
@@ -208,49 +209,83 @@ def _svg(timeline: Timeline) -> str:
         return not first <= _seconds(stamp) <= last
 
     height = top + lane_height * max(1, len(lanes)) + 10
-    out = [f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-           f'role="img" aria-label="timeline of the task">']
+    out = [
+        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+        f'role="img" aria-label="timeline of the task">'
+    ]
     for number in range(6):
         at = first + span * number / 5
         tx = round(left + 10 + usable * number / 5, 1)
         stamp = ev.format_time(datetime.fromtimestamp(at, UTC))
-        label = stamp[:10] if span > 366 * 86400 else \
-            stamp[5:16].replace("T", " ") if span > 120 else \
-            stamp[11:19] if span > 10 else stamp[11:21]
-        out.append(f'<line class="tick" x1="{tx}" y1="{top - 6}" x2="{tx}" '
-                   f'y2="{height - 6}"></line>')
-        out.append(f'<text class="tick-label" x="{tx}" y="{top - 12}" '
-                   f'text-anchor="middle">{_e(label)} UTC</text>' if number == 0 else
-                   f'<text class="tick-label" x="{tx}" y="{top - 12}" '
-                   f'text-anchor="middle">{_e(label)}</text>')
+        label = (
+            stamp[:10]
+            if span > 366 * 86400
+            else stamp[5:16].replace("T", " ")
+            if span > 120
+            else stamp[11:19]
+            if span > 10
+            else stamp[11:21]
+        )
+        out.append(
+            f'<line class="tick" x1="{tx}" y1="{top - 6}" x2="{tx}" y2="{height - 6}"></line>'
+        )
+        out.append(
+            f'<text class="tick-label" x="{tx}" y="{top - 12}" '
+            f'text-anchor="middle">{_e(label)} UTC</text>'
+            if number == 0
+            else f'<text class="tick-label" x="{tx}" y="{top - 12}" '
+            f'text-anchor="middle">{_e(label)}</text>'
+        )
     for index, (actor, machine) in enumerate(lanes):
         y = top + index * lane_height
-        out.append(f'<rect class="lane" x="4" y="{y + 3}" width="{width - 8}" '
-                   f'height="{lane_height - 6}" rx="5"></rect>')
-        out.append(f'<text class="lane-label" x="12" y="{y + 20}">'
-                   f"{_e(ev.one_line(actor, 34))}</text>")
-        out.append(f'<text class="lane-sub" x="12" y="{y + 35}">'
-                   f"on {_e(machine or 'an unknown machine')}</text>")
+        out.append(
+            f'<rect class="lane" x="4" y="{y + 3}" width="{width - 8}" '
+            f'height="{lane_height - 6}" rx="5"></rect>'
+        )
+        out.append(
+            f'<text class="lane-label" x="12" y="{y + 20}">{_e(ev.one_line(actor, 34))}</text>'
+        )
+        out.append(
+            f'<text class="lane-sub" x="12" y="{y + 35}">'
+            f"on {_e(machine or 'an unknown machine')}</text>"
+        )
     for span_ in timeline.spans:
         y = top + lanes.index((span_.actor, span_.machine)) * lane_height
         x1 = x(span_.start)
         x2 = x(span_.end) if span_.end else x1
-        tip = f"session {span_.id[:8]} ({span_.agent}) {span_.state}" + \
-            (f": {span_.note}" if span_.note else "")
-        out.append(f'<rect class="span session {span_.state}" x="{x1}" y="{y + 9}" '
-                   f'width="{max(4.0, round(x2 - x1, 1))}" height="{lane_height - 18}" '
-                   f'rx="4"><title>{_e(tip)}</title></rect>')
-    offsets = {"checkpoint": 0, "failure": 9, "progress": -9, "decision": -9, "memory": 9,
-               "session": 0, "task": 0}
+        tip = f"session {span_.id[:8]} ({span_.agent}) {span_.state}" + (
+            f": {span_.note}" if span_.note else ""
+        )
+        out.append(
+            f'<rect class="span session {span_.state}" x="{x1}" y="{y + 9}" '
+            f'width="{max(4.0, round(x2 - x1, 1))}" height="{lane_height - 18}" '
+            f'rx="4"><title>{_e(tip)}</title></rect>'
+        )
+    offsets = {
+        "checkpoint": 0,
+        "failure": 9,
+        "progress": -9,
+        "decision": -9,
+        "memory": 9,
+        "session": 0,
+        "task": 0,
+    }
     for item in timeline.items:
         cx = x(item.time)
-        cy = top + lanes.index((item.actor, item.machine)) * lane_height + lane_height // 2 \
+        cy = (
+            top
+            + lanes.index((item.actor, item.machine)) * lane_height
+            + lane_height // 2
             + offsets[item.category]
-        tip = f"{_utc(item.time)} · {item.category}: {ev.one_line(item.title, 120)}" + \
-            (" (off the time axis)" if off(item.time) else "")
+        )
+        tip = f"{_utc(item.time)} · {item.category}: {ev.one_line(item.title, 120)}" + (
+            " (off the time axis)" if off(item.time) else ""
+        )
         shape = _shape(item.category, cx, cy)
-        out.append(f'<a href="#{_e("ev-" + item.id)}" data-item="ev-{_e(item.id)}" '
-                   f'class="{item.category}"><title>{_e(tip)}</title>{shape}</a>')
+        out.append(
+            f'<a href="#{_e("ev-" + item.id)}" data-item="ev-{_e(item.id)}" '
+            f'class="{item.category}"><title>{_e(tip)}</title>{shape}</a>'
+        )
     out.append("</svg>")
     return "".join(out)
 
@@ -259,8 +294,10 @@ def _shape(category: str, cx: float, cy: float) -> str:
     cls = f'class="mark {category}"'
     if category == "checkpoint":
         r = 8
-        return (f'<polygon {cls} points="{cx},{cy - r} {cx + r},{cy} {cx},{cy + r} '
-                f'{cx - r},{cy}"></polygon>')
+        return (
+            f'<polygon {cls} points="{cx},{cy - r} {cx + r},{cy} {cx},{cy + r} '
+            f'{cx - r},{cy}"></polygon>'
+        )
     if category == "failure":
         return f'<circle {cls} cx="{cx}" cy="{cy}" r="7"></circle>'
     if category in ("decision", "memory", "task"):
@@ -275,8 +312,10 @@ def _fields_table(checkpoints: Sequence[dict[str, Any]]) -> str:
     names = [*cp.TEXT_FIELDS, *cp.LIST_FIELDS, "working_set"]
     rows = ['<table class="fields"><thead><tr><th>field</th>']
     for package in checkpoints:
-        rows.append(f'<th>#{_e(package.get("seq"))} {_e(package.get("reason"))}<br>'
-                    f'<span class="meta">{_e(_utc(package.get("time", "")))}</span></th>')
+        rows.append(
+            f"<th>#{_e(package.get('seq'))} {_e(package.get('reason'))}<br>"
+            f'<span class="meta">{_e(_utc(package.get("time", "")))}</span></th>'
+        )
     rows.append("</tr></thead><tbody>")
     previous: dict[str, Any] | None = None
     deltas = []
@@ -289,8 +328,11 @@ def _fields_table(checkpoints: Sequence[dict[str, Any]]) -> str:
             value = package.get(name)
             if name == "working_set":
                 value = sorted(cp.file_paths(package))
-            shown = (ev.one_line(value, 60) if value else "—") if name in cp.TEXT_FIELDS \
+            shown = (
+                (ev.one_line(value, 60) if value else "—")
+                if name in cp.TEXT_FIELDS
                 else f"{len(value or [])} item{'s' if len(value or []) != 1 else ''}"
+            )
             change = delta.get(name)
             if change is None:
                 rows.append(f'<td class="same" title="{_e(_full(value))}">{_e(shown)}</td>')
@@ -298,12 +340,15 @@ def _fields_table(checkpoints: Sequence[dict[str, Any]]) -> str:
             if name in cp.TEXT_FIELDS:
                 note = "changed"
             else:
-                bits = [f"+{len(change.get('added', []))}" if change.get("added") else "",
-                        f"−{len(change.get('removed', []))}" if change.get("removed") else "",
-                        "reordered" if change.get("reordered") else ""]
+                bits = [
+                    f"+{len(change.get('added', []))}" if change.get("added") else "",
+                    f"−{len(change.get('removed', []))}" if change.get("removed") else "",
+                    "reordered" if change.get("reordered") else "",
+                ]
                 note = " ".join(b for b in bits if b)
-            rows.append(f'<td class="changed" title="{_e(_full(value))}">{_e(shown)} '
-                        f"({_e(note)})</td>")
+            rows.append(
+                f'<td class="changed" title="{_e(_full(value))}">{_e(shown)} ({_e(note)})</td>'
+            )
         rows.append("</tr>")
     rows.append("</tbody></table>")
     return "".join(rows)
@@ -316,8 +361,7 @@ def _full(value: Any) -> str:
 
 
 def _card(item: Item) -> str:
-    session = f'<span>session <code>{_e(item.session[:8])}</code></span>' \
-        if item.session else ""
+    session = f"<span>session <code>{_e(item.session[:8])}</code></span>" if item.session else ""
     parts = [
         f'<li class="item {item.category}" id="ev-{_e(item.id)}" '
         f'data-category="{item.category}" data-kind="{_e(item.kind)}">',
@@ -329,15 +373,17 @@ def _card(item: Item) -> str:
         f'<p class="title">{_e(item.title)}</p>',
     ]
     if item.details:
-        parts.append('<ul class="details">' + "".join(f"<li>{_e(d)}</li>"
-                                                      for d in item.details) + "</ul>")
+        parts.append(
+            '<ul class="details">' + "".join(f"<li>{_e(d)}</li>" for d in item.details) + "</ul>"
+        )
     if item.changes:
         parts.append('<table class="changes"><tbody>')
         for name, change, text in item.changes:
             cls = {"+": "add", "-": "del", "~": "mod"}[change]
             sign = {"+": "+", "-": "−", "~": "~"}[change]
-            parts.append(f'<tr class="{cls}"><td>{_e(name)}</td><td>{sign}</td>'
-                         f"<td>{_e(text)}</td></tr>")
+            parts.append(
+                f'<tr class="{cls}"><td>{_e(name)}</td><td>{sign}</td><td>{_e(text)}</td></tr>'
+            )
         parts.append("</tbody></table>")
     parts.append("</li>")
     return "".join(parts)

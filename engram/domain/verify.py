@@ -51,8 +51,7 @@ def verify_store(store: Store) -> StoreVerification:
     for path in files:
         rel = store.rel(path)
         if not _PATH_RE.match(rel):
-            problems.append(Problem(rel, 0, "warning",
-                                    "not named events/YYYY/MM/<writer>.jsonl"))
+            problems.append(Problem(rel, 0, "warning", "not named events/YYYY/MM/<writer>.jsonl"))
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -72,9 +71,14 @@ def verify_store(store: Store) -> StoreVerification:
             if line.note is not None:
                 problems.append(Problem(rel, number, "error", line.note))
             if event.clock < last_clock or (event.clock == last_clock and not merged):
-                problems.append(Problem(rel, number, "error",
-                                        f"clock {event.clock} does not increase "
-                                        f"(previous line has {last_clock})"))
+                problems.append(
+                    Problem(
+                        rel,
+                        number,
+                        "error",
+                        f"clock {event.clock} does not increase (previous line has {last_clock})",
+                    )
+                )
             last_clock = max(last_clock, event.clock)
             previous = seen.get(event.id)
             if previous is None:
@@ -83,16 +87,34 @@ def verify_store(store: Store) -> StoreVerification:
             elif previous[0] == line.raw:
                 duplicates += 1
             else:
-                problems.append(Problem(rel, number, "error",
-                                        f"id {event.id} is also at {previous[1]}:{previous[2]} "
-                                        "with different content"))
+                problems.append(
+                    Problem(
+                        rel,
+                        number,
+                        "error",
+                        f"id {event.id} is also at {previous[1]}:{previous[2]} "
+                        "with different content",
+                    )
+                )
         if torn and not set_aside.is_set_aside(aside, rel, torn):
-            problems.append(Problem(rel, len(found) + 1, "warning",
-                                    "torn last line (a crash mid-write); the next write to "
-                                    "this file or `engram doctor --fix` sets it aside"))
+            problems.append(
+                Problem(
+                    rel,
+                    len(found) + 1,
+                    "warning",
+                    "torn last line (a crash mid-write); the next write to "
+                    "this file or `engram doctor --fix` sets it aside",
+                )
+            )
     for link in store.links():
-        problems.append(Problem(link, 0, "error", "a symbolic link inside the store (not "
-                                                  "followed: what it points to is not read)"))
+        problems.append(
+            Problem(
+                link,
+                0,
+                "error",
+                "a symbolic link inside the store (not followed: what it points to is not read)",
+            )
+        )
     return StoreVerification(
         store=store.kind,
         path=str(store.root),

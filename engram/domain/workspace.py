@@ -75,7 +75,11 @@ class Workspace:
     """
 
     def __init__(
-        self, *, cwd: Path | str | None = None, use: Use = "both", session: str | None = None,
+        self,
+        *,
+        cwd: Path | str | None = None,
+        use: Use = "both",
+        session: str | None = None,
         actor: str | None = None,
     ) -> None:
         self.cwd = Path(cwd) if cwd is not None else Path.cwd()
@@ -121,8 +125,11 @@ class Workspace:
                 found[store.kind] = (asof.snapshot(store, commit), commit)
         if not found:
             raise asof.unknown(rev)
-        self.personal = found["personal"][0] if "personal" in found else \
-            Store(self.personal.root / ".absent", "personal")
+        self.personal = (
+            found["personal"][0]
+            if "personal" in found
+            else Store(self.personal.root / ".absent", "personal")
+        )
         self.project = found["project"][0] if "project" in found else None
         self.use = "both" if len(found) == 2 else next(iter(found))
         return [f"{kind} store at {asof.describe(commit)}" for kind, (_, commit) in found.items()]
@@ -134,8 +141,9 @@ class Workspace:
 
     def foreign_note(self) -> str:
         path, what = self.foreign or (Path(), "")
-        return (f"{path} is {what}, not an Engram store (`engram import {path}` brings its "
-                "memories in)")
+        return (
+            f"{path} is {what}, not an Engram store (`engram import {path}` brings its memories in)"
+        )
 
     def here(self) -> Project | None:
         """The project of the repository this works in (`engram.git.identity.Project`), or None."""
@@ -146,15 +154,15 @@ class Workspace:
             else:
                 from ..git.identity import project_of
 
-                cache = layout.cache_dir(self.personal.local_dir) \
-                    if self.personal.exists() else None
+                cache = (
+                    layout.cache_dir(self.personal.local_dir) if self.personal.exists() else None
+                )
                 self._here = (project_of(self.cwd, cache),)
         return self._here[0]
 
     def belongs_here(self, store: Store, memory: Any) -> bool:
         """A personal memory of another project is left out inside a repository."""
-        if store.kind != "personal" or (memory.project is None and
-                                         memory.project_remote is None):
+        if store.kind != "personal" or (memory.project is None and memory.project_remote is None):
             return True
         here = self.here()
         return here is None or here.owns(memory.project, memory.project_remote)
@@ -164,8 +172,10 @@ class Workspace:
     def project_store(self) -> Store:
         if self.foreign is not None and self.project is None:
             self.drop_foreign_warning()
-            raise NoStoreError(f"{self.foreign_note()}; there is no Engram project store here: "
-                               "use the personal store (without --project)")
+            raise NoStoreError(
+                f"{self.foreign_note()}; there is no Engram project store here: "
+                "use the personal store (without --project)"
+            )
         return require(self.project, "project")
 
     def stores(self) -> list[Store]:
@@ -176,14 +186,18 @@ class Workspace:
             return [self.project_store()]
         found = [s for s in (self.project, self.personal) if s is not None and s.exists()]
         if not found:
-            raise NoStoreError("no Engram store yet; run `engram init` (personal) or "
-                               "`engram init --project` (inside a git repository)")
+            raise NoStoreError(
+                "no Engram store yet; run `engram init` (personal) or "
+                "`engram init --project` (inside a git repository)"
+            )
         return found
 
     def write_store(self) -> Store:
         if self.read_only is not None:
-            raise UsageError(f"the stores as they were at {quote(self.read_only, 60)} are "
-                             "read-only; write without --at")
+            raise UsageError(
+                f"the stores as they were at {quote(self.read_only, 60)} are "
+                "read-only; write without --at"
+            )
         if self.use == "personal":
             return require(self.personal, "personal")
         if self.project is not None and self.project.exists():
@@ -206,8 +220,12 @@ class Workspace:
         # Each layer is kept until its file changes: the same layers give the same settings.
         key = (*layers, actor)
         kept = self._settings
-        if kept is not None and len(kept[0]) == len(key) and kept[0][-1] == actor and \
-                all(a is b for a, b in zip(kept[0][:-1], layers, strict=True)):
+        if (
+            kept is not None
+            and len(kept[0]) == len(key)
+            and kept[0][-1] == actor
+            and all(a is b for a, b in zip(kept[0][:-1], layers, strict=True))
+        ):
             return kept[1]
         if actor:
             try:
@@ -245,13 +263,16 @@ class Workspace:
         proj = self.open_projection(store)
         proj.refresh()
         for link in sorted({*store.symlinks, *store.top_links()}):
-            self.warn(f"{store.root / link} is a symbolic link inside the store; it is not "
-                      f"followed, and what it points to is not read; remove it "
-                      f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)")
+            self.warn(
+                f"{store.root / link} is a symbolic link inside the store; it is not "
+                f"followed, and what it points to is not read; remove it "
+                f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)"
+            )
         aside = set_aside.load(store)
         for problem in proj.problems():
-            if problem.severity == "error" and set_aside.hides(store, aside, problem.path,
-                                                                problem.line):
+            if problem.severity == "error" and set_aside.hides(
+                store, aside, problem.path, problem.line
+            ):
                 continue  # a damaged committed line `doctor --fix` set aside here
             text = f"{store.root / problem.path}:{problem.line}: {problem.message}"
             if problem.severity == "error":
@@ -350,9 +371,14 @@ class Workspace:
         in another form by another writer is found too). Without `items` its progress and
         failures are left empty: a lookup that costs the same however long the task's history
         is."""
-        ident = reference(ident, "task", hint=Fix(
-            "give a task id (or its exact name); list them with `engram task list`",
-            "give a task id (or its exact name); find ids with task_list"))
+        ident = reference(
+            ident,
+            "task",
+            hint=Fix(
+                "give a task id (or its exact name); list them with `engram task list`",
+                "give a task id (or its exact name); find ids with task_list",
+            ),
+        )
         found: list[tuple[Store, Projection, tasks.Task]] = []
         if len(ident) >= 4:
             for store, full, _ in self.resolve(ident, what="task"):
@@ -362,8 +388,9 @@ class Workspace:
             key = name_key(ident)
             for store in self.stores():
                 proj = self.projection(store)
-                found += [(store, proj, t) for t in proj.tasks(items=False)
-                          if name_key(t.name) == key]
+                found += [
+                    (store, proj, t) for t in proj.tasks(items=False) if name_key(t.name) == key
+                ]
         if not found:
             raise NotFoundError("task", ident)
         if len({t.id for _, _, t in found}) > 1:
@@ -373,22 +400,36 @@ class Workspace:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def emit(self, store: Store, kind: str, data: dict[str, Any], *,
-             commit: bool = True) -> ev.Event:
+    def emit(
+        self, store: Store, kind: str, data: dict[str, Any], *, commit: bool = True
+    ) -> ev.Event:
         return self.emit_many(store, [(kind, data)], commit=commit)[0]
 
-    def emit_many(self, store: Store, items: Sequence[tuple[str, dict[str, Any]]], *,
-                  commit: bool = True) -> list[ev.Event]:
+    def emit_many(
+        self, store: Store, items: Sequence[tuple[str, dict[str, Any]]], *, commit: bool = True
+    ) -> list[ev.Event]:
         """Append events in one write (one fsync), in order, with increasing clocks."""
         actor = self.actor(store)
         proj = self.cached_projection(store)
         with store.lock():
             clock = store.next_clock(self.settings(store)["clock.max_skew"] * 1_000_000)
             now = ev.format_time(ev.utc_now())
-            batch = fold.placed(proj.db if proj is not None else None, [ev.Event(
-                id=ev.new_event_id(), kind=kind, clock=clock + offset, time=now, actor=actor,
-                session=self.session, machine=ev.machine_name(), data=data,
-            ) for offset, (kind, data) in enumerate(items)])
+            batch = fold.placed(
+                proj.db if proj is not None else None,
+                [
+                    ev.Event(
+                        id=ev.new_event_id(),
+                        kind=kind,
+                        clock=clock + offset,
+                        time=now,
+                        actor=actor,
+                        session=self.session,
+                        machine=ev.machine_name(),
+                        data=data,
+                    )
+                    for offset, (kind, data) in enumerate(items)
+                ],
+            )
             rel, line = store.append(batch, now=self.clock())
             self.written.extend((store, event, rel, line + n) for n, event in enumerate(batch))
             self.warnings.extend(store.repairs)
@@ -448,9 +489,15 @@ class Workspace:
                 soonest = left if soonest is None else min(soonest, left)
         return soonest
 
-    def commit_store(self, store: Store, *, subject: str | None = None,
-                     locked: bool = False, repo: git.StoreRepo | None = None,
-                     lifecycle_alone: bool = False) -> CommitResult:
+    def commit_store(
+        self,
+        store: Store,
+        *,
+        subject: str | None = None,
+        locked: bool = False,
+        repo: git.StoreRepo | None = None,
+        lifecycle_alone: bool = False,
+    ) -> CommitResult:
         """Commit the store's pending changes. Pending session lifecycle events alone are left
         for the next commit unless `lifecycle_alone` (an explicit `engram commit`)."""
         import pygit2
@@ -459,13 +506,19 @@ class Workspace:
 
         if not locked:
             with store.lock():
-                return self.commit_store(store, subject=subject, locked=True, repo=repo,
-                                         lifecycle_alone=lifecycle_alone)
+                return self.commit_store(
+                    store, subject=subject, locked=True, repo=repo, lifecycle_alone=lifecycle_alone
+                )
         repo = repo or git.StoreRepo(store)
         pending = repo.pending()
-        if not lifecycle_alone and pending.changes and all(
+        if (
+            not lifecycle_alone
+            and pending.changes
+            and all(
                 change.new_events and not any(ev.substantive(e.kind) for e in change.new_events)
-                for change in pending.changes):
+                for change in pending.changes
+            )
+        ):
             self.reset_batch(store)  # nothing substantive waits (git may have taken it)
             return CommitResult(store.kind, None, 0, pending.refused)
         for attempt in (1, 2):
@@ -482,8 +535,11 @@ class Workspace:
                 # commit clears them up.
                 from ..git.recovery import recover_interrupted_commit
 
-                note = recover_interrupted_commit(store) \
-                    if attempt == 1 and ".lock" in str(exc) else None
+                note = (
+                    recover_interrupted_commit(store)
+                    if attempt == 1 and ".lock" in str(exc)
+                    else None
+                )
                 if note is not None:
                     self.warnings.append(note)
                     continue
@@ -491,8 +547,10 @@ class Workspace:
                     raise
                 # Disk full or read-only part-way through: git's own files are written by
                 # rename, so nothing is half-done; the events wait on disk for the next commit.
-                raise GitError(f"could not commit ({ev.one_line(exc, 200)}); the events are "
-                               "safe on disk: fix that, then run `engram commit`") from None
+                raise GitError(
+                    f"could not commit ({ev.one_line(exc, 200)}); the events are "
+                    "safe on disk: fix that, then run `engram commit`"
+                ) from None
         self.reset_batch(store)
         if oid is not None:
             self.compact_if_due(store, repo)

@@ -77,8 +77,10 @@ def snapshot(store: Store, commit: Any) -> Store:
             try:
                 tree = tree[store.prefix]
             except KeyError:
-                raise UsageError(f"there was no project store at {str(commit.id)[:8]}; give a "
-                                 "later commit or date") from None
+                raise UsageError(
+                    f"there was no project store at {str(commit.id)[:8]}; give a "
+                    "later commit or date"
+                ) from None
             if not isinstance(tree, pygit2.Tree):
                 raise UsageError(f"{store.prefix} was not a folder at {str(commit.id)[:8]}")
         tmp = home / f".{commit.id}.{os.getpid()}.tmp"
@@ -93,7 +95,8 @@ def snapshot(store: Store, commit: Any) -> Store:
                 _write_tree(entry, out / EVENTS_DIR)
         local_dir(tmp / ".git").mkdir(parents=True, exist_ok=True)
         (local_dir(tmp / ".git") / ASOF_MARK).write_text(
-            f'{{"commit": "{commit.id}", "store": "{store.kind}"}}\n', encoding="utf-8")
+            f'{{"commit": "{commit.id}", "store": "{store.kind}"}}\n', encoding="utf-8"
+        )
         try:
             os.replace(tmp, target)
         except OSError:  # another process made it first
@@ -115,14 +118,16 @@ def _write_tree(tree: Any, folder: Path) -> None:
             continue
         if isinstance(entry, pygit2.Tree):
             _write_tree(entry, folder / name)
-        elif entry.filemode in (pygit2.enums.FileMode.BLOB,
-                                pygit2.enums.FileMode.BLOB_EXECUTABLE):
+        elif entry.filemode in (pygit2.enums.FileMode.BLOB, pygit2.enums.FileMode.BLOB_EXECUTABLE):
             (folder / name).write_bytes(entry.data)
 
 
 def _prune(home: Path, *, keep: Path) -> None:
-    kept = sorted((p for p in home.iterdir() if p.is_dir() and not p.name.startswith(".")),
-                  key=lambda p: p.stat().st_mtime, reverse=True)
+    kept = sorted(
+        (p for p in home.iterdir() if p.is_dir() and not p.name.startswith(".")),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
     for old in kept[KEEP:]:
         if old != keep:
             shutil.rmtree(old, ignore_errors=True)
@@ -138,5 +143,7 @@ def describe(commit: Any) -> str:
 
 
 def unknown(rev: str) -> UsageError:
-    return UsageError(f"--at {quote(rev, 60)} names no commit, tag, branch or date in the stores' "
-                      "history; give one from `git log`, a tag, or a date like 2026-11-30")
+    return UsageError(
+        f"--at {quote(rev, 60)} names no commit, tag, branch or date in the stores' "
+        "history; give one from `git log`, a tag, or a date like 2026-11-30"
+    )

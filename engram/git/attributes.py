@@ -26,10 +26,18 @@ _NOT_A_VALUE = ("unspecified", "unset", "set")
 
 
 def _git(store: Store, *args: str, data: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *args], cwd=store.work_tree, input=data, text=True,
-                          encoding="utf-8", errors="surrogateescape", capture_output=True,
-                          check=False, timeout=300,
-                          env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    return subprocess.run(
+        ["git", *args],
+        cwd=store.work_tree,
+        input=data,
+        text=True,
+        encoding="utf-8",
+        errors="surrogateescape",
+        capture_output=True,
+        check=False,
+        timeout=300,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+    )
 
 
 def _config(store: Store, key: str) -> str:
@@ -44,8 +52,9 @@ def converting(store: Store, rels: Sequence[str]) -> dict[str, list[str]]:
     if not rels:
         return {}
     paths = {store.repo_path(rel): rel for rel in rels}
-    done = _git(store, "check-attr", "-z", "--stdin", *ASKED,
-                data="".join(f"{path}\0" for path in paths))
+    done = _git(
+        store, "check-attr", "-z", "--stdin", *ASKED, data="".join(f"{path}\0" for path in paths)
+    )
     if done.returncode != 0:
         raise OSError(done.stderr.strip() or f"git check-attr exited with {done.returncode}")
     fields = done.stdout.split("\0")
@@ -99,8 +108,11 @@ def unchanged(store: Store) -> set[str]:
         raise OSError((tracked.stderr or changed.stderr).strip() or "git ls-files failed")
     prefix = f"{store.prefix}/" if store.prefix else ""
     modified = set(changed.stdout.split("\0"))
-    return {path[len(prefix):] for path in tracked.stdout.split("\0")
-            if path and path not in modified and path.startswith(prefix)}
+    return {
+        path[len(prefix) :]
+        for path in tracked.stdout.split("\0")
+        if path and path not in modified and path.startswith(prefix)
+    }
 
 
 def check_out_again(store: Store, rels: Sequence[str]) -> None:
@@ -123,8 +135,13 @@ def check_out_again(store: Store, rels: Sequence[str]) -> None:
         atomic_write(path, data, temp=path.with_name(f".{path.name}.checkout.{os.getpid()}.tmp"))
     # The index still holds each file's size as git wrote it converted, and git takes a
     # changed size for changed content: record the files again (the same blobs).
-    done = _git(store, "update-index", "-z", "--stdin",
-                data="".join(f"{store.repo_path(rel)}\0" for rel in blobs))
+    done = _git(
+        store,
+        "update-index",
+        "-z",
+        "--stdin",
+        data="".join(f"{store.repo_path(rel)}\0" for rel in blobs),
+    )
     if done.returncode != 0:
         raise OSError(done.stderr.strip() or "git update-index failed")
 
@@ -133,9 +150,11 @@ def sources(store: Store) -> list[Path]:
     """The attribute files that may still set attributes for event files over the store's own
     .gitattributes: `.gitattributes` files inside the store's events/, and the repository's
     `info/attributes`."""
-    found = sorted(Path(folder) / ".gitattributes"
-                   for folder, _, names in os.walk(store.root / EVENTS_DIR)
-                   if ".gitattributes" in names)
+    found = sorted(
+        Path(folder) / ".gitattributes"
+        for folder, _, names in os.walk(store.root / EVENTS_DIR)
+        if ".gitattributes" in names
+    )
     done = _git(store, "rev-parse", "--git-path", "info/attributes")
     if done.returncode == 0 and done.stdout.strip():
         info = Path(done.stdout.strip())

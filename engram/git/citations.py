@@ -88,8 +88,12 @@ class CodeAt:
             self._renames[commit] = moves
         return self._renames[commit].get(path)
 
-    def history(self, path: str, since: str, now_path: str | None = None,
-                ) -> tuple[int, str, str, str] | None:
+    def history(
+        self,
+        path: str,
+        since: str,
+        now_path: str | None = None,
+    ) -> tuple[int, str, str, str] | None:
         """(commits, subject, author, ISO time) of the commits after `since` up to the one
         judged at that changed `path` (or, once renamed, `now_path`); None when none did or the
         history is not all in this clone."""
@@ -105,16 +109,17 @@ class CodeAt:
         for commit in walker:
             parents = commit.parents
             before = parents[0].tree if parents else None
-            if any(_entry(commit.tree, n) != (_entry(before, n) if before is not None else None)
-                   for n in names):
+            if any(
+                _entry(commit.tree, n) != (_entry(before, n) if before is not None else None)
+                for n in names
+            ):
                 count += 1
                 if last is None:
                     last = commit
         if last is None:
             return None
         moment = datetime.fromtimestamp(last.commit_time, UTC).isoformat()
-        return count, last.message.splitlines()[0] if last.message else "", \
-            last.author.name, moment
+        return count, last.message.splitlines()[0] if last.message else "", last.author.name, moment
 
     def lines(self, path: str) -> list[str] | None:
         """The lines of `path` in the commit judged at (a blob read: only when asked)."""

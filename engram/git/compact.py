@@ -107,8 +107,9 @@ def closed_counts(store: Store, repo: StoreRepo) -> dict[str, int]:
     return counts
 
 
-def plan(store: Store, repo: StoreRepo, *, months: set[str] | None = None
-         ) -> tuple[list[MonthPlan], list[str]]:
+def plan(
+    store: Store, repo: StoreRepo, *, months: set[str] | None = None
+) -> tuple[list[MonthPlan], list[str]]:
     """What compaction would do now: the months to fold, and the months left alone with why.
 
     Only committed files are folded, from their committed bytes; a file whose work-tree copy
@@ -137,15 +138,18 @@ def plan(store: Store, repo: StoreRepo, *, months: set[str] | None = None
             if is_compacted(rel) and blob.size >= SETTLED_BYTES:
                 continue
             path = store.root / rel
-            if path.is_symlink() or (path.exists() and (
-                    path.stat().st_size != blob.size
-                    or pygit2.hash(path.read_bytes()) != blob.id)):
+            if path.is_symlink() or (
+                path.exists()
+                and (path.stat().st_size != blob.size or pygit2.hash(path.read_bytes()) != blob.id)
+            ):
                 continue  # not as committed: still open
             why = _unreadable(blob.data)
             if why is not None:
-                skipped.append(f"{month}: {rel} not compacted: {why}; it is left as it is "
-                               "(`engram doctor` says what it holds), the month's other files "
-                               "are folded")
+                skipped.append(
+                    f"{month}: {rel} not compacted: {why}; it is left as it is "
+                    "(`engram doctor` says what it holds), the month's other files "
+                    "are folded"
+                )
                 continue
             sources.append(rel)
         while sources:
@@ -160,11 +164,15 @@ def plan(store: Store, repo: StoreRepo, *, months: set[str] | None = None
                 break
             sources = [rel for rel in sources if rel not in found.heavy]
         taken = {rel for p in plans if p.month == month for rel in p.sources}
-        merged = [rel for rel in sorted(by_month[month])
-                  if is_compacted(rel) and rel not in taken and rel != live
-                  and (store.root / rel).exists()]
-        overlap = _overlap(month, merged, {rel: repo.blob(committed[rel]).data
-                                           for rel in merged})
+        merged = [
+            rel
+            for rel in sorted(by_month[month])
+            if is_compacted(rel)
+            and rel not in taken
+            and rel != live
+            and (store.root / rel).exists()
+        ]
+        overlap = _overlap(month, merged, {rel: repo.blob(committed[rel]).data for rel in merged})
         if overlap is not None:
             plans.append(overlap)
     return plans, skipped
@@ -194,8 +202,14 @@ def _overlap(month: str, merged: list[str], data: dict[str, bytes]) -> MonthPlan
                 keyed[raw] = (event.clock, event.id)
             part = sorted(rest, key=lambda raw: (keyed[raw], raw))
             outputs = [_named(month, part)] if part else []
-            return MonthPlan(month, [small], outputs, events=len({k[1] for k in keyed.values()}),
-                             duplicates=len(shared), heavy=[])
+            return MonthPlan(
+                month,
+                [small],
+                outputs,
+                events=len({k[1] for k in keyed.values()}),
+                duplicates=len(shared),
+                heavy=[],
+            )
     return None
 
 
@@ -210,20 +224,25 @@ def _unreadable(data: bytes) -> str | None:
     return None
 
 
-def _fold(store: Store, repo: StoreRepo, month: str, sources: list[str],
-          committed: dict[str, Any]) -> MonthPlan | str:
+def _fold(
+    store: Store, repo: StoreRepo, month: str, sources: list[str], committed: dict[str, Any]
+) -> MonthPlan | str:
     keyed: dict[bytes, tuple[int, str]] = {}
     total = 0
     for rel in sources:
         data = repo.blob(committed[rel]).data
         if data and not data.endswith(b"\n"):
-            return (f"{month}: not compacted: {rel} ends in a torn line; run `engram doctor` "
-                    "(it says how to set it aside)")
+            return (
+                f"{month}: not compacted: {rel} ends in a torn line; run `engram doctor` "
+                "(it says how to set it aside)"
+            )
         for number, raw in enumerate(data.split(b"\n")[:-1], 1):
             found = lines.classify(raw, number)
             if found.event is None:
-                return (f"{month}: not compacted: {rel}:{number}: {found.problem}; run "
-                        "`engram doctor`, which sets damaged lines aside, then compact again")
+                return (
+                    f"{month}: not compacted: {rel}:{number}: {found.problem}; run "
+                    "`engram doctor`, which sets damaged lines aside, then compact again"
+                )
             total += 1
             keyed.setdefault(raw, (found.event.clock, found.event.id))
     ordered = sorted(keyed, key=lambda raw: (keyed[raw], raw))
@@ -250,11 +269,18 @@ def _fold(store: Store, repo: StoreRepo, month: str, sources: list[str],
         shared = [0] * len(outputs)
         for raw in set(data.split(b"\n")[:-1]):
             shared[part_of[raw]] += len(raw) + 1
-        if any(n >= RENAME_SHARE * max(len(data), len(outputs[i][1]))
-               for i, n in enumerate(shared)):
+        if any(
+            n >= RENAME_SHARE * max(len(data), len(outputs[i][1])) for i, n in enumerate(shared)
+        ):
             heavy.append(rel)
-    return MonthPlan(month, sources, outputs, events=len({k[1] for k in keyed.values()}),
-                     duplicates=total - len(keyed), heavy=heavy)
+    return MonthPlan(
+        month,
+        sources,
+        outputs,
+        events=len({k[1] for k in keyed.values()}),
+        duplicates=total - len(keyed),
+        heavy=heavy,
+    )
 
 
 def _named(month: str, part: list[bytes]) -> tuple[str, bytes]:
@@ -269,10 +295,16 @@ def message(plans: list[MonthPlan]) -> str:
     lines_ = [f"{SUBJECT} fold {before} event files into {after} ({events:,} events)", ""]
     for p in plans:
         names = ", ".join(rel.rsplit("/", 1)[1] for rel, _ in p.outputs)
-        lines_.append(f"- {p.month}: {len(p.sources)} files into {names}"
-                      + (f" ({p.duplicates} duplicate lines dropped)" if p.duplicates else ""))
-    lines_ += ["", "Every line of the removed files is in the added ones, byte for byte.", "",
-               f"{TRAILER}: {before} files into {after}"]
+        lines_.append(
+            f"- {p.month}: {len(p.sources)} files into {names}"
+            + (f" ({p.duplicates} duplicate lines dropped)" if p.duplicates else "")
+        )
+    lines_ += [
+        "",
+        "Every line of the removed files is in the added ones, byte for byte.",
+        "",
+        f"{TRAILER}: {before} files into {after}",
+    ]
     return "\n".join(lines_) + "\n"
 
 
@@ -313,11 +345,19 @@ def apply(store: Store, repo: StoreRepo, plans: list[MonthPlan], *, author: str)
     committer = signature(git_identity(store.work_tree) or author)
     with IndexLock(repo.repo) as user_index:
         try:
-            oid = repo.repo.create_commit("HEAD", signature(author), committer, message(plans),
-                                          new_tree, [repo.repo.head.target])
+            oid = repo.repo.create_commit(
+                "HEAD",
+                signature(author),
+                committer,
+                message(plans),
+                new_tree,
+                [repo.repo.head.target],
+            )
         except (pygit2.GitError, ValueError) as exc:
-            raise GitError(f"could not commit the compaction ({exc}); every event is on disk "
-                           "(in the merged file); run `engram compact` again") from None
+            raise GitError(
+                f"could not commit the compaction ({exc}); every event is on disk "
+                "(in the merged file); run `engram compact` again"
+            ) from None
         for rel in removed:
             try:
                 user_index.remove(store.repo_path(rel))
@@ -336,19 +376,36 @@ def apply(store: Store, repo: StoreRepo, plans: list[MonthPlan], *, author: str)
     return str(oid)
 
 
-def compact(store: Store, repo: StoreRepo, *, author: str, dry_run: bool = False,
-            months: set[str] | None = None) -> CompactResult:
+def compact(
+    store: Store,
+    repo: StoreRepo,
+    *,
+    author: str,
+    dry_run: bool = False,
+    months: set[str] | None = None,
+) -> CompactResult:
     """Plan and apply a compaction of `store` (call under its lock, pending events committed)."""
     result = CompactResult(store=store.kind)
     plans, result.skipped = plan(store, repo, months=months)
     tree = repo.head_tree()
     files = list(repo.committed_event_files(tree)) if tree is not None else []
     result.files_before = len(files)
-    result.files_after = len(files) - sum(len(p.sources) for p in plans) + sum(
-        len({rel for rel, _ in p.outputs} - set(p.sources)) for p in plans)
+    result.files_after = (
+        len(files)
+        - sum(len(p.sources) for p in plans)
+        + sum(len({rel for rel, _ in p.outputs} - set(p.sources)) for p in plans)
+    )
     result.events = sum(p.events for p in plans)
-    result.months = [{"month": p.month, "files": len(p.sources), "into": [r for r, _ in p.outputs],
-                      "events": p.events, "duplicates": p.duplicates} for p in plans]
+    result.months = [
+        {
+            "month": p.month,
+            "files": len(p.sources),
+            "into": [r for r, _ in p.outputs],
+            "events": p.events,
+            "duplicates": p.duplicates,
+        }
+        for p in plans
+    ]
     if plans and not dry_run:
         result.commit = apply(store, repo, plans, author=author)
     return result

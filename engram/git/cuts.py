@@ -54,8 +54,9 @@ def _subtree(store: Store, tree: pygit2.Tree) -> pygit2.Tree | None:
     return found if isinstance(found, pygit2.Tree) else None
 
 
-def cut_by(store: Store, repo: pygit2.Repository, commit: pygit2.Commit
-           ) -> dict[str, tuple[str, bytes]]:
+def cut_by(
+    store: Store, repo: pygit2.Repository, commit: pygit2.Commit
+) -> dict[str, tuple[str, bytes]]:
     """id -> (store-relative file, line) of the events `commit` cut (against its first
     parent): in a file it changed or removed, and in none it changed or added."""
     import pygit2

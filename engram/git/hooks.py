@@ -63,8 +63,10 @@ def _block(hook: str) -> str:
         body = f'[ "$3" = "1" ] && {refresh} >/dev/null 2>&1'
     else:
         body = f"{refresh} >/dev/null 2>&1"
-    return (f"{BEGIN} (added by `engram hooks install`; `engram hooks uninstall` removes it)\n"
-            f"{body}\n{END}\n")
+    return (
+        f"{BEGIN} (added by `engram hooks install`; `engram hooks uninstall` removes it)\n"
+        f"{body}\n{END}\n"
+    )
 
 
 def _strip(text: str) -> str:
@@ -103,8 +105,10 @@ def install(store: Store) -> list[str]:
         path = directory / hook
         existing = path.read_text(encoding="utf-8") if path.exists() else ""
         if existing and not _is_shell(existing):
-            report.append(f"{hook}: left alone ({path} is not a shell script); add "
-                          f"`{_block(hook).splitlines()[1]}` to it yourself")
+            report.append(
+                f"{hook}: left alone ({path} is not a shell script); add "
+                f"`{_block(hook).splitlines()[1]}` to it yourself"
+            )
             continue
         if existing:
             rest = _strip(existing).split("\n", 1)
@@ -114,8 +118,13 @@ def install(store: Store) -> list[str]:
         else:
             text = f"#!/bin/sh\n{_block(hook)}"
             verb = "installed"
-        atomic_write(path, text, durable=False, mode=0o755,
-                     temp=path.with_name(f".{hook}.engram-{os.getpid()}"))
+        atomic_write(
+            path,
+            text,
+            durable=False,
+            mode=0o755,
+            temp=path.with_name(f".{hook}.engram-{os.getpid()}"),
+        )
         report.append(f"{hook}: {verb} ({path})")
     return report
 
@@ -134,8 +143,11 @@ def stale(store: Store) -> list[Path]:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if any(shell_runs_from_cwd(line) for line in text.splitlines()
-               if not line.lstrip().startswith("#")):
+        if any(
+            shell_runs_from_cwd(line)
+            for line in text.splitlines()
+            if not line.lstrip().startswith("#")
+        ):
             found.append(path)
     return found
 
@@ -174,10 +186,13 @@ def staged_problems(store: Store) -> list[str]:
     head = None if repo.head_is_unborn else repo.head.peel().tree
     problems = lost_lines(store, repo, head)
     for entry in repo.index:
-        if entry.mode == 0o120000 and (not store.prefix or
-                                       entry.path.startswith(store.prefix + "/")):
-            problems.append(f"{entry.path}: a symbolic link inside the Engram store; Engram "
-                            f"never follows one: `git rm --cached -- {entry.path}`")
+        if entry.mode == 0o120000 and (
+            not store.prefix or entry.path.startswith(store.prefix + "/")
+        ):
+            problems.append(
+                f"{entry.path}: a symbolic link inside the Engram store; Engram "
+                f"never follows one: `git rm --cached -- {entry.path}`"
+            )
             continue
         if not (entry.path.startswith(prefix) and entry.path.endswith(EVENT_SUFFIX)):
             continue
@@ -190,8 +205,10 @@ def staged_problems(store: Store) -> list[str]:
         data = read_blob(repo, entry.id).data
         found, torn = lines.read(data)
         if torn:
-            problems.append(f"{entry.path}: torn last line (no newline at the end); "
-                            "stage the file again after the next Engram write repairs it")
+            problems.append(
+                f"{entry.path}: torn last line (no newline at the end); "
+                "stage the file again after the next Engram write repairs it"
+            )
         for line in found:
             where = f"{entry.path}:{line.number}"
             if line.problem is not None:
@@ -202,8 +219,10 @@ def staged_problems(store: Store) -> list[str]:
             for text in _strings(event.data):
                 findings = find_secrets(text)
                 if findings:
-                    problems.append(f"{where}: looks like a secret ({findings[0].type}); "
-                                    "remove the line before committing")
+                    problems.append(
+                        f"{where}: looks like a secret ({findings[0].type}); "
+                        "remove the line before committing"
+                    )
                     break
     return problems
 
@@ -251,8 +270,11 @@ def lost_lines(store: Store, repo: Any, head: Any) -> list[str]:
     if not isinstance(node, pygit2.Tree):
         return []
     committed = _event_blobs(repo, node, top)
-    staged = {e.path: e.id for e in repo.index
-              if e.path.startswith(top + "/") and e.path.endswith(EVENT_SUFFIX)}
+    staged = {
+        e.path: e.id
+        for e in repo.index
+        if e.path.startswith(top + "/") and e.path.endswith(EVENT_SUFFIX)
+    }
     touched = [p for p, oid in committed.items() if staged.get(p) != oid]
     if not touched:
         return []
@@ -269,15 +291,19 @@ def lost_lines(store: Store, repo: Any, head: Any) -> list[str]:
         for path, oid in staged.items():
             if committed.get(path) == oid:
                 present.update(_readable(repo[oid].data))
-        lost = {path: sum(1 for raw in _readable(repo[committed[path]].data)
-                          if raw not in present)
-                for path in lost}
+        lost = {
+            path: sum(1 for raw in _readable(repo[committed[path]].data) if raw not in present)
+            for path in lost
+        }
     verb = {True: "removes", False: "rewrites"}
-    problems = [f"{path}: this commit {verb[path not in staged]} a committed event file and "
-                f"{count} of its event line(s) would be in no event file any more; event files "
-                "are never changed after their commit (`engram compact` folds them without "
-                "loss); `git commit --no-verify` commits it anyway"
-                for path, count in sorted(lost.items()) if count]
+    problems = [
+        f"{path}: this commit {verb[path not in staged]} a committed event file and "
+        f"{count} of its event line(s) would be in no event file any more; event files "
+        "are never changed after their commit (`engram compact` folds them without "
+        "loss); `git commit --no-verify` commits it anyway"
+        for path, count in sorted(lost.items())
+        if count
+    ]
     for path in touched:
         if path in staged and path not in lost:
             before = set(_readable(repo[committed[path]].data))
@@ -285,7 +311,8 @@ def lost_lines(store: Store, repo: Any, head: Any) -> list[str]:
                 problems.append(
                     f"{path}: this commit adds lines to a committed event file; event files are "
                     "never changed after their commit (Engram writes new events to a new file), "
-                    "so that merges never conflict; `git commit --no-verify` commits it anyway")
+                    "so that merges never conflict; `git commit --no-verify` commits it anyway"
+                )
     return sorted(problems)
 
 

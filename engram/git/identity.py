@@ -58,8 +58,9 @@ def normal_remote(url: str) -> str | None:
     if scp and "://" not in url:
         host, path = scp.groups()
     else:
-        found = re.fullmatch(r"[a-z][a-z0-9+.-]*://(?:[^@/]*@)?([^/:]+)(?::\d+)?(/.*)?", url,
-                             re.IGNORECASE)
+        found = re.fullmatch(
+            r"[a-z][a-z0-9+.-]*://(?:[^@/]*@)?([^/:]+)(?::\d+)?(/.*)?", url, re.IGNORECASE
+        )
         if found is None or url.lower().startswith("file:"):
             return None
         host, path = found.group(1), found.group(2) or ""
@@ -77,8 +78,13 @@ def _remote(repo: pygit2.Repository) -> str | None:
     return None
 
 
-def _roots(repo: pygit2.Repository, head: pygit2.Commit, *, since: str | None = None,
-           known: Sequence[str] = ()) -> list[str]:
+def _roots(
+    repo: pygit2.Repository,
+    head: pygit2.Commit,
+    *,
+    since: str | None = None,
+    known: Sequence[str] = (),
+) -> list[str]:
     """Every parentless commit HEAD reaches, oldest first: `known` ones and those among the
     commits `since` does not reach."""
     found = {(repo[sha].peel(pygit2.Commit).commit_time, sha) for sha in known}
@@ -113,9 +119,12 @@ def project_of(start: Path, cache_dir: Path | None = None) -> Project | None:
     cache = _load(cache_dir)
     entry = cache.get(key)
     roots: list[str] | None = None
-    if isinstance(entry, dict) and isinstance(entry.get("roots"), list) and \
-            all(isinstance(r, str) and ROOT.fullmatch(r) for r in entry["roots"]) and \
-            isinstance(entry.get("head"), str):
+    if (
+        isinstance(entry, dict)
+        and isinstance(entry.get("roots"), list)
+        and all(isinstance(r, str) and ROOT.fullmatch(r) for r in entry["roots"])
+        and isinstance(entry.get("head"), str)
+    ):
         if entry["head"] == str(head.id):
             roots = entry["roots"]
         else:

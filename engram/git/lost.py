@@ -81,8 +81,11 @@ class _Trees:
         self.others: list[pygit2.Tree] = []
         current = None if repo.head_is_unborn or repo.head_is_detached else repo.head.name
         for name in repo.references:
-            if name == current or name == "refs/stash" or not name.startswith(
-                    ("refs/heads/", "refs/remotes/", "refs/tags/")):
+            if (
+                name == current
+                or name == "refs/stash"
+                or not name.startswith(("refs/heads/", "refs/remotes/", "refs/tags/"))
+            ):
                 continue
             tree = _tree_of(repo, name)
             if tree is not None:
@@ -161,8 +164,7 @@ def find(store: Store, proj: Projection) -> LostReport:
             cuts.note_cuts(store, repo)  # lines a commit cut from a file count as lost too
         except Exception:  # noqa: BLE001 (never fails the caller: only a cut goes unnoticed)
             pass
-    noted = unique(n for worktree, path in ledgers(store)
-                    for n in read_ledger(worktree, path))
+    noted = unique(n for worktree, path in ledgers(store) for n in read_ledger(worktree, path))
     present = proj.present({n.event.id for n in noted})
     candidates = [n for n in noted if n.event.id not in present]
     lost: list[Noted] = []
@@ -189,8 +191,12 @@ def find(store: Store, proj: Projection) -> LostReport:
             lost.append(item)
     unrecorded, unrecorded_file = 0, None
     state = WriterState.load(store)
-    if state.pending > 0 and state.segment and _file_gone(store, state) and \
-            not any(item.rel == state.segment for item in lost):
+    if (
+        state.pending > 0
+        and state.segment
+        and _file_gone(store, state)
+        and not any(item.rel == state.segment for item in lost)
+    ):
         unrecorded, unrecorded_file = state.pending, state.segment
     return LostReport(tuple(lost), elsewhere, unrecorded, unrecorded_file)
 
@@ -292,12 +298,14 @@ def _commit_trees(repo: pygit2.Repository, oid: Any) -> Iterator[pygit2.Tree]:
             except (KeyError, ValueError):
                 continue
             if isinstance(other, pygit2.Commit) and other.message.startswith(
-                    ("index on ", "untracked files on ", "On ")):
+                ("index on ", "untracked files on ", "On ")
+            ):
                 yield other.tree
 
 
-def search_reflogs(store: Store, repo: pygit2.Repository, found: Found, *,
-                   rels: Collection[str] | None = None) -> None:
+def search_reflogs(
+    store: Store, repo: pygit2.Repository, found: Found, *, rels: Collection[str] | None = None
+) -> None:
     """Event files in every commit the reflogs of HEAD and of every ref name (stashes too):
     only the files `rels` (store-relative) when given, else all of them."""
     import pygit2
@@ -340,8 +348,14 @@ def search_unreachable(store: Store, repo: pygit2.Repository, found: Found) -> s
     from .sync import run_git, why_failed
 
     try:
-        done = run_git(store.work_tree, "fsck", "--connectivity-only", "--unreachable",
-                       "--no-reflogs", "--no-progress")
+        done = run_git(
+            store.work_tree,
+            "fsck",
+            "--connectivity-only",
+            "--unreachable",
+            "--no-reflogs",
+            "--no-progress",
+        )
     except (EngramError, OSError) as exc:
         return str(exc)
     if done.returncode not in (0, 1) and not done.stdout:
@@ -377,13 +391,20 @@ class Recovered:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"store": self.store, "events": self.events, "files": list(self.files),
-                "from_git": self.from_git, "missing": self.missing, "commit": self.commit,
-                "notes": list(self.notes)}
+        return {
+            "store": self.store,
+            "events": self.events,
+            "files": list(self.files),
+            "from_git": self.from_git,
+            "missing": self.missing,
+            "commit": self.commit,
+            "notes": list(self.notes),
+        }
 
 
-def gather(store: Store, proj: Projection, *, everything: bool = False
-           ) -> tuple[list[tuple[ev.Event, bytes]], int, int, list[str]]:
+def gather(
+    store: Store, proj: Projection, *, everything: bool = False
+) -> tuple[list[tuple[ev.Event, bytes]], int, int, list[str]]:
     """The lines to write back: (event, line) for each lost event (with `everything`, also each
     event git still holds that is in neither the store nor a branch), how many came from git,
     how many could not be found, and notes."""
@@ -394,8 +415,12 @@ def gather(store: Store, proj: Projection, *, everything: bool = False
     found = Found()
     if repo is not None and (wanted or report.unrecorded or everything):
         # Where the lost events were is known: only those files are looked up in each commit.
-        search_reflogs(store, repo, found, rels=None if everything or report.unrecorded
-                       else {item.rel for item in report.events})
+        search_reflogs(
+            store,
+            repo,
+            found,
+            rels=None if everything or report.unrecorded else {item.rel for item in report.events},
+        )
         if everything or report.unrecorded or any(i not in found.lines for i in wanted):
             why = search_unreachable(store, repo, found)
             if why:
@@ -444,4 +469,3 @@ def runs(found: list[tuple[ev.Event, bytes]]) -> list[list[tuple[ev.Event, bytes
             open_runs[month].append(run)
             out.append(run)
     return out
-

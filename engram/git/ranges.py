@@ -64,11 +64,15 @@ def _commit(repo: Any, rev: str, text: str) -> Any:
     try:
         return repo.revparse_single(rev).peel(pygit2.Commit)
     except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
-        shallow = " (this clone is shallow: `git fetch --unshallow` brings the rest)" \
-            if repo.is_shallow else ""
-        raise UsageError(f"{quote(rev, 60)} in {quote(text, 60)} names no commit in this "
-                         f"repository{shallow}; give a branch, tag or commit from `git log`"
-                         ) from None
+        shallow = (
+            " (this clone is shallow: `git fetch --unshallow` brings the rest)"
+            if repo.is_shallow
+            else ""
+        )
+        raise UsageError(
+            f"{quote(rev, 60)} in {quote(text, 60)} names no commit in this "
+            f"repository{shallow}; give a branch, tag or commit from `git log`"
+        ) from None
 
 
 def resolve(store: Store, text: str) -> Range:
@@ -91,12 +95,15 @@ def resolve(store: Store, text: str) -> Range:
         if merge is not None:
             found.base = repo[merge]
         elif repo.is_shallow:
-            found.notes.append(f"this clone is shallow and the merge base of {left} and {right} "
-                               f"is not in it: {right} is compared with {left} itself (`git "
-                               "fetch --unshallow` shows what the branch alone changed)")
+            found.notes.append(
+                f"this clone is shallow and the merge base of {left} and {right} "
+                f"is not in it: {right} is compared with {left} itself (`git "
+                "fetch --unshallow` shows what the branch alone changed)"
+            )
         else:
-            found.notes.append(f"{left} and {right} share no history: {right} is compared with "
-                               f"{left} itself")
+            found.notes.append(
+                f"{left} and {right} share no history: {right} is compared with {left} itself"
+            )
     return found
 
 
@@ -125,9 +132,10 @@ def event_blobs(store: Store, commit: Any | None) -> Iterator[tuple[str, Any]]:
                 continue
             if isinstance(entry, pygit2.Tree):
                 stack.append((f"{where}/{name}", entry))
-            elif entry.filemode in (pygit2.enums.FileMode.BLOB,
-                                    pygit2.enums.FileMode.BLOB_EXECUTABLE) \
-                    and name.endswith(EVENT_SUFFIX):
+            elif entry.filemode in (
+                pygit2.enums.FileMode.BLOB,
+                pygit2.enums.FileMode.BLOB_EXECUTABLE,
+            ) and name.endswith(EVENT_SUFFIX):
                 seen += 1
                 if seen > MAX_FILES:
                     return

@@ -77,8 +77,11 @@ def git_lock_files(store: Store) -> list[Path]:
     common = git_dir
     if (git_dir / "commondir").is_file():  # a linked worktree
         common = (git_dir / (git_dir / "commondir").read_text().strip()).resolve()
-    found = [path for path in (git_dir / "index.lock", git_dir / "HEAD.lock",
-                               common / "packed-refs.lock") if path.exists()]
+    found = [
+        path
+        for path in (git_dir / "index.lock", git_dir / "HEAD.lock", common / "packed-refs.lock")
+        if path.exists()
+    ]
     heads = common / "refs" / "heads"
     if heads.is_dir():
         found += sorted(heads.rglob("*.lock"))
@@ -129,15 +132,17 @@ def recover_interrupted_commit(store: Store, *, min_age: float = 2.0) -> str | N
             continue
         if age < min_age or open_by(lock) != []:
             return None  # a git command at work, or no way to tell: leave it
-        aside = store.local_dir / layout.QUARANTINE_DIR / \
-            f"{lock.name}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}"
+        aside = (
+            store.local_dir
+            / layout.QUARANTINE_DIR
+            / f"{lock.name}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}"
+        )
         aside.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(lock), aside)
         done.append(f"moved a stale {lock}, left by a killed commit, to {aside}")
         if lock.name == "index.lock":
             for path, pid in temp_files(store):
-                if (path.name.startswith("index.") and pid is not None
-                        and not process_alive(pid)):
+                if path.name.startswith("index.") and pid is not None and not process_alive(pid):
                     path.unlink(missing_ok=True)  # that commit's copy of the index
     repo = open_repo(store)
     behind = index_behind(store, repo) if repo is not None else []
@@ -166,8 +171,11 @@ def index_behind(store: Store, repo: Any) -> list[str]:
     if tree is None:
         return []
     try:
-        index = pygit2.Index(str(store.git_dir / "index")) \
-            if (store.git_dir / "index").exists() else pygit2.Index()
+        index = (
+            pygit2.Index(str(store.git_dir / "index"))
+            if (store.git_dir / "index").exists()
+            else pygit2.Index()
+        )
     except pygit2.GitError:
         return []
     top: Any = tree

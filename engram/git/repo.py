@@ -165,8 +165,11 @@ class StoreRepo:
             if name == EVENTS_DIR:
                 found.extend(self.store.event_rels())
             elif path.is_dir():
-                found.extend(self.store.rel(p) for p in sorted(path.rglob("*"))
-                             if p.is_file() and not p.name.startswith("."))
+                found.extend(
+                    self.store.rel(p)
+                    for p in sorted(path.rglob("*"))
+                    if p.is_file() and not p.name.startswith(".")
+                )
             elif path.is_file():
                 found.append(name)
         return found
@@ -184,21 +187,25 @@ class StoreRepo:
             if rel.startswith(EVENTS_DIR + "/"):
                 st = os.stat(prefix + rel)
                 oid = committed.get(rel)
-                if oid is not None and stat_cache.get(rel) == \
-                        [st.st_size, st.st_mtime_ns, st.st_ino, str(oid)]:
+                if oid is not None and stat_cache.get(rel) == [
+                    st.st_size,
+                    st.st_mtime_ns,
+                    st.st_ino,
+                    str(oid),
+                ]:
                     continue  # as committed, known from its stat: the blob is not even read
                 path = root / rel
                 blob = self.blob(oid) if oid is not None else None
                 committed_size = blob.size if blob is not None else 0
                 if st.st_size == committed_size:
-                    if blob is not None and not self._same_as_committed(path, rel, st, blob,
-                                                                         stat_cache):
+                    if blob is not None and not self._same_as_committed(
+                        path, rel, st, blob, stat_cache
+                    ):
                         result.refused.append(rel)
                     continue
                 data = path.read_bytes()
                 size = len(data)
-                if size < committed_size or (blob is not None
-                                             and not data.startswith(blob.data)):
+                if size < committed_size or (blob is not None and not data.startswith(blob.data)):
                     result.refused.append(rel)
                     continue
                 complete = data[: data.rfind(b"\n") + 1]
@@ -221,8 +228,9 @@ class StoreRepo:
         return result
 
     @staticmethod
-    def _same_as_committed(path: Path, rel: str, st: os.stat_result, blob: pygit2.Blob,
-                           cache: StatCache) -> bool:
+    def _same_as_committed(
+        path: Path, rel: str, st: os.stat_result, blob: pygit2.Blob, cache: StatCache
+    ) -> bool:
         """Same size as committed: is it the same bytes? Hashes only when the stat changed."""
         key = [st.st_size, st.st_mtime_ns, st.st_ino, str(blob.id)]
         if cache.get(rel) == key:
@@ -274,12 +282,17 @@ class StoreRepo:
             raise GitError(f"{reason}; finish it, then run `engram commit`")
         if self.repo.head_is_detached:
             # A commit here would belong to no branch: the next checkout would leave it behind.
-            kept = (f"the {len(pending.events)} new event(s) are saved on disk" if pending.events
-                    else "the changes stay in the work tree")
-            raise GitError(f"HEAD of {self.store.work_tree} is detached, so nothing was "
-                           f"committed ({kept}); switch to a branch with "
-                           "`git switch <branch>` (or `git switch -c <name>` for a new one), "
-                           "then run `engram commit`")
+            kept = (
+                f"the {len(pending.events)} new event(s) are saved on disk"
+                if pending.events
+                else "the changes stay in the work tree"
+            )
+            raise GitError(
+                f"HEAD of {self.store.work_tree} is detached, so nothing was "
+                f"committed ({kept}); switch to a branch with "
+                "`git switch <branch>` (or `git switch -c <name>` for a new one), "
+                "then run `engram commit`"
+            )
         events = pending.events
         authors = Counter(e.actor for e in events) or Counter([author])
         main_actor = authors.most_common(1)[0][0]
@@ -304,13 +317,18 @@ class StoreRepo:
 
         with IndexLock(self.repo) as user_index:
             try:
-                oid = self.repo.create_commit("HEAD", author_sig, committer, text, new_tree,
-                                              parents)
+                oid = self.repo.create_commit(
+                    "HEAD", author_sig, committer, text, new_tree, parents
+                )
             except (pygit2.GitError, ValueError) as exc:
-                kept = "the events are safe on disk" if pending.events else \
-                    "the changes stay in the work tree"
-                raise GitError(f"could not commit ({exc}); {kept}, retry with `engram commit`"
-                               ) from None
+                kept = (
+                    "the events are safe on disk"
+                    if pending.events
+                    else "the changes stay in the work tree"
+                )
+                raise GitError(
+                    f"could not commit ({exc}); {kept}, retry with `engram commit`"
+                ) from None
             for path, blob_id in entries:
                 user_index.add(pygit2.IndexEntry(path, blob_id, FileMode.BLOB))
         # Remember what was committed by stat, so the next look reads nothing it need not.
@@ -419,5 +437,3 @@ class IndexLock:
                 os.close(self.fd)
                 self.lock_path.unlink(missing_ok=True)
             self.work_copy.unlink(missing_ok=True)
-
-

@@ -75,8 +75,9 @@ def _git_env() -> dict[str, str]:
     return env
 
 
-def run_git(cwd: Path | None, *args: str, progress: bool = False,
-            identity: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_git(
+    cwd: Path | None, *args: str, progress: bool = False, identity: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run git; stdout captured, stderr captured too unless progress is shown to the user."""
     if shutil.which("git") is None:
         raise EngramError("the git executable is not on PATH; install git, then retry")
@@ -86,8 +87,15 @@ def run_git(cwd: Path | None, *args: str, progress: bool = False,
         command += ["-c", f"user.name={name}", "-c", f"user.email={email}"]
     command += list(args)
     return subprocess.run(
-        command, cwd=cwd, env=_git_env(), text=True, encoding="utf-8", errors="replace",
-        stdout=subprocess.PIPE, stderr=None if progress else subprocess.PIPE, check=False,
+        command,
+        cwd=cwd,
+        env=_git_env(),
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        stdout=subprocess.PIPE,
+        stderr=None if progress else subprocess.PIPE,
+        check=False,
     )
 
 
@@ -125,8 +133,10 @@ def remote_add(store: Store, name: str, url: str) -> None:
     url = _url(url)
     repo = open_repository(store.work_tree)
     if name in [r.name for r in repo.remotes]:
-        raise UsageError(f"a remote named {name!r} exists already; remove it first with "
-                         f"`engram remote remove {name}`")
+        raise UsageError(
+            f"a remote named {name!r} exists already; remove it first with "
+            f"`engram remote remove {name}`"
+        )
     repo.remotes.create(name, url)
 
 
@@ -151,15 +161,19 @@ def _url(url: str) -> str:
         raise UsageError("the URL contains a control character (a newline or tab); remove it")
     if url.startswith("-"):
         # git would take it for an option (--upload-pack=... runs a command).
-        raise UsageError(f"the URL {url[:40]!r} starts with '-', which git reads as an option; "
-                         "give a git URL or a path (./-name for a folder named so)")
+        raise UsageError(
+            f"the URL {url[:40]!r} starts with '-', which git reads as an option; "
+            "give a git URL or a path (./-name for a folder named so)"
+        )
     return url
 
 
 def _personal_only(store: Store, git_command: str) -> None:
     if store.kind == "project":
-        raise UsageError("the project store uses the project repository's own remotes; "
-                         f"run `{git_command}` there")
+        raise UsageError(
+            "the project store uses the project repository's own remotes; "
+            f"run `{git_command}` there"
+        )
 
 
 # -- sync, pull, push ----------------------------------------------------------------------------
@@ -180,16 +194,25 @@ class Target:
 def target(store: Store, repo: pygit2.Repository, remote: str | None) -> Target | None:
     if repo.head_is_detached:
         raise SyncError(f"HEAD of {store.work_tree} is detached; check out a branch, then sync")
-    branch = str(repo.references["HEAD"].target).removeprefix("refs/heads/") \
-        if repo.head_is_unborn else repo.head.shorthand
+    branch = (
+        str(repo.references["HEAD"].target).removeprefix("refs/heads/")
+        if repo.head_is_unborn
+        else repo.head.shorthand
+    )
     names = [r.name for r in repo.remotes if r.name is not None]  # a remote has a name
     config = repo.config
-    upstream_remote = config[f"branch.{branch}.remote"] \
-        if f"branch.{branch}.remote" in config else None
-    upstream_merge = config[f"branch.{branch}.merge"] \
-        if f"branch.{branch}.merge" in config else None
-    if remote is None and upstream_remote is not None and upstream_remote in names \
-            and upstream_merge:
+    upstream_remote = (
+        config[f"branch.{branch}.remote"] if f"branch.{branch}.remote" in config else None
+    )
+    upstream_merge = (
+        config[f"branch.{branch}.merge"] if f"branch.{branch}.merge" in config else None
+    )
+    if (
+        remote is None
+        and upstream_remote is not None
+        and upstream_remote in names
+        and upstream_merge
+    ):
         return Target(upstream_remote, branch, upstream_merge.removeprefix("refs/heads/"), True)
     if remote is None:
         if "origin" in names:
@@ -197,22 +220,24 @@ def target(store: Store, repo: pygit2.Repository, remote: str | None) -> Target 
         elif len(names) == 1:
             remote = names[0]
         elif names:
-            raise UsageError(f"{store.kind} store: several remotes ({', '.join(names)}) and "
-                             "no upstream; choose one with --remote NAME")
+            raise UsageError(
+                f"{store.kind} store: several remotes ({', '.join(names)}) and "
+                "no upstream; choose one with --remote NAME"
+            )
         else:
             return None
     elif remote not in names:
         raise UsageError(f"no remote named {remote!r}; list them with `engram remote list`")
     same = remote == upstream_remote and bool(upstream_merge)
-    remote_branch = upstream_merge.removeprefix("refs/heads/") if same and upstream_merge \
-        else branch
+    remote_branch = (
+        upstream_merge.removeprefix("refs/heads/") if same and upstream_merge else branch
+    )
     return Target(remote, branch, remote_branch, same)
 
 
 def no_remote_hint(store: Store) -> str:
     if store.kind == "project":
-        return ("the project repository has no remote; add one with "
-                "`git remote add origin URL`")
+        return "the project repository has no remote; add one with `git remote add origin URL`"
     return "the personal store has no remote; add one with `engram remote add origin URL`"
 
 
@@ -238,16 +263,21 @@ def _tracking_id(repo: pygit2.Repository, target: Target) -> pygit2.Oid | None:
     return None if isinstance(found, str) else found
 
 
-def merge(store: Store, repo: pygit2.Repository, target: Target, *,
-          count_events: Callable[[], int], actor: Callable[[], str]) -> tuple[str, int]:
+def merge(
+    store: Store,
+    repo: pygit2.Repository,
+    target: Target,
+    *,
+    count_events: Callable[[], int],
+    actor: Callable[[], str],
+) -> tuple[str, int]:
     """Merge what the last fetch brought: how it went, and how many events it brought
     (`count_events` counts the store's events, before and after; `actor` is the merge commit's
     identity when git has none)."""
     theirs = _tracking_id(repo, target)
     if theirs is None:
         return "no-remote-branch", 0
-    ahead, behind = (0, 1) if repo.head_is_unborn else repo.ahead_behind(repo.head.target,
-                                                                          theirs)
+    ahead, behind = (0, 1) if repo.head_is_unborn else repo.ahead_behind(repo.head.target, theirs)
     if behind == 0:
         return "up-to-date", 0
     before = count_events()
@@ -277,8 +307,10 @@ def merge(store: Store, repo: pygit2.Repository, target: Target, *,
             f"changed; merge by hand (`git merge {target.remote}/{target.remote_branch}` in "
             f"{store.work_tree}), then run `engram sync`"
         )
-    raise SyncError(f"could not merge {target.remote}/{target.remote_branch} ({why_failed(done)}); "
-                    "nothing was changed")
+    raise SyncError(
+        f"could not merge {target.remote}/{target.remote_branch} ({why_failed(done)}); "
+        "nothing was changed"
+    )
 
 
 def changed_and_removed(store: Store, conflicted: list[str]) -> list[str] | None:
@@ -296,8 +328,11 @@ def changed_and_removed(store: Store, conflicted: list[str]) -> list[str] | None
     if set(stages) != set(conflicted):
         return None
     for path, found in stages.items():
-        if not (path.startswith(prefix) and path.endswith(EVENT_SUFFIX)) or "1" not in found \
-                or len(found) != 2:
+        if (
+            not (path.startswith(prefix) and path.endswith(EVENT_SUFFIX))
+            or "1" not in found
+            or len(found) != 2
+        ):
             return None
     return sorted(stages)
 
@@ -316,8 +351,9 @@ def _keep_changed_event_files(store: Store, conflicted: list[str], identity: str
     if run_git(store.work_tree, "add", "--", *paths).returncode != 0:
         return False
     # --no-verify: the merge adds no line either side had not committed already.
-    done = run_git(store.work_tree, "commit", "--no-edit", "--quiet", "--no-verify",
-                   identity=identity)
+    done = run_git(
+        store.work_tree, "commit", "--no-edit", "--quiet", "--no-verify", identity=identity
+    )
     return done.returncode == 0
 
 
@@ -369,8 +405,10 @@ def clone(url: str, destination: Path, *, progress: bool = False) -> None:
                 f"a personal store exists already at {destination}; to bring in {url}'s "
                 f"events run `engram remote add origin {url}` and then `engram sync`"
             )
-        raise UsageError(f"{destination} exists and is not empty; move it away or set "
-                         "ENGRAM_HOME to another directory")
+        raise UsageError(
+            f"{destination} exists and is not empty; move it away or set "
+            "ENGRAM_HOME to another directory"
+        )
     destination.parent.mkdir(parents=True, exist_ok=True)
     staging = destination.parent / f".{destination.name}.clone-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
@@ -383,11 +421,15 @@ def clone(url: str, destination: Path, *, progress: bool = False) -> None:
         if run_git(staging, "rev-parse", "--verify", "--quiet", "HEAD").returncode != 0:
             _check_out_a_branch(staging)
         if run_git(staging, "rev-parse", "--verify", "--quiet", "HEAD").returncode != 0:
-            raise SyncError(f"{url} is empty; on the machine that has the store, run "
-                            f"`engram remote add origin {url}` and `engram sync` first")
+            raise SyncError(
+                f"{url} is empty; on the machine that has the store, run "
+                f"`engram remote add origin {url}` and `engram sync` first"
+            )
         if not (staging / CONFIG_FILE).exists():
-            raise SyncError(f"{url} is a git repository but not an Engram personal store "
-                            f"(no {CONFIG_FILE} at its top)")
+            raise SyncError(
+                f"{url} is a git repository but not an Engram personal store "
+                f"(no {CONFIG_FILE} at its top)"
+            )
         if destination.exists():
             destination.rmdir()  # empty, checked above
         os.replace(staging, destination)
@@ -398,11 +440,9 @@ def clone(url: str, destination: Path, *, progress: bool = False) -> None:
 def _check_out_a_branch(clone_dir: Path) -> None:
     """The remote's HEAD names a branch it does not have (a bare repository made by `git init`
     whose default branch differs): check out main, master, or its only branch."""
-    done = run_git(clone_dir, "for-each-ref", "--format=%(refname:strip=3)",
-                   "refs/remotes/origin/")
+    done = run_git(clone_dir, "for-each-ref", "--format=%(refname:strip=3)", "refs/remotes/origin/")
     branches = [b for b in done.stdout.split() if b != "HEAD"]
     for choice in ("main", "master", *(branches if len(branches) == 1 else [])):
         if choice in branches:
-            run_git(clone_dir, "checkout", "--quiet", "-B", choice, "--track",
-                    f"origin/{choice}")
+            run_git(clone_dir, "checkout", "--quiet", "-B", choice, "--track", f"origin/{choice}")
             return

@@ -54,9 +54,14 @@ class TrackedFiles:
         """Plain git's answer in the work tree (its history walks are far faster than a walk in
         Python), or None when git cannot answer."""
         try:
-            done = subprocess.run(["git", "-c", "core.quotepath=off", *args], cwd=self.top,
-                                  capture_output=True, text=True, timeout=30,
-                                  env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+            done = subprocess.run(
+                ["git", "-c", "core.quotepath=off", *args],
+                cwd=self.top,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+            )
         except (OSError, subprocess.SubprocessError):
             return None
         return done.stdout if done.returncode == 0 else None
@@ -67,8 +72,9 @@ class TrackedFiles:
         out = self._git("log", "-1", "--format=%H", "HEAD", "--", f":(literal){path}")
         return (out.strip() or None) if out is not None else None
 
-    def commits_since(self, commit: str | None, *, after: str | None = None,
-                      limit: int = 50) -> list[Commit] | None:
+    def commits_since(
+        self, commit: str | None, *, after: str | None = None, limit: int = 50
+    ) -> list[Commit] | None:
         """The commits after `commit` up to HEAD, newest first (at most `limit`), each with the
         files it changed; when this clone lacks `commit` (or none is given), the commits made
         after the time `after`. None when neither can be told."""
@@ -78,8 +84,15 @@ class TrackedFiles:
             span = [f"--since={after}", "HEAD"]
         else:
             return None
-        out = self._git("log", f"--max-count={int(limit)}", "--no-merges", "--name-only",
-                        "--format=%x1e%H%x1f%an <%ae>%x1f%cI%x1f%s", *span, "--")
+        out = self._git(
+            "log",
+            f"--max-count={int(limit)}",
+            "--no-merges",
+            "--name-only",
+            "--format=%x1e%H%x1f%an <%ae>%x1f%cI%x1f%s",
+            *span,
+            "--",
+        )
         if out is None:
             return None
         commits = []
@@ -88,8 +101,15 @@ class TrackedFiles:
             fields = head.split("\x1f")
             if len(fields) != 4:
                 continue
-            commits.append(Commit(fields[0], fields[1], fields[2], fields[3],
-                                  tuple(n for n in names.splitlines() if n.strip())))
+            commits.append(
+                Commit(
+                    fields[0],
+                    fields[1],
+                    fields[2],
+                    fields[3],
+                    tuple(n for n in names.splitlines() if n.strip()),
+                )
+            )
         return commits
 
     @property
@@ -157,8 +177,9 @@ def work_tree_file(top: Path, path: str, *, what: str = "working-set file") -> P
             raise UsageError(outside(what, path, "name a file inside it"))
         real = target.relative_to(top.resolve()).as_posix()
         if any(p.casefold() == ".git" for p in PurePosixPath(real).parts):
-            raise UsageError(f"{what} {path!r} (a link to {real}) {IN_GIT}; name a file of "
-                             "the work tree")
+            raise UsageError(
+                f"{what} {path!r} (a link to {real}) {IN_GIT}; name a file of the work tree"
+            )
         shown = "is a symbolic link" if link == path else f"goes through a symbolic link ({link})"
         raise UsageError(f"{what} {path!r} {shown}; name the file it links to: {real}")
     return current

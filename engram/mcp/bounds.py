@@ -46,14 +46,17 @@ class Limit:
 
 LIMITS: dict[str, Limit] = {
     "sessions": Limit(1000, 1, 100_000, "most open sessions, all clients together"),
-    "client_sessions": Limit(100, 1, 10_000, "most open sessions of one client (the principal "
-                             "of its token, else its address); its oldest ends for a new one"),
-    "idle_minutes": Limit(10.0, 0.01, 1440, "minutes without a request after which a session "
-                          "ends"),
+    "client_sessions": Limit(
+        100,
+        1,
+        10_000,
+        "most open sessions of one client (the principal "
+        "of its token, else its address); its oldest ends for a new one",
+    ),
+    "idle_minutes": Limit(10.0, 0.01, 1440, "minutes without a request after which a session ends"),
     "header_seconds": Limit(10.0, 0.1, 300, "seconds a connection has to send a request's head"),
     "body_seconds": Limit(30.0, 0.1, 3600, "seconds a request has to send its whole body"),
-    "body_bytes": Limit(4 * 1024 * 1024, 1024, 64 * 1024 * 1024,
-                        "largest request body, in bytes"),
+    "body_bytes": Limit(4 * 1024 * 1024, 1024, 64 * 1024 * 1024, "largest request body, in bytes"),
 }
 
 
@@ -74,18 +77,24 @@ class HttpBounds:
         for name, limit in LIMITS.items():
             value = getattr(self, name)
             if not limit.minimum <= value <= limit.maximum:
-                raise UsageError(f"{name.replace('_', ' ')} must be from {limit.minimum:g} to "
-                                 f"{limit.maximum:g}, not {value:g}")
+                raise UsageError(
+                    f"{name.replace('_', ' ')} must be from {limit.minimum:g} to "
+                    f"{limit.maximum:g}, not {value:g}"
+                )
 
 
 def _error(status: int, message: str) -> tuple[list[tuple[bytes, bytes]], bytes]:
     """A JSON-RPC error body (no request id) that closes the connection after it."""
     import json
 
-    body = json.dumps({"jsonrpc": "2.0", "id": None,
-                       "error": {"code": -32600, "message": message}}).encode()
-    return [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close")], body
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    ).encode()
+    return [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ], body
 
 
 async def _answer(send: Send, status: int, message: str) -> None:
@@ -124,14 +133,12 @@ class BodyBounds:
                     break
                 size += len(message.get("body", b""))
                 if size > self.most:
-                    await _answer(send, 413, f"Request body too large: more than {self.most} "
-                                             "bytes")
+                    await _answer(send, 413, f"Request body too large: more than {self.most} bytes")
                     return
                 if not message.get("more_body", False):
                     break
         if waited.cancelled_caught:
-            await _answer(send, 408, f"Request body not received within {self.seconds:g} "
-                                     "seconds")
+            await _answer(send, 408, f"Request body not received within {self.seconds:g} seconds")
             return
 
         async def replay() -> Message:
@@ -253,8 +260,9 @@ class SessionBounds:
             if ended or answered.get("status") == 404:
                 self.held.pop(sid, None)
 
-    async def open(self, scope: Scope, receive: Receive, send: Send,
-                   answered: dict[str, Any]) -> None:
+    async def open(
+        self, scope: Scope, receive: Receive, send: Send, answered: dict[str, Any]
+    ) -> None:
         client = client_of(scope)
         async with self.lock:
             crowded = self.opening[client] >= self.bounds.client_sessions
@@ -273,9 +281,16 @@ class SessionBounds:
         session = answered.get("session")
         if session and answered.get("status", 500) < 400:
             sid = session.decode("latin-1")
-            ending = {**scope, "method": "DELETE", "headers": [
-                (name, value) for name, value in scope.get("headers") or ()
-                if name in (b"host", b"origin")] + [(SESSION_HEADER, session)]}
+            ending = {
+                **scope,
+                "method": "DELETE",
+                "headers": [
+                    (name, value)
+                    for name, value in scope.get("headers") or ()
+                    if name in (b"host", b"origin")
+                ]
+                + [(SESSION_HEADER, session)],
+            }
             self.held[sid] = _Held(client, ending)
 
     async def make_room(self, client: Any) -> None:
@@ -293,8 +308,11 @@ class SessionBounds:
             if len(self.held) + sum(self.opening.values()) >= self.bounds.sessions and self.held:
                 count = Counter(held.client for held in self.held.values())
                 most = max(count.values())
-                await self.end(self.oldest([sid for sid, held in self.held.items()
-                                            if count[held.client] == most]))
+                await self.end(
+                    self.oldest(
+                        [sid for sid, held in self.held.items() if count[held.client] == most]
+                    )
+                )
                 continue
             return
 

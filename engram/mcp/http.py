@@ -63,8 +63,13 @@ class StaticTokenVerifier:
     async def verify_token(self, token: str) -> AccessToken | None:
         if not self.token or not hmac.compare_digest(token.encode(), self.token.encode()):
             return None
-        return AccessToken(token="static", client_id="engram-token", scopes=list(self.scopes),
-                           subject=self.actor, claims={"engram_actor": self.actor})
+        return AccessToken(
+            token="static",
+            client_id="engram-token",
+            scopes=list(self.scopes),
+            subject=self.actor,
+            claims={"engram_actor": self.actor},
+        )
 
 
 @dataclass
@@ -76,8 +81,18 @@ class JwtVerifier:
     issuer: str
     audience: str | None = None
     jwks_url: str | None = None
-    algorithms: Sequence[str] = ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256",
-                                 "PS384", "PS512", "EdDSA")
+    algorithms: Sequence[str] = (
+        "RS256",
+        "RS384",
+        "RS512",
+        "ES256",
+        "ES384",
+        "ES512",
+        "PS256",
+        "PS384",
+        "PS512",
+        "EdDSA",
+    )
     leeway: float = 30.0
     _client: Any = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -95,10 +110,15 @@ class JwtVerifier:
         import jwt
 
         key = self._jwks().get_signing_key_from_jwt(token).key
-        return jwt.decode(token, key, algorithms=list(self.algorithms), issuer=self.issuer,
-                          audience=self.audience, leeway=self.leeway,
-                          options={"require": ["exp", "iss", "sub"],
-                                   "verify_aud": self.audience is not None})
+        return jwt.decode(
+            token,
+            key,
+            algorithms=list(self.algorithms),
+            issuer=self.issuer,
+            audience=self.audience,
+            leeway=self.leeway,
+            options={"require": ["exp", "iss", "sub"], "verify_aud": self.audience is not None},
+        )
 
     async def verify_token(self, token: str) -> AccessToken | None:
         import jwt
@@ -108,10 +128,14 @@ class JwtVerifier:
         except (jwt.PyJWTError, OSError, ValueError) as exc:
             print(f"engram: refused a token: {type(exc).__name__}: {exc}", file=sys.stderr)
             return None
-        return AccessToken(token="jwt", client_id=str(claims.get("azp") or claims.get(
-            "client_id") or claims["sub"]), scopes=token_scopes(claims),
-            expires_at=int(claims["exp"]), subject=str(claims["sub"]),
-            claims={"iss": claims.get("iss"), "engram_actor": actor_from_claims(claims)})
+        return AccessToken(
+            token="jwt",
+            client_id=str(claims.get("azp") or claims.get("client_id") or claims["sub"]),
+            scopes=token_scopes(claims),
+            expires_at=int(claims["exp"]),
+            subject=str(claims["sub"]),
+            claims={"iss": claims.get("iss"), "engram_actor": actor_from_claims(claims)},
+        )
 
 
 @dataclass
@@ -130,12 +154,16 @@ def check_token(token: str, source: str = "the bearer token") -> str:
     """A static token strong enough to stand for a person: `TOKEN_MIN_CHARS` or more printable
     ASCII characters without spaces (what an Authorization header carries as is)."""
     if not all("!" <= c <= "~" for c in token):
-        raise UsageError(f"{source} holds a space, a control character or non-ASCII text, "
-                         f"which a bearer token cannot; make one with: {MAKE_TOKEN}")
+        raise UsageError(
+            f"{source} holds a space, a control character or non-ASCII text, "
+            f"which a bearer token cannot; make one with: {MAKE_TOKEN}"
+        )
     if len(token) < TOKEN_MIN_CHARS:
         count = f"{len(token)} character{'s' if len(token) != 1 else ''}"
-        raise UsageError(f"{source} is {count}; a bearer token needs at least "
-                         f"{TOKEN_MIN_CHARS} random ones; make one with: {MAKE_TOKEN}")
+        raise UsageError(
+            f"{source} is {count}; a bearer token needs at least "
+            f"{TOKEN_MIN_CHARS} random ones; make one with: {MAKE_TOKEN}"
+        )
     return token
 
 
@@ -151,13 +179,26 @@ def actor_from_claims(claims: dict[str, Any]) -> str:
     `Name <sub@issuer-host>`, the subject percent-encoded (hashed when long). The name comes
     from `name`, `preferred_username` or `sub`, without `<`, `>` or control characters."""
     sub = str(claims["sub"])
-    name = next((cleaned for cleaned in (_display(claims.get("name")),
-                                         _display(claims.get("preferred_username")),
-                                         _display(sub)) if cleaned), _encoded(sub))
+    name = next(
+        (
+            cleaned
+            for cleaned in (
+                _display(claims.get("name")),
+                _display(claims.get("preferred_username")),
+                _display(sub),
+            )
+            if cleaned
+        ),
+        _encoded(sub),
+    )
     email = claims.get("email")
     verified = str(claims.get("email_verified")).lower() == "true"  # True, or "true"
-    if verified and isinstance(email, str) and len(email) <= EMAIL_CHARS \
-            and _EMAIL.fullmatch(email):
+    if (
+        verified
+        and isinstance(email, str)
+        and len(email) <= EMAIL_CHARS
+        and _EMAIL.fullmatch(email)
+    ):
         return f"{name} <{email}>"
     host = urllib.parse.urlsplit(str(claims.get("iss") or "")).hostname or "oidc"
     return f"{name} <{_encoded(sub)}@{_encoded(host)}>"
@@ -167,8 +208,7 @@ def _display(value: Any) -> str:
     """A display claim as one plain line: no `<`, `>`, control or format characters."""
     if not isinstance(value, str):
         return ""
-    kept = "".join(" " if unicodedata.category(c)[0] == "C" else c for c in value
-                   if c not in "<>")
+    kept = "".join(" " if unicodedata.category(c)[0] == "C" else c for c in value if c not in "<>")
     return " ".join(kept.split())[:NAME_CHARS].strip()
 
 
@@ -191,11 +231,17 @@ def _discover_jwks(issuer: str) -> str:
     return jwks
 
 
-def http_auth(*, token: str | None = None, actor: str | None = None,
-              scopes: Sequence[str] | None = None, oidc_issuer: str | None = None,
-              oidc_audience: str | None = None, jwks_url: str | None = None,
-              base_url: str = "http://127.0.0.1",
-              token_source: str = "the bearer token") -> HttpAuth | None:
+def http_auth(
+    *,
+    token: str | None = None,
+    actor: str | None = None,
+    scopes: Sequence[str] | None = None,
+    oidc_issuer: str | None = None,
+    oidc_audience: str | None = None,
+    jwks_url: str | None = None,
+    base_url: str = "http://127.0.0.1",
+    token_source: str = "the bearer token",
+) -> HttpAuth | None:
     """Bearer-token authentication from a static token and/or an OIDC issuer; None if
     neither is configured. A weak token (`check_token`) is refused with how to make one;
     `token_source` names where it came from."""
@@ -210,12 +256,15 @@ def http_auth(*, token: str | None = None, actor: str | None = None,
         described.append("a bearer token")
     if oidc_issuer:
         verifiers.append(JwtVerifier(oidc_issuer, oidc_audience, jwks_url))
-        described.append(f"OIDC tokens from {oidc_issuer}" +
-                         (f" for audience {oidc_audience}" if oidc_audience else ""))
+        described.append(
+            f"OIDC tokens from {oidc_issuer}"
+            + (f" for audience {oidc_audience}" if oidc_audience else "")
+        )
     if not verifiers:
         return None
-    settings = AuthSettings(issuer_url=AnyHttpUrl(oidc_issuer or base_url),
-                            resource_server_url=None)
+    settings = AuthSettings(
+        issuer_url=AnyHttpUrl(oidc_issuer or base_url), resource_server_url=None
+    )
     verifier = verifiers[0] if len(verifiers) == 1 else EitherVerifier(verifiers)
     return HttpAuth(verifier, settings, " or ".join(described))
 
@@ -239,8 +288,9 @@ def loopback_addresses(host: str) -> list[str] | None:
     if not host:
         return None
     try:
-        found = {str(info[4][0])
-                 for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+        found = {
+            str(info[4][0]) for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        }
     except (OSError, UnicodeError):
         return None
     resolved = [_address(text.split("%", 1)[0]) for text in sorted(found)]
@@ -266,13 +316,22 @@ def rebinding_protection(host: str, addresses: Sequence[str] = ()) -> Any:
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{n}{port}" for n in shown for port in ("", ":*")],
-        allowed_origins=[f"http://{n}{port}" for n in shown for port in ("", ":*")])
+        allowed_origins=[f"http://{n}{port}" for n in shown for port in ("", ":*")],
+    )
 
 
-def serve_http(*, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp",
-               cwd: Path | str | None = None, agent: str | None = None,
-               actor: str | None = None, scopes: Sequence[str] | None = None,
-               auth: HttpAuth | None = None, bounds: HttpBounds | None = None) -> int:
+def serve_http(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    path: str = "/mcp",
+    cwd: Path | str | None = None,
+    agent: str | None = None,
+    actor: str | None = None,
+    scopes: Sequence[str] | None = None,
+    auth: HttpAuth | None = None,
+    bounds: HttpBounds | None = None,
+) -> int:
     """Serve streamable HTTP. Any address but loopback requires `auth`; every loopback bind
     checks the Host and Origin headers (DNS rebinding). `bounds`: the sessions, time and
     bytes it allows (`engram.mcp.bounds`)."""
@@ -282,16 +341,25 @@ def serve_http(*, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp",
 
     loopback = loopback_addresses(host)
     if auth is None and loopback is None:
-        raise UsageError(f"refusing to serve {host} without authentication; set "
-                          "ENGRAM_MCP_TOKEN (or --token-file) or --oidc-issuer, or bind "
-                          "127.0.0.1")
+        raise UsageError(
+            f"refusing to serve {host} without authentication; set "
+            "ENGRAM_MCP_TOKEN (or --token-file) or --oidc-issuer, or bind "
+            "127.0.0.1"
+        )
     limits = bounds or HttpBounds()
     server, runtime = build(cwd=cwd, agent=agent, actor=actor, scopes=scopes, auth=auth)
-    app, _ = bounded_app(server.streamable_http_app(
-        streamable_http_path=path, host=host,
-        transport_security=None if loopback is None else rebinding_protection(host, loopback),
-        session_idle_timeout=limits.idle_minutes * 60, max_request_body_size=limits.body_bytes,
-        max_sessions=2 * limits.sessions), path, limits)  # the SDK's cap: a backstop only
+    app, _ = bounded_app(
+        server.streamable_http_app(
+            streamable_http_path=path,
+            host=host,
+            transport_security=None if loopback is None else rebinding_protection(host, loopback),
+            session_idle_timeout=limits.idle_minutes * 60,
+            max_request_body_size=limits.body_bytes,
+            max_sessions=2 * limits.sessions,
+        ),
+        path,
+        limits,
+    )  # the SDK's cap: a backstop only
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
@@ -305,20 +373,37 @@ def serve_http(*, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp",
                 for sock in bound.sockets:
                     address = sock.getsockname()
                     shown = f"[{address[0]}]" if ":" in address[0] else address[0]
-                    print(f"engram: serving MCP (streamable HTTP) at "
-                          f"http://{shown}:{address[1]}{path}", file=sys.stderr, flush=True)
-            print(f"engram: sessions: at most {limits.client_sessions} per client and "
-                  f"{limits.sessions} in all, each ending after {limits.idle_minutes:g} minutes "
-                  "idle", file=sys.stderr, flush=True)
+                    print(
+                        f"engram: serving MCP (streamable HTTP) at "
+                        f"http://{shown}:{address[1]}{path}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            print(
+                f"engram: sessions: at most {limits.client_sessions} per client and "
+                f"{limits.sessions} in all, each ending after {limits.idle_minutes:g} minutes "
+                "idle",
+                file=sys.stderr,
+                flush=True,
+            )
             if auth is None:
-                print("engram: WARNING: no authentication: any process on this machine can "
-                      "read and write your memories through this server. Set "
-                      "ENGRAM_MCP_TOKEN or --oidc-issuer to require a token.",
-                      file=sys.stderr, flush=True)
+                print(
+                    "engram: WARNING: no authentication: any process on this machine can "
+                    "read and write your memories through this server. Set "
+                    "ENGRAM_MCP_TOKEN or --oidc-issuer to require a token.",
+                    file=sys.stderr,
+                    flush=True,
+                )
             else:
                 print(f"engram: requiring {auth.describe}", file=sys.stderr, flush=True)
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
-                            http=protocol(limits.header_seconds))
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        http=protocol(limits.header_seconds),
+    )
     asyncio.run(Server(config).serve())
     return 143 if runtime.how == "sigterm" else 0

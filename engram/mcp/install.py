@@ -50,8 +50,14 @@ from ..base.vocab import one_of_message
 from .toml_table import set_toml_table
 
 AGENTS = {"claude": "claude-code", "cursor": "cursor", "codex": "codex"}
-HOOKS = {"SessionStart": "session-start", "PreCompact": "precompact", "SessionEnd": "session-end",
-         "PostToolUse": "capture", "PostToolUseFailure": "capture", "UserPromptSubmit": "prompt"}
+HOOKS = {
+    "SessionStart": "session-start",
+    "PreCompact": "precompact",
+    "SessionEnd": "session-end",
+    "PostToolUse": "capture",
+    "PostToolUseFailure": "capture",
+    "UserPromptSubmit": "prompt",
+}
 # The tools whose calls a hook is for (Claude Code's `matcher`); the others run for every call.
 MATCHERS = {"PostToolUse": "Edit|Write|MultiEdit|NotebookEdit|Bash", "PostToolUseFailure": "Bash"}
 HOOK_TIMEOUT_SECONDS = 30
@@ -81,9 +87,17 @@ class Change:
     text: str
 
 
-def install(client: str, *, project: bool = False, hooks: bool = False, name: str = "engram",
-            cwd: Path | None = None, home: Path | None = None, dry_run: bool = False,
-            approve: bool = False) -> list[Change]:
+def install(
+    client: str,
+    *,
+    project: bool = False,
+    hooks: bool = False,
+    name: str = "engram",
+    cwd: Path | None = None,
+    home: Path | None = None,
+    dry_run: bool = False,
+    approve: bool = False,
+) -> list[Change]:
     """Write (or, with dry_run, only compute) the client's configuration for Engram; with
     `approve` (Claude Code, project scope), also approve the project's server for this user."""
     if client not in AGENTS:
@@ -93,17 +107,19 @@ def install(client: str, *, project: bool = False, hooks: bool = False, name: st
     if hooks and client != "claude":
         raise UsageError("hooks are installed for Claude Code (claude) only")
     if approve and not (client == "claude" and project):
-        raise UsageError("--approve is for Claude Code's project servers: use it with "
-                         "`engram mcp install claude --project`")
+        raise UsageError(
+            "--approve is for Claude Code's project servers: use it with "
+            "`engram mcp install claude --project`"
+        )
     home = home or Path.home()
     root = _project_root(cwd or Path.cwd()) if project else None
     command, args = server_command(project=project, agent=AGENTS[client])
     changes = []
-    path = (root / entries.PROJECT_CONFIGS[client]) if root else \
-        home / entries.USER_CONFIGS[client]
+    path = (root / entries.PROJECT_CONFIGS[client]) if root else home / entries.USER_CONFIGS[client]
     if client == "claude":
-        changes.append(_json_server(path, name, {"type": "stdio", "command": command,
-                                                 "args": args}))
+        changes.append(
+            _json_server(path, name, {"type": "stdio", "command": command, "args": args})
+        )
     elif client == "cursor":
         changes.append(_json_server(path, name, {"command": command, "args": args}))
     else:
@@ -142,18 +158,19 @@ def _approval(path: Path, name: str) -> Change:
     if not already:
         enabled.append(name)
     if name in data.get("disabledMcpjsonServers", []):
-        data["disabledMcpjsonServers"] = [n for n in data["disabledMcpjsonServers"]
-                                          if n != name]
+        data["disabledMcpjsonServers"] = [n for n in data["disabledMcpjsonServers"] if n != name]
         already = False
-    what = (f"project MCP server {name!r} " +
-            ("already approved for you" if already else "approved for you"))
+    what = f"project MCP server {name!r} " + (
+        "already approved for you" if already else "approved for you"
+    )
     return Change(path, what, existed, _dump_json(data))
 
 
 def _git_text(root: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
     try:
-        return subprocess.run(["git", "-C", str(root), *args], check=False, capture_output=True,
-                              text=True, timeout=30)
+        return subprocess.run(
+            ["git", "-C", str(root), *args], check=False, capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
 
@@ -174,10 +191,15 @@ def _excluded(root: Path) -> Change | None:
     existed = path.exists()
     text = _read_text(path) if existed else ""
     line = "/" + LOCAL_SETTINGS.as_posix()
-    text += ("" if not text or text.endswith("\n") else "\n") + \
-        "# your own Claude Code approvals (engram mcp install)\n" + line + "\n"
-    return Change(path, f"{LOCAL_SETTINGS} kept out of git (your approval stays yours)",
-                  existed, text)
+    text += (
+        ("" if not text or text.endswith("\n") else "\n")
+        + "# your own Claude Code approvals (engram mcp install)\n"
+        + line
+        + "\n"
+    )
+    return Change(
+        path, f"{LOCAL_SETTINGS} kept out of git (your approval stays yours)", existed, text
+    )
 
 
 def tracked(root: Path, path: Path) -> bool | None:
@@ -195,16 +217,20 @@ def approved(root: Path, name: str) -> bool:
     except UsageError:
         return False
     enabled = data.get("enabledMcpjsonServers")
-    return (data.get("enableAllProjectMcpServers") is True
-            or (isinstance(enabled, list) and name in enabled))
+    return data.get("enableAllProjectMcpServers") is True or (
+        isinstance(enabled, list) and name in enabled
+    )
 
 
 def git_ignored(root: Path, path: Path) -> bool | None:
     """Whether git ignores `path` in the work tree `root` (None if git cannot tell)."""
     try:
-        done = subprocess.run(["git", "-C", str(root), "check-ignore", "-q", "--",
-                               str(path.relative_to(root))], check=False, capture_output=True,
-                              timeout=30)
+        done = subprocess.run(
+            ["git", "-C", str(root), "check-ignore", "-q", "--", str(path.relative_to(root))],
+            check=False,
+            capture_output=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired, ValueError):
         return None
     return {0: True, 1: False}.get(done.returncode)
@@ -224,8 +250,11 @@ def claude_scopes(name: str, *, home: Path, root: Path | None) -> dict[str, Path
     projects = user.get("projects")
     if root is not None and isinstance(projects, dict):
         entry = projects.get(str(root)) or projects.get(str(root.resolve()))
-        if isinstance(entry, dict) and isinstance(entry.get("mcpServers"), dict) \
-                and name in entry["mcpServers"]:
+        if (
+            isinstance(entry, dict)
+            and isinstance(entry.get("mcpServers"), dict)
+            and name in entry["mcpServers"]
+        ):
             found["local"] = user_file
     if root is not None:
         try:
@@ -251,8 +280,11 @@ def _our_hooks(path: Path) -> list[str]:
         groups = hooks.get(event)
         for group in groups if isinstance(groups, list) else []:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                found += [h["command"] for h in group["hooks"]
-                          if isinstance(h, dict) and _is_ours(h.get("command"), name)]
+                found += [
+                    h["command"]
+                    for h in group["hooks"]
+                    if isinstance(h, dict) and _is_ours(h.get("command"), name)
+                ]
     return found
 
 
@@ -267,8 +299,9 @@ def _stale_hooks(path: Path) -> bool:
     return any(entries.shell_runs_from_cwd(command) for command in _our_hooks(path))
 
 
-def claude_notes(*, project: bool, name: str = "engram", cwd: Path | None = None,
-                 home: Path | None = None) -> list[str]:
+def claude_notes(
+    *, project: bool, name: str = "engram", cwd: Path | None = None, home: Path | None = None
+) -> list[str]:
     """What the person installing for Claude Code should know: a project server waits for
     their approval; Engram configured in two scopes at once."""
     home = home or Path.home()
@@ -278,39 +311,53 @@ def claude_notes(*, project: bool, name: str = "engram", cwd: Path | None = None
         local = root / LOCAL_SETTINGS
         if approved(root, name):
             if tracked(root, local):
-                notes.append(f"note: {local} is committed; it holds your own approvals, which "
-                             "Claude Code ignores in a committed file: stop tracking it with "
-                             f"`git rm --cached {LOCAL_SETTINGS}` and commit that")
+                notes.append(
+                    f"note: {local} is committed; it holds your own approvals, which "
+                    "Claude Code ignores in a committed file: stop tracking it with "
+                    f"`git rm --cached {LOCAL_SETTINGS}` and commit that"
+                )
             elif git_ignored(root, local) is False:
-                notes.append(f"note: {local} is not ignored by git; it holds your own "
-                             "approvals and settings: add `.claude/settings.local.json` to "
-                             ".gitignore rather than commit it")
+                notes.append(
+                    f"note: {local} is not ignored by git; it holds your own "
+                    "approvals and settings: add `.claude/settings.local.json` to "
+                    ".gitignore rather than commit it"
+                )
         else:
-            notes.append(f"Claude Code shows {name!r} as \"Pending approval\" until you approve "
-                         "it: answer its prompt, or run this again with --approve")
+            notes.append(
+                f'Claude Code shows {name!r} as "Pending approval" until you approve '
+                "it: answer its prompt, or run this again with --approve"
+            )
     scopes = claude_scopes(name, home=home, root=root)
     if len(scopes) > 1:
         listed = " and ".join(f"{scope} ({path})" for scope, path in scopes.items())
         keep = "project" if "project" in scopes else "local"
-        how = " and ".join(f"`claude mcp remove --scope {s} {name}`" for s in scopes
-                           if s != keep)
-        notes.append(f"warning: {name!r} is configured for Claude Code in {listed}: Claude Code "
-                     f"warns about the conflict. Keep the {keep} entry (it is this "
-                     f"repository's) and remove the other: {how}")
+        how = " and ".join(f"`claude mcp remove --scope {s} {name}`" for s in scopes if s != keep)
+        notes.append(
+            f"warning: {name!r} is configured for Claude Code in {listed}: Claude Code "
+            f"warns about the conflict. Keep the {keep} entry (it is this "
+            f"repository's) and remove the other: {how}"
+        )
     user_hooks = home / ".claude" / "settings.json"
-    if root is not None and _has_hooks(user_hooks) and _has_hooks(root / ".claude" /
-                                                                  "settings.json"):
-        notes.append(f"warning: Engram's hooks are in both {user_hooks} and "
-                     f"{root / '.claude' / 'settings.json'}, so they run twice in this project; "
-                     f"keep the project's and remove them from {user_hooks}")
+    if (
+        root is not None
+        and _has_hooks(user_hooks)
+        and _has_hooks(root / ".claude" / "settings.json")
+    ):
+        notes.append(
+            f"warning: Engram's hooks are in both {user_hooks} and "
+            f"{root / '.claude' / 'settings.json'}, so they run twice in this project; "
+            f"keep the project's and remove them from {user_hooks}"
+        )
     return notes
 
 
 def _project_root(cwd: Path) -> Path:
     top = find_work_tree(cwd)
     if top is None:
-        raise UsageError(f"{cwd} is not inside a git repository; run this in the project, or "
-                         "drop --project to configure your user settings")
+        raise UsageError(
+            f"{cwd} is not inside a git repository; run this in the project, or "
+            "drop --project to configure your user settings"
+        )
     return top
 
 
@@ -349,11 +396,14 @@ def _read_json(path: Path) -> tuple[dict[str, Any], bool]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}); fix it or "
-                         "move it away, then run this again") from None
+        raise UsageError(
+            f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}); fix it or "
+            "move it away, then run this again"
+        ) from None
     except RecursionError:
-        raise UsageError(f"{path} is nested too deeply to read; fix it or move it away, then "
-                         "run this again") from None
+        raise UsageError(
+            f"{path} is nested too deeply to read; fix it or move it away, then run this again"
+        ) from None
     if not isinstance(data, dict):
         raise UsageError(f"{path} does not hold a JSON object; fix it or move it away")
     return data, True
@@ -386,23 +436,38 @@ def _claude_hooks(path: Path, *, project: bool, add: bool = True) -> Change:
         groups = hooks.setdefault(event, []) if add else hooks.get(event, [])
         if not isinstance(groups, list):
             raise UsageError(f"{path}: hooks.{event} is not a list; fix it by hand")
-        ours = [h for g in groups if isinstance(g, dict) for h in g.get("hooks") or []
-                if isinstance(h, dict) and _is_ours(h.get("command"), name)]
+        ours = [
+            h
+            for g in groups
+            if isinstance(g, dict)
+            for h in g.get("hooks") or []
+            if isinstance(h, dict) and _is_ours(h.get("command"), name)
+        ]
         if ours:
             for hook in ours:
                 hook.update(type="command", command=command, timeout=HOOK_TIMEOUT_SECONDS)
         elif add:
             matcher = {"matcher": MATCHERS[event]} if event in MATCHERS else {}
-            groups.append({**matcher, "hooks": [{"type": "command", "command": command,
-                                                 "timeout": HOOK_TIMEOUT_SECONDS}]})
-    what = f"Claude Code hooks {', '.join(HOOKS)}" if add else \
-        "Engram's Claude Code hooks rewritten (they ran `python -m engram.hooks` without -I)"
+            groups.append(
+                {
+                    **matcher,
+                    "hooks": [
+                        {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_SECONDS}
+                    ],
+                }
+            )
+    what = (
+        f"Claude Code hooks {', '.join(HOOKS)}"
+        if add
+        else "Engram's Claude Code hooks rewritten (they ran `python -m engram.hooks` without -I)"
+    )
     return Change(path, what, existed, _dump_json(data))
 
 
 def _is_ours(command: Any, name: str) -> bool:
     return isinstance(command, str) and bool(
-        re.search(rf"(engram\.hooks|engram mcp hook) {re.escape(name)}\b", command))
+        re.search(rf"(engram\.hooks|engram mcp hook) {re.escape(name)}\b", command)
+    )
 
 
 # -- TOML ---------------------------------------------------------------------------------------
@@ -412,8 +477,9 @@ def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise UsageError(f"{path} is not valid UTF-8; fix it or move it away, then run this "
-                         "again") from None
+        raise UsageError(
+            f"{path} is not valid UTF-8; fix it or move it away, then run this again"
+        ) from None
 
 
 def _toml_server(path: Path, name: str, entry: dict[str, Any]) -> Change:
@@ -422,11 +488,13 @@ def _toml_server(path: Path, name: str, entry: dict[str, Any]) -> Change:
     try:
         before = tomllib.loads(text)
     except RecursionError:
-        raise UsageError(f"{path} is nested too deeply to read; fix it or move it away, then "
-                         "run this again") from None
+        raise UsageError(
+            f"{path} is nested too deeply to read; fix it or move it away, then run this again"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path} is not valid TOML ({exc}); fix it or move it away, then run "
-                         "this again") from None
+        raise UsageError(
+            f"{path} is not valid TOML ({exc}); fix it or move it away, then run this again"
+        ) from None
     servers = before.get("mcp_servers", {})
     if not isinstance(servers, dict):
         raise UsageError(f"{path}: mcp_servers is not a table; fix it by hand")
@@ -444,5 +512,10 @@ def _write(path: Path, text: str) -> None:
     """Replace the file atomically, keeping its permissions (~/.claude.json is private)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else None
-    atomic_write(path, text, durable=False, mode=mode,
-                 temp=path.with_name(f".{path.name}.engram-{os.getpid()}.tmp"))
+    atomic_write(
+        path,
+        text,
+        durable=False,
+        mode=mode,
+        temp=path.with_name(f".{path.name}.engram-{os.getpid()}.tmp"),
+    )

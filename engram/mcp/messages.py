@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from ..base.errors import EngramError, quote
 
 _CLI_WORDS = (
-    ("with --task ID", "with task=<id>"), ("pass --redact", "pass redact=true"),
+    ("with --task ID", "with task=<id>"),
+    ("pass --redact", "pass redact=true"),
     ("say why with --reason", "say why with reason"),
 )
 
@@ -52,8 +53,15 @@ def _shown(value: Any) -> str:
     return "an object" if isinstance(value, dict) else type(value).__name__
 
 
-_TYPES = {"int": "a whole number", "float": "a number", "bool": "true or false",
-          "string": "text", "list": "a list", "dict": "an object", "model": "an object"}
+_TYPES = {
+    "int": "a whole number",
+    "float": "a number",
+    "bool": "true or false",
+    "string": "text",
+    "list": "a list",
+    "dict": "an object",
+    "model": "an object",
+}
 
 
 def _wrong(error: Any) -> str:
@@ -64,10 +72,12 @@ def _wrong(error: Any) -> str:
     if kind == "literal_error":
         allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         return f"{_shown(value)} is not one of {', '.join(allowed)}"
-    bounds = {"less_than_equal": ("over the maximum", "le"),
-              "less_than": ("not under", "lt"),
-              "greater_than_equal": ("under the minimum", "ge"),
-              "greater_than": ("not over", "gt")}
+    bounds = {
+        "less_than_equal": ("over the maximum", "le"),
+        "less_than": ("not under", "lt"),
+        "greater_than_equal": ("under the minimum", "ge"),
+        "greater_than": ("not over", "gt"),
+    }
     if kind in bounds:
         words, key = bounds[kind]
         bound = ctx.get(key)

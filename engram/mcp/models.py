@@ -47,26 +47,31 @@ else:
 
 
 Id = Annotated[str, Field(description="A memory id, or any unique prefix of 4+ characters.")]
-TaskRef = Annotated[str, Field(description="A task id (or unique prefix of 4+ characters), or "
-                                           "the task's exact name.")]
-Tags = Annotated[list[str], Field(description="Tags (lower-cased); e.g. [\"db\", \"testing\"].")]
+TaskRef = Annotated[
+    str,
+    Field(description="A task id (or unique prefix of 4+ characters), or the task's exact name."),
+]
+Tags = Annotated[list[str], Field(description='Tags (lower-cased); e.g. ["db", "testing"].')]
 
 
 # -- results ---------------------------------------------------------------------------------
 
 
 class Result(BaseModel):
-    warnings: list[str] = Field(default_factory=list,
-                                description="Things to know about this answer (e.g. recall fell "
-                                            "back to words only).")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Things to know about this answer (e.g. recall fell back to words only).",
+    )
 
 
 class ReceiptIndex(BaseModel):
     memory: str
     words: Literal["indexed", "pending", "missing"] = Field(
-        description="pending: the next recall adds it to the word index.")
+        description="pending: the next recall adds it to the word index."
+    )
     vectors: Literal["saved", "pending", "missing", "off"] = Field(
-        description="pending: recall scores it anyway, from the embedding cache.")
+        description="pending: recall scores it anyway, from the embedding cache."
+    )
 
 
 class ReceiptView(BaseModel):
@@ -78,24 +83,28 @@ class ReceiptView(BaseModel):
     committed: str | None = Field(description="The commit that holds its line; null: not yet.")
     branch: str | None
     upstream: str | None = Field(description="The branch's upstream, e.g. origin/main.")
-    pushed: bool | None = Field(description="Its commit is on the upstream (as of the last "
-                                            "fetch); null: no remote.")
+    pushed: bool | None = Field(
+        description="Its commit is on the upstream (as of the last fetch); null: no remote."
+    )
     next: str = Field(description="What is still to happen to it, and what makes it happen.")
     indexed: ReceiptIndex | None = None
 
 
 class Receipted(Result):
     receipts: list[ReceiptView] = Field(
-        default_factory=list, description="For a write: each event it appended, where it is, "
-                                          "and whether it is committed and pushed yet.")
+        default_factory=list,
+        description="For a write: each event it appended, where it is, "
+        "and whether it is committed and pushed yet.",
+    )
 
 
 class MemoryView(BaseModel):
     id: str
     kind: str
     content: str
-    content_truncated: bool = Field(False, description="The content was cut; memory_get has "
-                                                       "all of it.")
+    content_truncated: bool = Field(
+        False, description="The content was cut; memory_get has all of it."
+    )
     tags: list[str]
     scope: str | None
     store: str | None = Field(description="personal or project")
@@ -114,12 +123,16 @@ class MemoryView(BaseModel):
     forgotten_reason: str | None
     reinforced: int
     cites: list[str] = Field([], description="The tracked files it names, pinned when written.")
-    freshness: str | None = Field(None, description="Whether those files changed since: fresh, "
-                                                    "changed, moved, missing, or unknown (this "
-                                                    "clone cannot say); none when it cites "
-                                                    "nothing.")
-    stale_because: str | None = Field(None, description="What changed, for a stale memory: "
-                                                        "check it before relying on it.")
+    freshness: str | None = Field(
+        None,
+        description="Whether those files changed since: fresh, "
+        "changed, moved, missing, or unknown (this "
+        "clone cannot say); none when it cites "
+        "nothing.",
+    )
+    stale_because: str | None = Field(
+        None, description="What changed, for a stale memory: check it before relying on it."
+    )
 
 
 class Related(BaseModel):
@@ -130,10 +143,13 @@ class Related(BaseModel):
 
 class RememberResult(Receipted):
     memory: MemoryView
-    duplicate: bool = Field(description="True when an existing near-duplicate was reinforced "
-                                        "instead of adding a memory; `memory` is that one.")
-    related: list[Related] = Field(description="Close but different memories: possible "
-                                               "contradictions.")
+    duplicate: bool = Field(
+        description="True when an existing near-duplicate was reinforced "
+        "instead of adding a memory; `memory` is that one."
+    )
+    related: list[Related] = Field(
+        description="Close but different memories: possible contradictions."
+    )
     note: str
 
 
@@ -148,9 +164,12 @@ class RecallResult(Result):
     query: str
     hits: list[RecallHit]
     truncated: bool = Field(description="Some hits were left out to keep the answer short.")
-    partial: bool = Field(default=False, description="Some memories have no embedding yet and "
-                          "were matched by words only; they are being embedded in the "
-                          "background, so a later call finds more.")
+    partial: bool = Field(
+        default=False,
+        description="Some memories have no embedding yet and "
+        "were matched by words only; they are being embedded in the "
+        "background, so a later call finds more.",
+    )
     unembedded: int = Field(default=0, description="How many memories were not embedded yet.")
     note: str | None = None
 
@@ -171,16 +190,18 @@ class Version(BaseModel):
 
 class MemoryResult(Receipted):
     memory: MemoryView
-    history: list[Version] | None = Field(None, description="Every version, oldest first "
-                                                            "(when asked for).")
+    history: list[Version] | None = Field(
+        None, description="Every version, oldest first (when asked for)."
+    )
     truncated: bool = False
     note: str | None = None
 
 
 class ForgetResult(Receipted):
     memory: MemoryView = Field(description="The retired memory.")
-    replacement: MemoryView | None = Field(description="The memory that supersedes it, when "
-                                                       "replace_with was given.")
+    replacement: MemoryView | None = Field(
+        description="The memory that supersedes it, when replace_with was given."
+    )
 
 
 class ClusterMember(BaseModel):
@@ -257,8 +278,10 @@ class FailureView(BaseModel):
     fix: str | None
     time: str
     actor: str
-    candidate: str | None = Field(default=None, description=(
-        "The failed command client hooks captured that this failure is about."))
+    candidate: str | None = Field(
+        default=None,
+        description=("The failed command client hooks captured that this failure is about."),
+    )
 
 
 class WorkingFile(BaseModel):
@@ -344,11 +367,12 @@ class TaskResult(Receipted):
 
 class TaskChange(Receipted):
     task: TaskSummary
-    checkpoint: CheckpointView | None = Field(None, description="A checkpoint this saved, if "
-                                                                "any.")
+    checkpoint: CheckpointView | None = Field(None, description="A checkpoint this saved, if any.")
     earlier_failures: list[EarlierFailure] = Field(
-        default_factory=list, description="Failures already recorded on the same component "
-                                          "(any task): do not repeat them.")
+        default_factory=list,
+        description="Failures already recorded on the same component "
+        "(any task): do not repeat them.",
+    )
 
 
 class TaskList(Result):
@@ -411,13 +435,20 @@ class ReportResult(Result):
 
 
 class CitationIn(BaseModel):
-    path: Annotated[str, Field(description="File path relative to the repository root "
-                                           "(no absolute paths, no '..').")]
+    path: Annotated[
+        str,
+        Field(
+            description="File path relative to the repository root (no absolute paths, no '..')."
+        ),
+    ]
     start_line: Annotated[int, Field(ge=1, description="First cited line, counting from 1.")]
-    end_line: Annotated[int | None, Field(ge=1, description="Last cited line (inclusive); "
-                                                            "default: start_line.")] = None
-    excerpt: Annotated[str | None, Field(description="The cited lines as you read them; if "
-                                                     "given, they must match the file.")] = None
+    end_line: Annotated[
+        int | None, Field(ge=1, description="Last cited line (inclusive); default: start_line.")
+    ] = None
+    excerpt: Annotated[
+        str | None,
+        Field(description="The cited lines as you read them; if given, they must match the file."),
+    ] = None
 
 
 class CitationView(BaseModel):
@@ -425,10 +456,12 @@ class CitationView(BaseModel):
     start_line: int
     end_line: int
     commit: str
-    excerpt_kept: bool = Field(description="The excerpt is stored in the memory because git "
-                                           "cannot give it back (uncommitted lines of a "
-                                           "tracked file). Never for an untracked or ignored "
-                                           "file: warnings then say so.")
+    excerpt_kept: bool = Field(
+        description="The excerpt is stored in the memory because git "
+        "cannot give it back (uncommitted lines of a "
+        "tracked file). Never for an untracked or ignored "
+        "file: warnings then say so."
+    )
 
 
 class CitationCheckView(CitationView):
@@ -448,7 +481,8 @@ class DiscoveryCheck(BaseModel):
     id: str
     fact: str
     status: Literal["valid", "moved", "broken", "unknown"] = Field(
-        description="The worst status among its citations.")
+        description="The worst status among its citations."
+    )
     citations: list[CitationCheckView]
 
 

@@ -103,15 +103,23 @@ def project_folder(candidates: Sequence[Path]) -> Path | None:
 class Runtime:
     """The server's state for its lifetime: one `Engram` per actor, the session, the lock."""
 
-    def __init__(self, *, cwd: Path | str | None = None, agent: str | None = None,
-                 actor: str | None = None, scopes: Sequence[str] | None = None,
-                 heartbeat_seconds: float = HEARTBEAT_SECONDS, roots: bool = False,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        cwd: Path | str | None = None,
+        agent: str | None = None,
+        actor: str | None = None,
+        scopes: Sequence[str] | None = None,
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
+        roots: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         # Where the stores are found: `cwd` if given; else the client's roots (asked for at
         # the first call, when `roots` and the client offers them), WORKSPACE_FOLDER_PATHS,
         # the working directory.
-        self.cwd = Path(cwd) if cwd is not None else (project_folder(workspace_folders())
-                                                      or Path.cwd())
+        self.cwd = (
+            Path(cwd) if cwd is not None else (project_folder(workspace_folders()) or Path.cwd())
+        )
         self.located = threading.Event()  # the folder to work in is settled
         self.roots_offered = False
         if cwd is not None or not roots:
@@ -122,8 +130,9 @@ class Runtime:
         self.actor = check_value("actor", actor) if actor is not None else None
         unknown = set(scopes or ()) - set(SCOPES)
         if unknown:
-            raise ValueError(f"unknown scope(s) {', '.join(sorted(unknown))}; "
-                             f"known: {', '.join(SCOPES)}")
+            raise ValueError(
+                f"unknown scope(s) {', '.join(sorted(unknown))}; known: {', '.join(SCOPES)}"
+            )
         self.scopes = frozenset(SCOPES if scopes is None else scopes)
         self.writes = writes(self.scopes)
         self.heartbeat_seconds = heartbeat_seconds
@@ -263,8 +272,11 @@ class Runtime:
             due_in = self.commit_due()
             # A batch that stays due (its commit failed: a detached HEAD, a merge under way)
             # is tried again at the usual pace, not in a loop.
-            wait = COMMIT_CHECK_SECONDS if due_in is None or due_in <= 0 else \
-                min(COMMIT_CHECK_SECONDS, due_in + 0.05)
+            wait = (
+                COMMIT_CHECK_SECONDS
+                if due_in is None or due_in <= 0
+                else min(COMMIT_CHECK_SECONDS, due_in + 0.05)
+            )
 
     def commit_due(self) -> float | None:
         """One look of the commit timer: commit what is due; seconds until the next batch is."""
@@ -289,11 +301,13 @@ class Runtime:
                 engram = self._engram(None)
                 try:
                     if engram.session_info(session_id).state == "open":
-                        engram.session_end(outcome=self.outcome, how=how or self.how,
-                                           session_id=session_id)
+                        engram.session_end(
+                            outcome=self.outcome, how=how or self.how, session_id=session_id
+                        )
                 except EngramError as exc:
-                    print(f"engram: could not close session {session_id[:8]}: {exc}",
-                          file=sys.stderr)
+                    print(
+                        f"engram: could not close session {session_id[:8]}: {exc}", file=sys.stderr
+                    )
             for engram in self._engrams.values():
                 engram.close()
             self._engrams.clear()
@@ -322,8 +336,10 @@ class Runtime:
         actor, scopes = self.identity()
         if scope not in scopes:
             held = ", ".join(sorted(scopes)) or "none"
-            raise ToolError(f"{tool} needs the scope {scope}; this connection has {held}. "
-                            f"Use a token that grants {scope}")
+            raise ToolError(
+                f"{tool} needs the scope {scope}; this connection has {held}. "
+                f"Use a token that grants {scope}"
+            )
         self._opened.wait(timeout=30)
         with self.lock:
             if self._closed:
@@ -358,15 +374,20 @@ class Runtime:
             if str(exc) not in self.problems:
                 self.problems.append(str(exc))
         return RuntimeView(
-            version=__version__, session=self.session_id, agent=self.session_agent,
+            version=__version__,
+            session=self.session_id,
+            agent=self.session_agent,
             client=self.client_name,
-            actor=actor or self.actor or (engram.actor(engram.write_store()) if stores
-                                          else None),
-            scopes=sorted(scopes), cwd=str(self.cwd), stores=stores,
-            embedding_model_loaded=bool(getattr(sys.modules.get("engram.search.embed"),
-                                                "_loaded", None)),
+            actor=actor or self.actor or (engram.actor(engram.write_store()) if stores else None),
+            scopes=sorted(scopes),
+            cwd=str(self.cwd),
+            stores=stores,
+            embedding_model_loaded=bool(
+                getattr(sys.modules.get("engram.search.embed"), "_loaded", None)
+            ),
             uptime_seconds=round(time.time() - self.started, 1),
-            interruptions_found=list(self.interrupted), problems=list(self.problems),
+            interruptions_found=list(self.interrupted),
+            problems=list(self.problems),
         )
 
 

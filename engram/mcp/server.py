@@ -89,8 +89,7 @@ class EngramServer(MCPServer):
     """The SDK's server, with arguments that fail a tool's input schema reported in plain
     words (the SDK passes on pydantic's own report, with links and every input)."""
 
-    async def call_tool(self, name: str, arguments: dict[str, Any],
-                        context: Any = None) -> Any:
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         await _locate(context)
         try:
             return await super().call_tool(name, arguments, context)
@@ -101,8 +100,9 @@ class EngramServer(MCPServer):
             # Error text may quote what the caller or a store gave: bidi and other invisible
             # characters in it are shown as escapes, never passed to the agent raw.
             if isinstance(cause, ValidationError):
-                raise ToolError(hidden_shown(f"Error executing tool {name}: "
-                                             f"{invalid_arguments(cause)}")) from cause
+                raise ToolError(
+                    hidden_shown(f"Error executing tool {name}: {invalid_arguments(cause)}")
+                ) from cause
             raise ToolError(hidden_shown(str(exc))) from cause
 
     async def get_prompt(self, name: str, arguments: Any = None, context: Any = None) -> Any:
@@ -117,8 +117,11 @@ class EngramServer(MCPServer):
 
         server = self._lowlevel_server
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(Answering(read_stream, write_stream), write_stream,
-                             server.create_initialization_options())
+            await server.run(
+                Answering(read_stream, write_stream),
+                write_stream,
+                server.create_initialization_options(),
+            )
 
 
 async def _locate(context: Any) -> None:
@@ -146,8 +149,9 @@ async def _locate(context: Any) -> None:
     except NoBackChannelError:  # protocol 2026-07-28 over stdio: no requests to the client
         pass
     except Exception as exc:  # noqa: BLE001 (whatever the client did, keep the first guess)
-        runtime.problems.append(f"the client's roots/list failed ({type(exc).__name__}); "
-                                f"working in {runtime.cwd}")
+        runtime.problems.append(
+            f"the client's roots/list failed ({type(exc).__name__}); working in {runtime.cwd}"
+        )
     await anyio.to_thread.run_sync(runtime.locate, root_folders(uris))
 
 
@@ -155,7 +159,8 @@ def _client_name(params: Any) -> str | None:
     if not isinstance(params, dict):
         return None
     info = params.get("clientInfo") or (params.get("_meta") or {}).get(
-        "io.modelcontextprotocol/clientInfo")
+        "io.modelcontextprotocol/clientInfo"
+    )
     if isinstance(info, dict) and isinstance(info.get("name"), str):
         return str(info["name"])[:100]
     return None
@@ -167,13 +172,20 @@ def _offers_roots(params: Any) -> bool:
     if not isinstance(params, dict):
         return False
     capabilities = params.get("capabilities") or (params.get("_meta") or {}).get(
-        "io.modelcontextprotocol/clientCapabilities")
+        "io.modelcontextprotocol/clientCapabilities"
+    )
     return isinstance(capabilities, dict) and capabilities.get("roots") is not None
 
 
-def build(*, cwd: Path | str | None = None, agent: str | None = None,
-           actor: str | None = None, scopes: Sequence[str] | None = None,
-           auth: HttpAuth | None = None, roots: bool = False) -> tuple[MCPServer, Runtime]:
+def build(
+    *,
+    cwd: Path | str | None = None,
+    agent: str | None = None,
+    actor: str | None = None,
+    scopes: Sequence[str] | None = None,
+    auth: HttpAuth | None = None,
+    roots: bool = False,
+) -> tuple[MCPServer, Runtime]:
     runtime = Runtime(cwd=cwd, agent=agent, actor=actor, scopes=scopes, roots=roots)
 
     @asynccontextmanager
@@ -191,10 +203,16 @@ def build(*, cwd: Path | str | None = None, agent: str | None = None,
         return await call_next(ctx)
 
     server: MCPServer = EngramServer(
-        SERVER_NAME, title="Engram", version=__version__, instructions=INSTRUCTIONS,
+        SERVER_NAME,
+        title="Engram",
+        version=__version__,
+        instructions=INSTRUCTIONS,
         description="Durable memory and task continuity for coding agents, kept in git.",
-        lifespan=lifespan, middleware=[learn_client], log_level="WARNING",
-        token_verifier=auth.verifier if auth else None, auth=auth.settings if auth else None,
+        lifespan=lifespan,
+        middleware=[learn_client],
+        log_level="WARNING",
+        token_verifier=auth.verifier if auth else None,
+        auth=auth.settings if auth else None,
     )
     add_memory_tools(server)
     add_task_tools(server)
@@ -205,9 +223,14 @@ def build(*, cwd: Path | str | None = None, agent: str | None = None,
     return server, runtime
 
 
-def build_server(*, cwd: Path | str | None = None, agent: str | None = None,
-                 actor: str | None = None, scopes: Sequence[str] | None = None,
-                 auth: HttpAuth | None = None) -> MCPServer:
+def build_server(
+    *,
+    cwd: Path | str | None = None,
+    agent: str | None = None,
+    actor: str | None = None,
+    scopes: Sequence[str] | None = None,
+    auth: HttpAuth | None = None,
+) -> MCPServer:
     """The Engram MCP server for the stores of `cwd`.
 
     `agent` names the agent tool for the session (default: from the client's name); `actor`
@@ -217,8 +240,13 @@ def build_server(*, cwd: Path | str | None = None, agent: str | None = None,
     return build(cwd=cwd, agent=agent, actor=actor, scopes=scopes, auth=auth)[0]
 
 
-def serve_stdio(*, cwd: Path | str | None = None, agent: str | None = None,
-                actor: str | None = None, scopes: Sequence[str] | None = None) -> int:
+def serve_stdio(
+    *,
+    cwd: Path | str | None = None,
+    agent: str | None = None,
+    actor: str | None = None,
+    scopes: Sequence[str] | None = None,
+) -> int:
     """Serve over stdin/stdout until the client closes them (or SIGTERM). Returns the exit
     status. Without `cwd`, the stores are those of the client's project: its roots if it
     offers them, else WORKSPACE_FOLDER_PATHS, else the working directory."""
@@ -228,6 +256,7 @@ def serve_stdio(*, cwd: Path | str | None = None, agent: str | None = None,
     async def main() -> None:
         nonlocal terminated
         async with anyio.create_task_group() as group:
+
             async def on_sigterm() -> None:
                 nonlocal terminated
                 with anyio.open_signal_receiver(signal.SIGTERM) as signals:

@@ -23,8 +23,10 @@ ID_CHARS = 200  # the longest string id echoed back
 
 # A JSON token: a string (escapes kept), a structural character, or a bare literal.
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[{}\[\]:,]|[^\s{}\[\]:,"]+')
-_SURROGATES = re.compile(r"\\u[dD]([89abAB])[0-9a-fA-F]{2}(\\u[dD][c-fC-F][0-9a-fA-F]{2})?"
-                         r"|\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_SURROGATES = re.compile(
+    r"\\u[dD]([89abAB])[0-9a-fA-F]{2}(\\u[dD][c-fC-F][0-9a-fA-F]{2})?"
+    r"|\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
 
 
 def request_id(text: str) -> int | str | None:
@@ -85,15 +87,23 @@ def answer_to(exc: Exception) -> tuple[int | str | None, int, str] | None:
         text = invalid[0]["input"]
         lone = _lone_surrogate(text)
         if lone is not None:
-            why = (f"the message holds a lone surrogate ({lone}), which is not valid Unicode; "
-                   "send text as UTF-8, or a character outside the BMP as a surrogate pair")
+            why = (
+                f"the message holds a lone surrogate ({lone}), which is not valid Unicode; "
+                "send text as UTF-8, or a character outside the BMP as a surrogate pair"
+            )
         else:
             why = str(invalid[0].get("msg") or "invalid JSON")
         return request_id(text), PARSE_ERROR, f"Parse error: {why}"
     top = next((e.get("input") for e in found if len(e.get("loc") or ()) == 1), None)
     if top is None:
-        top = next((e.get("input") for e in found
-                    if e.get("type") == "missing" and len(e.get("loc") or ()) == 2), None)
+        top = next(
+            (
+                e.get("input")
+                for e in found
+                if e.get("type") == "missing" and len(e.get("loc") or ()) == 2
+            ),
+            None,
+        )
     if isinstance(top, dict):
         if "id" not in top or "result" in top or "error" in top:
             return None  # a notification, or a response: nobody waits for an answer
@@ -102,11 +112,23 @@ def answer_to(exc: Exception) -> tuple[int | str | None, int, str] | None:
             ident = None
         elif isinstance(ident, str):
             ident = _id_value(json.dumps(ident))
-        return ident, INVALID_REQUEST, ("Invalid Request: not a JSON-RPC 2.0 request (an "
-                                        "object with \"jsonrpc\": \"2.0\", a string "
-                                        "\"method\" and an \"id\")")
-    return None, INVALID_REQUEST, ("Invalid Request: a JSON-RPC 2.0 message is one JSON "
-                                   "object per line (batches are not supported)")
+        return (
+            ident,
+            INVALID_REQUEST,
+            (
+                "Invalid Request: not a JSON-RPC 2.0 request (an "
+                'object with "jsonrpc": "2.0", a string '
+                '"method" and an "id")'
+            ),
+        )
+    return (
+        None,
+        INVALID_REQUEST,
+        (
+            "Invalid Request: a JSON-RPC 2.0 message is one JSON "
+            "object per line (batches are not supported)"
+        ),
+    )
 
 
 class Answering:
@@ -133,8 +155,13 @@ class Answering:
             answer = answer_to(item)
             if answer is not None:
                 ident, code, message = answer
-                await self.write.send(SessionMessage(JSONRPCError(
-                    jsonrpc="2.0", id=ident, error=ErrorData(code=code, message=message))))
+                await self.write.send(
+                    SessionMessage(
+                        JSONRPCError(
+                            jsonrpc="2.0", id=ident, error=ErrorData(code=code, message=message)
+                        )
+                    )
+                )
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -153,6 +180,10 @@ class Answering:
     async def __aenter__(self) -> Answering:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc_val: BaseException | None, exc_tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
         await self.aclose()

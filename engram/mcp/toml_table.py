@@ -66,8 +66,9 @@ def _header_keys(line: str) -> tuple[str, ...] | None:
     return None
 
 
-def set_toml_table(text: str, table: tuple[str, ...], values: Mapping[str, Any], *,
-                   where: Path | str = "the file") -> str:
+def set_toml_table(
+    text: str, table: tuple[str, ...], values: Mapping[str, Any], *, where: Path | str = "the file"
+) -> str:
     """`text` with the table `table` (and its subtables) replaced by `values`, appended at the
     end. Refuses (UsageError) unless the result parses to the old document with only that
     table changed."""
@@ -86,8 +87,12 @@ def set_toml_table(text: str, table: tuple[str, ...], values: Mapping[str, Any],
             if line.count(quote) % 2 == 1 and open_quote in (None, quote):
                 open_quote = None if open_quote == quote else quote
     body = "".join(kept).rstrip()
-    block = "[" + ".".join(toml_key(k) for k in table) + "]\n" + "".join(
-        f"{toml_key(k)} = {toml_value(v)}\n" for k, v in values.items())
+    block = (
+        "["
+        + ".".join(toml_key(k) for k in table)
+        + "]\n"
+        + "".join(f"{toml_key(k)} = {toml_value(v)}\n" for k, v in values.items())
+    )
     new_text = (body + "\n\n" if body else "") + block
     expected = json.loads(json.dumps(before, default=str))
     cursor = expected
@@ -100,6 +105,8 @@ def set_toml_table(text: str, table: tuple[str, ...], values: Mapping[str, Any],
         after = None
     if after is None or json.loads(json.dumps(after, default=str)) != expected:
         dotted = ".".join(table)
-        raise UsageError(f"{where}: could not update [{dotted}] without touching anything "
-                         f"else (is it defined inline?); add this table by hand:\n{block}")
+        raise UsageError(
+            f"{where}: could not update [{dotted}] without touching anything "
+            f"else (is it defined inline?); add this table by hand:\n{block}"
+        )
     return new_text

@@ -48,8 +48,11 @@ class Citation:
 
     @property
     def label(self) -> str:
-        return self.path + (f":{self.line}" if self.line is not None else "") + \
-            (f"::{self.symbol}" if self.symbol is not None else "")
+        return (
+            self.path
+            + (f":{self.line}" if self.line is not None else "")
+            + (f"::{self.symbol}" if self.symbol is not None else "")
+        )
 
 
 def well_formed_path(path: object) -> bool:
@@ -57,8 +60,9 @@ def well_formed_path(path: object) -> bool:
     if not isinstance(path, str) or not path or len(path) > 1024 or path.startswith("/"):
         return False
     parts = path.split("/")
-    return all(p not in ("", ".", "..") and p.casefold() != ".git" for p in parts) and \
-        not any(ord(c) < 32 or c == "\x7f" for c in path)
+    return all(p not in ("", ".", "..") and p.casefold() != ".git" for p in parts) and not any(
+        ord(c) < 32 or c == "\x7f" for c in path
+    )
 
 
 def citation(raw: object) -> Citation | None:
@@ -67,11 +71,17 @@ def citation(raw: object) -> Citation | None:
         return None
     path, commit, blob = raw.get("path"), raw.get("commit"), raw.get("blob")
     line, symbol = raw.get("line"), raw.get("symbol")
-    if not well_formed_path(path) or not isinstance(commit, str) or not _OID.match(commit) \
-            or not isinstance(blob, str) or not _OID.match(blob):
+    if (
+        not well_formed_path(path)
+        or not isinstance(commit, str)
+        or not _OID.match(commit)
+        or not isinstance(blob, str)
+        or not _OID.match(blob)
+    ):
         return None
-    if line is not None and (isinstance(line, bool) or not isinstance(line, int)
-                             or not 1 <= line <= 10_000_000):
+    if line is not None and (
+        isinstance(line, bool) or not isinstance(line, int) or not 1 <= line <= 10_000_000
+    ):
         return None
     if symbol is not None and (not isinstance(symbol, str) or not _SYMBOL.match(symbol)):
         return None
@@ -101,8 +111,12 @@ class Change:
     time: str  # ISO, of the last commit that changed it
 
     def to_dict(self) -> dict[str, Any]:
-        return {"commits": self.commits, "subject": self.subject, "author": self.author,
-                "time": self.time}
+        return {
+            "commits": self.commits,
+            "subject": self.subject,
+            "author": self.author,
+            "time": self.time,
+        }
 
 
 @dataclass(frozen=True)
@@ -117,8 +131,11 @@ class CitedFile:
     symbol_exists: bool | None = None  # for a cited symbol, when asked (None: not looked at)
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"path": self.citation.path, "cited": self.citation.label,
-                                "state": self.state}
+        data: dict[str, Any] = {
+            "path": self.citation.path,
+            "cited": self.citation.label,
+            "state": self.state,
+        }
         if self.now_path is not None:
             data["now_path"] = self.now_path
         if self.why:
@@ -137,8 +154,10 @@ class CitedFile:
             text += f" ({self.why})"
         if self.change is not None:
             plural = "" if self.change.commits == 1 else "s"
-            text += (f" in {self.change.commits} commit{plural}, last {self.change.subject!r} "
-                     f"by {self.change.author}")
+            text += (
+                f" in {self.change.commits} commit{plural}, last {self.change.subject!r} "
+                f"by {self.change.author}"
+            )
         if self.symbol_exists is False:
             text += f"; {self.citation.symbol} is no longer in it"
         return text

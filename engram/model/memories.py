@@ -30,8 +30,19 @@ from .freshness import clean as clean_citations
 
 Status = Literal["active", "forgotten", "superseded"]
 
-_UPDATABLE = ("content", "kind", "tags", "scope", "source", "importance", "valid_from",
-              "valid_until", "at", "task", "citations")
+_UPDATABLE = (
+    "content",
+    "kind",
+    "tags",
+    "scope",
+    "source",
+    "importance",
+    "valid_from",
+    "valid_until",
+    "at",
+    "task",
+    "citations",
+)
 
 
 @dataclass(frozen=True)
@@ -153,8 +164,9 @@ _RELATIVE_RE = re.compile(r"^(\d+)\s*(s|m|h|d|w)$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-def parse_moment(text: str, *, what: str, now: datetime | None = None,
-                 future: bool = False) -> datetime:
+def parse_moment(
+    text: str, *, what: str, now: datetime | None = None, future: bool = False
+) -> datetime:
     """An ISO date or date-time (UTC unless it says otherwise), an age like 3d, 12h, 2w, or
     `today`, `yesterday` or `tomorrow`: the start of that day in this machine's time zone."""
     text = well_formed(text, what).strip()
@@ -174,21 +186,31 @@ def parse_moment(text: str, *, what: str, now: datetime | None = None,
             moment = moment.replace(tzinfo=UTC)
         moment.astimezone(UTC)  # every moment is stored in UTC: it must have one
     except ValueError:
-        how = ("use an ISO date like 2026-12-01, a date-time like 2026-12-01T09:30, an age "
-               "like 3d or 12h, or today or yesterday")
-        raise UsageError(f"{what} {quote(text)} is not a date", Fix(how, how),
-                         mcp_problem=f"{parameter(what)} {quote(text)} is not a date") from None
+        how = (
+            "use an ISO date like 2026-12-01, a date-time like 2026-12-01T09:30, an age "
+            "like 3d or 12h, or today or yesterday"
+        )
+        raise UsageError(
+            f"{what} {quote(text)} is not a date",
+            Fix(how, how),
+            mcp_problem=f"{parameter(what)} {quote(text)} is not a date",
+        ) from None
     except OverflowError:
         how = "give a date between the years 1 and 9999"
-        raise UsageError(f"{what} {quote(text)} is out of range", Fix(how, how),
-                         mcp_problem=f"{parameter(what)} {quote(text)} is out of range") from None
+        raise UsageError(
+            f"{what} {quote(text)} is out of range",
+            Fix(how, how),
+            mcp_problem=f"{parameter(what)} {quote(text)} is out of range",
+        ) from None
     return moment
 
 
 def check_window(valid_from: str | None, valid_until: str | None) -> None:
     if valid_from and valid_until and ev.parse_time(valid_until) <= ev.parse_time(valid_from):
-        raise UsageError("--valid-until must be later than --valid-from",
-                         mcp_problem="valid_until must be later than valid_from")
+        raise UsageError(
+            "--valid-until must be later than --valid-from",
+            mcp_problem="valid_until must be later than valid_from",
+        )
 
 
 # -- folding ------------------------------------------------------------------------------------
@@ -238,25 +260,37 @@ def fold(events: Sequence[ev.Event]) -> Memory | None:
             if "citations" in changes:
                 changes["citations"] = clean_citations(changes["citations"])
             memory = replace(
-                memory, **changes, updated_at=event.time, updated_clock=event.clock,
-                version=memory.version + 1, events=(*memory.events, event.id),
+                memory,
+                **changes,
+                updated_at=event.time,
+                updated_clock=event.clock,
+                version=memory.version + 1,
+                events=(*memory.events, event.id),
             )
         elif event.kind == "memory.forgotten":
             memory = replace(
-                memory, status="forgotten", forgotten_reason=data.get("reason"),
-                updated_at=event.time, updated_clock=event.clock,
+                memory,
+                status="forgotten",
+                forgotten_reason=data.get("reason"),
+                updated_at=event.time,
+                updated_clock=event.clock,
                 events=(*memory.events, event.id),
             )
         elif event.kind == "memory.superseded":
             memory = replace(
-                memory, status="forgotten" if memory.status == "forgotten" else "superseded",
-                superseded_by=data.get("by"), updated_at=event.time,
-                updated_clock=event.clock, events=(*memory.events, event.id),
+                memory,
+                status="forgotten" if memory.status == "forgotten" else "superseded",
+                superseded_by=data.get("by"),
+                updated_at=event.time,
+                updated_clock=event.clock,
+                events=(*memory.events, event.id),
             )
         elif event.kind == "memory.reinforced":
             # Confirmation ages a memory from now on; it is not a change of its content.
             memory = replace(
-                memory, reinforced=memory.reinforced + 1, reinforced_at=event.time,
+                memory,
+                reinforced=memory.reinforced + 1,
+                reinforced_at=event.time,
                 events=(*memory.events, event.id),
             )
     return memory

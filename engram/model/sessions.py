@@ -35,8 +35,11 @@ OUTCOMES = OUTCOME.names
 AGENTS = AGENT.names
 
 _RATE_LIMIT = re.compile(r"\b(429|rate.?limit|too many requests|quota|overloaded)\b", re.I)
-_OVERFLOW = re.compile(r"\b(context (window )?(full|exceeded|overflow)|token limit|"
-                       r"maximum context|compact)", re.I)
+_OVERFLOW = re.compile(
+    r"\b(context (window )?(full|exceeded|overflow)|token limit|"
+    r"maximum context|compact)",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -73,23 +76,39 @@ def fold(events: Sequence[ev.Event]) -> Session | None:
         if event.kind == "session.started":
             if session is None:
                 session = Session(
-                    id=data["session_id"], agent=data.get("agent", "other"), actor=event.actor,
-                    machine=event.machine, pid=data.get("pid"), head=data.get("head"),
-                    started_at=event.time, started_clock=event.clock,
+                    id=data["session_id"],
+                    agent=data.get("agent", "other"),
+                    actor=event.actor,
+                    machine=event.machine,
+                    pid=data.get("pid"),
+                    head=data.get("head"),
+                    started_at=event.time,
+                    started_clock=event.clock,
                 )
             continue
         if session is None:
             continue
         if event.kind == "session.reported":
-            session = replace(session, reported=data.get("reason"),
-                              evidence=data.get("note") or session.evidence)
+            session = replace(
+                session, reported=data.get("reason"), evidence=data.get("note") or session.evidence
+            )
         elif event.kind == "session.ended" and session.state == "open":
-            session = replace(session, state="ended", ended_at=event.time,
-                              outcome=data.get("outcome"), how=data.get("how"))
+            session = replace(
+                session,
+                state="ended",
+                ended_at=event.time,
+                outcome=data.get("outcome"),
+                how=data.get("how"),
+            )
         elif event.kind == "session.interrupted" and session.state == "open":
-            session = replace(session, state="interrupted", ended_at=event.time,
-                              reason=data.get("reason"), evidence=data.get("evidence"),
-                              how=data.get("detected_by"))
+            session = replace(
+                session,
+                state="interrupted",
+                ended_at=event.time,
+                reason=data.get("reason"),
+                evidence=data.get("evidence"),
+                how=data.get("detected_by"),
+            )
     return session
 
 
@@ -100,8 +119,13 @@ def beat_path(local_dir: Path, session_id: str) -> Path:
     return layout.session_file(local_dir, check_session_id(session_id))
 
 
-def write_beat(local_dir: Path, session_id: str, *, pid: int, context: float | None = None,
-               ) -> None:
+def write_beat(
+    local_dir: Path,
+    session_id: str,
+    *,
+    pid: int,
+    context: float | None = None,
+) -> None:
     path = beat_path(local_dir, session_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     previous = read_beat(local_dir, session_id) or {}
@@ -125,8 +149,14 @@ def drop_beat(local_dir: Path, session_id: str) -> None:
     beat_path(local_dir, session_id).unlink(missing_ok=True)
 
 
-def staleness(session: Session, beat: Mapping[str, Any] | None, *, machine: str,
-              window_seconds: float, now: float | None = None) -> str | None:
+def staleness(
+    session: Session,
+    beat: Mapping[str, Any] | None,
+    *,
+    machine: str,
+    window_seconds: float,
+    now: float | None = None,
+) -> str | None:
     """Why an open session is stale, or None if it is alive."""
     now = time.time() if now is None else now
     if session.machine == machine and beat is not None and not process_alive(beat.get("pid")):
@@ -142,8 +172,9 @@ def staleness(session: Session, beat: Mapping[str, Any] | None, *, machine: str,
     return None
 
 
-def classify(session: Session, beat: Mapping[str, Any] | None, stale_because: str,
-             recent: Sequence[ev.Event]) -> tuple[str, str]:
+def classify(
+    session: Session, beat: Mapping[str, Any] | None, stale_because: str, recent: Sequence[ev.Event]
+) -> tuple[str, str]:
     """(reason, evidence) for an interruption, by heuristics unless the agent said why."""
     if session.reported in REASONS:
         return session.reported, "reported by the agent before it stopped"

@@ -101,8 +101,10 @@ def fold(events: Sequence[ev.Event]) -> Task | None:
     return Task.from_dict(state) if state is not None else None
 
 
-def fold_state(events: Iterable[ev.Event], state: dict[str, Any] | None = None,
-               ) -> dict[str, Any] | None:
+def fold_state(
+    events: Iterable[ev.Event],
+    state: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
     """The task after `events` (in (clock, id) order), as `Task.to_dict()` gives it, folded on
     from `state` (such a dict) if given: the read model extends a stored task with the events
     that follow it instead of folding its whole history again. `state` is changed in place."""
@@ -112,13 +114,23 @@ def fold_state(events: Iterable[ev.Event], state: dict[str, Any] | None = None,
             if state is not None:
                 continue
             state = {
-                "id": data["task"], "name": data.get("name", ""), "goal": data.get("goal", ""),
-                "status": data.get("status", "open"), "parent": data.get("parent"),
-                "tags": list(data.get("tags") or ()), "created_at": event.time,
-                "updated_at": event.time, "created_clock": event.clock,
-                "updated_clock": event.clock, "created_by": event.actor, "progress": [],
-                "failures": [], "checkpoints": [], "latest_checkpoint": None,
-                "previous_checkpoint": None, "store": None,
+                "id": data["task"],
+                "name": data.get("name", ""),
+                "goal": data.get("goal", ""),
+                "status": data.get("status", "open"),
+                "parent": data.get("parent"),
+                "tags": list(data.get("tags") or ()),
+                "created_at": event.time,
+                "updated_at": event.time,
+                "created_clock": event.clock,
+                "updated_clock": event.clock,
+                "created_by": event.actor,
+                "progress": [],
+                "failures": [],
+                "checkpoints": [],
+                "latest_checkpoint": None,
+                "previous_checkpoint": None,
+                "store": None,
             }
             continue
         if state is None:
@@ -130,29 +142,48 @@ def fold_state(events: Iterable[ev.Event], state: dict[str, Any] | None = None,
             if "tags" in data:
                 state["tags"] = list(data["tags"] or ())
         elif event.kind == "task.progress":
-            state["progress"].append({
-                "event": event.id, "clock": event.clock, "time": event.time,
-                "actor": event.actor, "session": event.session,
-                "feature": data.get("feature", ""), "status": data.get("status", "done"),
-                "note": data.get("note"), "component": data.get("component"),
-                "files": list(data.get("files") or ()),
-            })
+            state["progress"].append(
+                {
+                    "event": event.id,
+                    "clock": event.clock,
+                    "time": event.time,
+                    "actor": event.actor,
+                    "session": event.session,
+                    "feature": data.get("feature", ""),
+                    "status": data.get("status", "done"),
+                    "note": data.get("note"),
+                    "component": data.get("component"),
+                    "files": list(data.get("files") or ()),
+                }
+            )
         elif event.kind == "task.failure":
-            state["failures"].append({
-                "event": event.id, "clock": event.clock, "time": event.time,
-                "actor": event.actor, "session": event.session,
-                "error": data.get("error", ""), "component": data.get("component"),
-                "root_cause": data.get("root_cause"), "fix": data.get("fix"),
-                "candidate": data.get("candidate"),
-            })
+            state["failures"].append(
+                {
+                    "event": event.id,
+                    "clock": event.clock,
+                    "time": event.time,
+                    "actor": event.actor,
+                    "session": event.session,
+                    "error": data.get("error", ""),
+                    "component": data.get("component"),
+                    "root_cause": data.get("root_cause"),
+                    "fix": data.get("fix"),
+                    "candidate": data.get("candidate"),
+                }
+            )
         elif event.kind == "checkpoint.saved":
             package = {k: v for k, v in data.items() if k != "task"}
             state["checkpoints"].append(data["checkpoint"])
             # Numbered by the merged order, never by what the writer counted: two machines
             # that each saved their "checkpoint 5" have a 5 and a 6 once merged.
-            package.update(time=event.time, actor=event.actor, session=event.session,
-                           machine=event.machine, clock=event.clock,
-                           seq=len(state["checkpoints"]))
+            package.update(
+                time=event.time,
+                actor=event.actor,
+                session=event.session,
+                machine=event.machine,
+                clock=event.clock,
+                seq=len(state["checkpoints"]),
+            )
             state["previous_checkpoint"] = state["latest_checkpoint"]
             state["latest_checkpoint"] = package
         else:

@@ -47,21 +47,28 @@ class RefreshReport:
         self.changed_from[entity] = None
 
 
-def add_events(db: sqlite3.Connection, rel: str,
-               numbered: Sequence[tuple[int, ev.Event]], report: RefreshReport) -> None:
+def add_events(
+    db: sqlite3.Connection,
+    rel: str,
+    numbered: Sequence[tuple[int, ev.Event]],
+    report: RefreshReport,
+) -> None:
     for number, event in numbered:
         db.execute("INSERT OR REPLACE INTO sources VALUES (?, ?, ?)", (rel, number, event.id))
         body = ev.canonical_json(event.to_dict())
-        existing = db.execute("SELECT body, entity FROM events WHERE id=?",
-                              (event.id,)).fetchone()
+        existing = db.execute("SELECT body, entity FROM events WHERE id=?", (event.id,)).fetchone()
         if existing is not None:
             if existing[0] == body:
                 continue
             db.execute(
                 "INSERT INTO problems VALUES (?, ?, 'error', ?)",
-                (rel, number, f"event id {event.id} appears elsewhere with different "
-                              "content; of the two, every clone reads the one whose bytes "
-                              "sort first"),
+                (
+                    rel,
+                    number,
+                    f"event id {event.id} appears elsewhere with different "
+                    "content; of the two, every clone reads the one whose bytes "
+                    "sort first",
+                ),
             )
             if existing[0] < body:
                 continue
@@ -72,23 +79,36 @@ def add_events(db: sqlite3.Connection, rel: str,
         insert(db, event, report, body)
 
 
-def insert(db: sqlite3.Connection, event: ev.Event, report: RefreshReport,
-           body: bytes | None = None) -> None:
+def insert(
+    db: sqlite3.Connection, event: ev.Event, report: RefreshReport, body: bytes | None = None
+) -> None:
     entity = event.entity
     task = event.data.get("task")
     db.execute(
         "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (event.id, event.order, event.kind, event.time, event.actor, event.session,
-         event.machine, entity, task if isinstance(task, str) else None,
-         body if body is not None else ev.canonical_json(event.to_dict())),
+        (
+            event.id,
+            event.order,
+            event.kind,
+            event.time,
+            event.actor,
+            event.session,
+            event.machine,
+            entity,
+            task if isinstance(task, str) else None,
+            body if body is not None else ev.canonical_json(event.to_dict()),
+        ),
     )
     report.events_added += 1
     if entity:
         report.added(entity, event.sort_key)
 
 
-def refold(db: sqlite3.Connection, entities: Iterable[str],
-           changed_from: Mapping[str, tuple[int, str] | None] | None = None) -> None:
+def refold(
+    db: sqlite3.Connection,
+    entities: Iterable[str],
+    changed_from: Mapping[str, tuple[int, str] | None] | None = None,
+) -> None:
     """Fold the state of these entities again from their events. A task whose events
     changed only after those its stored state was folded from (see
     `RefreshReport.changed_from`) is folded on from that state instead."""
@@ -118,13 +138,28 @@ def refold(db: sqlite3.Connection, entities: Iterable[str],
         mark(db, entity, gen)
         db.execute(
             "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (memory.id, memory.status, memory.kind, memory.scope, memory.source,
-             memory.importance, memory.valid_from, memory.valid_until,
-             memory.created_clock, memory.updated_clock, memory.content, memory.task,
-             memory.moment, memory.reinforced, orjson.dumps(memory.to_dict())),
+            (
+                memory.id,
+                memory.status,
+                memory.kind,
+                memory.scope,
+                memory.source,
+                memory.importance,
+                memory.valid_from,
+                memory.valid_until,
+                memory.created_clock,
+                memory.updated_clock,
+                memory.content,
+                memory.task,
+                memory.moment,
+                memory.reinforced,
+                orjson.dumps(memory.to_dict()),
+            ),
         )
-        db.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
-                       [(memory.id, tag) for tag in memory.tags])
+        db.executemany(
+            "INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
+            [(memory.id, tag) for tag in memory.tags],
+        )
 
 
 def refold_task(db: sqlite3.Connection, entity: str, events: list[ev.Event]) -> None:
@@ -136,21 +171,25 @@ def refold_task(db: sqlite3.Connection, entity: str, events: list[ev.Event]) -> 
         _save_task(db, state, events[-1].sort_key)
 
 
-def extend_task(db: sqlite3.Connection, entity: str,
-                changed_from: tuple[int, str] | None) -> bool:
+def extend_task(db: sqlite3.Connection, entity: str, changed_from: tuple[int, str] | None) -> bool:
     """Fold a stored task on with its new events, when every event that changed comes
     after those it was folded from. False when it must be folded from the start."""
     from ..model import tasks
 
     if changed_from is None:
         return False
-    row = db.execute("SELECT body, last_clock, last_id, fold FROM tasks WHERE id=?",
-                     (entity,)).fetchone()
+    row = db.execute(
+        "SELECT body, last_clock, last_id, fold FROM tasks WHERE id=?", (entity,)
+    ).fetchone()
     if row is None or changed_from <= (row[1], row[2]):
         return False
-    events = [ev.parse_line(r[0]) for r in db.execute(
-        "SELECT body FROM events WHERE entity=? AND (clock, id) > (?, ?) ORDER BY clock, id",
-        (entity, row[1], row[2]))]
+    events = [
+        ev.parse_line(r[0])
+        for r in db.execute(
+            "SELECT body FROM events WHERE entity=? AND (clock, id) > (?, ?) ORDER BY clock, id",
+            (entity, row[1], row[2]),
+        )
+    ]
     try:
         state = orjson.loads(row[0])
         state.update(progress=[], failures=[])  # the new ones; the rest are stored rows
@@ -170,9 +209,17 @@ def refold_session(db: sqlite3.Connection, entity: str, events: list[ev.Event]) 
     db.execute("DELETE FROM sessions WHERE id=?", (entity,))
     session = sessions.fold(events)
     if session is not None:
-        db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?)",
-                   (session.id, session.state, session.agent, session.machine,
-                    session.started_clock, orjson.dumps(session.to_dict())))
+        db.execute(
+            "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                session.id,
+                session.state,
+                session.agent,
+                session.machine,
+                session.started_clock,
+                orjson.dumps(session.to_dict()),
+            ),
+        )
 
 
 class Executes(Protocol):
@@ -216,10 +263,14 @@ def known_entities(db: Executes, ids: Iterable[str]) -> set[str]:
     wanted = sorted(set(ids))
     found: set[str] = set()
     for start in range(0, len(wanted), 500):
-        part = wanted[start:start + 500]
-        found.update(row[0] for row in db.execute(
-            f"SELECT DISTINCT entity FROM events WHERE entity IN ({','.join('?' * len(part))})",
-            part))
+        part = wanted[start : start + 500]
+        found.update(
+            row[0]
+            for row in db.execute(
+                f"SELECT DISTINCT entity FROM events WHERE entity IN ({','.join('?' * len(part))})",
+                part,
+            )
+        )
     return found
 
 
@@ -244,28 +295,61 @@ def mark(db: sqlite3.Connection, memory_id: str, gen: int) -> None:
         db.execute(f"INSERT OR REPLACE INTO {table} VALUES (?, ?)", (memory_id, gen))
 
 
-def _save_task(db: sqlite3.Connection, state: dict[str, Any], last: tuple[int, str], *,
-               appended_to: int | None = None) -> None:
+def _save_task(
+    db: sqlite3.Connection,
+    state: dict[str, Any],
+    last: tuple[int, str],
+    *,
+    appended_to: int | None = None,
+) -> None:
     """Store a folded task (`tasks.fold_state`) and the key of the last event folded into it.
     `appended_to`: the fold it extends, whose rows are stored; its progress and failures are
     then only the new ones."""
     task = state["id"]
     head = {k: v for k, v in state.items() if k not in ("progress", "failures")}
     fold = appended_to if appended_to is not None else int.from_bytes(os.urandom(7), "big")
-    db.execute("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-               (task, state["name"], state["status"], state["parent"], state["updated_clock"],
-                orjson.dumps(head), last[0], last[1], fold))
+    db.execute(
+        "INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            task,
+            state["name"],
+            state["status"],
+            state["parent"],
+            state["updated_clock"],
+            orjson.dumps(head),
+            last[0],
+            last[1],
+            fold,
+        ),
+    )
     for table in ("progress", "failures"):
-        first = db.execute(f"SELECT COALESCE(MAX(seq) + 1, 0) FROM {table} WHERE task=?",
-                           (task,)).fetchone()[0] if appended_to is not None else 0
+        first = (
+            db.execute(
+                f"SELECT COALESCE(MAX(seq) + 1, 0) FROM {table} WHERE task=?", (task,)
+            ).fetchone()[0]
+            if appended_to is not None
+            else 0
+        )
         items = enumerate(state[table], start=first)
         if table == "progress":
-            db.executemany("INSERT OR REPLACE INTO progress VALUES (?, ?, ?)",
-                           [(task, seq, orjson.dumps(item)) for seq, item in items])
+            db.executemany(
+                "INSERT OR REPLACE INTO progress VALUES (?, ?, ?)",
+                [(task, seq, orjson.dumps(item)) for seq, item in items],
+            )
             continue
-        db.executemany("INSERT OR REPLACE INTO failures VALUES (?, ?, ?, ?, ?)", [
-            (task, seq, item["component"] if isinstance(item["component"], str) else None,
-             item["time"], orjson.dumps(item)) for seq, item in items])
+        db.executemany(
+            "INSERT OR REPLACE INTO failures VALUES (?, ?, ?, ?, ?)",
+            [
+                (
+                    task,
+                    seq,
+                    item["component"] if isinstance(item["component"], str) else None,
+                    item["time"],
+                    orjson.dumps(item),
+                )
+                for seq, item in items
+            ],
+        )
 
 
 def _drop_task(db: sqlite3.Connection, task: str) -> None:

@@ -33,8 +33,7 @@ def recovering(method: Callable[..., _T]) -> Callable[..., _T]:
         try:
             return method(self, *args, **kwargs)
         except (sqlite3.DatabaseError, ValueError, KeyError, TypeError) as exc:
-            if self.refreshing or (isinstance(exc, sqlite3.DatabaseError)
-                                    and not damaged(exc)):
+            if self.refreshing or (isinstance(exc, sqlite3.DatabaseError) and not damaged(exc)):
                 raise
         self.rebuild()
         return method(self, *args, **kwargs)

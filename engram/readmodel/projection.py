@@ -187,8 +187,14 @@ class Projection(Queries):
                 db.execute(
                     "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
-                        rel, chunk.consumed, chunk.lines, tail_hash, tail_len,
-                        st.st_size, st.st_mtime_ns, st.st_ino,
+                        rel,
+                        chunk.consumed,
+                        chunk.lines,
+                        tail_hash,
+                        tail_len,
+                        st.st_size,
+                        st.st_mtime_ns,
+                        st.st_ino,
                     ),
                 )
             gone = set(known) - set(disk)
@@ -199,7 +205,8 @@ class Projection(Queries):
         # Clocks far ahead of this machine's are not followed (see events.CLOCK_AHEAD_US).
         top = self.db.execute(
             "SELECT MAX(clock) FROM events WHERE clock <= ?",
-            (time.time_ns() // 1000 + ev.CLOCK_AHEAD_US,)).fetchone()[0]
+            (time.time_ns() // 1000 + ev.CLOCK_AHEAD_US,),
+        ).fetchone()[0]
         if top:
             try:
                 self.store.observe_clock(top)
@@ -207,8 +214,9 @@ class Projection(Queries):
                 pass  # a read-only store still reads
         return report
 
-    def _scan(self, known: Mapping[str, tuple[Any, ...]]) -> tuple[dict[str, str], dict[str, Any],
-                                                         list[tuple[str, int, int, int]]]:
+    def _scan(
+        self, known: Mapping[str, tuple[Any, ...]]
+    ) -> tuple[dict[str, str], dict[str, Any], list[tuple[str, int, int, int]]]:
         """The event files and their stats, without a `stat` per file where none is needed.
 
         Git never rewrites a file in place (checkout, merge and reset remove it and create a new
@@ -244,20 +252,24 @@ class Projection(Queries):
                 entries = list(os.scandir(directory))
             except (FileNotFoundError, NotADirectoryError):
                 continue
-            rel_dir = directory[len(root):].replace(os.sep, "/")
+            rel_dir = directory[len(root) :].replace(os.sep, "/")
             row = trusted_dirs.get(rel_dir)
-            trusted = (row is not None and row[1] == dir_stat.st_mtime_ns
-                       and row[2] == dir_stat.st_ino and row[3] - row[1] > _RACY_NS)
+            trusted = (
+                row is not None
+                and row[1] == dir_stat.st_mtime_ns
+                and row[2] == dir_stat.st_ino
+                and row[3] - row[1] > _RACY_NS
+            )
             for entry in entries:
                 if entry.is_symlink():  # never followed out of the store; reported
-                    links.append(entry.path[len(root):].replace(os.sep, "/"))
+                    links.append(entry.path[len(root) :].replace(os.sep, "/"))
                     continue
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(entry.path)
                     continue
                 if not entry.name.endswith(".jsonl") or not entry.is_file(follow_symlinks=False):
                     continue
-                rel = entry.path[len(root):].replace(os.sep, "/")
+                rel = entry.path[len(root) :].replace(os.sep, "/")
                 disk[rel] = entry.path
                 before = known.get(rel)
                 if trusted and before is not None and rel != live:
@@ -279,11 +291,14 @@ class Projection(Queries):
             if rel_dir == "":
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('swept', ?)", (str(started),))
             else:
-                db.execute("INSERT OR REPLACE INTO dirs VALUES (?, ?, ?, ?)",
-                           (rel_dir, mtime_ns, ino, started))
+                db.execute(
+                    "INSERT OR REPLACE INTO dirs VALUES (?, ?, ?, ?)",
+                    (rel_dir, mtime_ns, ino, started),
+                )
 
-    def _needs_work(self, disk: Mapping[str, Any], stats: Mapping[str, Any],
-                    known: dict[str, tuple[Any, ...]]) -> bool:
+    def _needs_work(
+        self, disk: Mapping[str, Any], stats: Mapping[str, Any], known: dict[str, tuple[Any, ...]]
+    ) -> bool:
         if disk.keys() != known.keys():
             return True
         return any(not _unchanged(known[rel], st) for rel, st in stats.items())
@@ -299,9 +314,14 @@ class Projection(Queries):
             handle.seek(consumed - tail_len)
             return bool(hashlib.sha1(handle.read(tail_len)).hexdigest() == tail)
 
-    def _drop_file(self, db: sqlite3.Connection, rel: str, report: RefreshReport,
-                   gone: Collection[str] = (), read: dict[str, list[bytes]] | None = None
-                   ) -> None:
+    def _drop_file(
+        self,
+        db: sqlite3.Connection,
+        rel: str,
+        report: RefreshReport,
+        gone: Collection[str] = (),
+        read: dict[str, list[bytes]] | None = None,
+    ) -> None:
         """Forget a file that vanished or changed; the events only it held are noted in the
         ledger of events that may be lost (`engram.lost`), so that a file git deleted is
         noticed however the cache is rebuilt afterwards."""
@@ -311,13 +331,17 @@ class Projection(Queries):
         db.execute("DELETE FROM problems WHERE path=?", (rel,))
         vanished = []
         for event_id in ids:
-            others = [o for o in db.execute("SELECT file, line FROM sources WHERE id=?",
-                                            (event_id,)).fetchall() if o[0] not in gone]
+            others = [
+                o
+                for o in db.execute(
+                    "SELECT file, line FROM sources WHERE id=?", (event_id,)
+                ).fetchall()
+                if o[0] not in gone
+            ]
             if others:  # still present in another file (a duplicate line, or moved there)
                 self._settle(db, event_id, others, report, read)
                 continue
-            row = db.execute("SELECT entity, body FROM events WHERE id=?",
-                             (event_id,)).fetchone()
+            row = db.execute("SELECT entity, body FROM events WHERE id=?", (event_id,)).fetchone()
             db.execute("DELETE FROM events WHERE id=?", (event_id,))
             report.events_removed += 1
             if row and row[0]:
@@ -326,8 +350,14 @@ class Projection(Queries):
                 vanished.append(bytes(row[1]) + b"\n")
         ledger.note(self.store, rel, b"".join(vanished))
 
-    def _settle(self, db: sqlite3.Connection, event_id: str, sources: list[tuple[str, int]],
-                report: RefreshReport, read: dict[str, list[bytes]] | None = None) -> None:
+    def _settle(
+        self,
+        db: sqlite3.Connection,
+        event_id: str,
+        sources: list[tuple[str, int]],
+        report: RefreshReport,
+        read: dict[str, list[bytes]] | None = None,
+    ) -> None:
         """A file holding a copy of an event is gone or rewritten: the copies left decide its
         body again (the one whose bytes sort first), as a fresh read would. `read` keeps the
         files' lines for the next call (many events moved to one file at once)."""
@@ -374,8 +404,9 @@ class Projection(Queries):
         """Mark index entries current (after the index saved them), unless marked again since."""
         try:
             with self._write() as db:
-                db.executemany(f"DELETE FROM {dirty_table(which)} WHERE memory=? AND gen<=?",
-                               list(marks))
+                db.executemany(
+                    f"DELETE FROM {dirty_table(which)} WHERE memory=? AND gen<=?", list(marks)
+                )
         except sqlite3.DatabaseError as exc:
             if not damaged(exc):
                 raise

@@ -43,6 +43,7 @@ class Queries:
     refreshing: bool
 
     if TYPE_CHECKING:
+
         def rebuild(self) -> None: ...
         def snapshot(self) -> AbstractContextManager[None]: ...
 
@@ -50,13 +51,23 @@ class Queries:
         # Progress and failures of tasks read lately: task id -> (fold, progress, failures).
         self._items: dict[str, tuple[int, tuple[Any, ...], tuple[Any, ...]]] = {}
 
-    def _bodies(self, table: str, column: str, values: Sequence[str], ids: Sequence[str] | None,
-                order: str) -> list[dict[str, Any]]:
-        return [{**orjson.loads(r[0]), "store": self.store.kind}
-                for r in self._select(table, "body", column, values, ids, order)]
+    def _bodies(
+        self, table: str, column: str, values: Sequence[str], ids: Sequence[str] | None, order: str
+    ) -> list[dict[str, Any]]:
+        return [
+            {**orjson.loads(r[0]), "store": self.store.kind}
+            for r in self._select(table, "body", column, values, ids, order)
+        ]
 
-    def _select(self, table: str, columns: str, column: str, values: Sequence[str],
-                ids: Sequence[str] | None, order: str) -> list[Any]:
+    def _select(
+        self,
+        table: str,
+        columns: str,
+        column: str,
+        values: Sequence[str],
+        ids: Sequence[str] | None,
+        order: str,
+    ) -> list[Any]:
         sql = f"SELECT {columns} FROM {table}"
         args: list[Any] = []
         where: list[str] = []
@@ -72,8 +83,9 @@ class Queries:
         return self.db.execute(sql, args).fetchall()
 
     @recovering
-    def tasks(self, *, statuses: Sequence[str] = (), ids: Sequence[str] | None = None,
-              items: bool = True) -> list[Any]:
+    def tasks(
+        self, *, statuses: Sequence[str] = (), ids: Sequence[str] | None = None, items: bool = True
+    ) -> list[Any]:
         """Tasks, last changed first. With `items` False their progress and failures are left
         empty: for a lookup that needs only a task's own fields, whatever its history."""
         from ..model.tasks import Task
@@ -99,8 +111,8 @@ class Queries:
         for table, build in (("progress", progress_from), ("failures", failures_from)):
             known = progress if table == "progress" else failures
             rows = self.db.execute(
-                f"SELECT body FROM {table} WHERE task=? AND seq>=? ORDER BY seq",
-                (task, len(known))).fetchall()
+                f"SELECT body FROM {table} WHERE task=? AND seq>=? ORDER BY seq", (task, len(known))
+            ).fetchall()
             if rows:
                 # One parse of them all rather than one per row.
                 added = build(orjson.loads(b"[" + b",".join(r[0] for r in rows) + b"]"))
@@ -114,12 +126,18 @@ class Queries:
         return progress, failures
 
     @recovering
-    def sessions(self, *, states: Sequence[str] = (), ids: Sequence[str] | None = None,
-                 ) -> list[Session]:
+    def sessions(
+        self,
+        *,
+        states: Sequence[str] = (),
+        ids: Sequence[str] | None = None,
+    ) -> list[Session]:
         from ..model.sessions import Session
 
-        return [Session.from_dict(body) for body in
-                self._bodies("sessions", "state", states, ids, "started_clock")]
+        return [
+            Session.from_dict(body)
+            for body in self._bodies("sessions", "state", states, ids, "started_clock")
+        ]
 
     def dirty(self, which: str, limit: int | None = None) -> list[tuple[str, int]]:
         """(memory id, generation) pairs whose `which` ("text" or "vec") entries are stale."""
@@ -183,39 +201,56 @@ class Queries:
             "SELECT memory, tag FROM memory_tags WHERE memory IN (SELECT memory FROM dirty_vec)"
         ):
             tags.setdefault(memory_id, []).append(tag)
-        return [(memory_id, content, kind, tags.get(memory_id, []))
-                for memory_id, content, kind in self.db.execute(
-                    "SELECT d.memory, m.content, m.kind FROM dirty_vec d "
-                    "LEFT JOIN memories m ON m.id = d.memory")]
+        return [
+            (memory_id, content, kind, tags.get(memory_id, []))
+            for memory_id, content, kind in self.db.execute(
+                "SELECT d.memory, m.content, m.kind FROM dirty_vec d "
+                "LEFT JOIN memories m ON m.id = d.memory"
+            )
+        ]
 
     @recovering
-    def written_with(self, ids: Sequence[str], *, seconds: float, span: int,
-                     ) -> dict[str, list[str]]:
+    def written_with(
+        self,
+        ids: Sequence[str],
+        *,
+        seconds: float,
+        span: int,
+    ) -> dict[str, list[str]]:
         """For each memory, those written next to it: the `span` written just before it and just
         after it, when their moments are within `seconds` of its own (a conversation's turns, an
         agent's notes of one sitting)."""
         out: dict[str, list[str]] = {}
         marks = ",".join("?" * len(ids))
         rows = self.db.execute(
-            f"SELECT id, moment, created_clock FROM memories WHERE id IN ({marks})", list(ids))
+            f"SELECT id, moment, created_clock FROM memories WHERE id IN ({marks})", list(ids)
+        )
         for memory_id, moment_text, clock in rows.fetchall():
             moment = ev.parse_time(moment_text)
             near = self.db.execute(
                 "SELECT id, moment FROM (SELECT id, moment FROM memories WHERE created_clock < ? "
                 "ORDER BY created_clock DESC LIMIT ?) UNION ALL "
                 "SELECT id, moment FROM (SELECT id, moment FROM memories WHERE created_clock > ? "
-                "ORDER BY created_clock LIMIT ?)", (clock, span, clock, span)).fetchall()
-            out[memory_id] = [other for other, other_moment in near
-                              if abs((ev.parse_time(other_moment) - moment).total_seconds())
-                              <= seconds]
+                "ORDER BY created_clock LIMIT ?)",
+                (clock, span, clock, span),
+            ).fetchall()
+            out[memory_id] = [
+                other
+                for other, other_moment in near
+                if abs((ev.parse_time(other_moment) - moment).total_seconds()) <= seconds
+            ]
         return out
 
     @recovering
     def sample_ids(self, limit: int) -> list[str]:
         """The ids of `sample`, read from the primary key alone."""
         # "+status": filter on the way along the primary key rather than sort by it.
-        return [row[0] for row in self.db.execute(
-            "SELECT id FROM memories WHERE +status = 'active' ORDER BY id LIMIT ?", (limit,))]
+        return [
+            row[0]
+            for row in self.db.execute(
+                "SELECT id FROM memories WHERE +status = 'active' ORDER BY id LIMIT ?", (limit,)
+            )
+        ]
 
     @recovering
     def sample(self, limit: int) -> list[tuple[str, str, str, list[str]]]:
@@ -224,8 +259,12 @@ class Queries:
         which the read model was built (read along the primary key: no scan of the table)."""
         ids = self.sample_ids(limit)
         marks = ",".join("?" * len(ids))
-        found = {row[0]: row for row in self.db.execute(
-            f"SELECT id, content, kind FROM memories WHERE id IN ({marks})", ids)}
+        found = {
+            row[0]: row
+            for row in self.db.execute(
+                f"SELECT id, content, kind FROM memories WHERE id IN ({marks})", ids
+            )
+        }
         rows = [found[i] for i in ids if i in found]
         tags: dict[str, list[str]] = {}
         if rows:
@@ -235,8 +274,9 @@ class Queries:
                 [row[0] for row in rows],
             ):
                 tags.setdefault(memory_id, []).append(tag)
-        return [(memory_id, content, kind, tags.get(memory_id, []))
-                for memory_id, content, kind in rows]
+        return [
+            (memory_id, content, kind, tags.get(memory_id, [])) for memory_id, content, kind in rows
+        ]
 
     @recovering
     def heads(self, ids: Sequence[str], *, tags: bool = False) -> dict[str, mem.Head]:
@@ -262,9 +302,12 @@ class Queries:
         return out
 
     def problems(self) -> list[Problem]:
-        return [Problem(*row) for row in self.db.execute(
-            "SELECT path, line, severity, message FROM problems ORDER BY path, line"
-        )]
+        return [
+            Problem(*row)
+            for row in self.db.execute(
+                "SELECT path, line, severity, message FROM problems ORDER BY path, line"
+            )
+        ]
 
     @recovering
     def entity_events(self, entity: str) -> list[ev.Event]:
@@ -279,14 +322,18 @@ class Queries:
         return mem.Memory.from_dict({**orjson.loads(body), "store": self.store.kind})
 
     @recovering
-    def recent_memories(self, limit: int, *, now: datetime, notable: bool = False,
-                        exclude: Collection[str] = ()) -> list[mem.Memory]:
+    def recent_memories(
+        self, limit: int, *, now: datetime, notable: bool = False, exclude: Collection[str] = ()
+    ) -> list[mem.Memory]:
         """Active memories valid at `now`, newest first (by last change), at most `limit`,
         leaving out `exclude`; with `notable`, only the NOTABLE ones. Reads about as many rows
         as it returns (an index keeps each set in order), however large the store is."""
         # Named, so that the planner never prefers a scan of every active memory.
-        index, where = ("memories_notable", f"status = 'active' AND ({NOTABLE})") if notable \
+        index, where = (
+            ("memories_notable", f"status = 'active' AND ({NOTABLE})")
+            if notable
             else ("memories_status", "status = 'active'")
+        )
         out: list[mem.Memory] = []
         after: list[Any] = []
         page = limit + len(exclude) + 10
@@ -295,7 +342,9 @@ class Queries:
                 "SELECT id, valid_from, valid_until, updated_clock, body FROM memories "
                 f"INDEXED BY {index} WHERE {where}"
                 + (" AND (updated_clock, id) < (?, ?)" if after else "")
-                + f" ORDER BY updated_clock DESC, id DESC LIMIT {page}", after).fetchall()
+                + f" ORDER BY updated_clock DESC, id DESC LIMIT {page}",
+                after,
+            ).fetchall()
             for memory_id, valid_from, valid_until, _, body in rows:
                 if memory_id not in exclude and mem.valid_at(valid_from, valid_until, now):
                     out.append(self._memory(body))
@@ -314,31 +363,50 @@ class Queries:
         if not components:
             return []
         wanted = sorted(components)
-        return [{"task": task, "task_name": name, **orjson.loads(body)}
-                for task, name, body in self.db.execute(
-                    "SELECT f.task, t.name, f.body FROM failures f JOIN tasks t ON t.id = f.task "
-                    f"WHERE f.component IN ({','.join('?' * len(wanted))}) "
-                    "ORDER BY f.time DESC, t.updated_clock DESC, t.id DESC, f.seq", wanted)]
+        return [
+            {"task": task, "task_name": name, **orjson.loads(body)}
+            for task, name, body in self.db.execute(
+                "SELECT f.task, t.name, f.body FROM failures f JOIN tasks t ON t.id = f.task "
+                f"WHERE f.component IN ({','.join('?' * len(wanted))}) "
+                "ORDER BY f.time DESC, t.updated_clock DESC, t.id DESC, f.seq",
+                wanted,
+            )
+        ]
 
     def entity_sessions(self, entity: str) -> set[str]:
         """The sessions that wrote events about this entity."""
-        return {r[0] for r in self.db.execute(
-            "SELECT DISTINCT session FROM events WHERE entity=? AND session != ''", (entity,))}
+        return {
+            r[0]
+            for r in self.db.execute(
+                "SELECT DISTINCT session FROM events WHERE entity=? AND session != ''", (entity,)
+            )
+        }
 
     def memories_written_in(self, sessions: Collection[str]) -> list[str]:
         """The ids of the memories created in these sessions, oldest first."""
         wanted = sorted(s for s in sessions if s)
         if not wanted:
             return []
-        return [r[0] for r in self.db.execute(
-            "SELECT entity FROM events WHERE kind = 'memory.created' AND "
-            f"session IN ({','.join('?' * len(wanted))}) GROUP BY entity ORDER BY MIN(clock)",
-            wanted)]
+        return [
+            r[0]
+            for r in self.db.execute(
+                "SELECT entity FROM events WHERE kind = 'memory.created' AND "
+                f"session IN ({','.join('?' * len(wanted))}) GROUP BY entity ORDER BY MIN(clock)",
+                wanted,
+            )
+        ]
 
     def memories(
-        self, *, kinds: Sequence[str] = (), tags: Sequence[str] = (), scope: str | None = None,
-        statuses: Sequence[str] = ("active",), contains: str | None = None,
-        task: str | None = None, since: str | None = None, until: str | None = None,
+        self,
+        *,
+        kinds: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        scope: str | None = None,
+        statuses: Sequence[str] = ("active",),
+        contains: str | None = None,
+        task: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
         ids: Sequence[str] | None = None,
     ) -> Iterator[mem.Memory]:
         """Memories newest first (by last change). Validity windows are the caller's filter."""
@@ -396,8 +464,14 @@ class Queries:
 
     @recovering
     def events(
-        self, *, kinds: Sequence[str] = (), entity: str | None = None, task: str | None = None,
-        actor: str | None = None, since_clock: int | None = None, limit: int | None = None,
+        self,
+        *,
+        kinds: Sequence[str] = (),
+        entity: str | None = None,
+        task: str | None = None,
+        actor: str | None = None,
+        since_clock: int | None = None,
+        limit: int | None = None,
         newest_first: bool = True,
     ) -> list[ev.Event]:
         where: list[str] = []
@@ -431,8 +505,10 @@ class Queries:
         else:
             # The rows are chosen without their bodies, which are then read for those kept
             # only (a sort would read every matching body, e.g. all of a long task's).
-            sql = (f"SELECT body FROM events WHERE rowid IN ({sql.format('rowid')} "
-                   f"LIMIT {int(limit)}) ORDER BY clock {order}, id {order}")
+            sql = (
+                f"SELECT body FROM events WHERE rowid IN ({sql.format('rowid')} "
+                f"LIMIT {int(limit)}) ORDER BY clock {order}, id {order}"
+            )
         return [ev.parse_line(r[0]) for r in self.db.execute(sql, args)]
 
     @recovering
@@ -443,31 +519,49 @@ class Queries:
     @recovering
     def places(self, event_id: str) -> list[tuple[str, int]]:
         """Where the event's line is: (file relative to the store, line), first file first."""
-        return [(r[0], r[1]) for r in self.db.execute(
-            "SELECT file, line FROM sources WHERE id=? ORDER BY file, line", (event_id,))]
+        return [
+            (r[0], r[1])
+            for r in self.db.execute(
+                "SELECT file, line FROM sources WHERE id=? ORDER BY file, line", (event_id,)
+            )
+        ]
 
     def is_dirty(self, memory_id: str, which: str) -> bool:
         """Is the memory's last change still to be taken by that index ("text", "vec")?"""
-        return self.db.execute(f"SELECT 1 FROM {dirty_table(which)} WHERE memory=?",
-                               (memory_id,)).fetchone() is not None
+        return (
+            self.db.execute(
+                f"SELECT 1 FROM {dirty_table(which)} WHERE memory=?", (memory_id,)
+            ).fetchone()
+            is not None
+        )
 
     def match_ids(self, prefix: str) -> list[tuple[str, str]]:
         """(id, what) pairs whose id starts with `prefix`: memories, tasks, sessions, events."""
         out = []
         for table, what in (("memories", "memory"), ("tasks", "task"), ("sessions", "session")):
-            out += [(r[0], what) for r in self.db.execute(
-                f"SELECT id FROM {table} WHERE id >= ? AND id < ? LIMIT 20",
-                (prefix.lower(), prefix.lower() + "\uffff"),
-            )]
+            out += [
+                (r[0], what)
+                for r in self.db.execute(
+                    f"SELECT id FROM {table} WHERE id >= ? AND id < ? LIMIT 20",
+                    (prefix.lower(), prefix.lower() + "\uffff"),
+                )
+            ]
         upper = prefix.upper()
-        events = [(r[0], "event") for r in self.db.execute(
-            "SELECT id FROM events WHERE id >= ? AND id < ? LIMIT 20", (upper, upper + "\uffff")
-        )]
+        events = [
+            (r[0], "event")
+            for r in self.db.execute(
+                "SELECT id FROM events WHERE id >= ? AND id < ? LIMIT 20", (upper, upper + "\uffff")
+            )
+        ]
         if not out and not events and len(upper) >= 6 and upper.isalnum():
             # `engram log` shows an event by the end of its id (the random part: events written
             # together share the start, their time).
-            events = [(r[0], "event") for r in self.db.execute(
-                "SELECT id FROM events WHERE id LIKE ? LIMIT 20", ("%" + upper,))]
+            events = [
+                (r[0], "event")
+                for r in self.db.execute(
+                    "SELECT id FROM events WHERE id LIKE ? LIMIT 20", ("%" + upper,)
+                )
+            ]
         return out + events
 
     def counts(self) -> dict[str, Any]:
@@ -486,7 +580,11 @@ class Queries:
         wanted = list(ids)
         found: set[str] = set()
         for start in range(0, len(wanted), 500):
-            part = wanted[start:start + 500]
-            found.update(r[0] for r in self.db.execute(
-                f"SELECT id FROM events WHERE id IN ({','.join('?' * len(part))})", part))
+            part = wanted[start : start + 500]
+            found.update(
+                r[0]
+                for r in self.db.execute(
+                    f"SELECT id FROM events WHERE id IN ({','.join('?' * len(part))})", part
+                )
+            )
         return found

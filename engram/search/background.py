@@ -30,8 +30,9 @@ _lock = threading.Lock()
 
 
 def sentences() -> list[str]:
-    return [line.strip() for line in BACKGROUND_FILE.read_text("utf-8").splitlines()
-            if line.strip()]
+    return [
+        line.strip() for line in BACKGROUND_FILE.read_text("utf-8").splitlines() if line.strip()
+    ]
 
 
 def digest(lines: list[str]) -> str:
@@ -115,8 +116,12 @@ def write_shipped() -> Path:
     lines = sentences()
     found = embedder.embed(lines)
     with SHIPPED_FILE.open("wb") as out:
-        np.savez_compressed(out, identity=np.array(embedder.identity),
-                            digest=np.array(digest(lines)), vectors=found.astype(np.float16))
+        np.savez_compressed(
+            out,
+            identity=np.array(embedder.identity),
+            digest=np.array(digest(lines)),
+            vectors=found.astype(np.float16),
+        )
     return SHIPPED_FILE
 
 

@@ -33,8 +33,14 @@ BATCH = 16  # texts per model call in the background: another query waits at mos
 class Backlog:
     """Texts of one store's memories that have no vector yet, to embed into its cache."""
 
-    def __init__(self, store: str, embedder: Embedder, cache: EmbeddingCache,
-                 texts: Sequence[str], owner: object | None = None) -> None:
+    def __init__(
+        self,
+        store: str,
+        embedder: Embedder,
+        cache: EmbeddingCache,
+        texts: Sequence[str],
+        owner: object | None = None,
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.cache = cache
@@ -45,8 +51,7 @@ class Backlog:
     def __len__(self) -> int:
         return len(self.texts)
 
-    def run(self, progress: Callable[[int, int], None] | None = None, *,
-            wait: bool = True) -> int:
+    def run(self, progress: Callable[[int, int], None] | None = None, *, wait: bool = True) -> int:
         """Embed every text the cache still lacks; `progress(done, total)` after each batch.
         Returns how many were embedded; without `wait`, none when another process or thread is
         embedding for this store already."""
@@ -57,8 +62,9 @@ class Backlog:
         # One embedder per store at a time: a second one waits, then finds the texts cached.
         lock: Any = contextlib.nullcontext()
         if cache.path.parent.is_dir() and os.access(cache.path.parent, os.W_OK):
-            lock = FileLock(cache.path.parent / EMBED_LOCK, thread_local=False,
-                            timeout=-1 if wait else 0)
+            lock = FileLock(
+                cache.path.parent / EMBED_LOCK, thread_local=False, timeout=-1 if wait else 0
+            )
         try:
             with lock:
                 embedded = self._embed(own, progress)
@@ -73,14 +79,15 @@ class Backlog:
         embedded = 0
         total = len(self.texts)
         for start in range(0, total, BATCH):
-            chunk = self.texts[start:start + BATCH]
+            chunk = self.texts[start : start + BATCH]
             hashes = [content_hash(t) for t in chunk]
             have = own.get(self.embedder.identity, hashes)
             todo = [(h, t) for h, t in zip(hashes, chunk, strict=True) if h not in have]
             if todo:
                 vectors = self.embedder.embed([t for _, t in todo])
-                own.put(self.embedder.identity,
-                        {h: vectors[row] for row, (h, _) in enumerate(todo)})
+                own.put(
+                    self.embedder.identity, {h: vectors[row] for row, (h, _) in enumerate(todo)}
+                )
                 embedded += len(todo)
             self.done = min(total, start + len(chunk))
             if progress is not None:
@@ -93,8 +100,9 @@ class Backlog:
             running = _threads.get(id(self.owner))
             if running is not None and running.is_alive():
                 return None
-            thread = threading.Thread(target=self._run_quietly, name=f"embed-{self.store}",
-                                      daemon=True)
+            thread = threading.Thread(
+                target=self._run_quietly, name=f"embed-{self.store}", daemon=True
+            )
             _threads[id(self.owner)] = thread
             thread.start()
             return thread
@@ -135,5 +143,7 @@ class Recalled(list["Hit"]):
     def partial_note(self, how: str) -> str:
         """One line saying the answer is partial, and how the rest gets embedded."""
         count = self.unembedded
-        return (f"partial answer: {count:,} {'memory is' if count == 1 else 'memories are'} not "
-                f"embedded yet, so matched by words only; {how}")
+        return (
+            f"partial answer: {count:,} {'memory is' if count == 1 else 'memories are'} not "
+            f"embedded yet, so matched by words only; {how}"
+        )

@@ -72,11 +72,29 @@ def _verb(*bases: str) -> frozenset[str]:
     return frozenset(out)
 
 
-_CHANGE = _verb("switch", "change", "move", "migrate", "upgrade", "replace", "refactor",
-                "port", "adopt", "introduce", "update", "bump", "redesign", "overhaul",
-                "rework", "revamp", "transition", "rewrite") | frozenset(
+_CHANGE = _verb(
+    "switch",
+    "change",
+    "move",
+    "migrate",
+    "upgrade",
+    "replace",
+    "refactor",
+    "port",
+    "adopt",
+    "introduce",
+    "update",
+    "bump",
+    "redesign",
+    "overhaul",
+    "rework",
+    "revamp",
+    "transition",
+    "rewrite",
+) | frozenset(
     "swapped swapping swap swaps rewrote rewritten migration migrations replacement "
-    "adoption introduction cutover rollout upgrade upgrades".split())
+    "adoption introduction cutover rollout upgrade upgrades".split()
+)
 # Verbs whose direction ("to" / "from") says which side of the change is asked for.
 _DIRECTED = _verb("switch", "migrate", "port", "change", "upgrade", "transition")
 _PAST_FORMS = frozenset(w for w in _CHANGE if w.endswith("ed")) | {"rewrote", "rewritten"}
@@ -86,31 +104,87 @@ _DETERMINERS = frozenset("the our my their your its that those his her".split())
 _OLD = frozenset("old older previous prior former original legacy earlier initial".split())
 _NEW = frozenset("current present latest".split())
 _FIRST_OF = frozenset("version versions release iteration implementation draft design".split())
-_TIME_UNITS = frozenset("day days week weeks weekend month months year years night morning "
-                         "monday tuesday wednesday thursday friday saturday sunday".split())
+_TIME_UNITS = frozenset(
+    "day days week weeks weekend month months year years night morning "
+    "monday tuesday wednesday thursday friday saturday sunday".split()
+)
 _TIME_AFTER_BEFORE = frozenset(
     "yesterday today tonight tomorrow noon midnight lunch dinner breakfast last this "
     "next monday tuesday wednesday thursday friday saturday sunday january february march "
-    "april may june july august september october november december".split())
+    "april may june july august september october november december".split()
+)
 
-_PAST_PHRASES = [p.split() for p in (
-    "originally", "initially", "previously", "formerly", "at first", "in the beginning",
-    "at the beginning", "at the start", "to begin with", "to start with", "at the outset",
-    "back then", "back when", "back in the day", "in the old days", "in the past",
-    "earlier on", "in those days", "at the time", "at that time", "started out",
-    "start out", "starting out", "started off", "start off", "starting off", "early days",
-    "once upon a time")]
-_CURRENT_PHRASES = [p.split() for p in (
-    "now", "nowadays", "currently", "current", "today", "today's", "these days",
-    "at the moment", "right now", "at present", "presently", "as of now", "as of today",
-    "as of this", "as of right now", "at this point",
-    "still", "latest", "most recent", "newest", "anymore", "any more", "no longer",
-    "up to date", "going forward", "from now on", "as things stand", "as it stands",
-    "this day")]
+_PAST_PHRASES = [
+    p.split()
+    for p in (
+        "originally",
+        "initially",
+        "previously",
+        "formerly",
+        "at first",
+        "in the beginning",
+        "at the beginning",
+        "at the start",
+        "to begin with",
+        "to start with",
+        "at the outset",
+        "back then",
+        "back when",
+        "back in the day",
+        "in the old days",
+        "in the past",
+        "earlier on",
+        "in those days",
+        "at the time",
+        "at that time",
+        "started out",
+        "start out",
+        "starting out",
+        "started off",
+        "start off",
+        "starting off",
+        "early days",
+        "once upon a time",
+    )
+]
+_CURRENT_PHRASES = [
+    p.split()
+    for p in (
+        "now",
+        "nowadays",
+        "currently",
+        "current",
+        "today",
+        "today's",
+        "these days",
+        "at the moment",
+        "right now",
+        "at present",
+        "presently",
+        "as of now",
+        "as of today",
+        "as of this",
+        "as of right now",
+        "at this point",
+        "still",
+        "latest",
+        "most recent",
+        "newest",
+        "anymore",
+        "any more",
+        "no longer",
+        "up to date",
+        "going forward",
+        "from now on",
+        "as things stand",
+        "as it stands",
+        "this day",
+    )
+]
 
 
 def _at(words: list[str], i: int, phrase: list[str]) -> bool:
-    return words[i:i + len(phrase)] == phrase
+    return words[i : i + len(phrase)] == phrase
 
 
 def _phrases(words: list[str], phrases: Iterable[list[str]]) -> list[tuple[int, int]]:
@@ -119,7 +193,7 @@ def _phrases(words: list[str], phrases: Iterable[list[str]]) -> list[tuple[int, 
 
 
 def tense(query: str) -> Tense | None:
-    """"past", "current" or None: which side of a change the question asks about."""
+    """ "past", "current" or None: which side of a change the question asks about."""
     words = words_of(query)
     past = current = 0
     used: set[int] = set()  # change words already read as part of a before/after cue
@@ -127,18 +201,27 @@ def tense(query: str) -> Tense | None:
     for i, word in enumerate(words):
         prior = word == "prior" and _at(words, i + 1, ["to"])
         if word in ("before", "until", "till", "pre") or prior:  # "pre" only before a change
-            after = words[i + 2 if prior else i + 1:i + 5]
+            after = words[i + 2 if prior else i + 1 : i + 5]
             change = next((i + 1 + j for j, w in enumerate(after) if w in _CHANGE), None)
             if change is not None:
                 past = max(past, STRONG)
                 used.add(change)
-            elif (word == "before" or prior) and past_tense and not (after and (
-                    after[0].endswith("ing") or after[0].isdigit()
-                    or after[0] in _TIME_AFTER_BEFORE)) \
-                    and not (i > 0 and words[i - 1] in _TIME_UNITS):
+            elif (
+                (word == "before" or prior)
+                and past_tense
+                and not (
+                    after
+                    and (
+                        after[0].endswith("ing")
+                        or after[0].isdigit()
+                        or after[0] in _TIME_AFTER_BEFORE
+                    )
+                )
+                and not (i > 0 and words[i - 1] in _TIME_UNITS)
+            ):
                 past = max(past, STRONG)
         elif word in ("after", "since") or (word == "now" and _at(words, i + 1, ["that"])):
-            after = words[i + 1:i + 5]
+            after = words[i + 1 : i + 5]
             change = next((i + 1 + j for j, w in enumerate(after) if w in _CHANGE), None)
             if change is not None:
                 current = max(current, STRONG)
@@ -147,32 +230,43 @@ def tense(query: str) -> Tense | None:
     for i, word in enumerate(words):
         if i in used:
             continue
-        ahead = words[i + 1:i + 4]
+        ahead = words[i + 1 : i + 4]
         if word in _DIRECTED and (word in _PAST_FORMS or did):
             if "to" in ahead or "over" in ahead[:1]:
                 current = max(current, STRONG)
             elif any(w in ("from", "off", "away") for w in ahead[:2]):
                 past = max(past, STRONG)
-        if (word in _DROPPED or (did and word in ("drop", "ditch", "retire", "abandon"))) and \
-                ahead[:1] not in (["off"], ["by"], ["in"]):  # "drop off" is to deliver
+        if (word in _DROPPED or (did and word in ("drop", "ditch", "retire", "abandon"))) and ahead[
+            :1
+        ] not in (["off"], ["by"], ["in"]):  # "drop off" is to deliver
             past = max(past, STRONG)
-        if word in ("rid", "favour", "favor") and i > 0 and words[i - 1] in ("of", "got", "get",
-                                                                              "in"):
+        if (
+            word in ("rid", "favour", "favor")
+            and i > 0
+            and words[i - 1] in ("of", "got", "get", "in")
+        ):
             past = max(past, STRONG)
         if word in ("stopped", "stop") and ahead[:1] == ["using"]:
             past = max(past, STRONG)
         if (word == "phased" or (word == "phase" and did)) and ahead[:1] == ["out"]:
             past = max(past, STRONG)
-        if word == "used" and ahead[:1] == ["to"] and not (
-                i > 0 and words[i - 1] in ("is", "are", "be", "being", "been", "get", "gets")):
+        if (
+            word == "used"
+            and ahead[:1] == ["to"]
+            and not (i > 0 and words[i - 1] in ("is", "are", "be", "being", "been", "get", "gets"))
+        ):
             past = max(past, STRONG)
-        passive = any(w in ("was", "were", "been", "got", "is", "are", "be")
-                      for w in words[max(0, i - 2):i])
+        passive = any(
+            w in ("was", "were", "been", "got", "is", "are", "be") for w in words[max(0, i - 2) : i]
+        )
         took_over = word in ("took", "taken", "takes") and ahead[:1] == ["over"]
         if word in ("replaced", "superseded") and passive:
             past = max(past, STRONG)
-        elif word in ("replacement", "replacements", "successor") or took_over or (
-                word in ("replaced", "replaces", "superseded", "supersedes") and not did):
+        elif (
+            word in ("replacement", "replacements", "successor")
+            or took_over
+            or (word in ("replaced", "replaces", "superseded", "supersedes") and not did)
+        ):
             current = max(current, STRONG)  # "what replaced X", "X's replacement"
         if word in ("swapped", "switched", "ripped", "pulled") and ahead[:1] == ["out"]:
             past = max(past, STRONG)
@@ -191,7 +285,7 @@ def tense(query: str) -> Tense | None:
         if word == "first" and ahead[:1] and ahead[0] in _FIRST_OF:
             past = max(past, WEAK)
     # "in the beginning of November" names a time, not the state before a change.
-    if any(words[i + n:i + n + 1] != ["of"] for i, n in _phrases(words, _PAST_PHRASES)):
+    if any(words[i + n : i + n + 1] != ["of"] for i, n in _phrases(words, _PAST_PHRASES)):
         past = max(past, STRONG)
     if _phrases(words, _CURRENT_PHRASES):
         current = max(current, STRONG)
@@ -215,17 +309,19 @@ KIND_WORDS = {w: kind for kind, names in _KIND_NAMES.items() for w in names.spli
 _KIND_SYNONYMS = {
     "gotcha": "trap traps caveat caveats footgun footguns quirk quirks|watch out|beware",
     "decision": "decide chose choose chosen choice choices pick picked opted|settled on|"
-                "went with|go with|went for|go for",
+    "went with|go with|went for|go for",
     "preference": "likes favourite favorite|like to|would rather",
     "convention": "|naming scheme|style guide",
     "failure": "crashed incident incidents outage outages|went wrong|go wrong|blew up",
     "lesson": "learn takeaway takeaways|take away|take aways",
     "procedure": "runbook runbooks playbook playbooks checklist|step by step",
 }
-_SYNONYM_WORDS = {w: kind for kind, text in _KIND_SYNONYMS.items()
-                  for w in text.split("|")[0].split()}
-_SYNONYM_PHRASES = [(p.split(), kind) for kind, text in _KIND_SYNONYMS.items()
-                    for p in text.split("|")[1:]]
+_SYNONYM_WORDS = {
+    w: kind for kind, text in _KIND_SYNONYMS.items() for w in text.split("|")[0].split()
+}
+_SYNONYM_PHRASES = [
+    (p.split(), kind) for kind, text in _KIND_SYNONYMS.items() for p in text.split("|")[1:]
+]
 
 
 def kinds(query: str) -> tuple[frozenset[str], list[str]]:
@@ -238,8 +334,11 @@ def kinds(query: str) -> tuple[frozenset[str], list[str]]:
         if kind is None:
             continue
         # "a failed disk", "the chosen region": an adjective, not what the question asks for.
-        if word in ("failed", "chosen", "picked") and i > 0 and words[i - 1] in (
-                "a", "an", "the", "any", "each", "every", "this", "that"):
+        if (
+            word in ("failed", "chosen", "picked")
+            and i > 0
+            and words[i - 1] in ("a", "an", "the", "any", "each", "every", "this", "that")
+        ):
             continue
         found.add(kind)
         if word in KIND_WORDS:

@@ -55,8 +55,12 @@ TOKENIZER_DIR = Path(__file__).resolve().parent.parent / "models" / "all-MiniLM-
 # batched with it. So the built-in model reads the first 256 tokens (about 190 words) of a text;
 # the identity says so, so that vectors cached when it read 512 are not reused.
 BUILTIN_WINDOW = 256
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                   "config.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "config.json",
+)
 # Rows and characters per fastembed call: fastembed pads a batch to its longest text (up to 512
 # tokens), so texts are sorted by length and a batch holds about 16,000 characters at most.
 FASTEMBED_CHARS = 16_000
@@ -72,8 +76,15 @@ class Embedder:
     """A loaded model. `embed` is for documents (memories), `embed_query` for a query: some
     models are trained with a different prefix on each side."""
 
-    def __init__(self, model: Any, identity: str, dim: int, *, query_prefix: str = "",
-                 document_prefix: str = "") -> None:
+    def __init__(
+        self,
+        model: Any,
+        identity: str,
+        dim: int,
+        *,
+        query_prefix: str = "",
+        document_prefix: str = "",
+    ) -> None:
         self._model = model
         self.identity = identity
         self.dim = dim
@@ -83,8 +94,9 @@ class Embedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text, in the order given."""
-        return self._embed([self.document_prefix + t for t in texts] if self.document_prefix
-                           else list(texts))
+        return self._embed(
+            [self.document_prefix + t for t in texts] if self.document_prefix else list(texts)
+        )
 
     def embed_query(self, text: str) -> np.ndarray:
         """The unit-length float32 vector of one query."""
@@ -140,8 +152,7 @@ def model_cache_dir() -> Path:
     configured = os.environ.get("ENGRAM_MODEL_CACHE")
     if configured:
         return Path(configured)
-    return (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-            / "engram" / "models")
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "engram" / "models"
 
 
 def _load_builtin() -> Embedder:
@@ -156,9 +167,11 @@ def _load_builtin() -> Embedder:
     # Its identity and width are known without it: the ONNX session (a quarter of a second) is
     # created when a text is to be embedded, so a warm reindex or a recall whose texts are all
     # in the embedding cache never creates it.
-    return Embedder(Deferred(lambda: OnnxRunner(model_file, TOKENIZER_DIR,
-                                                max_tokens=BUILTIN_WINDOW), BUILTIN),
-                    identity, BUILTIN_DIM)
+    return Embedder(
+        Deferred(lambda: OnnxRunner(model_file, TOKENIZER_DIR, max_tokens=BUILTIN_WINDOW), BUILTIN),
+        identity,
+        BUILTIN_DIM,
+    )
 
 
 class Deferred:
@@ -177,8 +190,9 @@ class Deferred:
             try:
                 self.model = self._build()
             except Exception as exc:
-                _failed[self._name] = (f"embedding model {self._name!r} could not be loaded "
-                                       f"({first_line(exc)})")
+                _failed[self._name] = (
+                    f"embedding model {self._name!r} could not be loaded ({first_line(exc)})"
+                )
                 raise EmbeddingUnavailable(_failed[self._name]) from None
         return self.model.embed(texts)
 
@@ -187,39 +201,55 @@ class Deferred:
 # A local model folder.
 # ---------------------------------------------------------------------------------------------
 
+
 def _load_folder(folder: Path) -> Embedder:
     from .runner import OnnxRunner
 
     model_file, description = describe_folder(folder)
-    runner = OnnxRunner(model_file, folder, max_tokens=description.max_tokens,
-                        pooling=description.pooling)
+    runner = OnnxRunner(
+        model_file, folder, max_tokens=description.max_tokens, pooling=description.pooling
+    )
     dim = int(runner.embed(["dimension probe"]).shape[1])
     if description.dimension is not None and dim != description.dimension:
-        raise ModelFolderError(f"{folder / DESCRIPTION_FILE} says dimension "
-                               f"{description.dimension}, but the model gives {dim}")
+        raise ModelFolderError(
+            f"{folder / DESCRIPTION_FILE} says dimension "
+            f"{description.dimension}, but the model gives {dim}"
+        )
     identity = folder_identity(folder, model_file, description, runner.max_tokens)
-    return Embedder(runner, identity, dim, query_prefix=description.query_prefix,
-                    document_prefix=description.document_prefix)
+    return Embedder(
+        runner,
+        identity,
+        dim,
+        query_prefix=description.query_prefix,
+        document_prefix=description.document_prefix,
+    )
 
 
-def folder_identity(folder: Path, model_file: Path, description: ModelDescription,
-                    window: int) -> str:
+def folder_identity(
+    folder: Path, model_file: Path, description: ModelDescription, window: int
+) -> str:
     """`local:<folder name>@<digest>`: the digest covers the model's bytes (and its external
     data), the tokenizer files, the pooling, the prefixes and the window, so that vectors are
     reused when the same model is moved and re-embedded when anything that shapes them changes.
     """
     digest = hashlib.blake2b(digest_size=16)
-    weights = sorted(p for p in model_file.parent.iterdir()
-                     if p.name == model_file.name or (p.name.startswith(model_file.name) and
-                                                      p.is_file()))
+    weights = sorted(
+        p
+        for p in model_file.parent.iterdir()
+        if p.name == model_file.name or (p.name.startswith(model_file.name) and p.is_file())
+    )
     for path in weights:
         digest.update(f"{path.name}:{file_digest(path)}\n".encode())
     for name in TOKENIZER_FILES:
         path = folder / name
         if path.is_file():
             digest.update(f"{name}:".encode() + hashlib.sha256(path.read_bytes()).digest())
-    shape = {"pooling": description.pooling, "query_prefix": description.query_prefix,
-             "document_prefix": description.document_prefix, "window": window}
+    shape = {
+        "pooling": description.pooling,
+        "query_prefix": description.query_prefix,
+        "document_prefix": description.document_prefix,
+        "window": window,
+    }
     digest.update(json.dumps(shape, sort_keys=True).encode())
     return f"local:{folder.name[:60]}@{digest.hexdigest()[:16]}"
 
@@ -238,8 +268,11 @@ def file_digest(path: Path) -> str:
     except (OSError, ValueError):
         kept = {}
     entry = kept.get(key)
-    if isinstance(entry, dict) and entry.get("stamp") == stamp and \
-            isinstance(entry.get("sha256"), str):
+    if (
+        isinstance(entry, dict)
+        and entry.get("stamp") == stamp
+        and isinstance(entry.get("sha256"), str)
+    ):
         return str(entry["sha256"])
     sha = hashlib.sha256()
     with path.open("rb") as handle:
@@ -258,6 +291,7 @@ def file_digest(path: Path) -> str:
 # A fastembed model, by name.
 # ---------------------------------------------------------------------------------------------
 
+
 class _Fastembed:
     """fastembed's model, given texts sorted by length in batches of bounded size."""
 
@@ -272,8 +306,10 @@ class _Fastembed:
         out = np.zeros((0, 0), dtype=np.float32)
         lengths = [min(len(text), FASTEMBED_TEXT_CHARS) for text in texts]
         for batch in length_batches(lengths, FASTEMBED_CHARS, FASTEMBED_ROWS):
-            rows = np.asarray(list(self._model.embed([texts[i] for i in batch],
-                                                     batch_size=len(batch))), dtype=np.float32)
+            rows = np.asarray(
+                list(self._model.embed([texts[i] for i in batch], batch_size=len(batch))),
+                dtype=np.float32,
+            )
             if out.shape[0] == 0:
                 out = np.zeros((len(texts), rows.shape[1]), dtype=np.float32)
             out[batch] = rows
@@ -310,12 +346,15 @@ class EmbeddingCache:
         for attempt in range(2):
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                db = sqlite3.connect(str(self.path), timeout=30, isolation_level=None,
-                                     check_same_thread=False)
+                db = sqlite3.connect(
+                    str(self.path), timeout=30, isolation_level=None, check_same_thread=False
+                )
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
-                db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, "
-                           "vector BLOB, PRIMARY KEY (model, hash))")
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, "
+                    "vector BLOB, PRIMARY KEY (model, hash))"
+                )
                 return db
             except sqlite3.DatabaseError:
                 if not os.access(self.path.parent, os.W_OK):
@@ -331,8 +370,12 @@ class EmbeddingCache:
     def _read_only(self) -> sqlite3.Connection | None:
         for flags in ("mode=ro", "immutable=1"):
             try:
-                db = sqlite3.connect(f"file:{self.path}?{flags}", uri=True,
-                                     isolation_level=None, check_same_thread=False)
+                db = sqlite3.connect(
+                    f"file:{self.path}?{flags}",
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
                 db.execute("SELECT 1 FROM vectors LIMIT 1").fetchall()
                 return db
             except sqlite3.Error:
@@ -342,8 +385,9 @@ class EmbeddingCache:
     @staticmethod
     def _in_memory() -> sqlite3.Connection:
         db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        db.execute("CREATE TABLE vectors (model TEXT, hash TEXT, vector BLOB, "
-                   "PRIMARY KEY (model, hash))")
+        db.execute(
+            "CREATE TABLE vectors (model TEXT, hash TEXT, vector BLOB, PRIMARY KEY (model, hash))"
+        )
         return db
 
     def get(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
@@ -355,7 +399,8 @@ class EmbeddingCache:
                 chunk = list(hashes[start : start + 500])
                 rows = self.db.execute(
                     f"SELECT hash, vector FROM vectors WHERE model=? AND hash IN "
-                    f"({','.join('?' * len(chunk))})", [model, *chunk],
+                    f"({','.join('?' * len(chunk))})",
+                    [model, *chunk],
                 )
                 for digest, blob in rows:
                     vector = np.frombuffer(blob, dtype=np.float32)
@@ -379,8 +424,10 @@ class EmbeddingCache:
             try:
                 self.db.executemany(
                     "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                    [(model, digest, np.asarray(v, dtype=np.float32).tobytes())
-                     for digest, v in items.items()],
+                    [
+                        (model, digest, np.asarray(v, dtype=np.float32).tobytes())
+                        for digest, v in items.items()
+                    ],
                 )
             except BaseException:
                 try:
@@ -406,8 +453,9 @@ class EmbeddingCache:
     def count(self, model: str | None = None) -> int:
         if model is None:
             return int(self.db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0])
-        return int(self.db.execute("SELECT COUNT(*) FROM vectors WHERE model=?",
-                                   (model,)).fetchone()[0])
+        return int(
+            self.db.execute("SELECT COUNT(*) FROM vectors WHERE model=?", (model,)).fetchone()[0]
+        )
 
     def close(self) -> None:
         if self._db is not None:
@@ -415,8 +463,9 @@ class EmbeddingCache:
             self._db = None
 
 
-def embed_with_cache(embedder: Embedder, cache: EmbeddingCache,
-                     texts: Sequence[str]) -> tuple[np.ndarray, int]:
+def embed_with_cache(
+    embedder: Embedder, cache: EmbeddingCache, texts: Sequence[str]
+) -> tuple[np.ndarray, int]:
     """Vectors for `texts`, embedding only those the cache lacks. Returns (vectors, embedded)."""
     import numpy as np
 

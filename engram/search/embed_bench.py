@@ -52,16 +52,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=int, default=2000, help="how many texts (2000)")
     parser.add_argument("--model", default="builtin", help="a search.model value (builtin)")
-    parser.add_argument("--queries", type=int, default=0,
-                        help="time this many one-question embeddings first (0)")
-    parser.add_argument("--long", action="store_true",
-                        help="texts of 700 to 900 words each: every one fills the window")
+    parser.add_argument(
+        "--queries", type=int, default=0, help="time this many one-question embeddings first (0)"
+    )
+    parser.add_argument(
+        "--long",
+        action="store_true",
+        help="texts of 700 to 900 words each: every one fills the window",
+    )
     args = parser.parse_args(argv)
     texts = memory_texts(args.texts)
     if args.long:
         rng = random.Random(11)
-        texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(700, 900)))
-                 for _ in range(args.texts)]
+        texts = [
+            " ".join(rng.choice(WORDS) for _ in range(rng.randint(700, 900)))
+            for _ in range(args.texts)
+        ]
     started = time.perf_counter()
     embedder = load_embedder(args.model)
     loaded = time.perf_counter() - started
@@ -76,15 +82,19 @@ def main(argv: list[str] | None = None) -> int:
             embedder.embed_query(question + "?")
             times.append((time.perf_counter() - began) * 1000)
         times.sort()
-        print(f"{args.queries} queries embedded one at a time: p50 "
-              f"{statistics.median(times):.1f} ms, p95 {times[int(len(times) * 0.95)]:.1f} ms")
+        print(
+            f"{args.queries} queries embedded one at a time: p50 "
+            f"{statistics.median(times):.1f} ms, p95 {times[int(len(times) * 0.95)]:.1f} ms"
+        )
     after_load = peak_mib()
     started = time.perf_counter()
     embedder.embed(texts)
     seconds = time.perf_counter() - started
     print(f"model {embedder.identity}: loaded in {loaded:.1f} s, peak {after_load:.0f} MiB")
-    print(f"{len(texts)} texts in {seconds:.1f} s: {len(texts) / seconds:.0f} texts/s; "
-          f"peak {peak_mib():.0f} MiB (+{peak_mib() - after_load:.0f} MiB for embedding)")
+    print(
+        f"{len(texts)} texts in {seconds:.1f} s: {len(texts) / seconds:.0f} texts/s; "
+        f"peak {peak_mib():.0f} MiB (+{peak_mib() - after_load:.0f} MiB for embedding)"
+    )
     return 0
 
 

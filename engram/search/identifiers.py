@@ -42,10 +42,12 @@ _ABBREVIATION = re.compile(r"^(?:[A-Za-z]{1,2}\.)+[A-Za-z]{1,2}$")
 _CLOCK = re.compile(r"^\d{1,2}:\d\d(?::\d\d)?(?:am|pm)?$", re.I)
 # Product names that have an identifier's shape. The shape rules above do the work; this list
 # only catches what they cannot tell.
-BRANDS = frozenset("""
+BRANDS = frozenset(
+    """
 owncloud phpmyadmin pgadmin pgbouncer wxwidgets mybatis
 node.js vue.js next.js nuxt.js react.js three.js d3.js chart.js socket.io asp.net ado.net
-""".split())
+""".split()
+)
 
 
 def is_identifier(token: str) -> bool:
@@ -68,9 +70,13 @@ def is_identifier(token: str) -> bool:
 
 def identifiers_in(query: str) -> tuple[str, ...]:
     """The query's identifiers, in order, each once."""
-    return tuple(dict.fromkeys(
-        token for token in (t.strip(_PUNCTUATION) for t in TOKEN.findall(query))
-        if is_identifier(token)))
+    return tuple(
+        dict.fromkeys(
+            token
+            for token in (t.strip(_PUNCTUATION) for t in TOKEN.findall(query))
+            if is_identifier(token)
+        )
+    )
 
 
 @functools.lru_cache(maxsize=256)

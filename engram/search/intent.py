@@ -21,11 +21,27 @@ from .identifiers import identifiers_in
 
 _CURRENT = re.compile(
     r"\b(now|nowadays|currently|current|today|these days|at the moment|right now|at present|"
-    r"still|latest|most recent|newest|anymore|any more)\b", re.I)
+    r"still|latest|most recent|newest|anymore|any more)\b",
+    re.I,
+)
 _RECENT = re.compile(r"\b(recently|lately|recent|latest|newest|most recent|just now)\b", re.I)
-_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
-                 "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a few": 3,
-                 "couple of": 2, "a couple of": 2}
+_NUMBER_WORDS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "a few": 3,
+    "couple of": 2,
+    "a couple of": 2,
+}
 _UNIT_DAYS = {"day": 1, "week": 7, "fortnight": 14, "month": 30, "year": 365}
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 _MONTHS |= {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name}
@@ -34,11 +50,16 @@ _UNIT = r"(day|week|fortnight|month|year)"
 _AGO = re.compile(_AMOUNT + r"\s+" + _UNIT + r"s?\s+(?:ago|back)\b", re.I)
 _LAST_N = re.compile(r"\b(?:last|past|previous)\s+" + _AMOUNT + r"\s+" + _UNIT + r"s?\b", re.I)
 _LAST_UNIT = re.compile(r"\b(?:last|past|previous|this)\s+" + _UNIT + r"\b", re.I)
-_MONTH = re.compile(r"\b(?:in|during|since|of|from)\s+(" + "|".join(
-    sorted((n for n in _MONTHS if len(n) > 3 or n == "may"), key=len, reverse=True))
-    + r")\b(?:\s+(\d{4}))?", re.I)
+_MONTH = re.compile(
+    r"\b(?:in|during|since|of|from)\s+("
+    + "|".join(sorted((n for n in _MONTHS if len(n) > 3 or n == "may"), key=len, reverse=True))
+    + r")\b(?:\s+(\d{4}))?",
+    re.I,
+)
 _YEAR = re.compile(r"\b(?:in|during)\s+((?:19|20)\d\d)\b", re.I)
 _YESTERDAY = re.compile(r"\b(yesterday|the day before)\b", re.I)
+
+
 @dataclass(frozen=True)
 class Intent:
     """What a query asks for besides its words."""
@@ -105,16 +126,17 @@ def analyse(query: str, now: datetime) -> Intent:
     elif (m := _MONTH.search(query)) is not None:
         month = _MONTHS[m.group(1).lower()]
         year = int(m.group(2)) if m.group(2) else now.year - (1 if month > now.month else 0)
-        start = now.replace(year=year, month=month, day=1, hour=0, minute=0, second=0,
-                            microsecond=0)
+        start = now.replace(
+            year=year, month=month, day=1, hour=0, minute=0, second=0, microsecond=0
+        )
         end = (start + timedelta(days=32)).replace(day=1)
         window = (start, end) if not m.group(0).lower().startswith("since") else (start, now)
     elif (m := _YEAR.search(query)) is not None:
         year = int(m.group(1))
-        window = (now.replace(year=year, month=1, day=1, hour=0, minute=0, second=0,
-                              microsecond=0),
-                  now.replace(year=year + 1, month=1, day=1, hour=0, minute=0, second=0,
-                              microsecond=0))
+        window = (
+            now.replace(year=year, month=1, day=1, hour=0, minute=0, second=0, microsecond=0),
+            now.replace(year=year + 1, month=1, day=1, hour=0, minute=0, second=0, microsecond=0),
+        )
     tense = cues.tense(query)
     recent = bool(_RECENT.search(query))
     for pattern in (_CURRENT, _RECENT):
@@ -124,8 +146,9 @@ def analyse(query: str, now: datetime) -> Intent:
         words = re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b", " ", words, flags=re.I)
     identifiers = identifiers_in(query)
     words = " ".join(words.split())
-    return Intent(words=words, identifiers=identifiers, kinds=kinds, tense=tense,
-                  window=window, recent=recent)
+    return Intent(
+        words=words, identifiers=identifiers, kinds=kinds, tense=tense, window=window, recent=recent
+    )
 
 
 def has_content(query: str, intent: Intent) -> bool:
@@ -139,7 +162,8 @@ def has_content(query: str, intent: Intent) -> bool:
 _SAID_DAYS = re.compile(
     r"\b(?:(yesterday|last night)|(today|tonight|this morning|this afternoon|this evening)|"
     r"(tomorrow)|" + _AMOUNT + r"\s+(day|week)s?\s+ago|(last week)|(last month)|(last year))\b",
-    re.I)
+    re.I,
+)
 
 
 def dates_said(text: str, moment: datetime) -> list[str]:
@@ -149,8 +173,15 @@ def dates_said(text: str, moment: datetime) -> list[str]:
     for m in _SAID_DAYS.finditer(text):
         yesterday, today, tomorrow, amount, unit, week, month, year = m.groups()
         if yesterday or today or tomorrow or amount:
-            days = -1 if yesterday else 0 if today else 1 if tomorrow else \
-                -_amount(amount) * _UNIT_DAYS[unit.lower()]
+            days = (
+                -1
+                if yesterday
+                else 0
+                if today
+                else 1
+                if tomorrow
+                else -_amount(amount) * _UNIT_DAYS[unit.lower()]
+            )
             day = moment + timedelta(days=days)
             out.append(f"{day.day} {day:%B %Y}")
         elif week:

@@ -14,8 +14,9 @@ import functools
 import json
 from pathlib import Path
 
-VOCABULARY = Path(__file__).resolve().parent.parent / "models" / "all-MiniLM-L6-v2" / \
-    "tokenizer.json"
+VOCABULARY = (
+    Path(__file__).resolve().parent.parent / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"
+)
 
 
 @functools.cache

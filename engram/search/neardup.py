@@ -51,8 +51,10 @@ class Difference:
 
     def __str__(self) -> str:
         """E.g. `a number: 100 -> 1000`."""
-        return (f"{WHAT[self.what]}: {', '.join(self.old) or '(none)'} -> "
-                f"{', '.join(self.new) or '(none)'}")
+        return (
+            f"{WHAT[self.what]}: {', '.join(self.old) or '(none)'} -> "
+            f"{', '.join(self.new) or '(none)'}"
+        )
 
     def to_dict(self) -> dict[str, object]:
         return {"what": self.what, "old": list(self.old), "new": list(self.new)}
@@ -69,8 +71,9 @@ def differences(old: str, new: str) -> tuple[Difference, ...]:
         if kind == "number":
             if _same_values(gone, added):
                 kind = "unit"
-            elif any(item in a.versions for item in gone) or \
-                    any(item in b.versions for item in added):
+            elif any(item in a.versions for item in gone) or any(
+                item in b.versions for item in added
+            ):
                 kind = "version"
         found.append(Difference(kind, gone, added))
     if len(a.negations) != len(b.negations):
@@ -94,30 +97,86 @@ def describe(found: Iterable[Difference]) -> str:
 # -- normalising ---------------------------------------------------------------------------------
 
 _NUMBER_WORDS = {
-    "zero": "0", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
-    "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "twenty": "20",
-    "thirty": "30", "forty": "40", "fifty": "50", "sixty": "60",
+    "zero": "0",
+    "two": "2",
+    "three": "3",
+    "four": "4",
+    "five": "5",
+    "six": "6",
+    "seven": "7",
+    "eight": "8",
+    "nine": "9",
+    "ten": "10",
+    "eleven": "11",
+    "twelve": "12",
+    "twenty": "20",
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "sixty": "60",
 }  # not "one" on its own: "one of the tests", "no one"
 _MULTIPLIERS = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
 _UNITS = {
-    "ms": "ms", "msec": "ms", "millisecond": "ms", "milliseconds": "ms",
-    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
-    "min": "min", "mins": "min", "minute": "min", "minutes": "min",
-    "h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
-    "d": "d", "day": "d", "days": "d", "w": "w", "wk": "w", "week": "w", "weeks": "w",
-    "b": "B", "byte": "B", "bytes": "B", "kb": "KB", "kib": "KiB", "mb": "MB", "mib": "MiB",
-    "gb": "GB", "gib": "GiB", "tb": "TB", "tib": "TiB",
-    "%": "%", "percent": "%", "x": "x", "px": "px", "em": "em", "rem": "rem",
-    "k": "k", "m": "m", "mhz": "MHz", "ghz": "GHz", "rps": "rps", "qps": "qps",
+    "ms": "ms",
+    "msec": "ms",
+    "millisecond": "ms",
+    "milliseconds": "ms",
+    "s": "s",
+    "sec": "s",
+    "secs": "s",
+    "second": "s",
+    "seconds": "s",
+    "min": "min",
+    "mins": "min",
+    "minute": "min",
+    "minutes": "min",
+    "h": "h",
+    "hr": "h",
+    "hrs": "h",
+    "hour": "h",
+    "hours": "h",
+    "d": "d",
+    "day": "d",
+    "days": "d",
+    "w": "w",
+    "wk": "w",
+    "week": "w",
+    "weeks": "w",
+    "b": "B",
+    "byte": "B",
+    "bytes": "B",
+    "kb": "KB",
+    "kib": "KiB",
+    "mb": "MB",
+    "mib": "MiB",
+    "gb": "GB",
+    "gib": "GiB",
+    "tb": "TB",
+    "tib": "TiB",
+    "%": "%",
+    "percent": "%",
+    "x": "x",
+    "px": "px",
+    "em": "em",
+    "rem": "rem",
+    "k": "k",
+    "m": "m",
+    "mhz": "MHz",
+    "ghz": "GHz",
+    "rps": "rps",
+    "qps": "qps",
 }
 _UNIT_RE = "|".join(sorted((re.escape(u) for u in _UNITS), key=len, reverse=True))
-_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|"
-           "december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
+_MONTHS = (
+    "january|february|march|april|may|june|july|august|september|october|november|"
+    "december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+)
 _WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 _FILE_EXTENSIONS = frozenset(
     "py pyi js mjs cjs ts tsx jsx json jsonl yaml yml toml ini cfg conf env md rst txt csv "
     "html css scss sql sh bash zsh ps1 go rs rb java kt swift c h cc cpp hpp cs php lock log "
-    "xml proto tf lua dockerfile gradle pem crt key db sqlite whl gz zip tar".split())
+    "xml proto tf lua dockerfile gradle pem crt key db sqlite whl gz zip tar".split()
+)
 
 # One pass over the text; at each place the first alternative that matches wins, so the number
 # inside a URL, a date or a version is not also counted as a number on its own. Case matters for
@@ -160,28 +219,53 @@ _ITEM = re.compile(
     re.VERBOSE,
 )
 _LONG_RUN = re.compile(r"\S{200,}")  # compared whole, as one item: a blob, a very long URL
-_QUOTED = re.compile(r"`([^`\n]+)`|\"([^\"\n]+)\"|“([^”\n]+)”|‘([^’\n]+)’"
-                     r"|(?<![\w])'([^'\n]+)'(?![\w])")
+_QUOTED = re.compile(
+    r"`([^`\n]+)`|\"([^\"\n]+)\"|“([^”\n]+)”|‘([^’\n]+)’"
+    r"|(?<![\w])'([^'\n]+)'(?![\w])"
+)
 _NAME = re.compile(r"(?<![\w.'’/-])[A-Z]\w++(?![\w'’/-])")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*|[-*]\s+|[(\"'`“‘]\s*)$")
 _NAME_BEFORE = re.compile(r"(?<![\w.+#-])[A-Z][\w.+#-]*+ $")
 _LOOK_BACK = 80  # characters before a word read to tell whether it starts a sentence
 _WORD = re.compile(r"[a-z]+(?:['’][a-z]+)*(?:-[a-z]+)*")
 # "instead" and "rather" count: "use ruff, not black" is "use ruff instead of black".
-_NEGATIONS = frozenset({"not", "no", "never", "without", "cannot", "none", "nothing", "nobody",
-                        "neither", "nor", "nowhere", "instead", "rather"})
+_NEGATIONS = frozenset(
+    {
+        "not",
+        "no",
+        "never",
+        "without",
+        "cannot",
+        "none",
+        "nothing",
+        "nobody",
+        "neither",
+        "nor",
+        "nowhere",
+        "instead",
+        "rather",
+    }
+)
 # Words whose swap turns a memory into its opposite, as (one side, the other side).
 _OPPOSITES: tuple[tuple[frozenset[str], frozenset[str]], ...] = tuple(
-    (frozenset(one.split()), frozenset(other.split())) for one, other in [
+    (frozenset(one.split()), frozenset(other.split()))
+    for one, other in [
         ("enable enables enabled enabling", "disable disables disabled disabling"),
-        ("allow allows allowed allowing", "deny denies denied denying forbid forbids forbidden "
-         "disallow disallows disallowed block blocks blocked"),
+        (
+            "allow allows allowed allowing",
+            "deny denies denied denying forbid forbids forbidden "
+            "disallow disallows disallowed block blocks blocked",
+        ),
         ("true", "false"),
         ("before", "after"),
-        ("increase increases increased increasing", "decrease decreases decreased decreasing "
-         "reduce reduces reduced reducing"),
-        ("higher more larger bigger greater longer above", "lower less fewer smaller shorter "
-         "below"),
+        (
+            "increase increases increased increasing",
+            "decrease decreases decreased decreasing reduce reduces reduced reducing",
+        ),
+        (
+            "higher more larger bigger greater longer above",
+            "lower less fewer smaller shorter below",
+        ),
         ("faster", "slower"),
         ("max maximum", "min minimum"),
         ("first", "last"),
@@ -217,12 +301,15 @@ def _normal(text: str) -> str:
     text = re.sub(rf"(?i)\b({_WEEKDAYS})s\b", r"\1", text)  # on Fridays: on Friday
     text = re.sub(r"\b(\d{1,3}(?:,\d{3})+)\b", lambda m: m[1].replace(",", ""), text)
     text = re.sub(r"\b(\d+)[kK]\b", lambda m: m[1] + "000", text)
-    text = re.sub(r"(?i)\b(" + "|".join(_NUMBER_WORDS) + r")\b",
-                  lambda m: _NUMBER_WORDS[m[1].lower()], text)
+    text = re.sub(
+        r"(?i)\b(" + "|".join(_NUMBER_WORDS) + r")\b", lambda m: _NUMBER_WORDS[m[1].lower()], text
+    )
     # "two hundred", "a thousand", "one million"
-    return re.sub(r"(?i)\b(\d+|a|one)\s+(" + "|".join(_MULTIPLIERS) + r")\b",
-                  lambda m: str((int(m[1]) if m[1].isdigit() else 1)
-                                * _MULTIPLIERS[m[2].lower()]), text)
+    return re.sub(
+        r"(?i)\b(\d+|a|one)\s+(" + "|".join(_MULTIPLIERS) + r")\b",
+        lambda m: str((int(m[1]) if m[1].isdigit() else 1) * _MULTIPLIERS[m[2].lower()]),
+        text,
+    )
 
 
 def _tokens(text: str) -> list[str]:
@@ -263,8 +350,11 @@ class _Text:
             kind = match.lastgroup
             assert kind is not None
             item = match[0]
-            if kind == "identifier" and "." in item and \
-                    all(len(part) == 1 for part in item.split(".")):
+            if (
+                kind == "identifier"
+                and "." in item
+                and all(len(part) == 1 for part in item.split("."))
+            ):
                 continue  # e.g, i.e: an abbreviation, not a name
             rest.append(normal[last : match.start()])
             spans.append(match.span())
@@ -287,8 +377,9 @@ class _Text:
             if quoted:
                 self._add("quoted text", quoted)
         for match in _NAME.finditer(normal):
-            if not _starts_sentence(normal, match.start()) and \
-                    not any(start < match.end() and match.start() < end for start, end in spans):
+            if not _starts_sentence(normal, match.start()) and not any(
+                start < match.end() and match.start() < end for start, end in spans
+            ):
                 self._add("name", match[0])
         # Negations and opposites are read from the words left once the items are taken out,
         # so `--no-verify` is a flag, not a "no".
@@ -300,8 +391,11 @@ class _Text:
         self._at: dict[str, list[int]] = {}
         for index, token in enumerate(self._tokens):
             self._at.setdefault(token, []).append(index)
-        self._joined = {"".join(self._tokens[i : i + n])
-                        for n in range(1, _WINDOW + 1) for i in range(len(self._tokens) - n + 1)}
+        self._joined = {
+            "".join(self._tokens[i : i + n])
+            for n in range(1, _WINDOW + 1)
+            for i in range(len(self._tokens) - n + 1)
+        }
 
     def _add(self, kind: str, item: str) -> None:
         if (kind, item.casefold()) not in self._seen:
@@ -327,9 +421,11 @@ class _Text:
             value, unit = _tokens(number[1]), number[2]
             n = len(value)
             return any(
-                self._tokens[i : i + n] == value and (
-                    unit is None or (i + n < len(self._tokens)
-                                     and _UNITS.get(self._tokens[i + n]) == unit))
+                self._tokens[i : i + n] == value
+                and (
+                    unit is None
+                    or (i + n < len(self._tokens) and _UNITS.get(self._tokens[i + n]) == unit)
+                )
                 for i in self._at.get(value[0], ())
             )
         if len(tokens) > _WINDOW:

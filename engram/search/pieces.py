@@ -53,8 +53,10 @@ def is_piece(word: str, token: str) -> bool:
     """Is `word` (or its stem) the beginning or end of the name `token`?"""
     if len(token) < MIN_PIECE + MIN_REST or lexicon.is_word(token):
         return False
-    return any(len(token) - len(p) >= MIN_REST and (token.startswith(p) or token.endswith(p))
-               for p in _pieces(word))
+    return any(
+        len(token) - len(p) >= MIN_REST and (token.startswith(p) or token.endswith(p))
+        for p in _pieces(word)
+    )
 
 
 def candidates(index: TextIndex, words: Sequence[str], limit: int) -> list[str]:
@@ -88,8 +90,9 @@ def share(words: Sequence[str], text: str) -> tuple[float, list[str]]:
     return PIECE_SHARE * found / len(words), names
 
 
-def found(search: StoreSearch, projection: Projection, query: str,
-          limit: int) -> dict[str, tuple[float, list[str]]]:
+def found(
+    search: StoreSearch, projection: Projection, query: str, limit: int
+) -> dict[str, tuple[float, list[str]]]:
     """Memory id -> (share, names) for the memories of a short `query` found by pieces."""
     words = short_words(query)
     if not words:

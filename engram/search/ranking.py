@@ -76,8 +76,7 @@ class Background:
 
     @classmethod
     def of(cls, similarities: Any) -> Background:
-        return cls(float(similarities.mean()),
-                   max(float(similarities.std()), DEVIATION_FLOOR))
+        return cls(float(similarities.mean()), max(float(similarities.std()), DEVIATION_FLOOR))
 
     def z(self, cosine: float) -> float:
         return (cosine - self.mean) / self.deviation
@@ -106,7 +105,7 @@ def words_evidence(share: float, specificity: float, identifiers_found: float) -
     several counts little), times how specific the query's words are in the store; or the
     share of the query's identifiers found verbatim."""
     share = min(1.0, max(0.0, share))
-    return max(float(share ** WORDS_POWER) * specificity, identifiers_found)
+    return max(float(share**WORDS_POWER) * specificity, identifiers_found)
 
 
 def relevance(meaning: float, words: float, weight_vector: float) -> float:
@@ -142,10 +141,14 @@ class Candidate:
 
     def explain(self) -> dict[str, object]:
         out: dict[str, object] = {
-            "score": round(self.score, 4), "relevance": round(self.relevance, 4),
-            "meaning": round(self.meaning, 4), "words": round(self.words, 4),
-            "bm25": round(self.share, 4), "vector": round(self.cosine, 4),
-            "time": round(self.time, 4), "kind": round(self.kind, 4),
+            "score": round(self.score, 4),
+            "relevance": round(self.relevance, 4),
+            "meaning": round(self.meaning, 4),
+            "words": round(self.words, 4),
+            "bm25": round(self.share, 4),
+            "vector": round(self.cosine, 4),
+            "time": round(self.time, 4),
+            "kind": round(self.kind, 4),
             "strength": round(self.strength, 4),
         }
         if self.identifiers:
@@ -172,10 +175,15 @@ def most_relevant(pool: dict[str, Candidate]) -> list[str]:
     return sorted(pool, key=lambda i: pool[i].relevance, reverse=True)[:CONTEXT_TOP]
 
 
-def add_context(pool: dict[str, Candidate], neighbours: dict[str, list[str]],
-                weight: float, tags: dict[str, frozenset[str]], floor: float = 0.0,
-                similarity: Callable[[str, str], float] | None = None,
-                least_similar: float = 0.3) -> None:
+def add_context(
+    pool: dict[str, Candidate],
+    neighbours: dict[str, list[str]],
+    weight: float,
+    tags: dict[str, frozenset[str]],
+    floor: float = 0.0,
+    similarity: Callable[[str, str], float] | None = None,
+    least_similar: float = 0.3,
+) -> None:
     """Memories written together are context for each other: a candidate written next to a
     relevant one gains `weight` times that one's relevance, as a further independent piece of
     evidence (an answer's turn next to the turn that names the question's words). Only
@@ -191,10 +199,13 @@ def add_context(pool: dict[str, Candidate], neighbours: dict[str, list[str]],
             ours, theirs = tags.get(source, frozenset()), tags.get(memory_id, frozenset())
             if ours and theirs and not ours & theirs:
                 continue
-            if memory_id in pool and memory_id != source and \
-                    pool[memory_id].relevance >= floor and \
-                    given > gains.get(memory_id, (0.0, ""))[0] and \
-                    (similarity is None or similarity(source, memory_id) >= least_similar):
+            if (
+                memory_id in pool
+                and memory_id != source
+                and pool[memory_id].relevance >= floor
+                and given > gains.get(memory_id, (0.0, ""))[0]
+                and (similarity is None or similarity(source, memory_id) >= least_similar)
+            ):
                 gains[memory_id] = (given, source)
     for memory_id, (given, source) in gains.items():
         c = pool[memory_id]
@@ -219,8 +230,9 @@ def vary(order: Sequence[tuple[Candidate, datetime]], penalty: float) -> list[in
 
     def seen(i: int) -> int:
         moment = order[i][1]
-        return sum(1 for j in taken
-                   if abs((order[j][1] - moment).total_seconds()) <= SITTING_SECONDS)
+        return sum(
+            1 for j in taken if abs((order[j][1] - moment).total_seconds()) <= SITTING_SECONDS
+        )
 
     while left:
         kept = {i: (1.0 - penalty) ** seen(i) for i in left}

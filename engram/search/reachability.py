@@ -46,8 +46,14 @@ class Reachability:
     checked_count: int = 0  # vectors searched (fewer than `vectors` when sampled)
 
 
-def unreachable_keys(index: Any, *, k: int = REACH_K, batch: int = BATCH,
-                     threads: int = 0, keys: np.ndarray | None = None) -> list[int]:
+def unreachable_keys(
+    index: Any,
+    *,
+    k: int = REACH_K,
+    batch: int = BATCH,
+    threads: int = 0,
+    keys: np.ndarray | None = None,
+) -> list[int]:
     """The keys of a usearch index that a graph search with their own vector does not return
     among the `k` nearest (`threads=0`: every core), searching as queries do.
 
@@ -67,16 +73,16 @@ def unreachable_keys(index: Any, *, k: int = REACH_K, batch: int = BATCH,
         index.expansion_search = wide
     if not doubtful:
         return []
-    return _unreachable(index, np.asarray(doubtful, dtype=np.uint64), k=k, batch=batch,
-                        threads=threads)
+    return _unreachable(
+        index, np.asarray(doubtful, dtype=np.uint64), k=k, batch=batch, threads=threads
+    )
 
 
-def _unreachable(index: Any, keys: np.ndarray, *, k: int, batch: int,
-                 threads: int) -> list[int]:
+def _unreachable(index: Any, keys: np.ndarray, *, k: int, batch: int, threads: int) -> list[int]:
     k = min(k, len(index))
     out: list[int] = []
     for start in range(0, len(keys), batch):
-        chunk = keys[start:start + batch]
+        chunk = keys[start : start + batch]
         vectors = np.asarray(index.get(chunk), dtype=np.float32).reshape(len(chunk), -1)
         found = index.search(vectors, k, threads=threads)
         returned = np.asarray(found.keys, dtype=np.uint64).reshape(len(chunk), -1)
@@ -101,8 +107,13 @@ def check(vectors: VectorIndex, exact_below: int, sample: int | None = None) -> 
     if sample is not None and count > sample:
         keys = np.random.default_rng().choice(keys, sample, replace=False)
     missing = unreachable_keys(vectors.index, keys=keys)
-    return Reachability(count, True, tuple(id_of(k) for k in missing),
-                        round(time.perf_counter() - started, 3), checked_count=len(keys))
+    return Reachability(
+        count,
+        True,
+        tuple(id_of(k) for k in missing),
+        round(time.perf_counter() - started, 3),
+        checked_count=len(keys),
+    )
 
 
 def repair(vectors: VectorIndex, exact_below: int) -> Reachability:
@@ -127,9 +138,15 @@ def repair(vectors: VectorIndex, exact_below: int) -> Reachability:
         left = unreachable_keys(vectors.index)
         rebuilt = True
     vectors.save()
-    return Reachability(found.vectors, True, found.unreachable,
-                        round(time.perf_counter() - started, 3), readded=len(keys),
-                        rebuilt=rebuilt, left=len(left))
+    return Reachability(
+        found.vectors,
+        True,
+        found.unreachable,
+        round(time.perf_counter() - started, 3),
+        readded=len(keys),
+        rebuilt=rebuilt,
+        left=len(left),
+    )
 
 
 def saved_index(cache: Path) -> VectorIndex | None:
@@ -155,6 +172,8 @@ def unreachable_note(cache: Path, exact_below: int, store: str) -> str | None:
     found = check(vectors, exact_below, SAMPLE)
     if not found.unreachable:
         return None
-    return (f"{len(found.unreachable)} of {found.checked_count} vectors"
-            f"{' checked' if found.checked_count < found.vectors else ''} cannot be reached "
-            f"through the vector index's graph: `engram doctor --fix --{store}` links them again")
+    return (
+        f"{len(found.unreachable)} of {found.checked_count} vectors"
+        f"{' checked' if found.checked_count < found.vectors else ''} cannot be reached "
+        f"through the vector index's graph: `engram doctor --fix --{store}` links them again"
+    )

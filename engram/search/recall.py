@@ -64,22 +64,31 @@ class Filters:
 Ranked = tuple[float, int, Source, ranking.Candidate]
 
 
-def rank(query: str, intent: ranking.Intent, sources: Iterable[Source], *, k: int,
-         filters: Filters, moment: datetime) -> list[Hit]:
+def rank(
+    query: str,
+    intent: ranking.Intent,
+    sources: Iterable[Source],
+    *,
+    k: int,
+    filters: Filters,
+    moment: datetime,
+) -> list[Hit]:
     """The `k` best memories of all `sources` for `query` (analysed as `intent`), best first."""
     query_vectors: dict[str, Any] = {}
     ranked: list[Ranked] = []
     for source in sources:
-        ranked += _candidates(query, intent, source, k=k, filters=filters, moment=moment,
-                              query_vectors=query_vectors)
+        ranked += _candidates(
+            query, intent, source, k=k, filters=filters, moment=moment, query_vectors=query_vectors
+        )
     ranked.sort(key=lambda item: (item[0], item[1]), reverse=True)
-    ranked = ranked[:max(k, ranking.SUBJECT_WINDOW)]
+    ranked = ranked[: max(k, ranking.SUBJECT_WINDOW)]
     # Only the best candidates read their whole memory.
     bodies: dict[Path, dict[str, Memory]] = {}
     for source in {item[2].store.root: item[2] for item in ranked}.values():
         # The read model was refreshed by the caller, in this same call: read it as it is.
         bodies[source.store.root] = source.projection.memories_by_id(
-            [item[3].id for item in ranked if item[2].store.root == source.store.root])
+            [item[3].id for item in ranked if item[2].store.root == source.store.root]
+        )
     if intent.tense is not None and len(ranked) > 1:
         _rank_by_subject(intent.tense, ranked, bodies)
     ranked.sort(key=lambda item: (item[0], item[1]), reverse=True)
@@ -87,14 +96,26 @@ def rank(query: str, intent: ranking.Intent, sources: Iterable[Source], *, k: in
     if penalty > 0:
         order = ranking.vary([(c, c.moment or moment) for _, _, _, c in ranked], penalty)
         ranked = [(ranked[i][3].score, *ranked[i][1:]) for i in order]
-    return [Hit(bodies[source.store.root][c.id], c,
-                source.embedder.identity if source.embedder is not None else None)
-            for _, _, source, c in ranked[:k]]
+    return [
+        Hit(
+            bodies[source.store.root][c.id],
+            c,
+            source.embedder.identity if source.embedder is not None else None,
+        )
+        for _, _, source, c in ranked[:k]
+    ]
 
 
-def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
-                filters: Filters, moment: datetime,
-                query_vectors: dict[str, Any]) -> list[Ranked]:
+def _candidates(
+    query: str,
+    intent: ranking.Intent,
+    source: Source,
+    *,
+    k: int,
+    filters: Filters,
+    moment: datetime,
+    query_vectors: dict[str, Any],
+) -> list[Ranked]:
     """One store's candidates that pass the filters, scored."""
     settings, proj, search = source.settings, source.projection, source.search
     limit = max(settings["recall.candidates"], k * 5)
@@ -109,8 +130,9 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
         if embedder.identity not in query_vectors:
             query_vectors[embedder.identity] = embedder.embed_query(query)
         vector = query_vectors[embedder.identity]
-        cosines = search.vector_scores(embedder, settings, vector, limit,
-                                       extra_ids=[*bm25, *by_pieces])
+        cosines = search.vector_scores(
+            embedder, settings, vector, limit, extra_ids=[*bm25, *by_pieces]
+        )
         sims = search.background(embedder, settings["recall.background_sample"]) @ vector
         background = ranking.Background.of(sims).crowded(cosines.values())
     weight = settings["recall.weight_vector"] if embedder is not None else 0.0
@@ -133,8 +155,7 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
             c.share = by_pieces[memory_id][0]
             c.notes.append("a word as a piece of " + ", ".join(by_pieces[memory_id][1][:3]))
         if memory_id in contents:
-            c.identifiers = ranking.identifiers_found(intent.identifiers,
-                                                      contents[memory_id])
+            c.identifiers = ranking.identifiers_found(intent.identifiers, contents[memory_id])
         c.words = ranking.words_evidence(c.share, specificity, c.identifiers)
         if background is not None:
             c.meaning = background.meaning(c.cosine)
@@ -143,11 +164,12 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
         pool[memory_id] = c
     context = settings["recall.context"]
     if context > 0 and pool:
-        neighbours = proj.written_with(ranking.most_relevant(pool),
-                                       seconds=ranking.CONTEXT_SECONDS,
-                                       span=ranking.CONTEXT_SPAN)
-        involved = {i for source_id, near in neighbours.items() for i in (source_id, *near)
-                    if i in pool}
+        neighbours = proj.written_with(
+            ranking.most_relevant(pool), seconds=ranking.CONTEXT_SECONDS, span=ranking.CONTEXT_SPAN
+        )
+        involved = {
+            i for source_id, near in neighbours.items() for i in (source_id, *near) if i in pool
+        }
         tagged = proj.heads(list(involved), tags=True) if involved else {}
         similarity = None
         if embedder is not None and involved:
@@ -158,10 +180,15 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
                     return 0.0
                 return float(vectors[a] @ vectors[b])
 
-        ranking.add_context(pool, neighbours, context,
-                            {i: head.tags for i, head in tagged.items()},
-                            settings["recall.context_floor"], similarity,
-                            settings["recall.context_similarity"])
+        ranking.add_context(
+            pool,
+            neighbours,
+            context,
+            {i: head.tags for i, head in tagged.items()},
+            settings["recall.context_floor"],
+            similarity,
+            settings["recall.context_similarity"],
+        )
     floor = settings["recall.strength_floor"]
     min_relevance = settings["recall.min_relevance"]
     share = settings["recall.weight_strength"]
@@ -197,8 +224,9 @@ def _candidates(query: str, intent: ranking.Intent, source: Source, *, k: int,
     return out
 
 
-def _rank_by_subject(tense: str, ranked: list[Ranked],
-                     bodies: dict[Path, dict[str, Memory]]) -> None:
+def _rank_by_subject(
+    tense: str, ranked: list[Ranked], bodies: dict[Path, dict[str, Memory]]
+) -> None:
     """For "now" questions, an older memory on the subject of a newer one among the results
     steps back (for "originally" questions, the newer one does)."""
     from .embed import embed_with_cache
@@ -212,8 +240,9 @@ def _rank_by_subject(tense: str, ranked: list[Ranked],
         embedder = source.embedder
         assert embedder is not None
         memories = [bodies[ranked[r][2].store.root][ranked[r][3].id] for r in rows]
-        vectors, _ = embed_with_cache(embedder, source.search.embeddings,
-                                      [memory_embedding_text(m) for m in memories])
+        vectors, _ = embed_with_cache(
+            embedder, source.search.embeddings, [memory_embedding_text(m) for m in memories]
+        )
         similar = vectors @ vectors.T
         for i, row in enumerate(rows):
             for j in range(len(rows)):
@@ -224,7 +253,9 @@ def _rank_by_subject(tense: str, ranked: list[Ranked],
                     _, clock, where, c = ranked[row]
                     c.time *= ranking.SUPERSEDED_BY_NEWER
                     c.score *= ranking.SUPERSEDED_BY_NEWER
-                    c.notes.append(f"{'newer' if newer else 'older'} memory on this subject: "
-                                   f"{memories[j].id[:8]}")
+                    c.notes.append(
+                        f"{'newer' if newer else 'older'} memory on this subject: "
+                        f"{memories[j].id[:8]}"
+                    )
                     ranked[row] = (c.score, clock, where, c)
                     break

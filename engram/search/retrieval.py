@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import math
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.config import SETTINGS, Settings
+from ..base.config import Settings
 from ..base.layout import (
     EMBEDDINGS_DB,
     INDEX_LOCK,
@@ -37,103 +35,19 @@ from ..base.layout import (
     VECTOR_INDEX,
     cache_dir,
 )
-from ..model import memories as mem
-from ..model.freshness import Freshness
 from ..readmodel.projection import Projection
-from ..storage import events as ev
 from ..storage.store import Store
 from .backlog import INLINE, Backlog
 from .embed import Embedder, EmbeddingCache, content_hash, embed_with_cache
-from .ranking import Candidate, dates_said
+from .hits import Hit as Hit
+from .hits import embedding_text as embedding_text
+from .hits import memory_embedding_text as memory_embedding_text
+from .hits import search_text as search_text
+from .hits import strength as strength
 from .text import TextIndex, TextIndexDamaged, failed
 
 if TYPE_CHECKING:
     import numpy as np
-
-
-def search_text(memory: mem.Memory) -> str:
-    """What BM25 sees of a memory: its words, tags and scope, the date it is about (as words,
-    "8 May 2023", so that a question naming a month or year finds it), and the dates its
-    relative time words mean ("yesterday" -> "7 May 2023")."""
-    extra = " ".join([*memory.tags, memory.scope or ""]).replace("/", " ").replace("-", " ")
-    if memory.at:
-        moment = ev.parse_time(memory.at)
-        extra += f" {moment.day} {moment:%B %Y}"
-    # "Yesterday I ..." is about the day before the memory's own moment, not before today.
-    said = dates_said(memory.content, ev.parse_time(memory.at or memory.created_at))
-    if said:
-        extra += " " + " ".join(said)
-    return f"{memory.content}\n{extra}".strip()
-
-
-def embedding_text(kind: str, tags: Sequence[str], content: str) -> str:
-    """What the embedding model sees of a memory: its kind and tags say what it is about as much
-    as its words do ("preference (testing): Prefer pytest fixtures ...")."""
-    label = f"{kind} ({', '.join(sorted(tags))})" if tags else kind
-    return f"{label}: {content}"
-
-
-def memory_embedding_text(memory: mem.Memory) -> str:
-    return embedding_text(memory.kind, memory.tags, memory.content)
-
-
-
-
-def strength(memory: mem.Memory | mem.Head, now: datetime, settings: Settings) -> float:
-    key = f"decay.{memory.kind}" if f"decay.{memory.kind}" in SETTINGS else "decay.note"
-    stability = settings[key] * (1.0 + memory.importance) * (1.0 + memory.reinforced)
-    age = max(0.0, (now - ev.parse_time(memory.moment)).total_seconds() / 86400.0)
-    return math.exp(-age / stability)
-
-
-@dataclass
-class Hit:
-    """One recalled memory and why it ranked where it did."""
-
-    memory: mem.Memory
-    evidence: Candidate
-    model: str | None = None  # the identity of the embedding model that scored it, if any
-    # Whether the files it cites changed (`engram.domain.freshness`), and the factor that
-    # ranks a stale memory a little lower.
-    freshness: Freshness | None = None
-    factor: float = 1.0
-
-    @property
-    def score(self) -> float:
-        return self.evidence.score * self.factor
-
-    @property
-    def relevance(self) -> float:
-        return self.evidence.relevance
-
-    @property
-    def bm25(self) -> float:
-        return self.evidence.share
-
-    @property
-    def vector(self) -> float:
-        return self.evidence.cosine
-
-    @property
-    def strength(self) -> float:
-        return self.evidence.strength
-
-    def explain(self) -> dict[str, Any]:
-        found = {**self.evidence.explain(), "model": self.model or "none (words only)"}
-        if self.freshness is not None:
-            found["freshness"] = self.freshness.to_dict()
-            found["freshness_factor"] = self.factor
-            found["score"] = round(self.score, 4)
-        return found
-
-    def to_dict(self, *, full: bool = True) -> dict[str, Any]:
-        data = self.memory.to_dict() if full else {
-            "id": self.memory.id, "kind": self.memory.kind, "summary": self.memory.summary(),
-            "tags": list(self.memory.tags), "store": self.memory.store,
-        }
-        if self.freshness is not None:
-            data = {**data, "freshness": self.freshness.state}
-        return {**data, "explain": self.explain()}
 
 
 @dataclass
@@ -155,8 +69,7 @@ class StoreSearch:
         self._text: TextIndex | None = None
         self._vectors: Any = None
         self._vectors_stamp: tuple[int, int] | None = None
-        self.embeddings = EmbeddingCache(store.shared_embeddings or
-                                         self.cache_dir / EMBEDDINGS_DB)
+        self.embeddings = EmbeddingCache(store.shared_embeddings or self.cache_dir / EMBEDDINGS_DB)
         # The cache directory cannot be written (read-only, full): this process searches
         # indexes kept in memory and leaves the saved ones, and their dirty marks, as they are.
         self.read_only = False
@@ -214,8 +127,11 @@ class StoreSearch:
 
         path = self.cache_dir / VECTOR_INDEX
         stamp = _stamp(path)
-        if self._vectors is None or self._vectors.identity != embedder.identity or \
-                stamp != self._vectors_stamp:
+        if (
+            self._vectors is None
+            or self._vectors.identity != embedder.identity
+            or stamp != self._vectors_stamp
+        ):
             self._vectors = VectorIndex(path, embedder.identity, embedder.dim)
             self._vectors_stamp = stamp
         return self._vectors
@@ -226,13 +142,19 @@ class StoreSearch:
         for start in range(0, len(ids), 2000):
             chunk = ids[start : start + 2000]
             found = self.projection.memories_by_id(chunk)
-            yield ([(i, search_text(found[i])) for i in chunk if i in found],
-                   [i for i in chunk if i not in found])
+            yield (
+                [(i, search_text(found[i])) for i in chunk if i in found],
+                [i for i in chunk if i not in found],
+            )
 
     def sync_text(self, report: SyncReport | None = None) -> SyncReport:
         proj = self.projection
-        if report is None and self._text is not None and not self.read_only and \
-                self._quiet.get("text") == proj.generation():
+        if (
+            report is None
+            and self._text is not None
+            and not self.read_only
+            and self._quiet.get("text") == proj.generation()
+        ):
             return SyncReport()  # nothing changed since a sync that had nothing to do
         report = report or SyncReport()
         with self.lock():
@@ -288,19 +210,35 @@ class StoreSearch:
         self._applied.update(marks)
         return report
 
-    def sync_vectors(self, embedder: Embedder, settings: Settings, *, force: bool = False,
-                     report: SyncReport | None = None, progress: Any = None) -> SyncReport:
+    def sync_vectors(
+        self,
+        embedder: Embedder,
+        settings: Settings,
+        *,
+        force: bool = False,
+        report: SyncReport | None = None,
+        progress: Any = None,
+    ) -> SyncReport:
         """Fold changed memories into the saved vector index once enough have changed."""
         proj = self.projection
-        quiet = (embedder.identity, settings["search.vector_flush"],
-                 _stamp(self.cache_dir / VECTOR_INDEX))
-        if not force and report is None and progress is None and not self.read_only and \
-                self._vectors is not None and self._quiet.get("vec") == (*quiet,
-                                                                         proj.generation()):
+        quiet = (
+            embedder.identity,
+            settings["search.vector_flush"],
+            _stamp(self.cache_dir / VECTOR_INDEX),
+        )
+        if (
+            not force
+            and report is None
+            and progress is None
+            and not self.read_only
+            and self._vectors is not None
+            and self._quiet.get("vec") == (*quiet, proj.generation())
+        ):
             return SyncReport()  # nothing changed since a sync that had nothing to do
         report = report or SyncReport()
-        if not self.read_only and (force or proj.dirty_count("vec") >= settings[
-                "search.vector_flush"]):
+        if not self.read_only and (
+            force or proj.dirty_count("vec") >= settings["search.vector_flush"]
+        ):
             # The model runs outside the lock, into the cache; under it, vectors are only read.
             prefilled = self.prefill(embedder, progress, wait=force)
             report.embedded += prefilled
@@ -330,11 +268,14 @@ class StoreSearch:
                 found = proj.memories_by_id(ids)
                 live = [found[i] for i in ids if i in found]
                 vectors, embedded = embed_with_cache(
-                    embedder, self.embeddings, [memory_embedding_text(m) for m in live])
+                    embedder, self.embeddings, [memory_embedding_text(m) for m in live]
+                )
                 report.embedded += embedded
                 report.reused += len(live) - embedded
-                index.update({m.id: vectors[row] for row, m in enumerate(live)},
-                             [i for i in ids if i not in found])
+                index.update(
+                    {m.id: vectors[row] for row, m in enumerate(live)},
+                    [i for i in ids if i not in found],
+                )
                 proj.clean("vec", marks)
                 report.indexed_vectors += len(live)
                 changed = True
@@ -353,8 +294,7 @@ class StoreSearch:
                     self._vectors_filled = True  # this process's copy is complete
         return report
 
-    def _fill_vectors_in_memory(self, embedder: Embedder, index: Any,
-                                report: SyncReport) -> None:
+    def _fill_vectors_in_memory(self, embedder: Embedder, index: Any, report: SyncReport) -> None:
         """A read-only store whose saved vector index is missing or stale: fill a copy in
         memory once, from the embedding cache where it can; memories changed since are
         compared directly at query time."""
@@ -367,7 +307,8 @@ class StoreSearch:
             found = self.projection.memories_by_id(ids[start : start + 512])
             live = list(found.values())
             vectors, embedded = embed_with_cache(
-                embedder, self.embeddings, [memory_embedding_text(m) for m in live])
+                embedder, self.embeddings, [memory_embedding_text(m) for m in live]
+            )
             report.embedded += embedded
             index.update({m.id: vectors[row] for row, m in enumerate(live)}, [])
 
@@ -382,8 +323,11 @@ class StoreSearch:
             self.sync_text()  # the index was emptied: fill it again, then ask once more
             return self.text.search(query, limit)
 
-    def text_evidence(self, query: str, limit: int,
-                      ) -> tuple[list[tuple[str, float]], float, float]:
+    def text_evidence(
+        self,
+        query: str,
+        limit: int,
+    ) -> tuple[list[tuple[str, float]], float, float]:
         """BM25 candidates, the query's IDF mass and its specificity in this store (see
         TextIndex.query_weight)."""
         if not query.strip():
@@ -414,29 +358,45 @@ class StoreSearch:
         key = (embedder.identity, self._sample_ids(sample), len(waiting))
         if self._background is not None and self._background[0] == key:
             return self._background[1]
-        texts = [embedding_text(kind, tags, content)
-                 for memory_id, content, kind, tags in self.projection.sample(sample)
-                 if memory_id not in waiting]
+        texts = [
+            embedding_text(kind, tags, content)
+            for memory_id, content, kind, tags in self.projection.sample(sample)
+            if memory_id not in waiting
+        ]
         vectors, _ = embed_with_cache(embedder, self.embeddings, texts)
         matrix = np.vstack([fixed, np.asarray(vectors, dtype=np.float32)])
         self._background = (key, matrix)
         return matrix
 
-    def vector_scores(self, embedder: Embedder, settings: Settings, query_vector: np.ndarray,
-                      limit: int, extra_ids: Sequence[str] = ()) -> dict[str, float]:
+    def vector_scores(
+        self,
+        embedder: Embedder,
+        settings: Settings,
+        query_vector: np.ndarray,
+        limit: int,
+        extra_ids: Sequence[str] = (),
+    ) -> dict[str, float]:
         """Cosine similarity of the best `limit` memories, plus any of `extra_ids`.
 
         When more than `backlog.INLINE` changed memories have no vector cached, none is
         embedded now: they are left out of meaning and `self.backlog` holds them."""
         waiting = self.unembedded(embedder)
-        self.backlog = Backlog(self.store.kind, embedder, self.embeddings, list(waiting.values()),
-                               owner=self) if len(waiting) > INLINE else None
+        self.backlog = (
+            Backlog(self.store.kind, embedder, self.embeddings, list(waiting.values()), owner=self)
+            if len(waiting) > INLINE
+            else None
+        )
         self._waiting = frozenset(waiting)
         if self.backlog is None:
             self.sync_vectors(embedder, settings)
-        return self._scores(embedder, query_vector, limit, extra_ids,
-                            exact_below=settings["search.exact_below"],
-                            skip=set(waiting) if self.backlog is not None else set())
+        return self._scores(
+            embedder,
+            query_vector,
+            limit,
+            extra_ids,
+            exact_below=settings["search.exact_below"],
+            skip=set(waiting) if self.backlog is not None else set(),
+        )
 
     def unembedded(self, embedder: Embedder) -> dict[str, str]:
         """Changed memories whose vector is neither cached nor held here: id -> text."""
@@ -469,26 +429,37 @@ class StoreSearch:
 
         return backlog.run(step, wait=wait)
 
-    def nearest(self, embedder: Embedder, vector: np.ndarray,
-                limit: int = 5) -> list[tuple[str, float]]:
+    def nearest(
+        self, embedder: Embedder, vector: np.ndarray, limit: int = 5
+    ) -> list[tuple[str, float]]:
         """The most similar memories to a vector, without touching any index file (memories
         changed since the vector index was saved are compared directly)."""
         scores = self._scores(embedder, vector, limit)
         return sorted(scores.items(), key=lambda item: item[1], reverse=True)[:limit]
 
-    def _scores(self, embedder: Embedder, vector: np.ndarray, limit: int,
-                extra_ids: Sequence[str] = (), *, exact_below: int | None = None,
-                skip: set[str] | frozenset[str] = frozenset()) -> dict[str, float]:
+    def _scores(
+        self,
+        embedder: Embedder,
+        vector: np.ndarray,
+        limit: int,
+        extra_ids: Sequence[str] = (),
+        *,
+        exact_below: int | None = None,
+        skip: set[str] | frozenset[str] = frozenset(),
+    ) -> dict[str, float]:
         """Cosine similarity from the saved index, corrected for memories changed since it was
         saved (compared directly), plus any of `extra_ids`."""
         from .vectors import EXACT_BELOW
 
         index = self.vectors(embedder)
-        scores = dict(index.search(vector, limit,
-                                   EXACT_BELOW if exact_below is None else exact_below))
+        scores = dict(
+            index.search(vector, limit, EXACT_BELOW if exact_below is None else exact_below)
+        )
         # Memories left out (no vector yet, see vector_scores) count as no longer memories here.
-        pending = [(memory_id, None if memory_id in skip else text)
-                   for memory_id, text in self._pending_texts()]
+        pending = [
+            (memory_id, None if memory_id in skip else text)
+            for memory_id, text in self._pending_texts()
+        ]
         for memory_id, similarity in self._pending_scores(embedder, pending, vector).items():
             scores[memory_id] = similarity
         stale = {memory_id for memory_id, _ in pending}
@@ -503,8 +474,9 @@ class StoreSearch:
         found = self.projection.memories_by_id(wanted) if wanted else {}
         live = [found[i] for i in wanted if i in found]
         if live:
-            vectors, _ = embed_with_cache(embedder, self.embeddings,
-                                          [memory_embedding_text(m) for m in live])
+            vectors, _ = embed_with_cache(
+                embedder, self.embeddings, [memory_embedding_text(m) for m in live]
+            )
             for row, memory in enumerate(live):
                 scores[memory.id] = float(vectors[row] @ vector)
         return scores
@@ -514,10 +486,18 @@ class StoreSearch:
         was saved, read again only when the read model has changed."""
         generation = self.projection.generation()
         if self._pending is None or self._pending[0] != generation:
-            self._pending = (generation, [
-                (memory_id, None if content is None or kind is None
-                 else embedding_text(kind, tags, content))
-                for memory_id, content, kind, tags in self.projection.dirty_contents()])
+            self._pending = (
+                generation,
+                [
+                    (
+                        memory_id,
+                        None
+                        if content is None or kind is None
+                        else embedding_text(kind, tags, content),
+                    )
+                    for memory_id, content, kind, tags in self.projection.dirty_contents()
+                ],
+            )
         return self._pending[1]
 
     def _sample_ids(self, sample: int) -> tuple[str, ...]:
@@ -527,8 +507,11 @@ class StoreSearch:
             self._sample = (key, tuple(self.projection.sample_ids(sample)))
         return self._sample[1]
 
-    def stored_vectors(self, embedder: Embedder, memory_ids: Sequence[str],
-                       ) -> dict[str, np.ndarray]:
+    def stored_vectors(
+        self,
+        embedder: Embedder,
+        memory_ids: Sequence[str],
+    ) -> dict[str, np.ndarray]:
         """The vectors of these memories: changed since the index was saved (held in this
         process), else from the index, else from the embedding cache (or the model)."""
         out: dict[str, np.ndarray] = {}
@@ -541,13 +524,15 @@ class StoreSearch:
         if wanted:
             found = self.projection.memories_by_id(wanted)
             live = [found[m] for m in wanted if m in found]
-            vectors, _ = embed_with_cache(embedder, self.embeddings,
-                                          [memory_embedding_text(m) for m in live])
+            vectors, _ = embed_with_cache(
+                embedder, self.embeddings, [memory_embedding_text(m) for m in live]
+            )
             out |= {m.id: vectors[row] for row, m in enumerate(live)}
         return out
 
-    def _pending_scores(self, embedder: Embedder, pending: Sequence[tuple[str, str | None]],
-                        vector: np.ndarray) -> dict[str, float]:
+    def _pending_scores(
+        self, embedder: Embedder, pending: Sequence[tuple[str, str | None]], vector: np.ndarray
+    ) -> dict[str, float]:
         """Similarity of the memories changed since the vector index was saved.
 
         `pending` holds (memory id, embedding text, None once it is no longer a memory). Their
@@ -570,8 +555,9 @@ class StoreSearch:
         if fresh or len(held) != len(contents) or len(self._held_ids) != len(contents):
             self._held = {m: held[m] for m in contents}  # only what is still pending
             self._held_ids = list(self._held)
-            self._held_matrix = np.stack([self._held[m][1] for m in self._held_ids]) \
-                if self._held else None
+            self._held_matrix = (
+                np.stack([self._held[m][1] for m in self._held_ids]) if self._held else None
+            )
         if self._held_matrix is None:
             return {}
         return dict(zip(self._held_ids, (self._held_matrix @ vector).tolist(), strict=True))

@@ -45,8 +45,15 @@ CHUNK_TEXTS = 2048
 class OnnxRunner:
     """Text to vectors: tokenize, cut at the window, batch by length, run, pool, normalise."""
 
-    def __init__(self, model_file: Path, tokenizer_dir: Path, *, max_tokens: int | None = None,
-                 pooling: Pooling = "mean", normalize: bool = True) -> None:
+    def __init__(
+        self,
+        model_file: Path,
+        tokenizer_dir: Path,
+        *,
+        max_tokens: int | None = None,
+        pooling: Pooling = "mean",
+        normalize: bool = True,
+    ) -> None:
         import onnxruntime as ort
         from tokenizers import AddedToken, Tokenizer
 
@@ -57,17 +64,26 @@ class OnnxRunner:
         # tokenizer.json's own truncation is left out, as fastembed does (all-MiniLM-L6-v2's
         # says 128, the length it was trained at, not the one it is used with).
         truncation = tokenizer.truncation or {}
-        limits = [v for v in (config.get("model_max_length"), config.get("max_length"),
-                              model_config.get("max_position_embeddings"), max_tokens)
-                  if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 10**6]
+        limits = [
+            v
+            for v in (
+                config.get("model_max_length"),
+                config.get("max_length"),
+                model_config.get("max_position_embeddings"),
+                max_tokens,
+            )
+            if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 10**6
+        ]
         self.max_tokens = min(limits) if limits else 512
         tokenizer.enable_truncation(
             max_length=self.max_tokens,
-            direction=config.get("truncation_side") or truncation.get("direction", "right"))
+            direction=config.get("truncation_side") or truncation.get("direction", "right"),
+        )
         for value in specials.values():
             for token in value if isinstance(value, list) else [value]:
                 tokenizer.add_special_tokens(
-                    [AddedToken(**token) if isinstance(token, dict) else token])
+                    [AddedToken(**token) if isinstance(token, dict) else token]
+                )
         padding = tokenizer.padding or {}
         pad_token = padding.get("pad_token") or config.get("pad_token")
         pad_id = padding.get("pad_id")
@@ -81,15 +97,18 @@ class OnnxRunner:
         # Memory patterns plan allocations per input shape; every batch here has its own shape,
         # and with them on the arena kept growing (+0.5 GB instead of +0.3 at 4,096 tokens).
         options.enable_mem_pattern = False
-        self._session = ort.InferenceSession(str(model_file), sess_options=options,
-                                             providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(
+            str(model_file), sess_options=options, providers=["CPUExecutionProvider"]
+        )
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._tokenizer = tokenizer
         self.pooling = pooling
         self.normalize = normalize
         scale = 1.0
-        for key, reference in (("hidden_size", BUDGET_WIDTH), ("num_attention_heads",
-                                                                BUDGET_HEADS)):
+        for key, reference in (
+            ("hidden_size", BUDGET_WIDTH),
+            ("num_attention_heads", BUDGET_HEADS),
+        ):
             value = model_config.get(key)
             if isinstance(value, int) and value > reference:
                 scale = min(scale, reference / value)
@@ -101,7 +120,7 @@ class OnnxRunner:
 
         parts = []
         for start in range(0, len(texts), CHUNK_TEXTS):
-            parts.append(self._embed_chunk(list(texts[start:start + CHUNK_TEXTS])))
+            parts.append(self._embed_chunk(list(texts[start : start + CHUNK_TEXTS])))
         if not parts:
             return np.zeros((0, 0), dtype=np.float32)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -127,11 +146,11 @@ class OnnxRunner:
         mask = np.zeros((len(rows), width), dtype=np.int64)
         for n, row in enumerate(rows):
             if self._pad_left:
-                ids[n, width - len(row):] = row
-                mask[n, width - len(row):] = 1
+                ids[n, width - len(row) :] = row
+                mask[n, width - len(row) :] = 1
             else:
-                ids[n, :len(row)] = row
-                mask[n, :len(row)] = 1
+                ids[n, : len(row)] = row
+                mask[n, : len(row)] = 1
         feed: dict[str, Any] = {"input_ids": ids}
         if "attention_mask" in self._inputs:
             feed["attention_mask"] = mask
@@ -143,8 +162,9 @@ class OnnxRunner:
         elif self.pooling == "cls":
             pooled = hidden[:, 0].astype(np.float64)
         else:
-            summed = np.sum(hidden, axis=1, where=mask[:, :, np.newaxis].astype(bool),
-                            dtype=np.float64)
+            summed = np.sum(
+                hidden, axis=1, where=mask[:, :, np.newaxis].astype(bool), dtype=np.float64
+            )
             pooled = summed / np.maximum(np.sum(mask, axis=1, keepdims=True), 1e-9)
         if self.normalize:
             pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
@@ -152,8 +172,9 @@ class OnnxRunner:
         return vectors
 
 
-def length_batches(lengths: Sequence[int], budget: int,
-                   max_rows: int = MAX_ROWS) -> list[list[int]]:
+def length_batches(
+    lengths: Sequence[int], budget: int, max_rows: int = MAX_ROWS
+) -> list[list[int]]:
     """Positions grouped into batches, shortest texts first, so that rows x the longest length
     in a batch stays within `budget` (a text longer than the budget gets a batch of its own)."""
     out: list[list[int]] = []

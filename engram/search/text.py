@@ -34,10 +34,12 @@ def failed(exc: BaseException) -> bool:
     request such as Ctrl-C?"""
     return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
 
+
 # Function words, auxiliaries, pronouns and question words (the classic English list, as in
 # NLTK), left out of queries: in "when did you ...", they match small talk and, once BM25 is
 # normalised by the best score, drown the words that matter. Documents keep them.
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 a about above after again against all am an and any are aren as at be because been before being
 below between both but by can cannot could couldn d did didn do does doesn doing don down during
 each few for from further had hadn has hasn have haven having he her here hers herself him himself
@@ -46,7 +48,8 @@ off on once only or other ought our ours ourselves out over own re s same shan s
 so some such t than that the their theirs them themselves then there these they this those
 through to too under until up ve very was wasn we were weren what when where which while who whom
 why will with won would wouldn you your yours yourself yourselves
-""".split())
+""".split()
+)
 
 
 def query_words(query: str) -> list[str]:
@@ -58,9 +61,13 @@ def query_words(query: str) -> list[str]:
 @functools.cache
 def _analyzer() -> tantivy.TextAnalyzer:
     """The analysis tantivy's `en_stem` tokenizer applies to the body field."""
-    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-            .filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase())
-            .filter(tantivy.Filter.stemmer("english")).build())
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
 
 
 def stems(word: str) -> list[str]:
@@ -89,8 +96,13 @@ class TextIndex:
             return self._create()
         marker = self.path / "engram-version"
         try:
-            if self.path.exists() and tantivy.Index.exists(str(self.path)) and \
-                    marker.exists() and marker.read_text() == VERSION and self.intact():
+            if (
+                self.path.exists()
+                and tantivy.Index.exists(str(self.path))
+                and marker.exists()
+                and marker.read_text() == VERSION
+                and self.intact()
+            ):
                 return tantivy.Index(_schema(), path=str(self.path), reuse=True)
         except BaseException as exc:  # a damaged index is rebuilt, never fatal
             if not failed(exc):
@@ -116,8 +128,9 @@ class TextIndex:
     def _write_stamp(self) -> None:
         if self.path is None:
             return
-        atomic_write(self.path / STAMP, json.dumps(_stamp(self.path), sort_keys=True),
-                     durable=False)
+        atomic_write(
+            self.path / STAMP, json.dumps(_stamp(self.path), sort_keys=True), durable=False
+        )
 
     def intact(self) -> bool:
         return self.path is None or intact(self.path)
@@ -184,8 +197,11 @@ class TextIndex:
             return 0.0, 0.0
         searcher = self.index.searcher()
         total = searcher.num_docs
-        idfs = [_idf(searcher.doc_freq("body", term), total)
-                for word in words for term in _analyzer().analyze(word)]
+        idfs = [
+            _idf(searcher.doc_freq("body", term), total)
+            for word in words
+            for term in _analyzer().analyze(word)
+        ]
         if not idfs:
             return 0.0, 0.0
         reference = _idf(max(1.0, total / 100.0), total)
@@ -214,7 +230,8 @@ def _stamp(path: Path) -> dict[str, list[int]]:
 def intact(path: Path) -> bool:
     """Are the index's files at `path` exactly those its last commit wrote?"""
     try:
-        return (path / "engram-version").read_text() == VERSION and \
-            json.loads((path / STAMP).read_bytes()) == _stamp(path)
+        return (path / "engram-version").read_text() == VERSION and json.loads(
+            (path / STAMP).read_bytes()
+        ) == _stamp(path)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False

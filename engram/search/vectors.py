@@ -43,8 +43,14 @@ def key_of(memory_id: str) -> int:
 
 def id_of(key: int) -> str:
     pairs = _PAIRS
-    return (pairs[(key >> 50) & 1023] + pairs[(key >> 40) & 1023] + pairs[(key >> 30) & 1023]
-            + pairs[(key >> 20) & 1023] + pairs[(key >> 10) & 1023] + pairs[key & 1023])
+    return (
+        pairs[(key >> 50) & 1023]
+        + pairs[(key >> 40) & 1023]
+        + pairs[(key >> 30) & 1023]
+        + pairs[(key >> 20) & 1023]
+        + pairs[(key >> 10) & 1023]
+        + pairs[key & 1023]
+    )
 
 
 class VectorIndex:
@@ -64,9 +70,14 @@ class VectorIndex:
 
     def _new(self) -> Any:  # a usearch Index: usearch ships no types
         # A saved graph keeps the connectivity it was built with; the expansions are this one's.
-        return usearch_index().Index(ndim=self.dim, metric="cos", dtype="f32",
-                                     connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
-                                     expansion_search=EXPANSION_SEARCH)
+        return usearch_index().Index(
+            ndim=self.dim,
+            metric="cos",
+            dtype="f32",
+            connectivity=CONNECTIVITY,
+            expansion_add=EXPANSION_ADD,
+            expansion_search=EXPANSION_SEARCH,
+        )
 
     def rebuild_graph(self) -> None:
         """Build the graph again from the vectors it holds (nothing is embedded again)."""
@@ -80,8 +91,12 @@ class VectorIndex:
     def _open(self) -> Any:
         try:
             meta = json.loads(self.meta_path.read_text())
-            if meta.get("identity") == self.identity and meta.get("dim") == self.dim \
-                    and meta.get("complete") and meta.get("file") == file_stamp(self.path):
+            if (
+                meta.get("identity") == self.identity
+                and meta.get("dim") == self.dim
+                and meta.get("complete")
+                and meta.get("file") == file_stamp(self.path)
+            ):
                 index = self._new()
                 index.load(str(self.path))
                 if len(index) == meta.get("count"):
@@ -108,21 +123,33 @@ class VectorIndex:
         tmp = temp_path(self.path)  # usearch writes the file itself
         self.index.save(str(tmp))
         os.replace(tmp, self.path)
-        meta = {"identity": self.identity, "dim": self.dim, "count": len(self.index),
-                "complete": True, "file": file_stamp(self.path)}
+        meta = {
+            "identity": self.identity,
+            "dim": self.dim,
+            "count": len(self.index),
+            "complete": True,
+            "file": file_stamp(self.path),
+        }
         atomic_write(self.meta_path, json.dumps(meta), durable=False)
 
-    def search(self, vector: np.ndarray, limit: int,
-               exact_below: int = EXACT_BELOW) -> list[tuple[str, float]]:
+    def search(
+        self, vector: np.ndarray, limit: int, exact_below: int = EXACT_BELOW
+    ) -> list[tuple[str, float]]:
         """The `limit` nearest memories: compared with every vector (exact, so none is
         unreachable) while the index holds fewer than `exact_below`, from the HNSW graph
         (approximate) beyond."""
         if len(self.index) == 0:
             return []
-        matches = self.index.search(vector.astype(np.float32), min(limit, len(self.index)),
-                                    exact=len(self.index) < exact_below, threads=1)
-        return [(id_of(int(key)), 1.0 - float(distance))
-                for key, distance in zip(matches.keys, matches.distances, strict=True)]
+        matches = self.index.search(
+            vector.astype(np.float32),
+            min(limit, len(self.index)),
+            exact=len(self.index) < exact_below,
+            threads=1,
+        )
+        return [
+            (id_of(int(key)), 1.0 - float(distance))
+            for key, distance in zip(matches.keys, matches.distances, strict=True)
+        ]
 
     def vectors_for(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored vectors of those memories that are in the index."""
@@ -132,8 +159,11 @@ class VectorIndex:
         found = self.index.get(keys)
         if isinstance(found, np.ndarray) and found.ndim == 1:
             found = (found,)
-        return {m: np.asarray(v, dtype=np.float32)
-                for m, v in zip(memory_ids, found, strict=True) if v is not None}
+        return {
+            m: np.asarray(v, dtype=np.float32)
+            for m, v in zip(memory_ids, found, strict=True)
+            if v is not None
+        }
 
     def vector(self, memory_id: str) -> np.ndarray | None:
         key = key_of(memory_id)

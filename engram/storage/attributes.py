@@ -33,15 +33,17 @@ _OLD_COMMENTS = (
 )
 _OURS = frozenset((*COMMENT, *GENERATED_COMMENT, *_OLD_COMMENTS))
 
-TEXT = "\n".join((*COMMENT, GITATTRIBUTES_LINE, *GENERATED_COMMENT, GITATTRIBUTES_GENERATED)) \
-    + "\n"
+TEXT = "\n".join((*COMMENT, GITATTRIBUTES_LINE, *GENERATED_COMMENT, GITATTRIBUTES_GENERATED)) + "\n"
 
 
 def pinned(text: str) -> str:
     """`text` (a store's .gitattributes) with Engram's lines for event files at the end, and no
     other line for `*.jsonl`: the user's lines for other paths are kept, in order."""
-    kept = [line for line in text.splitlines()
-            if line not in _OURS and not line.strip().startswith("*.jsonl")]
+    kept = [
+        line
+        for line in text.splitlines()
+        if line not in _OURS and not line.strip().startswith("*.jsonl")
+    ]
     while kept and not kept[-1].strip():
         kept.pop()
     return "\n".join(kept) + ("\n\n" if kept else "") + TEXT

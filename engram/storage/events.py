@@ -39,13 +39,14 @@ KINDS: dict[str, str] = {
     "memory.forgotten": "A memory was retired, with the reason. Its history stays.",
     "memory.superseded": "A newer memory replaces this one (payload: memory, by).",
     "memory.reinforced": "A near-duplicate confirmed a memory instead of adding noise; it "
-                         "keeps the text that was submitted.",
+    "keeps the text that was submitted.",
 }
 
 # A session's comings and goings: kept in the events (they tell when and how work stopped) but
 # never a reason to commit by themselves. They ride with the next commit of substantive events.
-LIFECYCLE = frozenset({"session.started", "session.reported", "session.ended",
-                       "session.interrupted"})
+LIFECYCLE = frozenset(
+    {"session.started", "session.reported", "session.ended", "session.interrupted"}
+)
 
 
 def substantive(kind: str) -> bool:
@@ -137,8 +138,9 @@ def clock_ahead(clock: int, now: int | None = None) -> float:
     return (clock - now) / 86_400e6 if clock - now > CLOCK_AHEAD_US else 0.0
 
 
-def next_clock(last: int, observed: int = 0, now: int | None = None, *,
-               skew_us: int = MAX_SKEW_US) -> int:
+def next_clock(
+    last: int, observed: int = 0, now: int | None = None, *, skew_us: int = MAX_SKEW_US
+) -> int:
     """Hybrid logical clock tick: past wall time, past our last event, and past all we have seen
     that is not more than `skew_us` ahead of wall time (a clock further ahead is followed only
     that far)."""
@@ -180,8 +182,12 @@ def one_line(text: object, width: int = 60) -> str:
 
 
 # How each import format is named when an event shows where it came from.
-_SOURCES = {"engram": "an Engram export", "mcp-engram": "mcp-engram",
-            "mcp-memory": "the MCP memory server", "engram-go": "the Go engram"}
+_SOURCES = {
+    "engram": "an Engram export",
+    "mcp-engram": "mcp-engram",
+    "mcp-memory": "the MCP memory server",
+    "engram-go": "the Go engram",
+}
 
 
 def written_by(actor: str, origin: Any) -> str:
@@ -290,8 +296,7 @@ def _is_texts(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
-        math.isfinite(value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _is_count(value: Any) -> bool:
@@ -338,10 +343,16 @@ def _is_working_set(value: Any) -> bool:
     if not isinstance(value, dict):
         return False
     files = value.get("files", [])
-    return isinstance(files, list) and all(
-        isinstance(item, dict) and isinstance(item.get("path"), str)
-        and isinstance(item.get("commit"), (str, type(None))) for item in files
-    ) and all(_is_texts(value.get(key, [])) for key in ("commands", "artifacts"))
+    return (
+        isinstance(files, list)
+        and all(
+            isinstance(item, dict)
+            and isinstance(item.get("path"), str)
+            and isinstance(item.get("commit"), (str, type(None)))
+            for item in files
+        )
+        and all(_is_texts(value.get(key, [])) for key in ("commands", "artifacts"))
+    )
 
 
 def _maybe(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
@@ -349,62 +360,122 @@ def _maybe(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
 
 
 def _is_commit(value: Any) -> bool:
-    return isinstance(value, str) and \
-        re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", value) is not None
+    return (
+        isinstance(value, str) and re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", value) is not None
+    )
 
 
-_MEMORY = {"content": _is_text, "kind": _is_text, "tags": _is_texts, "scope": _maybe(_is_text),
-           "source": _is_text, "importance": _is_number, "valid_from": _maybe(is_moment),
-           "valid_until": _maybe(is_moment), "at": _maybe(is_moment), "task": _maybe(_is_id)}
-_PROJECT = {"project": _maybe(lambda v: isinstance(v, str) and
-                              re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", v) is not None),
-            "project_remote": _maybe(_is_text)}
-_TASK = {"name": _is_text, "goal": _is_text, "status": _is_text, "parent": _maybe(_is_id),
-         "tags": _is_texts}
-_LISTS = ("completed", "in_progress", "blocked", "next", "must_not_redo", "must_preserve",
-          "open_questions")
+_MEMORY = {
+    "content": _is_text,
+    "kind": _is_text,
+    "tags": _is_texts,
+    "scope": _maybe(_is_text),
+    "source": _is_text,
+    "importance": _is_number,
+    "valid_from": _maybe(is_moment),
+    "valid_until": _maybe(is_moment),
+    "at": _maybe(is_moment),
+    "task": _maybe(_is_id),
+}
+_PROJECT = {
+    "project": _maybe(
+        lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", v) is not None
+    ),
+    "project_remote": _maybe(_is_text),
+}
+_TASK = {
+    "name": _is_text,
+    "goal": _is_text,
+    "status": _is_text,
+    "parent": _maybe(_is_id),
+    "tags": _is_texts,
+}
+_LISTS = (
+    "completed",
+    "in_progress",
+    "blocked",
+    "next",
+    "must_not_redo",
+    "must_preserve",
+    "open_questions",
+)
 # What the readers of each kind rely on in its payload: (required fields, optional fields),
 # each with its check. Other fields are kept (a newer Engram may add some) but not read.
 PAYLOADS: dict[str, tuple[dict[str, Callable[[Any], bool]], dict[str, Callable[[Any], bool]]]] = {
     "store.created": ({}, {"store": _is_text}),
-    "memory.created": ({"memory": _is_memory_id}, {**_MEMORY, **_PROJECT,
-                                                    "supersedes": _is_memory_ids}),
+    "memory.created": (
+        {"memory": _is_memory_id},
+        {**_MEMORY, **_PROJECT, "supersedes": _is_memory_ids},
+    ),
     "memory.updated": ({"memory": _is_memory_id}, _MEMORY),
     "memory.forgotten": ({"memory": _is_memory_id}, {"reason": _maybe(_is_text)}),
     "memory.superseded": ({"memory": _is_memory_id}, {"by": _maybe(_is_memory_id)}),
     # `content`: the text that was submitted and folded into the memory (events written before
     # it was kept have none).
-    "memory.reinforced": ({"memory": _is_memory_id}, {"similarity": _is_number,
-                                               "content": _MEMORY["content"]}),
+    "memory.reinforced": (
+        {"memory": _is_memory_id},
+        {"similarity": _is_number, "content": _MEMORY["content"]},
+    ),
     "task.created": ({"task": _is_id}, _TASK),
     "task.updated": ({"task": _is_id}, _TASK),
-    "task.progress": ({"task": _is_id}, {
-        "feature": _is_text, "status": _is_text, "note": _maybe(_is_text),
-        "component": _maybe(_is_text), "files": _is_texts}),
-    "task.failure": ({"task": _is_id}, {
-        "error": _is_text, "component": _maybe(_is_text), "root_cause": _maybe(_is_text),
-        "fix": _maybe(_is_text), "candidate": _maybe(_is_text)}),
-    "checkpoint.saved": ({"task": _is_id, "checkpoint": _is_id, "seq": _is_count}, {
-        "reason": _is_text, "summary": _maybe(_is_text), "goal": _maybe(_is_text),
-        **{name: _is_texts for name in _LISTS}, "working_set": _is_working_set,
-        "confidence": _is_number, "head": _maybe(_is_commit)}),
-    "session.started": ({"session_id": _is_id}, {
-        "agent": _is_text, "pid": _maybe(_is_count), "head": _maybe(_is_text)}),
-    "session.reported": ({"session_id": _is_id}, {
-        "reason": _maybe(_is_text), "note": _maybe(_is_text)}),
-    "session.ended": ({"session_id": _is_id}, {
-        "outcome": _maybe(_is_text), "how": _maybe(_is_text)}),
-    "session.interrupted": ({"session_id": _is_id}, {
-        "reason": _maybe(_is_text), "evidence": _maybe(_is_text),
-        "detected_by": _maybe(_is_text)}),
+    "task.progress": (
+        {"task": _is_id},
+        {
+            "feature": _is_text,
+            "status": _is_text,
+            "note": _maybe(_is_text),
+            "component": _maybe(_is_text),
+            "files": _is_texts,
+        },
+    ),
+    "task.failure": (
+        {"task": _is_id},
+        {
+            "error": _is_text,
+            "component": _maybe(_is_text),
+            "root_cause": _maybe(_is_text),
+            "fix": _maybe(_is_text),
+            "candidate": _maybe(_is_text),
+        },
+    ),
+    "checkpoint.saved": (
+        {"task": _is_id, "checkpoint": _is_id, "seq": _is_count},
+        {
+            "reason": _is_text,
+            "summary": _maybe(_is_text),
+            "goal": _maybe(_is_text),
+            **{name: _is_texts for name in _LISTS},
+            "working_set": _is_working_set,
+            "confidence": _is_number,
+            "head": _maybe(_is_commit),
+        },
+    ),
+    "session.started": (
+        {"session_id": _is_id},
+        {"agent": _is_text, "pid": _maybe(_is_count), "head": _maybe(_is_text)},
+    ),
+    "session.reported": (
+        {"session_id": _is_id},
+        {"reason": _maybe(_is_text), "note": _maybe(_is_text)},
+    ),
+    "session.ended": (
+        {"session_id": _is_id},
+        {"outcome": _maybe(_is_text), "how": _maybe(_is_text)},
+    ),
+    "session.interrupted": (
+        {"session_id": _is_id},
+        {"reason": _maybe(_is_text), "evidence": _maybe(_is_text), "detected_by": _maybe(_is_text)},
+    ),
 }
 
 
 def check_payload(kind: str, data: dict[str, Any]) -> None:
     """Refuse a payload of a known kind that its readers could not fold."""
     if "after" in data and not _is_clock(data["after"]):
-        raise EventFormatError(f"{kind} event with a malformed 'after' (a clock: a whole "
-                               f"number from 0 to {MAX_CLOCK - 1})")
+        raise EventFormatError(
+            f"{kind} event with a malformed 'after' (a clock: a whole "
+            f"number from 0 to {MAX_CLOCK - 1})"
+        )
     required, optional = PAYLOADS.get(kind, ({}, {}))
     for name, check in required.items():
         if name not in data:
@@ -420,8 +491,9 @@ def upgrade(raw: dict[str, Any]) -> dict[str, Any]:
     """Bring an event dict written by any earlier schema up to SCHEMA_VERSION."""
     version = raw.get("schema")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise EventFormatError(f"schema version {one_line(repr(version), 40)} is not a positive "
-                               "integer")
+        raise EventFormatError(
+            f"schema version {one_line(repr(version), 40)} is not a positive integer"
+        )
     if version > SCHEMA_VERSION:
         raise EventFormatError(
             f"schema version {one_line(str(version), 24)} is newer than this Engram understands "
@@ -453,8 +525,9 @@ def event_from_dict(raw: Any) -> Event:
     for name in ("actor", "machine"):
         value = raw[name]
         if value is not None and (len(value) > LABEL_CHARS or not _LABEL_RE.match(value)):
-            raise EventFormatError(f"{name} is longer than {LABEL_CHARS} characters or holds "
-                                   "control characters")
+            raise EventFormatError(
+                f"{name} is longer than {LABEL_CHARS} characters or holds control characters"
+            )
     if raw["session"] is not None and not RECORD_ID_RE.match(raw["session"]):
         raise EventFormatError("session is not a session id")
     if not EVENT_ID_RE.match(raw["id"]):

@@ -48,7 +48,7 @@ def head_id(git_dir: Path) -> str:
         ref = head[4:].strip()
         common = git_dir
         if is_linked(git_dir):
-            common = (git_dir / (git_dir / COMMONDIR).read_text().strip())
+            common = git_dir / (git_dir / COMMONDIR).read_text().strip()
         for base in (git_dir, common):
             try:
                 return (base / ref).read_text(encoding="utf-8").strip()

@@ -103,8 +103,7 @@ def ledgers(store: Store) -> list[tuple[str, Path]]:
         if not name.endswith(suffix):
             continue
         worktree = name[: -len(suffix)]
-        if worktree in (own, MAIN_WORKTREE) or \
-                (store.common_dir / "worktrees" / worktree).is_dir():
+        if worktree in (own, MAIN_WORKTREE) or (store.common_dir / "worktrees" / worktree).is_dir():
             continue
         found.append((worktree, folder / name))
     return found
@@ -140,8 +139,12 @@ def event_file(rel: bytes) -> str | None:
     except UnicodeDecodeError:
         return None
     parts = text.split("/")
-    if parts[0] != EVENTS_DIR or len(parts) < 2 or not text.endswith(EVENT_SUFFIX) or \
-            any(p in ("", ".", "..") or "\0" in p or "\\" in p for p in parts):
+    if (
+        parts[0] != EVENTS_DIR
+        or len(parts) < 2
+        or not text.endswith(EVENT_SUFFIX)
+        or any(p in ("", ".", "..") or "\0" in p or "\\" in p for p in parts)
+    ):
         return None
     return text
 
@@ -163,8 +166,12 @@ def settle(store: Store, proj: Holder) -> None:
                 if len(kept) == len(noted) and noted:
                     continue
                 handle.seek(0)
-                handle.write(b"".join(n.rel.encode("utf-8", "surrogateescape") + b"\t" +
-                                      n.raw + b"\n" for n in kept))
+                handle.write(
+                    b"".join(
+                        n.rel.encode("utf-8", "surrogateescape") + b"\t" + n.raw + b"\n"
+                        for n in kept
+                    )
+                )
                 handle.truncate()
                 if not kept and worktree != store.worktree_name:
                     path.unlink(missing_ok=True)

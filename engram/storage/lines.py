@@ -26,8 +26,10 @@ from . import events as ev
 MAX_LINE_BYTES = 16 * 1024 * 1024
 
 CONFLICT = "git conflict marker (the file was changed on both sides of a merge)"
-CRLF = ("line ends with CR LF: git converted its line ending (a .gitattributes sets eol=crlf "
-        "for it); the store's .gitattributes must say `*.jsonl text eol=lf merge=union`")
+CRLF = (
+    "line ends with CR LF: git converted its line ending (a .gitattributes sets eol=crlf "
+    "for it); the store's .gitattributes must say `*.jsonl text eol=lf merge=union`"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +51,12 @@ def classify(raw: bytes, number: int = 0, *, strict: bool = False) -> Line:
     if ev.is_conflict_marker(raw):
         return Line(number, raw, problem=CONFLICT)
     if len(raw) > MAX_LINE_BYTES:
-        return Line(number, raw, problem=f"line of {len(raw):,} bytes is longer than any "
-                                         f"event ({MAX_LINE_BYTES:,} bytes at most)")
+        return Line(
+            number,
+            raw,
+            problem=f"line of {len(raw):,} bytes is longer than any "
+            f"event ({MAX_LINE_BYTES:,} bytes at most)",
+        )
     body, note = raw, None
     if raw.endswith(b"\r"):
         body, note = raw[:-1], CRLF
@@ -60,8 +66,7 @@ def classify(raw: bytes, number: int = 0, *, strict: bool = False) -> Line:
         return Line(number, raw, problem=_why(body, str(exc)))
     if note is None and event.kind not in ev.PAYLOADS:
         note = f"kind {event.kind!r} is unknown to this version (kept, not read); upgrade engram"
-    if note is None and strict and event.schema == ev.SCHEMA_VERSION and \
-            not ev.is_canonical(body):
+    if note is None and strict and event.schema == ev.SCHEMA_VERSION and not ev.is_canonical(body):
         note = "not in canonical form (sorted keys, no spaces)"
     return Line(number, raw, event=event, note=note)
 
@@ -87,5 +92,6 @@ def split(data: bytes) -> tuple[list[bytes], bytes]:
 def read(data: bytes, first_line: int = 1, *, strict: bool = False) -> tuple[list[Line], bytes]:
     """Every complete line of `data`, classified, numbered from `first_line`, and the torn tail."""
     lines, torn = split(data)
-    return [classify(raw, number, strict=strict)
-            for number, raw in enumerate(lines, start=first_line)], torn
+    return [
+        classify(raw, number, strict=strict) for number, raw in enumerate(lines, start=first_line)
+    ], torn

@@ -16,6 +16,8 @@ from ..base.files import atomic_write
 from ..base.layout import WRITE_LOCK, WRITER_STATE
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .store import Store
 
 
@@ -65,9 +67,17 @@ class WriterState:
 
 _OPTIONAL_TEXT = (str, type(None))
 _WRITER_FIELDS: dict[str, Any] = {
-    "writer": _OPTIONAL_TEXT, "segment": _OPTIONAL_TEXT, "head": _OPTIONAL_TEXT, "size": int,
-    "tail": str, "tail_len": int, "clock": int, "pending": int, "pending_since": (int, float),
-    "index_stamp": str, "lines": int,
+    "writer": _OPTIONAL_TEXT,
+    "segment": _OPTIONAL_TEXT,
+    "head": _OPTIONAL_TEXT,
+    "size": int,
+    "tail": str,
+    "tail_len": int,
+    "clock": int,
+    "pending": int,
+    "pending_since": (int, float),
+    "index_stamp": str,
+    "lines": int,
 }
 
 
@@ -87,7 +97,9 @@ class StoreLock:
         except OSError as exc:
             raise unwritable(self.store, exc) from None
         self._lock = FileLock(
-            self.store.local_dir / WRITE_LOCK, timeout=self.timeout, poll_interval=0.002,
+            self.store.local_dir / WRITE_LOCK,
+            timeout=self.timeout,
+            poll_interval=0.002,
             thread_local=False,
         )
         try:
@@ -109,14 +121,43 @@ class StoreLock:
 def unwritable(store: Store, exc: OSError) -> EngramError:
     reason, remedy = {
         errno.EROFS: ("its file system is read-only", "remount it read-write"),
-        errno.EACCES: ("permission denied", f"give yourself write access (chmod -R u+w "
-                                            f"{store.root})"),
-        errno.EPERM: ("permission denied", f"give yourself write access (chmod -R u+w "
-                                           f"{store.root})"),
+        errno.EACCES: (
+            "permission denied",
+            f"give yourself write access (chmod -R u+w {store.root})",
+        ),
+        errno.EPERM: (
+            "permission denied",
+            f"give yourself write access (chmod -R u+w {store.root})",
+        ),
         errno.ENOSPC: ("the disk is full", "free some space"),
         errno.EDQUOT: ("the disk quota is used up", "free some space"),
         errno.EFBIG: ("a file size limit was reached", "raise it (ulimit -f)"),
     }.get(exc.errno or 0, (exc.strerror or str(exc), "fix that"))
-    return EngramError(f"cannot write to the store at {store.root}: {reason}; {remedy}, "
-                       "then retry (nothing was written; reads still work)")
+    return EngramError(
+        f"cannot write to the store at {store.root}: {reason}; {remedy}, "
+        "then retry (nothing was written; reads still work)"
+    )
 
+
+def lines_before(path: Path, size: int, state: WriterState | None) -> int:
+    """How many lines the first `size` bytes of the file hold: what the writer's state says
+    when it left the file at that size, else counted (a file is at most MAX_FILE_BYTES). Only
+    for receipts: if the file cannot be read back, the line is not known (-1), and the write
+    goes on."""
+    if size == 0:
+        return 0
+    if state is not None and state.size == size and state.lines > 0:
+        return state.lines
+    count = 0
+    try:
+        with open(path, "rb") as handle:
+            left = size
+            while left > 0:
+                chunk = handle.read(min(1 << 20, left))
+                if not chunk:
+                    break
+                count += chunk.count(b"\n")
+                left -= len(chunk)
+    except OSError:
+        return -1
+    return count

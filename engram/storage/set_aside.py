@@ -40,8 +40,12 @@ def load(store: Store) -> dict[tuple[str, str], dict[str, Any]]:
     if not isinstance(raw, list):
         return out
     for entry in raw[:MAX_ENTRIES]:
-        if isinstance(entry, dict) and isinstance(entry.get("path"), str) and \
-                isinstance(entry.get("sha256"), str) and len(entry["sha256"]) == 64:
+        if (
+            isinstance(entry, dict)
+            and isinstance(entry.get("path"), str)
+            and isinstance(entry.get("sha256"), str)
+            and len(entry["sha256"]) == 64
+        ):
             out[(entry["path"], entry["sha256"])] = entry
     return out
 
@@ -55,8 +59,14 @@ def record(store: Store, rel: str, lines: list[tuple[int, bytes, str]]) -> int:
         key = (rel, line_hash(raw))
         if key in known:
             continue
-        known[key] = {"path": rel, "sha256": key[1], "line": number, "problem": why,
-                      "bytes": len(raw), "at": when}
+        known[key] = {
+            "path": rel,
+            "sha256": key[1],
+            "line": number,
+            "problem": why,
+            "bytes": len(raw),
+            "at": when,
+        }
         added += 1
     if added:
         data = orjson.dumps(list(known.values())[-MAX_ENTRIES:], option=orjson.OPT_INDENT_2)
@@ -70,8 +80,9 @@ def is_set_aside(known: dict[tuple[str, str], dict[str, Any]], rel: str, raw: by
     return (rel, line_hash(raw)) in known
 
 
-def hides(store: Store, known: dict[tuple[str, str], dict[str, Any]], rel: str,
-          number: int) -> bool:
+def hides(
+    store: Store, known: dict[tuple[str, str], dict[str, Any]], rel: str, number: int
+) -> bool:
     """Is line `number` of `rel` (as the file is now) a line set aside here?"""
     if not known or not any(path == rel for path, _ in known):
         return False

@@ -51,7 +51,7 @@ from ..base.layout import (  # noqa: F401 (HANDOFFS_DIR: named here for the stor
 )
 from . import attributes, gitdir, ledger, lines
 from . import events as ev
-from .local import StoreLock, WriterState, unwritable
+from .local import StoreLock, WriterState, lines_before, unwritable
 
 StoreKind = Literal["personal", "project"]
 
@@ -72,7 +72,6 @@ This directory is an [Engram](https://pypi.org/project/engram/) store: what codi
 
 Do not edit event files by hand: `engram verify` checks them, and `engram log` reads them.
 """
-
 
 
 @dataclass(frozen=True)
@@ -174,8 +173,10 @@ class Store:
             if not self.local_dir.is_dir():
                 kept = None
             read = self.config_file.load(kept, project=self.kind == "project")
-            cached = (stamp, Layer(read.values, origin=f"{self.kind} store ({path})",
-                                   warnings=read.warnings))
+            cached = (
+                stamp,
+                Layer(read.values, origin=f"{self.kind} store ({path})", warnings=read.warnings),
+            )
             self._config_cache = cached
         return cached[1]
 
@@ -283,8 +284,9 @@ class Store:
         text = path.read_bytes().decode("utf-8", "replace")
         if attributes.is_pinned(text):
             return False
-        atomic_write(path, attributes.pinned(text), temp=path.with_name(
-            f".{path.name}.{os.getpid()}.tmp"))
+        atomic_write(
+            path, attributes.pinned(text), temp=path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        )
         return True
 
     # -- the write path ----------------------------------------------------------------------
@@ -292,9 +294,15 @@ class Store:
     def lock(self, timeout: float = LOCK_TIMEOUT_SECONDS) -> StoreLock:
         return StoreLock(self, timeout)
 
-    def append(self, events: Iterable[ev.Event], *, now: float | None = None,
-               fresh: bool = False, raw: Sequence[bytes] | None = None,
-               skew_us: int | None = None) -> tuple[str, int]:
+    def append(
+        self,
+        events: Iterable[ev.Event],
+        *,
+        now: float | None = None,
+        fresh: bool = False,
+        raw: Sequence[bytes] | None = None,
+        skew_us: int | None = None,
+    ) -> tuple[str, int]:
         """Append events durably: returns once their lines are written and fsynced, with where
         they went: the file (relative to the store) and the line of the first of them (the
         others follow it, one a line; 0 when the file could not be read back to count).
@@ -325,12 +333,13 @@ class Store:
         path = self._writable_path(state, batch[0], head)
         link = self.symlink_in(path)
         if link is not None:
-            raise EngramError(f"{self.root / link} is a symbolic link inside the store, and "
-                              f"events are never written through one; remove it "
-                              f"(`{git_c(self)} rm -- {shlex.quote(self.repo_path(link))}`, "
-                              "then commit) and try again")
-        data = b"".join(raw) if raw is not None else \
-            b"".join(event.to_line() for event in batch)
+            raise EngramError(
+                f"{self.root / link} is a symbolic link inside the store, and "
+                f"events are never written through one; remove it "
+                f"(`{git_c(self)} rm -- {shlex.quote(self.repo_path(link))}`, "
+                "then commit) and try again"
+            )
+        data = b"".join(raw) if raw is not None else b"".join(event.to_line() for event in batch)
         new_file = not path.exists()
         if new_file:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -340,8 +349,9 @@ class Store:
             raise unwritable(self, exc) from None
         try:
             before = os.fstat(fd).st_size
-            first = 1 + _lines_before(path, before, state if state.segment == self.rel(path)
-                                      else None)
+            first = 1 + lines_before(
+                path, before, state if state.segment == self.rel(path) else None
+            )
             try:
                 written = 0
                 while written < len(data):
@@ -376,8 +386,7 @@ class Store:
                 state.segment = None
             top = limit
         state.clock = max(state.clock, top)
-        state.lines = first - 1 + (len(raw) if raw is not None else len(batch)) if first > 0 \
-            else 0
+        state.lines = first - 1 + (len(raw) if raw is not None else len(batch)) if first > 0 else 0
         counted = sum(1 for event in batch if ev.substantive(event.kind))
         if counted:
             if state.pending == 0:
@@ -426,8 +435,12 @@ class Store:
             state.writer = self._new_writer_name()
         path = self._month_path(moment, state.writer)
         if state.segment == self.rel(path):
-            if (self._as_left(path, state) and state.head == head
-                    and state.size < MAX_FILE_BYTES and not self._staged_by_user(path, state)):
+            if (
+                self._as_left(path, state)
+                and state.head == head
+                and state.size < MAX_FILE_BYTES
+                and not self._staged_by_user(path, state)
+            ):
                 return path
         elif not path.exists():
             return path
@@ -531,11 +544,15 @@ class Store:
         while pos < size:
             end = data.find(b"\n", pos)
             if end < 0:
-                chunk.problems.append(Problem(
-                    rel, number + 1, "warning",
-                    "torn last line (a crash mid-write); not read; the next write to this "
-                    "file or `engram doctor --fix` sets it aside",
-                ))
+                chunk.problems.append(
+                    Problem(
+                        rel,
+                        number + 1,
+                        "warning",
+                        "torn last line (a crash mid-write); not read; the next write to this "
+                        "file or `engram doctor --fix` sets it aside",
+                    )
+                )
                 break
             number += 1
             line = data[pos:end]
@@ -562,30 +579,6 @@ class Store:
             for _, event in chunk.events:
                 seen.setdefault(event.id, event)
         return sorted(seen.values(), key=lambda e: e.sort_key), problems
-
-
-def _lines_before(path: Path, size: int, state: WriterState | None) -> int:
-    """How many lines the first `size` bytes of the file hold: what the writer's state says
-    when it left the file at that size, else counted (a file is at most MAX_FILE_BYTES). Only
-    for receipts: if the file cannot be read back, the line is not known (-1), and the write
-    goes on."""
-    if size == 0:
-        return 0
-    if state is not None and state.size == size and state.lines > 0:
-        return state.lines
-    count = 0
-    try:
-        with open(path, "rb") as handle:
-            left = size
-            while left > 0:
-                chunk = handle.read(min(1 << 20, left))
-                if not chunk:
-                    break
-                count += chunk.count(b"\n")
-                left -= len(chunk)
-    except OSError:
-        return -1
-    return count
 
 
 def require(store: Store | None, kind: StoreKind) -> Store:

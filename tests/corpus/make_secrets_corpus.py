@@ -37,16 +37,33 @@ def rand(alphabet: str, n: int) -> str:
     where the alphabet has them (so that no value is accidentally a word or a number)."""
     while True:
         value = "".join(R.choice(alphabet) for _ in range(n))
-        need = [c for c in (string.ascii_uppercase, string.ascii_lowercase, string.digits)
-                if any(ch in alphabet for ch in c)]
+        need = [
+            c
+            for c in (string.ascii_uppercase, string.ascii_lowercase, string.digits)
+            if any(ch in alphabet for ch in c)
+        ]
         if n < 8 or all(any(ch in c for ch in value) for c in need):
             return value
 
 
 def password() -> str:
     """A human-made password: a word, digits and a symbol, in some order."""
-    words = ["Falcon", "river", "Maple", "orbit", "Quartz", "tundra", "Copper", "violet", "Nimbus",
-             "harbor", "Sable", "cobalt", "Juniper", "ember"]
+    words = [
+        "Falcon",
+        "river",
+        "Maple",
+        "orbit",
+        "Quartz",
+        "tundra",
+        "Copper",
+        "violet",
+        "Nimbus",
+        "harbor",
+        "Sable",
+        "cobalt",
+        "Juniper",
+        "ember",
+    ]
     parts = [R.choice(words), str(R.randint(10, 9999)), R.choice("!#%*+-_.@^")]
     R.shuffle(parts)
     return "".join(parts) + rand(ALNUM, 3)
@@ -58,9 +75,20 @@ def machine_password(n: int = 20) -> str:
 
 def jwt() -> str:
     header = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=").decode()
-    body = base64.urlsafe_b64encode(json.dumps(
-        {"sub": str(R.randint(10**5, 10**6)), "name": "ci-bot", "iat": R.randint(1_700_000_000, 1_800_000_000)},
-        separators=(",", ":")).encode()).rstrip(b"=").decode()
+    body = (
+        base64.urlsafe_b64encode(
+            json.dumps(
+                {
+                    "sub": str(R.randint(10**5, 10**6)),
+                    "name": "ci-bot",
+                    "iat": R.randint(1_700_000_000, 1_800_000_000),
+                },
+                separators=(",", ":"),
+            ).encode()
+        )
+        .rstrip(b"=")
+        .decode()
+    )
     return f"{header}.{body}.{rand(URLSAFE, 43)}"
 
 
@@ -94,46 +122,79 @@ def positives() -> list[dict[str, str]]:
     add("github ghu", "user-to-server token {S} expires in 8 hours", ghp("ghu_"))
     add("github ghs", "installation token: {S}", ghp("ghs_"))
     add("github ghr", "refresh token {S} came back from the device flow", ghp("ghr_"))
-    add("github fine-grained", "fine-grained PAT for the release bot is {S}",
-        "github_pat_" + rand(ALNUM, 22) + "_" + rand(ALNUM, 59))
-    add("github fine-grained env", "GH_TOKEN={S} gh release create v1.4.0",
-        "github_pat_" + rand(ALNUM, 22) + "_" + rand(ALNUM, 59))
+    add(
+        "github fine-grained",
+        "fine-grained PAT for the release bot is {S}",
+        "github_pat_" + rand(ALNUM, 22) + "_" + rand(ALNUM, 59),
+    )
+    add(
+        "github fine-grained env",
+        "GH_TOKEN={S} gh release create v1.4.0",
+        "github_pat_" + rand(ALNUM, 22) + "_" + rand(ALNUM, 59),
+    )
     add("github header", 'curl -H "Authorization: token {S}" https://api.github.com/user', ghp())
     add("gitlab pat", "GITLAB_TOKEN: {S}", "glpat-" + rand(URLSAFE, 20))
-    add("gitlab pat prose", "used {S} to trigger the pipeline via the API",
-        "glpat-" + rand(URLSAFE, 20))
+    add(
+        "gitlab pat prose",
+        "used {S} to trigger the pipeline via the API",
+        "glpat-" + rand(URLSAFE, 20),
+    )
     add("gitlab deploy token", "deploy token {S} for the registry", "gldt-" + rand(URLSAFE, 20))
-    add("slack bot", "SLACK_BOT_TOKEN={S}",
-        f"xoxb-{R.randint(10**10, 10**11)}-{R.randint(10**12, 10**13)}-{rand(ALNUM, 24)}")
-    add("slack user", "posting as me with {S}",
+    add(
+        "slack bot",
+        "SLACK_BOT_TOKEN={S}",
+        f"xoxb-{R.randint(10**10, 10**11)}-{R.randint(10**12, 10**13)}-{rand(ALNUM, 24)}",
+    )
+    add(
+        "slack user",
+        "posting as me with {S}",
         f"xoxp-{R.randint(10**10, 10**11)}-{R.randint(10**10, 10**11)}-"
-        f"{R.randint(10**12, 10**13)}-{hexs(32)}")
+        f"{R.randint(10**12, 10**13)}-{hexs(32)}",
+    )
     add("slack app", "slack app token {S}", f"xoxa-2-{R.randint(10**10, 10**11)}-{rand(ALNUM, 30)}")
     add("slack refresh", "refresh with {S}", f"xoxr-{R.randint(10**10, 10**11)}-{rand(ALNUM, 40)}")
-    add("slack webhook", "alerts go to {S}",
+    add(
+        "slack webhook",
+        "alerts go to {S}",
         f"https://hooks.slack.com/services/T{rand(string.ascii_uppercase + string.digits, 8)}"
-        f"/B{rand(string.ascii_uppercase + string.digits, 10)}/{rand(ALNUM, 24)}")
+        f"/B{rand(string.ascii_uppercase + string.digits, 10)}/{rand(ALNUM, 24)}",
+    )
     add("stripe secret", "STRIPE_SECRET_KEY={S}", "sk_live_" + rand(ALNUM, 24))
     add("stripe restricted", "the reporting job uses {S}", "rk_live_" + rand(ALNUM, 24))
     add("stripe test secret", "stripe.api_key = '{S}'", "sk_test_" + rand(ALNUM, 24))
     add("stripe webhook", "STRIPE_WEBHOOK_SECRET={S}", "whsec_" + rand(ALNUM, 32))
-    add("aws access key", "access key id {S} belongs to the deploy user",
-        "AKIA" + rand(string.ascii_uppercase + "234567", 16))
+    add(
+        "aws access key",
+        "access key id {S} belongs to the deploy user",
+        "AKIA" + rand(string.ascii_uppercase + "234567", 16),
+    )
     add("aws sts key", "temporary creds: {S}", "ASIA" + rand(string.ascii_uppercase + "234567", 16))
     add("aws secret env", "AWS_SECRET_ACCESS_KEY={S}", aws_secret())
     add("aws secret env export", "export AWS_SECRET_ACCESS_KEY={S}", aws_secret())
-    add("aws secret credentials file", "[default]\naws_access_key_id = AKIA"
-        + rand(string.ascii_uppercase + "234567", 16) + "\naws_secret_access_key = {S}",
-        aws_secret())
+    add(
+        "aws secret credentials file",
+        "[default]\naws_access_key_id = AKIA"
+        + rand(string.ascii_uppercase + "234567", 16)
+        + "\naws_secret_access_key = {S}",
+        aws_secret(),
+    )
     add("aws secret ini", "aws_secret_access_key = {S}", aws_secret())
-    add("aws secret json", '{"AccessKeyId": "ASIA' + rand(string.ascii_uppercase, 16)
-        + '", "SecretAccessKey": "{S}"}', aws_secret())
+    add(
+        "aws secret json",
+        '{"AccessKeyId": "ASIA' + rand(string.ascii_uppercase, 16) + '", "SecretAccessKey": "{S}"}',
+        aws_secret(),
+    )
     add("aws session token", "export AWS_SESSION_TOKEN={S}", "IQoJb3JpZ2luX2Vj" + rand(B64, 120))
     add("google api key", "maps key {S} is restricted to the web app", "AIza" + rand(URLSAFE, 35))
-    add("google api key url", "https://maps.googleapis.com/maps/api/geocode/json?address=x&key={S}",
-        "AIza" + rand(URLSAFE, 35))
+    add(
+        "google api key url",
+        "https://maps.googleapis.com/maps/api/geocode/json?address=x&key={S}",
+        "AIza" + rand(URLSAFE, 35),
+    )
     add("google oauth secret", '"client_secret": "{S}"', "GOCSPX-" + rand(URLSAFE, 28))
-    add("google oauth secret prose", "the OAuth client secret is {S}", "GOCSPX-" + rand(URLSAFE, 28))
+    add(
+        "google oauth secret prose", "the OAuth client secret is {S}", "GOCSPX-" + rand(URLSAFE, 28)
+    )
     add("google access token", "gcloud printed {S}", "ya29." + rand(URLSAFE, 80))
     add("openai legacy", "OPENAI_API_KEY={S}", "sk-" + rand(ALNUM, 48))
     add("openai project", "set the key to {S} in the notebook", "sk-proj-" + rand(URLSAFE, 120))
@@ -142,65 +203,110 @@ def positives() -> list[dict[str, str]]:
     add("anthropic prose", "the eval harness reads {S}", "sk-ant-api03-" + rand(URLSAFE, 93) + "AA")
     add("npm token", "npm token create gave {S}", "npm_" + rand(ALNUM, 36))
     add("npmrc", "//registry.npmjs.org/:_authToken={S}", "npm_" + rand(ALNUM, 36))
-    add("npmrc legacy uuid", "//registry.npmjs.org/:_authToken={S}", str(uuid.UUID(int=R.getrandbits(128))))
+    add(
+        "npmrc legacy uuid",
+        "//registry.npmjs.org/:_authToken={S}",
+        str(uuid.UUID(int=R.getrandbits(128))),
+    )
     add("pypi token", "TWINE_PASSWORD={S}", "pypi-AgEIcHlwaS5vcmc" + rand(URLSAFE, 120))
-    add("pypirc", "[pypi]\nusername = __token__\npassword = {S}",
-        "pypi-AgEIcHlwaS5vcmc" + rand(URLSAFE, 120))
+    add(
+        "pypirc",
+        "[pypi]\nusername = __token__\npassword = {S}",
+        "pypi-AgEIcHlwaS5vcmc" + rand(URLSAFE, 120),
+    )
     add("hugging face", "HF_TOKEN={S}", "hf_" + rand(ALNUM, 34))
     add("hugging face cli", "huggingface-cli login --token {S}", "hf_" + rand(ALNUM, 34))
     add("google oauth env", "GOOGLE_CLIENT_SECRET={S}", "GOCSPX-" + rand(URLSAFE, 28))
     add("vault", "VAULT_TOKEN={S} vault kv get secret/app", "hvs." + rand(URLSAFE, 24))
     add("vault login", "vault login {S}", "hvs." + rand(URLSAFE, 90))
     add("docker hub", "docker login -u ci -p {S}", "dckr_pat_" + rand(URLSAFE, 27))
-    add("docker hub prose", "Docker Hub token {S} has read-only scope", "dckr_pat_" + rand(URLSAFE, 27))
+    add(
+        "docker hub prose",
+        "Docker Hub token {S} has read-only scope",
+        "dckr_pat_" + rand(URLSAFE, 27),
+    )
     add("twilio api key", "Twilio API key {S}", "SK" + hexs(32))
     add("twilio auth token", "TWILIO_AUTH_TOKEN={S}", hexs(32))
     add("sendgrid", "SENDGRID_API_KEY={S}", "SG." + rand(URLSAFE, 22) + "." + rand(URLSAFE, 43))
-    add("sendgrid prose", "mail goes through {S}", "SG." + rand(URLSAFE, 22) + "." + rand(URLSAFE, 43))
+    add(
+        "sendgrid prose",
+        "mail goes through {S}",
+        "SG." + rand(URLSAFE, 22) + "." + rand(URLSAFE, 43),
+    )
     add("mailchimp", "mailchimp key {S}", hexs(32) + "-us" + str(R.randint(1, 21)))
     add("shopify", "SHOPIFY_ACCESS_TOKEN={S}", "shpat_" + hexs(32))
     add("telegram", "bot token {S}", f"{R.randint(10**8, 10**9)}:AA{rand(URLSAFE, 33)}")
     add("square", "square access token {S}", "sq0atp-" + rand(URLSAFE, 22))
-    add("azure storage", "DefaultEndpointsProtocol=https;AccountName=stapp;AccountKey={S};"
-        "EndpointSuffix=core.windows.net", rand(B64, 86) + "==")
-    add("azure sas", "https://stapp.blob.core.windows.net/c/f.zip?sv=2022-11-02&sp=r"
-        "&se=2026-05-01T00:00:00Z&sig={S}", rand(ALNUM, 43) + "%3D")
+    add(
+        "azure storage",
+        "DefaultEndpointsProtocol=https;AccountName=stapp;AccountKey={S};"
+        "EndpointSuffix=core.windows.net",
+        rand(B64, 86) + "==",
+    )
+    add(
+        "azure sas",
+        "https://stapp.blob.core.windows.net/c/f.zip?sv=2022-11-02&sp=r"
+        "&se=2026-05-01T00:00:00Z&sig={S}",
+        rand(ALNUM, 43) + "%3D",
+    )
     add("private key rsa", "deploy key:\n{S}", pem("RSA "))
     add("private key openssh", "{S}", pem("OPENSSH "))
     add("private key ec", "the signing key is\n{S}\nkeep it out of git", pem("EC ", 3))
     add("private key pkcs8", "{S}", pem("", 5))
     add("private key encrypted", "{S}", pem("ENCRYPTED ", 5))
     add("private key json escaped", '"private_key": "{S}\\n",', pem("", 4, "\\n"))
-    add("private key pgp", "{S}", "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n"
-        + "\n".join(rand(B64, 64) for _ in range(4)) + "\n-----END PGP PRIVATE KEY BLOCK-----")
+    add(
+        "private key pgp",
+        "{S}",
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n"
+        + "\n".join(rand(B64, 64) for _ in range(4))
+        + "\n-----END PGP PRIVATE KEY BLOCK-----",
+    )
     add("jwt", "session cookie was {S}", jwt())
     add("jwt bearer", "Authorization: Bearer {S}", jwt())
     add("jwt json", '"id_token": "{S}"', jwt())
 
     # -- credentials in URLs --------------------------------------------------------------------
     add("url postgres", "DATABASE_URL=postgres://app:{S}@db.internal:5432/app", password())
-    add("url postgresql", 'SQLALCHEMY_DATABASE_URI = "postgresql+psycopg://svc:{S}@10.2.0.4/orders"',
-        machine_password(16))
+    add(
+        "url postgresql",
+        'SQLALCHEMY_DATABASE_URI = "postgresql+psycopg://svc:{S}@10.2.0.4/orders"',
+        machine_password(16),
+    )
     add("url mysql", "connect with mysql://root:{S}@127.0.0.1:3306/shop", password())
-    add("url mongodb", "mongodb+srv://admin:{S}@cluster0.x1y2z.mongodb.net/?retryWrites=true",
-        rand(ALNUM, 16))
+    add(
+        "url mongodb",
+        "mongodb+srv://admin:{S}@cluster0.x1y2z.mongodb.net/?retryWrites=true",
+        rand(ALNUM, 16),
+    )
     add("url redis no user", "REDIS_URL=redis://:{S}@cache.internal:6379/0", rand(ALNUM, 24))
-    add("url rediss", "rediss://default:{S}@redis-12345.c1.cloud.redislabs.com:12345",
-        rand(ALNUM, 32))
+    add(
+        "url rediss",
+        "rediss://default:{S}@redis-12345.c1.cloud.redislabs.com:12345",
+        rand(ALNUM, 32),
+    )
     add("url amqp", "broker amqp://worker:{S}@rabbit:5672/vhost", password())
-    add("url git https", "git remote add origin https://alice:{S}@github.com/acme/api.git",
-        ghp())
+    add("url git https", "git remote add origin https://alice:{S}@github.com/acme/api.git", ghp())
     add("url git token user", "https://x-access-token:{S}@github.com/acme/site.git", ghp("ghs_"))
-    add("url gitlab oauth2", "git clone https://oauth2:{S}@gitlab.com/acme/infra.git",
-        "glpat-" + rand(URLSAFE, 20))
+    add(
+        "url gitlab oauth2",
+        "git clone https://oauth2:{S}@gitlab.com/acme/infra.git",
+        "glpat-" + rand(URLSAFE, 20),
+    )
     add("url ftp", "upload to ftp://deploy:{S}@files.acme.io/releases", password())
 
     # -- headers --------------------------------------------------------------------------------
     add("header bearer", "Authorization: Bearer {S}", rand(ALNUM, 40))
-    add("header bearer curl", 'curl -H "Authorization: Bearer {S}" https://api.acme.io/v2/me',
-        rand(URLSAFE, 48))
-    add("header basic", "Authorization: Basic {S}",
-        base64.b64encode(f"admin:{password()}".encode()).decode())
+    add(
+        "header bearer curl",
+        'curl -H "Authorization: Bearer {S}" https://api.acme.io/v2/me',
+        rand(URLSAFE, 48),
+    )
+    add(
+        "header basic",
+        "Authorization: Basic {S}",
+        base64.b64encode(f"admin:{password()}".encode()).decode(),
+    )
     add("header x-api-key", "X-Api-Key: {S}", rand(ALNUM, 32))
     add("header x-api-key curl", "curl -H 'x-api-key: {S}' https://api.acme.io", rand(ALNUM, 40))
     add("header api-key", "api-key: {S}", hexs(32))
@@ -213,16 +319,22 @@ def positives() -> list[dict[str, str]]:
     add("curl -u", "curl -u admin:{S} https://jenkins.internal/api/json", password())
     add("curl --user", "curl --user deploy:{S} -X POST https://nexus.acme.io/upload", password())
     add("docker login -p", "docker login registry.acme.io -u bot -p {S}", machine_password(24))
-    add("docker login --password", "docker login --username bot --password {S} ghcr.io",
-        machine_password(24))
+    add(
+        "docker login --password",
+        "docker login --username bot --password {S} ghcr.io",
+        machine_password(24),
+    )
     add("sshpass", "sshpass -p '{S}' ssh deploy@10.0.3.7", password())
     add("--password=", "./manage.py createsuperuser --password={S}", password())
     add("--token", "terraform login --token {S}", rand(ALNUM, 14) + ".atlasv1." + rand(ALNUM, 60))
     add("--api-key", "datadog-ci upload --api-key {S}", hexs(32))
     add("redis-cli -a", "redis-cli -h cache -a {S} ping", rand(ALNUM, 20))
     add("httpie -a", "http -a ops:{S} GET https://grafana.acme.io/api/health", password())
-    add("kubectl literal", "kubectl create secret generic db --from-literal=password={S}",
-        password())
+    add(
+        "kubectl literal",
+        "kubectl create secret generic db --from-literal=password={S}",
+        password(),
+    )
     add("helm set", "helm upgrade app ./chart --set auth.password={S}", password())
 
     # -- .env lines -----------------------------------------------------------------------------
@@ -236,13 +348,18 @@ def positives() -> list[dict[str, str]]:
     add("env SMTP_PASS", "SMTP_PASS={S}", password())
     add("env lower-case letters only", "REDIS_PASSWORD={S}", "bluesteelorchard")
     add("env MYSQL_ROOT_PASSWORD", "MYSQL_ROOT_PASSWORD={S}", password())
-    add("env laravel APP_KEY", "APP_KEY={S}", "base64:" + base64.b64encode(R.randbytes(32)).decode())
+    add(
+        "env laravel APP_KEY", "APP_KEY={S}", "base64:" + base64.b64encode(R.randbytes(32)).decode()
+    )
     add("env CLIENT_SECRET", "OAUTH_CLIENT_SECRET={S}", rand(URLSAFE, 40))
     add("env ENCRYPTION_KEY", "ENCRYPTION_KEY={S}", hexs(64))
     add("env windows set", "set DB_PASSWORD={S}", password())
     add("env powershell", '$env:API_KEY = "{S}"', rand(ALNUM, 32))
-    add("env several lines", "DB_HOST=db.internal\nDB_USER=app\nDB_PASSWORD={S}\nDB_PORT=5432",
-        password())
+    add(
+        "env several lines",
+        "DB_HOST=db.internal\nDB_USER=app\nDB_PASSWORD={S}\nDB_PORT=5432",
+        password(),
+    )
 
     # -- configuration files --------------------------------------------------------------------
     add("yaml password", "password: {S}", password())
@@ -261,15 +378,21 @@ def positives() -> list[dict[str, str]]:
     add("python literal", 'db.connect(user="app", password="{S}")', password())
     add("php array", "'password' => '{S}',", password())
     add("java properties", "spring.datasource.password={S}", password())
-    add("xml maven", "<server><id>nexus</id><username>ci</username><password>{S}</password></server>",
-        password())
+    add(
+        "xml maven",
+        "<server><id>nexus</id><username>ci</username><password>{S}</password></server>",
+        password(),
+    )
     add("netrc", "machine api.acme.io login bot password {S}", password())
     add("my.cnf", "[client]\nuser=root\npassword={S}", password())
     add("access_token toml", 'access_token = "{S}"', rand(URLSAFE, 40))
 
     # -- query strings --------------------------------------------------------------------------
-    add("query api_key", "GET https://api.weather.io/v1/forecast?city=Oslo&api_key={S}",
-        rand(ALNUM, 32))
+    add(
+        "query api_key",
+        "GET https://api.weather.io/v1/forecast?city=Oslo&api_key={S}",
+        rand(ALNUM, 32),
+    )
     add("query token", "webhook https://ci.acme.io/hook?project=web&token={S}", rand(ALNUM, 40))
     add("query access_token", "https://graph.acme.io/me?access_token={S}", rand(URLSAFE, 64))
     add("query apikey", "https://api.acme.io/items?apikey={S}&page=2", hexs(32))
@@ -286,8 +409,11 @@ def positives() -> list[dict[str, str]]:
     # -- more forms in the wild -----------------------------------------------------------------
     add("yaml upper key quoted", "DATABASE_PASSWORD: '{S}'", password())
     add("github token yaml", "GITHUB_TOKEN: {S}", ghp())
-    add("url pg_dump", "pg_dump postgresql://reporter:{S}@analytics.db:5432/events > dump.sql",
-        password())
+    add(
+        "url pg_dump",
+        "pg_dump postgresql://reporter:{S}@analytics.db:5432/events > dump.sql",
+        password(),
+    )
     add("openai quoted export", "export OPENAI_API_KEY='{S}'", "sk-proj-" + rand(URLSAFE, 48))
     add("stripe in code", "client = Stripe('{S}')", "sk_live_" + rand(ALNUM, 24))
     add("rails secret_key_base", "heroku config:set SECRET_KEY_BASE={S}", hexs(128))
@@ -323,13 +449,18 @@ def negatives() -> list[dict[str, str]]:
         data = base64.b64encode(R.randbytes(R.randint(12, 48))).decode()
         add("base64 test data", f'assert decode("{data}") == expected_bytes')
     for _ in range(6):
-        add("ulid", f"event {''.join(R.choice('0123456789ABCDEFGHJKMNPQRSTVWXYZ') for _ in range(26))}"
-            " was written twice")
+        add(
+            "ulid",
+            f"event {''.join(R.choice('0123456789ABCDEFGHJKMNPQRSTVWXYZ') for _ in range(26))}"
+            " was written twice",
+        )
     for _ in range(6):
         add("sri hash", f'<script src="/app.js" integrity="sha384-{rand(B64, 64)}"></script>')
     for _ in range(5):
-        add("npm lock integrity",
-            f'"integrity": "sha512-{base64.b64encode(R.randbytes(64)).decode()}"')
+        add(
+            "npm lock integrity",
+            f'"integrity": "sha512-{base64.b64encode(R.randbytes(64)).decode()}"',
+        )
     for _ in range(5):
         add("git object", f"git cat-file -p {hexs(40)} shows the old tree")
     for _ in range(5):
@@ -337,18 +468,44 @@ def negatives() -> list[dict[str, str]]:
     for _ in range(5):
         add("colour", f"button background #{hexs(6)} and border #{hexs(3)}")
     for _ in range(5):
-        add("long identifier", "renamed " + "_".join(R.choice(
-            ["user", "account", "billing", "invoice", "retry", "handler", "factory", "config",
-             "token", "password", "reset", "validator", "secret", "manager"]) for _ in range(5))
-            + " to something shorter")
+        add(
+            "long identifier",
+            "renamed "
+            + "_".join(
+                R.choice(
+                    [
+                        "user",
+                        "account",
+                        "billing",
+                        "invoice",
+                        "retry",
+                        "handler",
+                        "factory",
+                        "config",
+                        "token",
+                        "password",
+                        "reset",
+                        "validator",
+                        "secret",
+                        "manager",
+                    ]
+                )
+                for _ in range(5)
+            )
+            + " to something shorter",
+        )
     for _ in range(4):
         add("md5 etag", f'ETag: "{hexs(32)}" matched, so the CDN served the cached copy')
     for _ in range(4):
-        add("ip and port", f"api at 10.{R.randint(0, 255)}.{R.randint(0, 255)}.{R.randint(1, 254)}:"
-            f"{R.randint(1024, 65535)} answers slowly")
+        add(
+            "ip and port",
+            f"api at 10.{R.randint(0, 255)}.{R.randint(0, 255)}.{R.randint(1, 254)}:"
+            f"{R.randint(1024, 65535)} answers slowly",
+        )
 
     # hand-written: what coding agents write -----------------------------------------------------
-    add("prose about passwords",
+    add(
+        "prose about passwords",
         "the password field is validated with zod",
         "rotate the DB password monthly",
         "PASSWORD is read from the vault at start-up",
@@ -385,8 +542,9 @@ def negatives() -> list[dict[str, str]]:
         "pass the token with --token-file, not on the command line",
         "docker login --password-stdin reads it from stdin, so it never shows in ps",
         "curl -u reads the password interactively when you leave it out",
-        )
-    add("env names and placeholders",
+    )
+    add(
+        "env names and placeholders",
         "API_KEY=<your key>",
         "API_KEY=<your-api-key-here>",
         "DB_PASSWORD=${DB_PASSWORD}",
@@ -409,17 +567,17 @@ def negatives() -> list[dict[str, str]]:
         "token: ${{ secrets.GITHUB_TOKEN }}",
         "password: !ENV ${DB_PASSWORD}",
         "password: {{ .Values.db.password }}",
-        "password: \"{{ vault_db_password }}\"",
+        'password: "{{ vault_db_password }}"',
         "PGPASSWORD=$DB_PASSWORD psql -h localhost -U app",
-        "curl -H \"Authorization: Bearer $TOKEN\" https://api.acme.io/v2/me",
+        'curl -H "Authorization: Bearer $TOKEN" https://api.acme.io/v2/me',
         "curl -H 'Authorization: Bearer ${API_TOKEN}' https://api.acme.io",
         "Authorization: Bearer <token>",
         "X-Api-Key: <api-key>",
         "docker login -u $DOCKER_USER -p $DOCKER_PASSWORD",
-        "echo \"$DOCKER_PASSWORD\" | docker login -u ci --password-stdin",
+        'echo "$DOCKER_PASSWORD" | docker login -u ci --password-stdin',
         "mysql -u root -p app",
         "mysql -u root -p$MYSQL_ROOT_PASSWORD app",
-        "sshpass -p \"$SSHPASS\" ssh deploy@host",
+        'sshpass -p "$SSHPASS" ssh deploy@host',
         "./manage.py createsuperuser --password=$ADMIN_PASSWORD",
         "postgres://user:password@localhost:5432/app",
         "postgres://postgres:postgres@localhost:5432/test",
@@ -438,14 +596,15 @@ def negatives() -> list[dict[str, str]]:
         "secret: false",
         "AWS_SECRET_ACCESS_KEY=AWS_SECRET_ACCESS_KEY",
         "AWS_SECRET_ACCESS_KEY: ${AWS_SECRET_ACCESS_KEY}",
-        "api_key = \"<API_KEY>\"",
+        'api_key = "<API_KEY>"',
         "PASSWORD=%DB_PASSWORD%",
-        "token = \"REDACTED\"",
+        'token = "REDACTED"',
         "password=[REDACTED:password]",
         "client_secret: op://Engineering/google-oauth/client-secret",
         "db_password: vault:secret/data/db#password",
-        )
-    add("code reading secrets",
+    )
+    add(
+        "code reading secrets",
         'api_key = os.environ["API_KEY"]',
         'password = os.getenv("DB_PASSWORD")',
         "const token = process.env.GITHUB_TOKEN;",
@@ -512,10 +671,11 @@ def negatives() -> list[dict[str, str]]:
         "Authorization: Bearer ${token}",
         "headers['Authorization'] = f'Bearer {token}'",
         "X-Api-Key: ${{ secrets.API_KEY }}",
-        "--token \"$GH_TOKEN\"",
+        '--token "$GH_TOKEN"',
         "gh auth login --with-token < token.txt",
-        )
-    add("paths and urls",
+    )
+    add(
+        "paths and urls",
         "engram/secrets.py: the scanner runs before every write",
         "see src/auth/password_reset.ts line 88",
         "config lives in ~/.config/acme/credentials.toml (read-only)",
@@ -542,8 +702,9 @@ def negatives() -> list[dict[str, str]]:
         "gs://acme-models/embeddings/v3/index.bin",
         "arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/db-AbCdEf",
         "arn:aws:iam::123456789012:role/deploy",
-        )
-    add("versions and numbers",
+    )
+    add(
+        "versions and numbers",
         "upgraded pydantic from 2.6.4 to 2.7.1",
         "node v20.11.1, npm 10.2.4, pnpm 8.15.4",
         "python 3.12.2 (main, Feb  6 2024) [GCC 13.2.0]",
@@ -564,8 +725,9 @@ def negatives() -> list[dict[str, str]]:
         "semver ^4.17.21 resolves to 4.17.21",
         "CVE-2024-3094 does not affect us (xz 5.4.5)",
         "ISO timestamp 2026-04-15T09:30:12.345Z",
-        )
-    add("everyday notes",
+    )
+    add(
+        "everyday notes",
         "the flaky test was a race between the writer and the reader; added a lock",
         "tantivy's query parser chokes on unbalanced quotes; we escape them now",
         "decided to keep JSONL over SQLite for the event log because git merges it cleanly",
@@ -599,7 +761,7 @@ def negatives() -> list[dict[str, str]]:
         "Basic auth is disabled on the admin panel now; SSO only",
         "we pin actions by commit SHA, e.g. actions/checkout@b4ffde65f46336ab88eb53be808477a3936bae11",
         "the JWT's exp claim is checked with 30 s leeway",
-        "eyJ is the base64 of {\" which is how you spot a JWT",
+        'eyJ is the base64 of {" which is how you spot a JWT',
         "AKIA prefixes mark long-lived AWS access keys, ASIA temporary ones",
         "fixed: the `secret` flag on the field was ignored by the serializer",
         "token.type == TokenType.IDENT in the lexer",
@@ -648,7 +810,7 @@ def negatives() -> list[dict[str, str]]:
         "X-Request-Id: 5f0c2a9e-8d1b-4c3a-9e7f-2b6d4a1c8e90",
         "Accept: application/vnd.github+json",
         "User-Agent: engram/0.9.0 (+https://github.com/acme/engram)",
-        "WWW-Authenticate: Bearer realm=\"api\", error=\"invalid_token\"",
+        'WWW-Authenticate: Bearer realm="api", error="invalid_token"',
         "password reset links now expire after 1 hour",
         "set DB_PASSWORD in the CI secrets, never in .env.example",
         "token: ${TOKEN}",
@@ -659,7 +821,7 @@ def negatives() -> list[dict[str, str]]:
         "const secret = process.env.JWT_SECRET ?? '';",
         "if token is None: raise AuthError()",
         "token = None",
-        "password: \"\"",
+        'password: ""',
         "the auth token is 32 hex characters",
         "TOKEN_EXPIRY=3600",
         "api_key: str | None = None",
@@ -678,11 +840,12 @@ def negatives() -> list[dict[str, str]]:
         "$ export PGPASSWORD  # reads it from .pgpass",
         "mysql -u root -p < dump.sql",
         "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY (the AWS docs' example)",
-        )
+    )
     return out
 
 
 # -- forms found after the first version, in their own stream so the lines above stay as they were
+
 
 def later_positives() -> list[dict[str, str]]:
     """Secret forms an adversarial test found missed (30), the rule set was tuned on these."""
@@ -700,61 +863,107 @@ def later_positives() -> list[dict[str, str]]:
 
     def ppk(private_lines: int) -> tuple[str, str]:
         private = "\n".join(rand(B64, 64) for _ in range(private_lines))
-        text = ("PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: deploy@ci\n"
-                "Public-Lines: 2\n" + rand(B64, 64) + "\n" + rand(B64, 20) + "\n"
-                f"Private-Lines: {private_lines}\n{{S}}\nPrivate-MAC: {hexs(64)}")
+        text = (
+            "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: deploy@ci\n"
+            "Public-Lines: 2\n" + rand(B64, 64) + "\n" + rand(B64, 20) + "\n"
+            f"Private-Lines: {private_lines}\n{{S}}\nPrivate-MAC: {hexs(64)}"
+        )
         return text, private
 
-    add("gcp service account private_key_id",
+    add(
+        "gcp service account private_key_id",
         '{"type": "service_account", "project_id": "acme-prod", "private_key_id": "{S}", '
-        '"client_email": "ci@acme-prod.iam.gserviceaccount.com"}', hexs(40))
+        '"client_email": "ci@acme-prod.iam.gserviceaccount.com"}',
+        hexs(40),
+    )
     add("gcp private_key_id terraform", 'private_key_id = "{S}"', hexs(40))
-    add("azure storage key cli json", '[\n  {\n    "creationTime": "2026-03-02T10:11:12+00:00",\n'
+    add(
+        "azure storage key cli json",
+        '[\n  {\n    "creationTime": "2026-03-02T10:11:12+00:00",\n'
         '    "keyName": "key1",\n    "permissions": "FULL",\n    "value": "{S}"\n  }\n]',
-        rand(B64, 86) + "==")
+        rand(B64, 86) + "==",
+    )
     add("azure storage key env", "AZURE_STORAGE_KEY={S}", rand(B64, 86) + "==")
     add("discord bot token", 'bot.run("{S}")', discord_bot())
     add("discord bot token env", "DISCORD_BOT_TOKEN={S}", discord_bot())
-    add("discord webhook", f"alerts go to https://discord.com/api/webhooks/"
-        f"{R.randint(10**17, 10**18)}/{{S}}", rand(URLSAFE, 68))
-    add("discord webhook legacy host", f"curl -X POST https://discordapp.com/api/webhooks/"
-        f"{R.randint(10**17, 10**18)}/{{S}} -d @msg.json", rand(URLSAFE, 68))
+    add(
+        "discord webhook",
+        f"alerts go to https://discord.com/api/webhooks/{R.randint(10**17, 10**18)}/{{S}}",
+        rand(URLSAFE, 68),
+    )
+    add(
+        "discord webhook legacy host",
+        f"curl -X POST https://discordapp.com/api/webhooks/"
+        f"{R.randint(10**17, 10**18)}/{{S}} -d @msg.json",
+        rand(URLSAFE, 68),
+    )
     text, secret = ppk(1)
     add("putty ppk", text, secret)
     text, secret = ppk(4)
     add("putty ppk several private lines", text, secret)
-    add("jwt.encode literal", 'token = jwt.encode({"sub": user.id}, "{S}", algorithm="HS256")',
-        machine_password(32))
-    add("jwt.sign literal", "const token = jwt.sign(payload, '{S}', { expiresIn: '1h' });",
-        rand(ALNUM, 32))
-    add("netrc multi-line", "machine api.heroku.com\n  login ops@acme.io\n  password {S}\n",
-        str(uuid.UUID(int=R.getrandbits(128))))
+    add(
+        "jwt.encode literal",
+        'token = jwt.encode({"sub": user.id}, "{S}", algorithm="HS256")',
+        machine_password(32),
+    )
+    add(
+        "jwt.sign literal",
+        "const token = jwt.sign(payload, '{S}', { expiresIn: '1h' });",
+        rand(ALNUM, 32),
+    )
+    add(
+        "netrc multi-line",
+        "machine api.heroku.com\n  login ops@acme.io\n  password {S}\n",
+        str(uuid.UUID(int=R.getrandbits(128))),
+    )
     add("netrc default", "default login anonymous password {S}", password())
     add("vault s. token", "vault login {S}", "s." + rand(ALNUM, 24))
     add("vault s. token env", 'export VAULT_TOKEN="{S}"', "s." + rand(ALNUM, 24))
-    add("kubeconfig client-key-data", "users:\n- name: admin\n  user:\n"
-        "    client-key-data: {S}", b64(pem("RSA ", 3) + "\n"))
+    add(
+        "kubeconfig client-key-data",
+        "users:\n- name: admin\n  user:\n    client-key-data: {S}",
+        b64(pem("RSA ", 3) + "\n"),
+    )
     add("kubeconfig user token", "users:\n- name: ci\n  user:\n    token: {S}", rand(ALNUM, 64))
-    add("docker config auth", '{"auths": {"registry.acme.io": {"auth": "{S}"}}}',
-        b64(f"bot:{machine_password(24)}"))
-    add("docker config auth docker hub",
+    add(
+        "docker config auth",
+        '{"auths": {"registry.acme.io": {"auth": "{S}"}}}',
+        b64(f"bot:{machine_password(24)}"),
+    )
+    add(
+        "docker config auth docker hub",
         '{\n  "auths": {\n    "https://index.docker.io/v1/": {\n      "auth": "{S}"\n    }\n  }\n}',
-        b64(f"acme:{password()}"))
-    add("npmrc _auth", "registry=https://npm.acme.io/\n_auth={S}\nalways-auth=true",
-        b64(f"ci:{password()}"))
-    add("npmrc scoped _password", "//npm.acme.io/:username=ci\n//npm.acme.io/:_password={S}",
-        b64(password()))
-    add("okta ssws", 'curl -H "Authorization: SSWS {S}" https://acme.okta.com/api/v1/users',
-        "00" + rand(URLSAFE, 40))
+        b64(f"acme:{password()}"),
+    )
+    add(
+        "npmrc _auth",
+        "registry=https://npm.acme.io/\n_auth={S}\nalways-auth=true",
+        b64(f"ci:{password()}"),
+    )
+    add(
+        "npmrc scoped _password",
+        "//npm.acme.io/:username=ci\n//npm.acme.io/:_password={S}",
+        b64(password()),
+    )
+    add(
+        "okta ssws",
+        'curl -H "Authorization: SSWS {S}" https://acme.okta.com/api/v1/users',
+        "00" + rand(URLSAFE, 40),
+    )
     add("okta ssws header", "Authorization: SSWS {S}", "00" + rand(URLSAFE, 40))
-    add("atlassian api token", "jira api token {S}",
-        "ATATT3xFfGF0" + rand(URLSAFE, 171) + "=" + hexs(8).upper())
+    add(
+        "atlassian api token",
+        "jira api token {S}",
+        "ATATT3xFfGF0" + rand(URLSAFE, 171) + "=" + hexs(8).upper(),
+    )
     add("linear api key", "linear client uses {S}", "lin_api_" + rand(ALNUM, 40))
     add("linear api key header", "Authorization: {S}", "lin_api_" + rand(ALNUM, 40))
-    add("grafana service account token", "grafana token {S} for the dashboards sync",
-        "glsa_" + rand(ALNUM, 32) + "_" + hexs(8))
-    add("postman api key", "postman collection run with {S}",
-        "PMAK-" + hexs(24) + "-" + hexs(34))
+    add(
+        "grafana service account token",
+        "grafana token {S} for the dashboards sync",
+        "glsa_" + rand(ALNUM, 32) + "_" + hexs(8),
+    )
+    add("postman api key", "postman collection run with {S}", "PMAK-" + hexs(24) + "-" + hexs(34))
     add("postman api key env", "POSTMAN_API_KEY={S}", "PMAK-" + hexs(24) + "-" + hexs(34))
     return out
 
@@ -766,7 +975,8 @@ def later_negatives() -> list[dict[str, str]]:
     def add(form: str, *texts: str) -> None:
         out.extend({"form": form, "text": text} for text in texts)
 
-    add("look-alikes of later forms",
+    add(
+        "look-alikes of later forms",
         "the private_key_id field names the key; the key itself is in private_key",
         '"private_key_id": ""',
         'az storage account keys list --account-name stapp --query "[0].keyName"',
@@ -797,7 +1007,7 @@ def later_negatives() -> list[dict[str, str]]:
         "LIN-4821 tracks the flaky upload test",
         'pm.environment.get("api_key")',
         f"cache key {hexs(32)} missed, so the build ran cold",
-        )
+    )
     return out
 
 
@@ -806,8 +1016,10 @@ def build() -> dict[str, str]:
     R.seed(SEED)
     files = {}
     first_positives, first_negatives = positives(), negatives()
-    for name, rows in (("secrets_positive.jsonl", first_positives + later_positives()),
-                       ("secrets_negative.jsonl", first_negatives + later_negatives())):
+    for name, rows in (
+        ("secrets_positive.jsonl", first_positives + later_positives()),
+        ("secrets_negative.jsonl", first_negatives + later_negatives()),
+    ):
         files[name] = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     return files
 

@@ -37,8 +37,11 @@ B64 = ALNUM + "+/"
 def rand(alphabet: str, n: int) -> str:
     while True:
         value = "".join(R.choice(alphabet) for _ in range(n))
-        need = [c for c in (string.ascii_uppercase, string.ascii_lowercase, string.digits)
-                if any(ch in alphabet for ch in c)]
+        need = [
+            c
+            for c in (string.ascii_uppercase, string.ascii_lowercase, string.digits)
+            if any(ch in alphabet for ch in c)
+        ]
         if n < 8 or all(any(ch in c for ch in value) for c in need):
             return value
 
@@ -51,8 +54,20 @@ def hexs(n: int) -> str:
 
 
 def password() -> str:
-    words = ["Osprey", "canyon", "Pelican", "juniper", "Comet", "tangerine", "Ridge", "willow",
-             "Falcon", "harvest", "Quill", "basalt"]
+    words = [
+        "Osprey",
+        "canyon",
+        "Pelican",
+        "juniper",
+        "Comet",
+        "tangerine",
+        "Ridge",
+        "willow",
+        "Falcon",
+        "harvest",
+        "Quill",
+        "basalt",
+    ]
     parts = [R.choice(words), str(R.randint(10, 9999)), R.choice("!#%*+-_.@^")]
     R.shuffle(parts)
     return "".join(parts) + rand(ALNUM, 3)
@@ -87,52 +102,96 @@ def positives() -> list[dict[str, str]]:
     add("minio root password", "MINIO_ROOT_PASSWORD={S}", rand(ALNUM, 24))
     add("consul token", "CONSUL_HTTP_TOKEN={S}", uid())
     add("pusher secret", "PUSHER_APP_SECRET={S}", hexs(20))
-    add("ably key", "ABLY_API_KEY={S}", rand(ALNUM, 6) + "." + rand(URLSAFE, 6) + ":"
-        + rand(URLSAFE, 43))
+    add(
+        "ably key",
+        "ABLY_API_KEY={S}",
+        rand(ALNUM, 6) + "." + rand(URLSAFE, 6) + ":" + rand(URLSAFE, 43),
+    )
     add("livekit secret", "LIVEKIT_API_SECRET={S}", rand(ALNUM, 43))
-    add("cosmos connection string", "AccountEndpoint=https://acme.documents.azure.com:443/;"
-        "AccountKey={S};", b64(64))
-    add("service bus connection string", "Endpoint=sb://acme.servicebus.windows.net/;"
-        "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={S}", b64(32))
-    add("properties private key", "jwt.private-key={S}",
-        "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg" + rand(B64, 100))
-    add("yaml block private key", "deploy:\n  ssh_private_key: |\n    {S}",
-        "-----BEGIN OPENSSH PRIVATE KEY-----\n    " + "\n    ".join(rand(B64, 70) for _ in range(4))
-        + "\n    -----END OPENSSH PRIVATE KEY-----")
+    add(
+        "cosmos connection string",
+        "AccountEndpoint=https://acme.documents.azure.com:443/;AccountKey={S};",
+        b64(64),
+    )
+    add(
+        "service bus connection string",
+        "Endpoint=sb://acme.servicebus.windows.net/;"
+        "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={S}",
+        b64(32),
+    )
+    add(
+        "properties private key",
+        "jwt.private-key={S}",
+        "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg" + rand(B64, 100),
+    )
+    add(
+        "yaml block private key",
+        "deploy:\n  ssh_private_key: |\n    {S}",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n    "
+        + "\n    ".join(rand(B64, 70) for _ in range(4))
+        + "\n    -----END OPENSSH PRIVATE KEY-----",
+    )
     add("assemblyai in code", 'aai.settings.api_key = "{S}"', hexs(32))
     add("hf login in code", 'login(token="{S}")', "hf_" + rand(string.ascii_letters, 34))
-    add("terraform provider token", 'provider "github" {\n  token = "{S}"\n}',
-        "ghp_" + rand(ALNUM, 36))
+    add(
+        "terraform provider token",
+        'provider "github" {\n  token = "{S}"\n}',
+        "ghp_" + rand(ALNUM, 36),
+    )
     add("postmark header", "X-Postmark-Server-Token: {S}", uid())
     add("figma header", "X-Figma-Token: {S}", "figd_" + rand(URLSAFE, 40))
     add("jupyter url token", "http://127.0.0.1:8888/lab?token={S}", hexs(48))
-    add("aws credentials r2", "[r2]\naws_access_key_id = " + hexs(32)
-        + "\naws_secret_access_key = {S}", hexs(64))
-    add("cloudinary url", "CLOUDINARY_URL=cloudinary://" + str(R.randint(10**14, 10**15))
-        + ":{S}@acme", rand(URLSAFE, 27))
+    add(
+        "aws credentials r2",
+        "[r2]\naws_access_key_id = " + hexs(32) + "\naws_secret_access_key = {S}",
+        hexs(64),
+    )
+    add(
+        "cloudinary url",
+        "CLOUDINARY_URL=cloudinary://" + str(R.randint(10**14, 10**15)) + ":{S}@acme",
+        rand(URLSAFE, 27),
+    )
     add("sentry legacy dsn", "https://" + hexs(32) + ":{S}@sentry.io/12345", hexs(32))
 
     # -- command lines -----------------------------------------------------------------------
     add("wandb login", "wandb login {S}", hexs(40))
-    add("helm repo add", "helm repo add acme https://charts.acme.io --username ci --password {S}",
-        password())
+    add(
+        "helm repo add",
+        "helm repo add acme https://charts.acme.io --username ci --password {S}",
+        password(),
+    )
     add("argocd login", "argocd login argocd.acme.io --username admin --password {S}", password())
-    add("vault userpass", "vault write auth/userpass/users/ci password={S} policies=ci",
-        password())
+    add("vault userpass", "vault write auth/userpass/users/ci password={S} policies=ci", password())
     add("cargo publish token", "cargo publish --token {S}", "cio" + rand(ALNUM, 32))
-    add("cloudflared token", "cloudflared tunnel run --token {S}",
-        base64.b64encode(json.dumps({"a": hexs(32), "t": uid(), "s": b64(32)}).encode()).decode())
-    add("jenkins curl", "curl -u admin:{S} https://jenkins.acme.io/job/deploy/build",
-        "11" + hexs(32))
-    add("zendesk curl", "curl -u agent@acme.io/token:{S} https://acme.zendesk.com/api/v2/users",
-        rand(ALNUM, 40))
+    add(
+        "cloudflared token",
+        "cloudflared tunnel run --token {S}",
+        base64.b64encode(json.dumps({"a": hexs(32), "t": uid(), "s": b64(32)}).encode()).decode(),
+    )
+    add(
+        "jenkins curl",
+        "curl -u admin:{S} https://jenkins.acme.io/job/deploy/build",
+        "11" + hexs(32),
+    )
+    add(
+        "zendesk curl",
+        "curl -u agent@acme.io/token:{S} https://acme.zendesk.com/api/v2/users",
+        rand(ALNUM, 40),
+    )
     add("mysql pwd env", "MYSQL_PWD={S} mysql -u app shop", password())
-    add("openssl passout", "openssl pkcs12 -export -in cert.pem -out cert.p12 -passout pass:{S}",
-        password())
+    add(
+        "openssl passout",
+        "openssl pkcs12 -export -in cert.pem -out cert.p12 -passout pass:{S}",
+        password(),
+    )
     add("7z password", "7z a -p{S} backup.7z ./data", password())
     add("htpasswd batch", "htpasswd -b -c /etc/nginx/.htpasswd admin {S}", password())
-    add("kubectl docker-registry", "kubectl create secret docker-registry regcred "
-        "--docker-server=ghcr.io --docker-username=ci --docker-password={S}", rand(ALNUM, 24))
+    add(
+        "kubectl docker-registry",
+        "kubectl create secret docker-registry regcred "
+        "--docker-server=ghcr.io --docker-username=ci --docker-password={S}",
+        rand(ALNUM, 24),
+    )
     add("token as url user", "git clone https://{S}@git.acme.io/platform/api.git", rand(ALNUM, 40))
     add("sudo -S", "echo '{S}' | sudo -S apt-get update", password())
 
@@ -164,13 +223,14 @@ def negatives() -> list[dict[str, str]]:
     def add(form: str, *texts: str) -> None:
         out.extend({"form": form, "text": text} for text in texts)
 
-    add("public keys and ids",
+    add(
+        "public keys and ids",
         f"NEXT_PUBLIC_POSTHOG_KEY=phc_{rand(ALNUM, 43)}",
         f"CLERK_PUBLISHABLE_KEY=pk_live_{rand(ALNUM, 26)}",
         f"ALGOLIA_APP_ID={rand(UPPER_ALNUM, 10)}",
         "gtag('config', 'G-" + rand(UPPER_ALNUM, 10) + "') and GTM-" + rand(UPPER_ALNUM, 7),
         f"RECAPTCHA_SITE_KEY=6Lc{rand(URLSAFE, 37)}",
-        f"data-sitekey=\"{uid()}\"",
+        f'data-sitekey="{uid()}"',
         f"AZURE_CLIENT_ID={uid()}\nAZURE_TENANT_ID={uid()}",
         f"age1{rand('qpzry9x8gf2tvdw0s3jn54khce6mua7l', 58)} is the recipient for the backups",
         f"[Peer]\nPublicKey = {b64(32)}\nAllowedIPs = 10.8.0.0/24",
@@ -179,8 +239,9 @@ def negatives() -> list[dict[str, str]]:
         f"caBundle: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t{rand(B64, 120)}",
         f"SHA1: {':'.join(hexs(2).upper() for _ in range(20))}",
         f"GPG fingerprint {' '.join(hexs(4).upper() for _ in range(10))}",
-        )
-    add("ids in urls and apis",
+    )
+    add(
+        "ids in urls and apis",
         f"user_{rand(ALNUM, 27)} signed in twice",
         f"sess_{rand(ALNUM, 27)} expired",
         f"checkout session cs_test_a1{rand(ALNUM, 56)}",
@@ -207,9 +268,11 @@ def negatives() -> list[dict[str, str]]:
         f'<script nonce="{b64(16)}">',
         f"Content-Security-Policy: script-src 'sha256-{b64(32)}'",
         "IMG_20240101_123456.jpg and chunk-vendors." + hexs(8) + ".js",
-        )
-    add("encrypted or referenced, safe to commit",
-        "password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  " + "\n  ".join(hexs(64) for _ in range(3)),
+    )
+    add(
+        "encrypted or referenced, safe to commit",
+        "password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  "
+        + "\n  ".join(hexs(64) for _ in range(3)),
         f"db_password: ENC[AES256_GCM,data:{b64(12)},iv:{b64(32)},tag:{b64(16)},type:str]",
         f"encryptedData:\n  password: AgBy3i4OJSWK+PiTySYZZA{rand(B64, 300)}==",
         '"password": "{{ .Values.db.password }}"',
@@ -223,7 +286,7 @@ def negatives() -> list[dict[str, str]]:
         "sensitive = true",
         "op item get 'staging db' --fields password",
         "kubectl get secret db -o jsonpath='{.data.password}'",
-        'helm upgrade app ./chart --set auth.existingSecret=db-credentials',
+        "helm upgrade app ./chart --set auth.existingSecret=db-credentials",
         "docker login ghcr.io -u ci --password-stdin < ~/.ghcr-token",
         "cargo login < ~/.cargo/token",
         "ARGOCD_AUTH_TOKEN: ${{ secrets.ARGOCD_AUTH_TOKEN }}",
@@ -234,10 +297,11 @@ def negatives() -> list[dict[str, str]]:
         "htpasswd -B /etc/nginx/.htpasswd admin",
         "7z x backup.7z (it asks for the password)",
         "openssl pkcs12 -export -in cert.pem -out cert.p12 -passout env:P12_PASSWORD",
-        "echo \"$SUDO_PASSWORD\" | sudo -S true",
+        'echo "$SUDO_PASSWORD" | sudo -S true',
         "wandb login --relogin",
-        )
-    add("logs and prose",
+    )
+    add(
+        "logs and prose",
         "Authorization header missing on /api/v2/orders",
         "invalid token: signature has expired",
         "401 Unauthorized: Bad credentials",
@@ -258,7 +322,7 @@ def negatives() -> list[dict[str, str]]:
         "requirepass is set in the managed Redis, not in our config",
         "psk is the Wi-Fi passphrase; ours rotates monthly",
         "IDENTIFIED BY clauses in the migrations use placeholders",
-        )
+    )
     return out
 
 
@@ -266,8 +330,10 @@ def build() -> dict[str, str]:
     """The second held-out corpus files' names and contents."""
     R.seed(SEED)
     files = {}
-    for name, rows in (("secrets_heldout2_positive.jsonl", positives()),
-                       ("secrets_heldout2_negative.jsonl", negatives())):
+    for name, rows in (
+        ("secrets_heldout2_positive.jsonl", positives()),
+        ("secrets_heldout2_negative.jsonl", negatives()),
+    ):
         files[name] = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     return files
 

@@ -36,8 +36,11 @@ B64 = ALNUM + "+/"
 def rand(alphabet: str, n: int) -> str:
     while True:
         value = "".join(R.choice(alphabet) for _ in range(n))
-        need = [c for c in (string.ascii_uppercase, string.ascii_lowercase, string.digits)
-                if any(ch in alphabet for ch in c)]
+        need = [
+            c
+            for c in (string.ascii_uppercase, string.ascii_lowercase, string.digits)
+            if any(ch in alphabet for ch in c)
+        ]
         if n < 8 or all(any(ch in c for ch in value) for c in need):
             return value
 
@@ -50,8 +53,20 @@ def hexs(n: int) -> str:
 
 
 def password() -> str:
-    words = ["Osprey", "canyon", "Pelican", "juniper", "Comet", "tangerine", "Ridge", "willow",
-             "Falcon", "harvest", "Quill", "basalt"]
+    words = [
+        "Osprey",
+        "canyon",
+        "Pelican",
+        "juniper",
+        "Comet",
+        "tangerine",
+        "Ridge",
+        "willow",
+        "Falcon",
+        "harvest",
+        "Quill",
+        "basalt",
+    ]
     parts = [R.choice(words), str(R.randint(10, 9999)), R.choice("!#%*+-_.@^")]
     R.shuffle(parts)
     return "".join(parts) + rand(ALNUM, 3)
@@ -81,27 +96,47 @@ def positives() -> list[dict[str, str]]:
     add("redis auth", "REDIS_AUTH={S}", rand(ALNUM, 32))
     add("json clientSecret", '{"clientId": "web", "clientSecret": "{S}"}', rand(URLSAFE, 40))
     add("yaml apiSecret", "stream:\n  apiKey: mz8p3wq\n  apiSecret: {S}", rand(ALNUM, 40))
-    add("yaml secretAccessKey", "s3:\n  accessKeyId: AKIA" + rand(UPPER_ALNUM, 16)[:0] + "minio\n"
-        "  secretAccessKey: {S}", rand(B64, 40))
-    add("ldap bind password", "ldap:\n  bindDN: cn=svc,dc=acme,dc=io\n  bindPassword: {S}", password())
+    add(
+        "yaml secretAccessKey",
+        "s3:\n  accessKeyId: AKIA" + rand(UPPER_ALNUM, 16)[:0] + "minio\n  secretAccessKey: {S}",
+        rand(B64, 40),
+    )
+    add(
+        "ldap bind password",
+        "ldap:\n  bindDN: cn=svc,dc=acme,dc=io\n  bindPassword: {S}",
+        password(),
+    )
     add("keystore password properties", "server.ssl.key-store-password={S}", password())
     add("spring mail password", "spring.mail.password={S}", password())
     add("toml api_token", '[cloudflare]\napi_token = "{S}"', rand(URLSAFE, 40))
 
     # -- command lines -------------------------------------------------------------------------
     add("mysql --password=", "mysql --user=app --password={S} shop", password())
-    add("wget --password", "wget --user=ci --password={S} https://files.acme.io/build.zip", password())
+    add(
+        "wget --password",
+        "wget --user=ci --password={S} https://files.acme.io/build.zip",
+        password(),
+    )
     add("lftp -u", "lftp -u deploy,{S} sftp://files.acme.io", password())
     add("rsync url", "rsync -av ./dist rsync://deploy:{S}@mirror.acme.io/www/", password())
-    add("pip index url", "pip install --index-url https://ci:{S}@pypi.acme.io/simple acme-core",
-        rand(ALNUM, 24))
+    add(
+        "pip index url",
+        "pip install --index-url https://ci:{S}@pypi.acme.io/simple acme-core",
+        rand(ALNUM, 24),
+    )
     add("docker run -e token", "docker run -e API_TOKEN={S} acme/worker:3", rand(ALNUM, 32))
-    add("az login sp", "az login --service-principal -u " + uid() + " -p {S} --tenant acme.onmicrosoft.com",
-        rand(ALNUM, 3) + "8Q~" + rand(URLSAFE, 31))
+    add(
+        "az login sp",
+        "az login --service-principal -u " + uid() + " -p {S} --tenant acme.onmicrosoft.com",
+        rand(ALNUM, 3) + "8Q~" + rand(URLSAFE, 31),
+    )
     add("aws configure set", "aws configure set aws_secret_access_key {S}", rand(B64, 40))
     add("fly secrets set", "fly secrets set DB_PASSWORD={S}", password())
-    add("kubectl from-literal api-key", "kubectl create secret generic api --from-literal=api-key={S}",
-        rand(ALNUM, 32))
+    add(
+        "kubectl from-literal api-key",
+        "kubectl create secret generic api --from-literal=api-key={S}",
+        rand(ALNUM, 32),
+    )
     add("gh with-token", "gh auth login --with-token <<< {S}", "ghp_" + rand(ALNUM, 36))
 
     # -- code in several languages ------------------------------------------------------------
@@ -122,10 +157,13 @@ def positives() -> list[dict[str, str]]:
 
     # -- provider tokens ---------------------------------------------------------------------
     add("plaid access token", "plaid item token {S}", "access-production-" + uid())
-    add("twitch oauth", "twitch chat bot logs in with oauth:{S}", rand(string.ascii_lowercase + string.digits, 30))
+    add(
+        "twitch oauth",
+        "twitch chat bot logs in with oauth:{S}",
+        rand(string.ascii_lowercase + string.digits, 30),
+    )
     add("hubspot private app", "hubspot token {S}", "pat-na1-" + uid())
-    add("1password service account", "OP_SERVICE_ACCOUNT_TOKEN={S}",
-        "ops_eyJ" + rand(URLSAFE, 300))
+    add("1password service account", "OP_SERVICE_ACCOUNT_TOKEN={S}", "ops_eyJ" + rand(URLSAFE, 300))
     add("expo access token", "expo token {S}", "expo_" + rand(ALNUM, 40))
     add("honeycomb ingest key", "honeycomb key {S}", "hcaik_" + rand(LOWER_ALNUM, 58))
     add("stytch secret", "stytch project secret {S}", "secret-live-" + rand(URLSAFE, 36))
@@ -138,7 +176,8 @@ def negatives() -> list[dict[str, str]]:
     def add(form: str, *texts: str) -> None:
         out.extend({"form": form, "text": text} for text in texts)
 
-    add("code that reads secrets",
+    add(
+        "code that reads secrets",
         "apiKey: process.env.API_KEY!,",
         "password: ${{ secrets.DB_PASSWORD }}",
         "String password = args[0];",
@@ -151,7 +190,7 @@ def negatives() -> list[dict[str, str]]:
         'var token = Environment.GetEnvironmentVariable("TOKEN");',
         "password_confirmation = params[:password_confirmation]",
         'api_key_prefix = "sk_live_"',
-        "secret = Secret(name=\"db\", version=3)",
+        'secret = Secret(name="db", version=3)',
         "clientSecret: configService.get('OAUTH_SECRET'),",
         "aws configure set region eu-west-1",
         "fly secrets list",
@@ -161,8 +200,9 @@ def negatives() -> list[dict[str, str]]:
         "wget --ask-password https://files.acme.io/build.zip",
         "lftp -u deploy sftp://files.acme.io",
         "rsync -av ./dist deploy@mirror.acme.io:/www/",
-        )
-    add("ids, tags and digests",
+    )
+    add(
+        "ids, tags and digests",
         f"ghcr.io/acme/api:main-{hexs(40)}",
         f"release-2026.06.01-{hexs(7)} is live",
         f"build-{hexs(32)}.log was uploaded",
@@ -181,8 +221,9 @@ def negatives() -> list[dict[str, str]]:
         f"dpl_{rand(ALNUM, 28)} promoted to production",
         f"image digest sha256:{hexs(64)}",
         f"AAAAB3NzaC1yc2EAAAADAQABAAABAQ{rand(B64, 60)} is the start of the public key",
-        )
-    add("prose about credentials",
+    )
+    add(
+        "prose about credentials",
         "the password policy requires 12 characters and a symbol",
         "token-based auth replaced sessions in 2024",
         "keyless signing with sigstore; no private key on the runner",
@@ -203,7 +244,7 @@ def negatives() -> list[dict[str, str]]:
         "AUTH0_CLIENT_SECRET comes from the Auth0 dashboard",
         "set REDIS_AUTH only when the server has requirepass on",
         "bindPassword is read from the LDAP secret at start-up",
-        )
+    )
     return out
 
 
@@ -211,8 +252,10 @@ def build() -> dict[str, str]:
     """The third held-out corpus files' names and contents."""
     R.seed(SEED)
     files = {}
-    for name, rows in (("secrets_heldout3_positive.jsonl", positives()),
-                       ("secrets_heldout3_negative.jsonl", negatives())):
+    for name, rows in (
+        ("secrets_heldout3_positive.jsonl", positives()),
+        ("secrets_heldout3_negative.jsonl", negatives()),
+    ):
         files[name] = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     return files
 

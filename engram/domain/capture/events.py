@@ -25,8 +25,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
-              "NotebookEdit": "notebook_path"}
+FILE_TOOLS = {
+    "Edit": "file_path",
+    "Write": "file_path",
+    "MultiEdit": "file_path",
+    "NotebookEdit": "notebook_path",
+}
 COMMAND_TOOLS = ("Bash",)
 OUTPUT_LINES = 6  # of a failed command's output, the first ones
 LINE_CHARS = 240
@@ -34,8 +38,9 @@ COMMAND_CHARS = 1000
 SCAN_CHARS = 8000  # of a command or an output line, scanned for secrets before it is cut
 PATH_CHARS = 1024
 SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-_EXIT = re.compile(r"\A\s*(?:Exit code|exit status|exited with code)\s*:?\s*(-?\d{1,4})\b",
-                   re.IGNORECASE)
+_EXIT = re.compile(
+    r"\A\s*(?:Exit code|exit status|exited with code)\s*:?\s*(-?\d{1,4})\b", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -80,8 +85,11 @@ def read(payload: Any) -> Captured | Skipped:
     return _own(payload, session, cwd)
 
 
-def _claude(payload: dict[str, Any], session: str | None, cwd: str | None,
-            ) -> Captured | Skipped:
+def _claude(
+    payload: dict[str, Any],
+    session: str | None,
+    cwd: str | None,
+) -> Captured | Skipped:
     event, tool = payload.get("hook_event_name"), payload.get("tool_name")
     if event not in ("PostToolUse", "PostToolUseFailure"):
         return Skipped(f"not a tool event ({str(event)[:40]!r})")
@@ -102,7 +110,7 @@ def _claude(payload: dict[str, Any], session: str | None, cwd: str | None,
                 return Skipped("error is not text")
             found = _EXIT.match(error)
             code = int(found.group(1)) if found else 1
-            output = error[found.end():] if found else error
+            output = error[found.end() :] if found else error
             return _command(command, code or 1, output, session, cwd, str(tool))
         response = payload.get("tool_response")
         code, output = 0, ""
@@ -131,7 +139,7 @@ def _own(payload: dict[str, Any], session: str | None, cwd: str | None) -> Captu
         if not isinstance(output, str):
             return Skipped("output is not text")
         return _command(payload.get("command"), code, output, session, cwd, "command")
-    return Skipped("event is neither \"file\" nor \"command\"")
+    return Skipped('event is neither "file" nor "command"')
 
 
 def _text(value: Any, most: int) -> bool:
@@ -144,8 +152,9 @@ def _file(path: Any, session: str | None, cwd: str | None, tool: str) -> Capture
     return Captured("file", session, cwd, tool=tool, path=path)
 
 
-def _command(command: Any, code: int, output: str, session: str | None, cwd: str | None,
-             tool: str) -> Captured | Skipped:
+def _command(
+    command: Any, code: int, output: str, session: str | None, cwd: str | None, tool: str
+) -> Captured | Skipped:
     if not isinstance(command, str) or not command.strip() or "\x00" in command:
         return Skipped("the command is not text")
     if code == 0:  # only counted: neither the command nor its output is kept
@@ -154,19 +163,28 @@ def _command(command: Any, code: int, output: str, session: str | None, cwd: str
 
     # Secrets are found in the whole of what is kept (and a margin), then the text is cut: a
     # cut through a secret would leave a piece the scanner no longer recognises.
-    texts = [" ".join(command[: SCAN_CHARS].split())]
-    texts += [line.rstrip()[: SCAN_CHARS] for line in output.replace("\x00", "").splitlines()
-              if line.strip()][:OUTPUT_LINES]
+    texts = [" ".join(command[:SCAN_CHARS].split())]
+    texts += [
+        line.rstrip()[:SCAN_CHARS]
+        for line in output.replace("\x00", "").splitlines()
+        if line.strip()
+    ][:OUTPUT_LINES]
     redacted = False
     cleaned = []
     for text in texts:
         findings = find_secrets(text)
         redacted = redacted or bool(findings)
         cleaned.append(redact(text, findings) if findings else text)
-    return Captured("command", session, cwd, tool=tool,
-                    command=_cut(cleaned[0], COMMAND_CHARS), exit_code=code,
-                    output="\n".join(_cut(line, LINE_CHARS) for line in cleaned[1:]),
-                    redacted=redacted)
+    return Captured(
+        "command",
+        session,
+        cwd,
+        tool=tool,
+        command=_cut(cleaned[0], COMMAND_CHARS),
+        exit_code=code,
+        output="\n".join(_cut(line, LINE_CHARS) for line in cleaned[1:]),
+        redacted=redacted,
+    )
 
 
 def _cut(text: str, most: int) -> str:

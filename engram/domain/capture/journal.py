@@ -48,9 +48,19 @@ def now_text() -> str:
 
 def empty(session: str) -> dict[str, Any]:
     stamp = now_text()
-    return {"version": VERSION, "session": session, "started": stamp, "updated": stamp,
-            "files": {}, "outside": 0, "failures": [], "commands": 0, "folded": 0,
-            "skipped": 0, "shown": {}}
+    return {
+        "version": VERSION,
+        "session": session,
+        "started": stamp,
+        "updated": stamp,
+        "files": {},
+        "outside": 0,
+        "failures": [],
+        "commands": 0,
+        "folded": 0,
+        "skipped": 0,
+        "shown": {},
+    }
 
 
 def journal_dir(local_dir: Path) -> Path:
@@ -73,20 +83,27 @@ def _valid(data: Any) -> bool:
     if not all(isinstance(data.get(k), str) for k in ("session", "started", "updated")):
         return False
     files, failures, shown = data.get("files"), data.get("failures"), data.get("shown")
-    if not isinstance(files, dict) or not isinstance(failures, list) or \
-            not isinstance(shown, dict):
+    if not isinstance(files, dict) or not isinstance(failures, list) or not isinstance(shown, dict):
         return False
     for _path, entry in files.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("count"), int) or \
-                not all(isinstance(entry.get(k), str) for k in ("first", "last", "tool")):
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("count"), int)
+            or not all(isinstance(entry.get(k), str) for k in ("first", "last", "tool"))
+        ):
             return False
     for entry in failures:
-        if not isinstance(entry, dict) or not isinstance(entry.get("count"), int) or \
-                not isinstance(entry.get("exit_code"), int) or \
-                not all(isinstance(entry.get(k), str)
-                        for k in ("id", "key", "command", "output", "first", "last")) or \
-                not isinstance(entry.get("redacted", False), bool) or \
-                not isinstance(entry.get("task", ""), str):
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("count"), int)
+            or not isinstance(entry.get("exit_code"), int)
+            or not all(
+                isinstance(entry.get(k), str)
+                for k in ("id", "key", "command", "output", "first", "last")
+            )
+            or not isinstance(entry.get("redacted", False), bool)
+            or not isinstance(entry.get("task", ""), str)
+        ):
             return False
     return all(isinstance(v, int) for v in shown.values())
 
@@ -133,8 +150,7 @@ def _locked(path: Path) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise EngramError(f"{path} stayed locked for {LOCK_SECONDS:.0f}s") \
-                        from None
+                    raise EngramError(f"{path} stayed locked for {LOCK_SECONDS:.0f}s") from None
                 time.sleep(0.005)
         yield
     finally:
@@ -156,8 +172,9 @@ def editing(local_dir: Path, session: str) -> Iterator[dict[str, Any]]:
             data = empty(session)
         yield data
         data["updated"] = now_text()
-        atomic_write(path, json.dumps(data, ensure_ascii=False, separators=(",", ":")),
-                     durable=False)
+        atomic_write(
+            path, json.dumps(data, ensure_ascii=False, separators=(",", ":")), durable=False
+        )
 
 
 def prune(folder: Path, *, days: float = KEEP_DAYS) -> int:
@@ -216,8 +233,9 @@ def add(data: dict[str, Any], item: Captured, *, work_tree: Path) -> str:
     if not item.failed:
         data["commands"] += 1
         return "command"
-    key = hashlib.sha256(json.dumps([item.command, item.exit_code, item.output]).encode()
-                         ).hexdigest()[:16]
+    key = hashlib.sha256(
+        json.dumps([item.command, item.exit_code, item.output]).encode()
+    ).hexdigest()[:16]
     failures = data["failures"]
     for at, entry in enumerate(failures):
         if entry["key"] == key:
@@ -226,9 +244,19 @@ def add(data: dict[str, Any], item: Captured, *, work_tree: Path) -> str:
             failures.append(failures.pop(at))
             return "folded"
     number = max([int(e["id"][1:]) for e in failures if e["id"][1:].isdigit()] or [0]) + 1
-    failures.append({"id": f"c{number}", "key": key, "command": item.command,
-                     "exit_code": item.exit_code, "output": item.output, "count": 1,
-                     "first": stamp, "last": stamp, "redacted": item.redacted})
+    failures.append(
+        {
+            "id": f"c{number}",
+            "key": key,
+            "command": item.command,
+            "exit_code": item.exit_code,
+            "output": item.output,
+            "count": 1,
+            "first": stamp,
+            "last": stamp,
+            "redacted": item.redacted,
+        }
+    )
     del failures[:-MAX_FAILURES]
     return "failure"
 
@@ -250,18 +278,32 @@ class SessionCapture:
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> SessionCapture:
-        return cls(session=data["session"], started=data["started"], updated=data["updated"],
-                   files=tuple(data["files"]),
-                   failures=tuple({k: v for k, v in f.items() if k != "key"}
-                                  for f in data["failures"]),
-                   commands=data["commands"], folded=data["folded"], skipped=data["skipped"],
-                   outside=data["outside"], shown=len(data["shown"]))
+        return cls(
+            session=data["session"],
+            started=data["started"],
+            updated=data["updated"],
+            files=tuple(data["files"]),
+            failures=tuple({k: v for k, v in f.items() if k != "key"} for f in data["failures"]),
+            commands=data["commands"],
+            folded=data["folded"],
+            skipped=data["skipped"],
+            outside=data["outside"],
+            shown=len(data["shown"]),
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"session": self.session, "started": self.started, "updated": self.updated,
-                "files": list(self.files), "failures": list(self.failures),
-                "commands": self.commands, "folded": self.folded, "skipped": self.skipped,
-                "outside": self.outside, "shown": self.shown}
+        return {
+            "session": self.session,
+            "started": self.started,
+            "updated": self.updated,
+            "files": list(self.files),
+            "failures": list(self.failures),
+            "commands": self.commands,
+            "folded": self.folded,
+            "skipped": self.skipped,
+            "outside": self.outside,
+            "shown": self.shown,
+        }
 
 
 def sessions(local_dir: Path) -> list[SessionCapture]:

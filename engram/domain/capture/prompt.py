@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 
 CHARS_PER_TOKEN = 4
 CANDIDATES = 8
-HEADER = ("Engram memories that may bear on this prompt (matched by words; ids to cite, "
-          "`memory_update` or `memory_forget`):")
+HEADER = (
+    "Engram memories that may bear on this prompt (matched by words; ids to cite, "
+    "`memory_update` or `memory_forget`):"
+)
 
 
 @dataclass(frozen=True)
@@ -46,13 +48,25 @@ def _sources(workspace: Workspace) -> list[Source]:
         belongs = None
         if store.kind == "personal" and workspace.here() is not None:
             belongs = partial(workspace.belongs_here, store)
-        out.append(Source(store, workspace.settings(store), workspace.projection(store),
-                          workspace.search(store), None, belongs))
+        out.append(
+            Source(
+                store,
+                workspace.settings(store),
+                workspace.projection(store),
+                workspace.search(store),
+                None,
+                belongs,
+            )
+        )
     return out
 
 
-def prompt_context(workspace: Workspace, prompt: str, *, session: str | None,
-                   ) -> PromptContext:
+def prompt_context(
+    workspace: Workspace,
+    prompt: str,
+    *,
+    session: str | None,
+) -> PromptContext:
     """The memories to add for `prompt` in `session` (see the module's docstring)."""
     from ...search import ranking
     from ...search import recall as pipeline
@@ -73,8 +87,9 @@ def prompt_context(workspace: Workspace, prompt: str, *, session: str | None,
     intent = ranking.analyse(query, moment)
     if not ranking.has_content(query, intent):
         return nothing
-    hits = pipeline.rank(query, intent, _sources(workspace), k=CANDIDATES,
-                         filters=pipeline.Filters(), moment=moment)
+    hits = pipeline.rank(
+        query, intent, _sources(workspace), k=CANDIDATES, filters=pipeline.Filters(), moment=moment
+    )
     threshold = settings["capture.recall_threshold"]
     budget = settings["capture.recall_tokens"] * CHARS_PER_TOKEN
     name = session or DEFAULT_SESSION

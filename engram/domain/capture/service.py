@@ -66,9 +66,12 @@ def hook_target(cwd: Path | None) -> tuple[Store, Settings] | None:
     return store, Settings(*layers)
 
 
-def record(workspace: Workspace | tuple[Store, Settings] | None,
-           items: Iterable[Captured | Skipped], *, session: str | None = None,
-           ) -> CaptureReport:
+def record(
+    workspace: Workspace | tuple[Store, Settings] | None,
+    items: Iterable[Captured | Skipped],
+    *,
+    session: str | None = None,
+) -> CaptureReport:
     """Fold events into their sessions' journals (`session` for those that name none), as
     the settings `capture.files` and `capture.commands` allow. `workspace` is a workspace, or
     what `hook_target` found (None: no store)."""
@@ -83,8 +86,7 @@ def record(workspace: Workspace | tuple[Store, Settings] | None,
         return report
     by_session: dict[str, list[Captured | Skipped]] = {}
     for item in items:
-        name = (item.session if isinstance(item, Captured) else None) or session or \
-            DEFAULT_SESSION
+        name = (item.session if isinstance(item, Captured) else None) or session or DEFAULT_SESSION
         by_session.setdefault(name, []).append(item)
     for name, batch in by_session.items():
         with journal.editing(store.local_dir, name) as data:
@@ -94,8 +96,11 @@ def record(workspace: Workspace | tuple[Store, Settings] | None,
                     report.skipped.append(item.reason)
                     report.note("skipped")
                     continue
-                wanted = settings["capture.files"] if item.kind == "file" else \
-                    settings["capture.commands"]
+                wanted = (
+                    settings["capture.files"]
+                    if item.kind == "file"
+                    else settings["capture.commands"]
+                )
                 if not wanted:
                     report.note("off")
                     continue
@@ -103,8 +108,11 @@ def record(workspace: Workspace | tuple[Store, Settings] | None,
     return report
 
 
-def stats(workspace: Workspace, *, session: str | None = None,
-          ) -> list[journal.SessionCapture]:
+def stats(
+    workspace: Workspace,
+    *,
+    session: str | None = None,
+) -> list[journal.SessionCapture]:
     """What was captured, per session (only `session`'s when given), newest first."""
     store = capture_store(workspace)
     if store is None:
@@ -115,8 +123,9 @@ def stats(workspace: Workspace, *, session: str | None = None,
     return journal.sessions(store.local_dir)
 
 
-def checkpoint_fields(store: Store, session: str | None, latest: dict[str, Any] | None,
-                      *, most: int) -> dict[str, list[str]]:
+def checkpoint_fields(
+    store: Store, session: str | None, latest: dict[str, Any] | None, *, most: int
+) -> dict[str, list[str]]:
     """The working set a checkpoint saved now should carry: the files and commands of the
     task's latest checkpoint, then those this session's journal captured (files that are no
     longer safe working-set files dropped: outside the work tree, through a link, in .git).
@@ -128,8 +137,11 @@ def checkpoint_fields(store: Store, session: str | None, latest: dict[str, Any] 
     if data is None or not (data["files"] or data["failures"]):
         return {}
     working = (latest or {}).get("working_set") or {}
-    files = [str(f["path"]) for f in working.get("files") or []
-             if isinstance(f, dict) and isinstance(f.get("path"), str)]
+    files = [
+        str(f["path"])
+        for f in working.get("files") or []
+        if isinstance(f, dict) and isinstance(f.get("path"), str)
+    ]
     for path in data["files"]:
         if path in files:
             continue
@@ -209,8 +221,7 @@ def link_failure(store: Store, error: str, task: str) -> str | None:
     for failure in reversed(data["failures"]):  # the latest first: it wins a tie
         if failure.get("task"):
             continue
-        words = {w.lower() for w in re.findall(_WORD, f"{failure['command']}\n"
-                                               f"{failure['output']}")}
+        words = {w.lower() for w in re.findall(_WORD, f"{failure['command']}\n{failure['output']}")}
         score = len(said & words) + (2 if failure["command"] in error else 0)
         if score > best_score:
             best, best_score = failure, score

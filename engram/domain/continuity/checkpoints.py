@@ -26,8 +26,15 @@ from ...storage import events as ev
 if TYPE_CHECKING:
     from ...base.validation import Checks
 
-LIST_FIELDS = ("completed", "in_progress", "blocked", "next", "must_not_redo", "must_preserve",
-               "open_questions")
+LIST_FIELDS = (
+    "completed",
+    "in_progress",
+    "blocked",
+    "next",
+    "must_not_redo",
+    "must_preserve",
+    "open_questions",
+)
 TEXT_FIELDS = ("goal", "summary")
 REASONS = CHECKPOINT_REASON.names
 # Checkpoints someone asked for. Only these are rendered to Markdown for review; the automatic
@@ -39,6 +46,8 @@ EXPLICIT = tuple(term.name for term in CHECKPOINT_REASON.terms if term.data["ask
 def rendered(reason: object) -> bool:
     """Whether a checkpoint saved for this reason gets a Markdown file under handoffs/."""
     return reason in EXPLICIT
+
+
 TITLES = {
     "goal": "Goal",
     "summary": "Summary",
@@ -54,16 +63,21 @@ TITLES = {
 
 # How much each part of a package is worth to the next agent (sums to 1).
 COMPLETENESS_WEIGHTS = {
-    "goal": 0.20, "next": 0.25, "completed": 0.15, "must_not_redo": 0.10, "working_set": 0.10,
-    "in_progress": 0.10, "summary": 0.05, "must_preserve": 0.05,
+    "goal": 0.20,
+    "next": 0.25,
+    "completed": 0.15,
+    "must_not_redo": 0.10,
+    "working_set": 0.10,
+    "in_progress": 0.10,
+    "summary": 0.05,
+    "must_preserve": 0.05,
 }
 FRESHNESS_HOURS = 72.0
 
 
 def empty_package() -> dict[str, Any]:
     package: dict[str, Any] = {name: [] for name in LIST_FIELDS}
-    package.update(goal="", summary="", working_set={"files": [], "commands": [],
-                                                    "artifacts": []})
+    package.update(goal="", summary="", working_set={"files": [], "commands": [], "artifacts": []})
     return package
 
 
@@ -85,21 +99,32 @@ def parse_package(data: bytes, *, name: str = "-") -> dict[str, Any]:
 
             loaded = YAML(typ="safe").load(text)
     except Exception as exc:  # the parsers raise many types; all mean the same to a user
-        raise UsageError(f"{name} is not valid {kind} ({type(exc).__name__}); fix it and "
-                         "try again") from None
+        raise UsageError(
+            f"{name} is not valid {kind} ({type(exc).__name__}); fix it and try again"
+        ) from None
     if not isinstance(loaded, dict):
-        raise UsageError(f"{name} must hold a mapping of checkpoint fields, such as "
-                         "summary, next and files")
+        raise UsageError(
+            f"{name} must hold a mapping of checkpoint fields, such as summary, next and files"
+        )
     return loaded
 
 
 def normalise(raw: Mapping[str, Any], checks: Checks) -> dict[str, Any]:
     """A package from user input (options, YAML or JSON), checked field by field."""
-    unknown = {str(key) for key in raw} - {*LIST_FIELDS, *TEXT_FIELDS, "working_set", "task",
-                                           "files", "commands", "artifacts"}
+    unknown = {str(key) for key in raw} - {
+        *LIST_FIELDS,
+        *TEXT_FIELDS,
+        "working_set",
+        "task",
+        "files",
+        "commands",
+        "artifacts",
+    }
     if unknown:
-        raise UsageError(f"unknown checkpoint field(s): {', '.join(sorted(unknown))[:200]}; "
-                         f"known: {', '.join((*TEXT_FIELDS, *LIST_FIELDS, 'working_set'))}")
+        raise UsageError(
+            f"unknown checkpoint field(s): {', '.join(sorted(unknown))[:200]}; "
+            f"known: {', '.join((*TEXT_FIELDS, *LIST_FIELDS, 'working_set'))}"
+        )
     package = empty_package()
     for name in TEXT_FIELDS:
         value = raw.get(name)
@@ -114,18 +139,28 @@ def normalise(raw: Mapping[str, Any], checks: Checks) -> dict[str, Any]:
     if working is None:
         working = {}
     if not isinstance(working, Mapping):
-        raise UsageError("checkpoint field working_set must be a mapping of files, commands, "
-                         "artifacts")
+        raise UsageError(
+            "checkpoint field working_set must be a mapping of files, commands, artifacts"
+        )
     unknown = {str(key) for key in working} - {"files", "commands", "artifacts"}
     if unknown:
-        raise UsageError(f"unknown working_set field(s): {', '.join(sorted(unknown))[:200]}; "
-                         "known: files, commands, artifacts")
+        raise UsageError(
+            f"unknown working_set field(s): {', '.join(sorted(unknown))[:200]}; "
+            "known: files, commands, artifacts"
+        )
     package["working_set"] = {
-        "files": checks.files([*_listed(working.get("files"), "files", mappings=True),
-                               *_listed(raw.get("files"), "files", mappings=True)]),
-        **{key: checks.items(_folded([*_listed(working.get(key), key),
-                                      *_listed(raw.get(key), key)]), field=key)
-           for key in ("commands", "artifacts")},
+        "files": checks.files(
+            [
+                *_listed(working.get("files"), "files", mappings=True),
+                *_listed(raw.get("files"), "files", mappings=True),
+            ]
+        ),
+        **{
+            key: checks.items(
+                _folded([*_listed(working.get(key), key), *_listed(raw.get(key), key)]), field=key
+            )
+            for key in ("commands", "artifacts")
+        },
     }
     return package
 
@@ -187,8 +222,9 @@ def freshness(*, saved_at: str, now: datetime, unchanged: float | None = None) -
     return round(value, 4)
 
 
-def confidence(package: Mapping[str, Any], *, saved_at: str, now: datetime,
-               unchanged: float | None = None) -> float:
+def confidence(
+    package: Mapping[str, Any], *, saved_at: str, now: datetime, unchanged: float | None = None
+) -> float:
     """How well the next agent can continue from this package: completeness x freshness."""
     fresh = freshness(saved_at=saved_at, now=now, unchanged=unchanged)
     return round(completeness(package) * (0.5 + 0.5 * fresh), 4)
@@ -206,12 +242,17 @@ def changes(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[
         added = [x for x in new if x not in old]
         removed = [x for x in old if x not in new]
         if added or removed or (name == "next" and old != new):
-            out[name] = {"added": added, "removed": removed,
-                         **({"reordered": True} if not added and not removed else {})}
+            out[name] = {
+                "added": added,
+                "removed": removed,
+                **({"reordered": True} if not added and not removed else {}),
+            }
     old_files, new_files = file_paths(before), file_paths(after)
     if old_files != new_files:
-        out["working_set"] = {"added": sorted(new_files - old_files),
-                              "removed": sorted(old_files - new_files)}
+        out["working_set"] = {
+            "added": sorted(new_files - old_files),
+            "removed": sorted(old_files - new_files),
+        }
     return out
 
 
@@ -222,8 +263,9 @@ def jaccard_distance(a: Iterable[str], b: Iterable[str]) -> float:
     return 1.0 - len(left & right) / len(left | right)
 
 
-def render(task: Mapping[str, Any], checkpoint: Mapping[str, Any],
-           previous: Mapping[str, Any] | None) -> str:
+def render(
+    task: Mapping[str, Any], checkpoint: Mapping[str, Any], previous: Mapping[str, Any] | None
+) -> str:
     """The Markdown a reviewer reads. Deterministic: the same checkpoint, the same bytes. What
     the checkpoint says is shown as written, never as markup (see `engram.display`)."""
     lines = [
@@ -254,9 +296,10 @@ def render(task: Mapping[str, Any], checkpoint: Mapping[str, Any],
         lines.append("")
     working = checkpoint.get("working_set") or {}
     lines += [f"## {TITLES['working_set']}", ""]
-    entries = [f"- {md_code(f['path'])}" + (f" @ {md(f['commit'][:12])}" if f.get("commit")
-                                              else "")
-               for f in working.get("files") or []]
+    entries = [
+        f"- {md_code(f['path'])}" + (f" @ {md(f['commit'][:12])}" if f.get("commit") else "")
+        for f in working.get("files") or []
+    ]
     entries += [f"- command: {md_code(c)}" for c in working.get("commands") or []]
     entries += [f"- artifact: {md_lines(a, indent=2)}" for a in working.get("artifacts") or []]
     lines += (entries or ["(none)"]) + [""]
@@ -268,8 +311,10 @@ def render(task: Mapping[str, Any], checkpoint: Mapping[str, Any],
     for name, change in delta.items():
         label = TITLES[name].split(" (")[0].lower()
         if name in TEXT_FIELDS:
-            lines.append(f"- {label}: was \"{md(ev.one_line(change['from'], 80))}\", "
-                         f"now \"{md(ev.one_line(change['to'], 80))}\"")
+            lines.append(
+                f'- {label}: was "{md(ev.one_line(change["from"], 80))}", '
+                f'now "{md(ev.one_line(change["to"], 80))}"'
+            )
             continue
         for item in change.get("added", []):
             lines.append(f"- {label}: + {md(item)}")

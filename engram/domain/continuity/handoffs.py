@@ -49,10 +49,17 @@ class Checkpoint:
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> Checkpoint:
-        return cls(task=record["task"], checkpoint=record["checkpoint"], seq=record["seq"],
-                   reason=record.get("reason") or "", summary=record.get("summary") or "",
-                   confidence=float(record.get("confidence") or 0.0), time=record["time"],
-                   clock=record["clock"], record=MappingProxyType(dict(record)))
+        return cls(
+            task=record["task"],
+            checkpoint=record["checkpoint"],
+            seq=record["seq"],
+            reason=record.get("reason") or "",
+            summary=record.get("summary") or "",
+            confidence=float(record.get("confidence") or 0.0),
+            time=record["time"],
+            clock=record["clock"],
+            record=MappingProxyType(dict(record)),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.record)
@@ -82,9 +89,15 @@ class Checkpoints:
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
 
-    def handoff(self, ident: str, *, summary: str,
-                package: Mapping[str, Any] | HandoffPackage | None = None,
-                reason: str = "handoff", **fields: Any) -> Handoff:
+    def handoff(
+        self,
+        ident: str,
+        *,
+        summary: str,
+        package: Mapping[str, Any] | HandoffPackage | None = None,
+        reason: str = "handoff",
+        **fields: Any,
+    ) -> Handoff:
         """Record a continuation package for a task, render it for review, and commit now.
 
         `package` (e.g. from a YAML or JSON file) and the keyword fields (completed,
@@ -114,10 +127,13 @@ class Checkpoints:
             raise UsageError("a handoff needs a summary: say in a line where things stand")
         built = cp.normalise(merged, self.workspace.checks(store))
         cp.check_files(store.work_tree, built["working_set"]["files"])
-        for path in workingset.absent(store.work_tree,
-                                      [f["path"] for f in built["working_set"]["files"]]):
-            self.workspace.warn(f"working-set file {path!r} does not exist in the work tree: "
-                                "kept as missing, not pinned; check the path")
+        for path in workingset.absent(
+            store.work_tree, [f["path"] for f in built["working_set"]["files"]]
+        ):
+            self.workspace.warn(
+                f"working-set file {path!r} does not exist in the work tree: "
+                "kept as missing, not pinned; check the path"
+            )
         # What is done and what must hold carries over; the plan is what this handoff says,
         # or the current picture where it says nothing.
         current = self._derived_package(task)
@@ -126,8 +142,11 @@ class Checkpoints:
         for name in ("in_progress", "blocked", "next", "open_questions"):
             if not built[name] and name not in merged:
                 built[name] = current[name]
-        if not built["working_set"]["files"] and not merged.get("files") and \
-                not (merged.get("working_set") or {}).get("files"):
+        if (
+            not built["working_set"]["files"]
+            and not merged.get("files")
+            and not (merged.get("working_set") or {}).get("files")
+        ):
             built["working_set"]["files"] = current["working_set"].get("files", [])
         for key in ("commands", "artifacts"):
             if not built["working_set"][key]:
@@ -150,12 +169,17 @@ class Checkpoints:
         limit = self.workspace.checks().limit("limits.package_bytes")
         data = handle.read(limit + 1)
         if len(data) > limit:
-            raise UsageError(f"{name} is over the limit of {limit} bytes "
-                             "(setting limits.package_bytes); shorten it")
+            raise UsageError(
+                f"{name} is over the limit of {limit} bytes "
+                "(setting limits.package_bytes); shorten it"
+            )
         return HandoffPackage(cp.parse_package(data, name=name))
 
-    def unchanged_share(self, store: Store, files: Sequence[Mapping[str, Any]],
-                         ) -> float | None:
+    def unchanged_share(
+        self,
+        store: Store,
+        files: Sequence[Mapping[str, Any]],
+    ) -> float | None:
         """Share of working-set files whose content is as it was when the checkpoint saw it
         (None when there are none). A file is compared with the `blob` the checkpoint recorded,
         which needs no history, so every kind of clone (full, shallow, partial) gives the same
@@ -180,8 +204,15 @@ class Checkpoints:
             same += now == then
         return same / known if known else None
 
-    def _save_checkpoint(self, store: Store, task: tasks.Task, package: dict[str, Any], *,
-                         reason: str, render: bool = False) -> Checkpoint:
+    def _save_checkpoint(
+        self,
+        store: Store,
+        task: tasks.Task,
+        package: dict[str, Any],
+        *,
+        reason: str,
+        render: bool = False,
+    ) -> Checkpoint:
         """Save a checkpoint; with `render`, also its Markdown for review (handoffs only)."""
         head = head_commit(store)
         # Each file at the newest commit that changed it, with the content seen (to tell later
@@ -190,16 +221,28 @@ class Checkpoints:
         now = ev.utc_now()
         checkpoint_id = ev.new_entity_id()
         data = {
-            "task": task.id, "checkpoint": checkpoint_id, "seq": len(task.checkpoints) + 1,
-            "reason": reason, **package, **({"head": head} if head else {}),
+            "task": task.id,
+            "checkpoint": checkpoint_id,
+            "seq": len(task.checkpoints) + 1,
+            "reason": reason,
+            **package,
+            **({"head": head} if head else {}),
             "confidence": cp.confidence(
-                package, saved_at=ev.format_time(now), now=now,
-                unchanged=self.unchanged_share(store, package["working_set"]["files"])),
+                package,
+                saved_at=ev.format_time(now),
+                now=now,
+                unchanged=self.unchanged_share(store, package["working_set"]["files"]),
+            ),
         }
         [event] = self.workspace.emit_many(store, [("checkpoint.saved", data)], commit=False)
         saved = {k: v for k, v in data.items() if k != "task"}
-        saved.update(time=event.time, actor=event.actor, session=event.session,
-                     machine=event.machine, clock=event.clock)
+        saved.update(
+            time=event.time,
+            actor=event.actor,
+            session=event.session,
+            machine=event.machine,
+            clock=event.clock,
+        )
         if render:
             self._render_checkpoint(store, task, saved)
         else:
@@ -207,8 +250,9 @@ class Checkpoints:
                 self.workspace.maybe_commit(store)
         return Checkpoint.of({"task": task.id, **saved})
 
-    def _render_checkpoint(self, store: Store, task: tasks.Task,
-                           checkpoint: Mapping[str, Any]) -> Path:
+    def _render_checkpoint(
+        self, store: Store, task: tasks.Task, checkpoint: Mapping[str, Any]
+    ) -> Path:
         # The review names the task; its progress (maybe thousands of items) is not needed. It
         # says what changed since the previous rendered handoff, not since an automatic
         # checkpoint the reviewer never saw.
@@ -216,8 +260,9 @@ class Checkpoints:
         saved = self.checkpoint_events(store, task.id)
         for seq in range(len(saved), 0, -1):
             event = saved[seq - 1]
-            if event.data.get("checkpoint") != checkpoint["checkpoint"] and \
-                    cp.rendered(event.data.get("reason")):
+            if event.data.get("checkpoint") != checkpoint["checkpoint"] and cp.rendered(
+                event.data.get("reason")
+            ):
                 previous = checkpoint_from(event, seq)
                 break
         text = cp.render({"id": task.id, "name": task.name}, checkpoint, previous)
@@ -227,7 +272,8 @@ class Checkpoints:
             self.workspace.warnings.append(
                 f"{store.root / link} is a symbolic link inside the store: "
                 f"the handoff's Markdown was not written through it; remove it "
-                f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)")
+                f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)"
+            )
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, text, durable=False, hidden=True)
@@ -235,14 +281,20 @@ class Checkpoints:
 
     def checkpoints(self, ident: str) -> list[Checkpoint]:
         store, task = self.workspace.find_task(ident)
-        return [Checkpoint.of({"task": task.id, **checkpoint_from(e, seq)})
-                for seq, e in enumerate(self.checkpoint_events(store, task.id), start=1)]
+        return [
+            Checkpoint.of({"task": task.id, **checkpoint_from(e, seq)})
+            for seq, e in enumerate(self.checkpoint_events(store, task.id), start=1)
+        ]
 
     def checkpoint_events(self, store: Store, task_id: str) -> list[ev.Event]:
         """The task's checkpoint.saved events, oldest first (its other events left unread)."""
-        return [e for e in self.workspace.projection(store).events(
-                    entity=task_id, kinds=["checkpoint.saved"], limit=None, newest_first=False)
-                if e.kind == "checkpoint.saved"]
+        return [
+            e
+            for e in self.workspace.projection(store).events(
+                entity=task_id, kinds=["checkpoint.saved"], limit=None, newest_first=False
+            )
+            if e.kind == "checkpoint.saved"
+        ]
 
     def _derived_package(self, task: tasks.Task) -> dict[str, Any]:
         """The task's picture now: its latest package, moved on by progress since."""
@@ -250,10 +302,14 @@ class Checkpoints:
         package = cp.empty_package()
         if latest:
             for name in (*cp.TEXT_FIELDS, *cp.LIST_FIELDS):
-                package[name] = list(latest.get(name) or []) if name in cp.LIST_FIELDS \
+                package[name] = (
+                    list(latest.get(name) or [])
+                    if name in cp.LIST_FIELDS
                     else latest.get(name) or ""
-            package["working_set"] = {k: list(v) for k, v in
-                                      (latest.get("working_set") or {}).items()}
+                )
+            package["working_set"] = {
+                k: list(v) for k, v in (latest.get("working_set") or {}).items()
+            }
         package["goal"] = package["goal"] or task.goal
         since = latest["clock"] if latest else 0
         files = {f["path"] for f in package["working_set"].get("files", [])}
@@ -263,20 +319,30 @@ class Checkpoints:
             for name in ("in_progress", "blocked", "next"):
                 if item.feature in package[name] and item.status != name:
                     package[name].remove(item.feature)
-            target = {"done": "completed", "in_progress": "in_progress",
-                      "blocked": "blocked", "todo": "next"}[item.status]
+            target = {
+                "done": "completed",
+                "in_progress": "in_progress",
+                "blocked": "blocked",
+                "todo": "next",
+            }[item.status]
             if item.feature not in package[target]:
                 package[target].append(item.feature)
             for path in item.files:
                 if path not in files:
                     files.add(path)
                     package["working_set"].setdefault("files", []).append(
-                        {"path": path, "commit": None})
+                        {"path": path, "commit": None}
+                    )
         package["summary"] = package["summary"] if latest else ""
         return package
 
-    def auto_checkpoint(self, store: Store, task_id: str, *, cause: str,
-                         ) -> tuple[tasks.Task, Checkpoint | None]:
+    def auto_checkpoint(
+        self,
+        store: Store,
+        task_id: str,
+        *,
+        cause: str,
+    ) -> tuple[tasks.Task, Checkpoint | None]:
         """Save a checkpoint when the picture changed enough (see docs/continuity.md).
         Returns the task as it is now (read once) and the checkpoint saved, if any."""
         task = self.workspace.projection(store).tasks(ids=[task_id])[0]
@@ -286,23 +352,28 @@ class Checkpoints:
         latest = task.latest_checkpoint
         package = self._derived_package(task)
         # What client hooks captured in the current session: files edited, commands failed.
-        add_to_package(store, package, most=self.workspace.checks(store).limit(
-            "limits.list_items"))
+        add_to_package(store, package, most=self.workspace.checks(store).limit("limits.list_items"))
         reasons = []
         if cause == "failure":
             reasons.append("failure")
         before = latest or cp.empty_package()
-        plan = cp.jaccard_distance([*(before.get("next") or []),
-                                    *(before.get("in_progress") or [])],
-                                   [*package["next"], *package["in_progress"]])
+        plan = cp.jaccard_distance(
+            [*(before.get("next") or []), *(before.get("in_progress") or [])],
+            [*package["next"], *package["in_progress"]],
+        )
         if plan >= settings["checkpoint.plan_change"]:
             reasons.append("plan_change")
-        if cp.jaccard_distance(cp.file_paths(before), cp.file_paths(package)) >= \
-                settings["checkpoint.working_set_change"]:
+        if (
+            cp.jaccard_distance(cp.file_paths(before), cp.file_paths(package))
+            >= settings["checkpoint.working_set_change"]
+        ):
             reasons.append("working_set")
         quiet = settings["checkpoint.quiet_minutes"] * 60
-        last_time = ev.parse_time(latest["time"]).timestamp() if latest else \
-            ev.parse_time(task.created_at).timestamp()
+        last_time = (
+            ev.parse_time(latest["time"]).timestamp()
+            if latest
+            else ev.parse_time(task.created_at).timestamp()
+        )
         if time.time() - last_time >= quiet:
             reasons.append("quiet")
         debounce = settings["checkpoint.debounce_seconds"]
@@ -334,8 +405,14 @@ def checkpoint_from(event: ev.Event, seq: int) -> dict[str, Any]:
     """A checkpoint as shown: `seq` is its place among the task's checkpoints in the
     merged order (the number its writer stored may be shared by another machine's)."""
     data = {k: v for k, v in event.data.items() if k != "task"}
-    data.update(time=event.time, actor=event.actor, session=event.session,
-                machine=event.machine, clock=event.clock, seq=seq)
+    data.update(
+        time=event.time,
+        actor=event.actor,
+        session=event.session,
+        machine=event.machine,
+        clock=event.clock,
+        seq=seq,
+    )
     return data
 
 

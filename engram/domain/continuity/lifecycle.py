@@ -31,26 +31,34 @@ class Sessions:
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
 
-    def session_start(self, *, agent: str = "cli", session_id: str | None = None,
-                      pid: int | None = None) -> Session:
+    def session_start(
+        self, *, agent: str = "cli", session_id: str | None = None, pid: int | None = None
+    ) -> Session:
         """Open a session for this process (or `pid`): later events carry its id."""
         store = self.workspace.write_store()
         AGENT.one_of(agent)
         if session_id is None:
             session_id = ev.new_entity_id()
         else:
-            session_id = self.workspace.checks(store).scan(check_session_id(session_id),
-                                                 field="session id", redactable=False)
-            if any(self.workspace.projection(s).sessions(ids=[session_id])
-                   for s in self.workspace.stores()):
-                raise UsageError(f"session {session_id} exists already; give a new id, or "
-                                 "none for a fresh one")
+            session_id = self.workspace.checks(store).scan(
+                check_session_id(session_id), field="session id", redactable=False
+            )
+            if any(
+                self.workspace.projection(s).sessions(ids=[session_id])
+                for s in self.workspace.stores()
+            ):
+                raise UsageError(
+                    f"session {session_id} exists already; give a new id, or none for a fresh one"
+                )
         pid = check_count(pid or None, "pid", PID_MOST) or os.getpid()
         self.workspace.session = session_id
         from .handoffs import head_commit  # (and the checkpoint machinery) only to start one
 
-        self.workspace.emit(store, "session.started", {"session_id": session_id, "agent": agent,
-                                              "pid": pid, "head": head_commit(store)})
+        self.workspace.emit(
+            store,
+            "session.started",
+            {"session_id": session_id, "agent": agent, "pid": pid, "head": head_commit(store)},
+        )
         sessions.write_beat(store.local_dir, session_id, pid=pid)
         return self.session_info(session_id)
 
@@ -88,23 +96,27 @@ class Sessions:
         if beat is None:  # not opened on this clone: it must at least exist, and be open
             self._open_session(session_id)
             beat = {}
-        sessions.write_beat(store.local_dir, session_id, pid=beat.get("pid") or os.getpid(),
-                            context=context)
+        sessions.write_beat(
+            store.local_dir, session_id, pid=beat.get("pid") or os.getpid(), context=context
+        )
 
-    def report_interruption(self, reason: str, *, note: str | None = None,
-                            session_id: str | None = None) -> None:
+    def report_interruption(
+        self, reason: str, *, note: str | None = None, session_id: str | None = None
+    ) -> None:
         """Say why the session is about to stop; used when its interruption is classified."""
         INTERRUPTION.one_of(reason)
         store = self.workspace.write_store()
         session_id = self._open_session(self._session_id(session_id)).id
         data = {"session_id": session_id, "reason": reason}
         if note:
-            data["note"] = self.workspace.checks(store).text(note, field="note",
-                                                             limit="limits.item_bytes")
+            data["note"] = self.workspace.checks(store).text(
+                note, field="note", limit="limits.item_bytes"
+            )
         self.workspace.emit(store, "session.reported", data)
 
-    def session_end(self, *, outcome: str | None = None, how: str = "exit",
-                    session_id: str | None = None) -> Session:
+    def session_end(
+        self, *, outcome: str | None = None, how: str = "exit", session_id: str | None = None
+    ) -> Session:
         """Close the session; its outcome adjusts the importance of the memories it made or
         relied on (success +0.05, failure -0.05). Commits pending events."""
         store = self.workspace.write_store()
@@ -113,7 +125,8 @@ class Sessions:
             OUTCOME.one_of(outcome)
         session_id = self._open_session(session_id).id
         items: list[tuple[str, dict[str, Any]]] = [
-            ("session.ended", {"session_id": session_id, "outcome": outcome, "how": how})]
+            ("session.ended", {"session_id": session_id, "outcome": outcome, "how": how})
+        ]
         delta = {"success": 0.05, "failure": -0.05}.get(outcome or "", 0.0)
         if delta:
             for memory in self._session_memories(store, session_id):
@@ -132,8 +145,11 @@ class Sessions:
 
     def _session_memories(self, store: Store, session_id: str) -> list[Memory]:
         proj = self.workspace.projection(store)
-        ids = {e.data["memory"] for e in proj.events(kinds=["memory.created"], limit=None)
-               if e.session == session_id}
+        ids = {
+            e.data["memory"]
+            for e in proj.events(kinds=["memory.created"], limit=None)
+            if e.session == session_id
+        }
         ids |= set(_read_lines(layout.session_file(store.local_dir, session_id, ".recalled")))
         return list(proj.memories_by_id(sorted(ids)).values())
 
@@ -167,15 +183,21 @@ class Sessions:
             found = self.workspace.projection(store).sessions(ids=[session_id])
             if found:
                 return found[0]
-        matches = [f for f in self.workspace.resolve(session_id, what="session")] \
-            if len(session_id) >= 4 else []
+        matches = (
+            [f for f in self.workspace.resolve(session_id, what="session")]
+            if len(session_id) >= 4
+            else []
+        )
         if len({m[1] for m in matches}) == 1:
             return self.workspace.projection(matches[0][0]).sessions(ids=[matches[0][1]])[0]
         raise NotFoundError("session", session_id)
 
     def sessions(self, *, states: Sequence[str] = ()) -> list[Session]:
-        out = [s for store in self.workspace.stores()
-               for s in self.workspace.projection(store).sessions(states=states)]
+        out = [
+            s
+            for store in self.workspace.stores()
+            for s in self.workspace.projection(store).sessions(states=states)
+        ]
         return sorted(out, key=lambda s: (s.started_clock, s.id), reverse=True)
 
     def detect_interruptions(self) -> list[Session]:
@@ -199,9 +221,16 @@ class Sessions:
                 recent.reverse()
                 reason, evidence = sessions.classify(session, beat, why, recent)
                 try:
-                    self.workspace.emit(store, "session.interrupted", {
-                        "session_id": session.id, "reason": reason, "evidence": evidence,
-                        "detected_by": self.workspace.session or "cli"})
+                    self.workspace.emit(
+                        store,
+                        "session.interrupted",
+                        {
+                            "session_id": session.id,
+                            "reason": reason,
+                            "evidence": evidence,
+                            "detected_by": self.workspace.session or "cli",
+                        },
+                    )
                 except EngramError as exc:  # a read-only store still resumes
                     self.workspace.warnings.append(f"could not record the interruption: {exc}")
                     continue

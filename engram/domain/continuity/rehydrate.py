@@ -27,15 +27,36 @@ class Resume:
     confidence: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task": self.task, "truncated": self.truncated, "confidence": self.confidence,
-                "markdown": self.markdown}
+        return {
+            "task": self.task,
+            "truncated": self.truncated,
+            "confidence": self.confidence,
+            "markdown": self.markdown,
+        }
 
 
 # Sections in the order a budget fills them: what must not go wrong first, then what to do,
 # then what to avoid and know, then history. Shown in the reading order of `render`.
-PRIORITY = ("header", "must_not_redo", "must_preserve", "since", "next", "summary", "failures",
-            "decisions", "gotchas", "facts", "in_progress", "blocked", "open_questions",
-            "working_set", "memories", "completed", "earlier", "events")
+PRIORITY = (
+    "header",
+    "must_not_redo",
+    "must_preserve",
+    "since",
+    "next",
+    "summary",
+    "failures",
+    "decisions",
+    "gotchas",
+    "facts",
+    "in_progress",
+    "blocked",
+    "open_questions",
+    "working_set",
+    "memories",
+    "completed",
+    "earlier",
+    "events",
+)
 CHARS_PER_TOKEN = 4  # a rough, tokenizer-free estimate; close for English and code
 
 
@@ -74,9 +95,11 @@ def render(
         header += [f"# Resume: {md(task.name)}", ""]
         head = f"task {md_code(task.id)} · status {md(task.status)}"
         if checkpoint:
-            head += (f" · checkpoint {checkpoint['seq']} ({md(checkpoint['reason'])}) by "
-                     f"{md(ev.written_by(checkpoint['actor'], checkpoint.get('origin')))} "
-                     f"at {md(checkpoint['time'])}")
+            head += (
+                f" · checkpoint {checkpoint['seq']} ({md(checkpoint['reason'])}) by "
+                f"{md(ev.written_by(checkpoint['actor'], checkpoint.get('origin')))} "
+                f"at {md(checkpoint['time'])}"
+            )
         if confidence is not None:
             head += f" · continuation confidence now {confidence:.2f}"
         header += [head, ""]
@@ -85,10 +108,14 @@ def render(
     else:
         header += ["# Resume", "", "No task selected: memories and recent events only.", ""]
     for item in interruptions:
-        header += ["## Interruption", "",
-                   f"- session {md_code(item['id'])} ({md(item['agent'])}, "
-                   f"{md(item['machine'])}) stopped: **{md(item['reason'])}** — "
-                   f"{md(item['evidence'])}", ""]
+        header += [
+            "## Interruption",
+            "",
+            f"- session {md_code(item['id'])} ({md(item['agent'])}, "
+            f"{md(item['machine'])}) stopped: **{md(item['reason'])}** — "
+            f"{md(item['evidence'])}",
+            "",
+        ]
     sections["header"] = header
     if since is not None:
         sections["since"] = since_handoff.lines(since)
@@ -96,8 +123,9 @@ def render(
         if checkpoint.get("summary"):
             sections["summary"] = ["## Where it stopped", "", md_lines(checkpoint["summary"]), ""]
         sections["next"] = _list("Next steps (in order)", checkpoint.get("next"), numbered=True)
-        sections["must_not_redo"] = _list("Must not redo (done or side-effecting: never repeat)",
-                                          checkpoint.get("must_not_redo"))
+        sections["must_not_redo"] = _list(
+            "Must not redo (done or side-effecting: never repeat)", checkpoint.get("must_not_redo")
+        )
         sections["must_preserve"] = _list("Must preserve", checkpoint.get("must_preserve"))
         sections["in_progress"] = _list("In progress", checkpoint.get("in_progress"))
         sections["blocked"] = _list("Blocked", checkpoint.get("blocked"))
@@ -107,8 +135,10 @@ def render(
         if working_now is not None:
             files = [f"{md_code(f.path)} {md(f.shown())}".rstrip() for f in working_now]
         else:
-            files = [md_code(f["path"]) + (f" @ {md(f['commit'][:12])}" if f.get("commit")
-                                            else "") for f in pinned.get("files") or []]
+            files = [
+                md_code(f["path"]) + (f" @ {md(f['commit'][:12])}" if f.get("commit") else "")
+                for f in pinned.get("files") or []
+            ]
         files += [f"command: {md_code(c)}" for c in pinned.get("commands") or []]
         files += [f"artifact: {md_lines(a, indent=2)}" for a in pinned.get("artifacts") or []]
         sections["working_set"] = _list("Working set", files, shown=True)
@@ -128,32 +158,68 @@ def render(
     sections["gotchas"] = _memories("Gotchas", gotchas, fresh)
     sections["facts"] = _memories("Facts and preferences of this task", facts, fresh)
     if more_memories:
-        note = (f"- … and {more_memories} more of this task's memories "
-                "(`engram task show` lists them; --depth full brings them)")
-        sections["facts"] = [*(sections["facts"][:-1] or
-                               ["## Facts and preferences of this task", ""]), note, ""]
+        note = (
+            f"- … and {more_memories} more of this task's memories "
+            "(`engram task show` lists them; --depth full brings them)"
+        )
+        sections["facts"] = [
+            *(sections["facts"][:-1] or ["## Facts and preferences of this task", ""]),
+            note,
+            "",
+        ]
     sections["memories"] = _memories("Other memories", memories, fresh)
     if earlier:
-        sections["earlier"] = ["## Earlier checkpoints", "", *[
-            f"- {c['seq']} ({md(c['reason'])}, {md(c['time'])}): "
-            + (md_lines(c["summary"], indent=2) if c.get("summary") else "(no summary)")
-            for c in earlier], ""]
+        sections["earlier"] = [
+            "## Earlier checkpoints",
+            "",
+            *[
+                f"- {c['seq']} ({md(c['reason'])}, {md(c['time'])}): "
+                + (md_lines(c["summary"], indent=2) if c.get("summary") else "(no summary)")
+                for c in earlier
+            ],
+            "",
+        ]
     if events:
-        sections["events"] = ["## Recent events (newest first)", "", *[
-            f"- {md(event.time[:16].replace('T', ' '))} {md(text)} — "
-            f"{md(ev.written_by(event.actor, event.data.get('origin')))}"
-            for event, text in events], ""]
-    order = ("header", "since", "summary", "next", "must_not_redo", "must_preserve",
-             "in_progress", "blocked", "open_questions", "completed", "working_set", "failures",
-             "decisions", "gotchas", "facts", "memories", "earlier", "events")
+        sections["events"] = [
+            "## Recent events (newest first)",
+            "",
+            *[
+                f"- {md(event.time[:16].replace('T', ' '))} {md(text)} — "
+                f"{md(ev.written_by(event.actor, event.data.get('origin')))}"
+                for event, text in events
+            ],
+            "",
+        ]
+    order = (
+        "header",
+        "since",
+        "summary",
+        "next",
+        "must_not_redo",
+        "must_preserve",
+        "in_progress",
+        "blocked",
+        "open_questions",
+        "completed",
+        "working_set",
+        "failures",
+        "decisions",
+        "gotchas",
+        "facts",
+        "memories",
+        "earlier",
+        "events",
+    )
     truncated = False
     if max_tokens is not None:
         sections, left_out = _fit(sections, max_tokens)
         truncated = bool(left_out)
     text = "\n".join(line for name in order for line in sections.get(name) or [])
     if max_tokens is not None and truncated:
-        text += (f"\nLeft out to keep within {max_tokens} tokens: {', '.join(left_out)}; "
-                 "ask for more with a larger --max-tokens or --depth full\n")
+        text += (
+            f"\nLeft out to keep within {max_tokens} tokens: {', '.join(left_out)}; "
+            "ask for more with a larger --max-tokens or --depth full\n"
+        )
     if len(text) > limit:
         note = f"\n\n… cut at {limit} characters; {CUT.cli}\n"
         text = text[: max(0, limit - len(note))].rsplit("\n", 1)[0] + note
@@ -161,8 +227,10 @@ def render(
     return Resume(text, task.id if task else None, truncated, confidence)
 
 
-def _fit(sections: Mapping[str, list[str]], budget: int,
-         ) -> tuple[dict[str, list[str]], list[str]]:
+def _fit(
+    sections: Mapping[str, list[str]],
+    budget: int,
+) -> tuple[dict[str, list[str]], list[str]]:
     """The sections that fit in `budget` tokens, taken by PRIORITY (a section's leading items
     when it does not fit whole), and what was left out, in words ("memories: 12 of 20")."""
     kept: dict[str, list[str]] = {}
@@ -195,13 +263,16 @@ def _fit(sections: Mapping[str, list[str]], budget: int,
     return kept, left_out
 
 
-CUT = Fix("ask for less with --depth brief or --since, or raise the limit with --max-chars",
-          "ask for less with depth=brief or since, or raise the limit with max_chars")
+CUT = Fix(
+    "ask for less with --depth brief or --since, or raise the limit with --max-chars",
+    "ask for less with depth=brief or since, or raise the limit with max_chars",
+)
 """What the end of a resume cut at its limit says, in each front end's words."""
 
 
-def _list(title: str, items: Sequence[str] | None, *, numbered: bool = False,
-          shown: bool = False) -> list[str]:
+def _list(
+    title: str, items: Sequence[str] | None, *, numbered: bool = False, shown: bool = False
+) -> list[str]:
     """A section of items as written (`shown`: items already made Markdown)."""
     if not items:
         return []
@@ -212,15 +283,20 @@ def _list(title: str, items: Sequence[str] | None, *, numbered: bool = False,
     return [*lines, ""]
 
 
-def _memories(title: str, memories: Sequence[Memory],
-              freshness: Verdicts) -> list[str]:
+def _memories(title: str, memories: Sequence[Memory], freshness: Verdicts) -> list[str]:
     if not memories:
         return []
     lines = [f"## {title}", ""]
     for memory in memories:
         found = freshness.get(memory.id)
-        mark = f" — **stale: the code it cites {found.state}** ({md(found.describe())}); " \
-            "check it before relying on it" if found is not None and found.stale else ""
-        lines.append(f"- {md_lines(memory.content, indent=2)} ({md_code(memory.id[:8])}, "
-                     f"{md(memory.kind)}){mark}")
+        mark = (
+            f" — **stale: the code it cites {found.state}** ({md(found.describe())}); "
+            "check it before relying on it"
+            if found is not None and found.stale
+            else ""
+        )
+        lines.append(
+            f"- {md_lines(memory.content, indent=2)} ({md_code(memory.id[:8])}, "
+            f"{md(memory.kind)}){mark}"
+        )
     return [*lines, ""]

@@ -39,9 +39,13 @@ class AmbiguousResumeError(EngramError):
     def __init__(self, candidates: Sequence[tasks.Task]) -> None:
         self.candidates = list(candidates)
         listing = "; ".join(f"{t.id[:8]} {t.name!r} ({t.status})" for t in self.candidates[:10])
-        super().__init__(f"{len(self.candidates)} active tasks could be resumed: {listing}",
-                         Fix("choose one with --task ID", "call session_resume again with "
-                                                          "task=<id> (or the exact name)"))
+        super().__init__(
+            f"{len(self.candidates)} active tasks could be resumed: {listing}",
+            Fix(
+                "choose one with --task ID",
+                "call session_resume again with task=<id> (or the exact name)",
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -76,9 +80,11 @@ class TaskChange:
     earlier_failures: tuple[EarlierFailure, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task": self.task.to_dict(),
-                "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None,
-                "earlier_failures": [f.to_dict() for f in self.earlier_failures]}
+        return {
+            "task": self.task.to_dict(),
+            "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None,
+            "earlier_failures": [f.to_dict() for f in self.earlier_failures],
+        }
 
 
 @dataclass(frozen=True)
@@ -90,8 +96,11 @@ class TaskView:
     children: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task": self.task.to_dict(), "memories": [m.to_dict() for m in self.memories],
-                "children": list(self.children)}
+        return {
+            "task": self.task.to_dict(),
+            "memories": [m.to_dict() for m in self.memories],
+            "children": list(self.children),
+        }
 
 
 @dataclass(frozen=True)
@@ -118,8 +127,9 @@ class Continuity:
     """Tasks, resume and continuity metrics over a workspace's stores; checkpoints and sessions
     through their services."""
 
-    def __init__(self, workspace: Workspace, records: Records, handoffs: Checkpoints,
-                 lifecycle: Sessions) -> None:
+    def __init__(
+        self, workspace: Workspace, records: Records, handoffs: Checkpoints, lifecycle: Sessions
+    ) -> None:
         self.workspace = workspace
         self.records = records
         self.handoffs = handoffs
@@ -127,18 +137,28 @@ class Continuity:
 
     # -- tasks ---------------------------------------------------------------------------
 
-    def task_create(self, name: str, *, goal: str = "", parent: str | None = None,
-                    tags: Iterable[str] = (), status: str = "open") -> tasks.Task:
+    def task_create(
+        self,
+        name: str,
+        *,
+        goal: str = "",
+        parent: str | None = None,
+        tags: Iterable[str] = (),
+        status: str = "open",
+    ) -> tasks.Task:
         store = self.workspace.write_store()
         checks = self.workspace.checks(store)
         name = self._task_name(checks, name)
         goal = checks.text(goal, field="goal") if goal and goal.strip() else ""
         data: dict[str, Any] = {
-            "task": ev.new_entity_id(), "name": name, "goal": goal,
+            "task": ev.new_entity_id(),
+            "name": name,
+            "goal": goal,
             "status": tasks.check_status(status),
             "tags": list(checks.tags(tags)),
             "parent": self.workspace.find_task(parent, items=False)[1].id
-            if parent is not None else None,
+            if parent is not None
+            else None,
         }
         self.workspace.emit(store, "task.created", data)
         return self.workspace.find_task(data["task"])[1]
@@ -151,9 +171,16 @@ class Continuity:
     def task(self, ident: str) -> tasks.Task:
         return self.workspace.find_task(ident)[1]
 
-    def task_update(self, ident: str, *, name: str | None = None, goal: str | None = None,
-                    status: str | None = None, parent: str | None = None,
-                    tags: Iterable[str] | None = None) -> tasks.Task:
+    def task_update(
+        self,
+        ident: str,
+        *,
+        name: str | None = None,
+        goal: str | None = None,
+        status: str | None = None,
+        parent: str | None = None,
+        tags: Iterable[str] | None = None,
+    ) -> tasks.Task:
         store, task = self.workspace.find_task(ident, items=False)
         checks = self.workspace.checks(store)
         changes: dict[str, Any] = {}
@@ -177,18 +204,32 @@ class Continuity:
         self.workspace.emit(store, "task.updated", {"task": task.id, **changes})
         return self.workspace.find_task(task.id)[1]
 
-    def tasks(self, *, statuses: Sequence[str] = (), include_closed: bool = False,
-              ) -> list[tasks.Task]:
+    def tasks(
+        self,
+        *,
+        statuses: Sequence[str] = (),
+        include_closed: bool = False,
+    ) -> list[tasks.Task]:
         for status in statuses:
             tasks.check_status(status)
         wanted = statuses or (() if include_closed else tasks.ACTIVE)
-        out = [t for store in self.workspace.stores()
-               for t in self.workspace.projection(store).tasks(statuses=wanted)]
+        out = [
+            t
+            for store in self.workspace.stores()
+            for t in self.workspace.projection(store).tasks(statuses=wanted)
+        ]
         return sorted(out, key=lambda t: (t.updated_clock, t.id), reverse=True)
 
-    def progress(self, ident: str, feature: str, *, status: str = "done",
-                 note: str | None = None, component: str | None = None,
-                 files: Iterable[str] = ()) -> TaskChange:
+    def progress(
+        self,
+        ident: str,
+        feature: str,
+        *,
+        status: str = "done",
+        note: str | None = None,
+        component: str | None = None,
+        files: Iterable[str] = (),
+    ) -> TaskChange:
         """Record progress on a task. Returns the task, earlier failures of the same
         component (so they are not repeated), and any checkpoint it triggered."""
         store, task = self.workspace.find_task(ident, items=False)
@@ -211,11 +252,19 @@ class Continuity:
             items.append(("task.updated", {"task": task.id, "status": "in_progress"}))
         self.workspace.emit_many(store, items)
         current, saved = self.handoffs.auto_checkpoint(store, task.id, cause="progress")
-        return TaskChange(current, saved,
-                          tuple(self.failures_for(component=component, files=paths)))
+        return TaskChange(
+            current, saved, tuple(self.failures_for(component=component, files=paths))
+        )
 
-    def failure(self, ident: str, error: str, *, component: str | None = None,
-                root_cause: str | None = None, fix: str | None = None) -> TaskChange:
+    def failure(
+        self,
+        ident: str,
+        error: str,
+        *,
+        component: str | None = None,
+        root_cause: str | None = None,
+        fix: str | None = None,
+    ) -> TaskChange:
         """Record a failure on a task; a checkpoint is always saved with it."""
         store, task = self.workspace.find_task(ident, items=False)
         checks = self.workspace.checks(store)
@@ -237,30 +286,48 @@ class Continuity:
         current, saved = self.handoffs.auto_checkpoint(store, task.id, cause="failure")
         return TaskChange(current, saved, tuple(earlier))
 
-    def failures_for(self, *, component: str | None = None, files: Sequence[str] = (),
-                     ) -> list[EarlierFailure]:
+    def failures_for(
+        self,
+        *,
+        component: str | None = None,
+        files: Sequence[str] = (),
+    ) -> list[EarlierFailure]:
         """Failures recorded on any task for this component, or for a component named in
         one of these file paths: what later work should not repeat."""
         if not component and not files:
             return []
         parts = {p for f in files for p in f.replace("\\", "/").split("/") if p}
         wanted = {c for c in (component, *parts) if c}
-        out = [EarlierFailure(**f) for store in self.workspace.stores()
-               for f in self.workspace.projection(store).failures(wanted)]
+        out = [
+            EarlierFailure(**f)
+            for store in self.workspace.stores()
+            for f in self.workspace.projection(store).failures(wanted)
+        ]
         return sorted(out, key=lambda f: f.time, reverse=True)
 
     def task_view(self, ident: str) -> TaskView:
         store, task = self.workspace.find_task(ident)
         proj = self.workspace.projection(store)
-        return TaskView(task=task, memories=tuple(proj.memories(task=task.id)),
-                        children=tuple(t.id for t in proj.tasks() if t.parent == task.id))
+        return TaskView(
+            task=task,
+            memories=tuple(proj.memories(task=task.id)),
+            children=tuple(t.id for t in proj.tasks() if t.parent == task.id),
+        )
 
     # -- resume ----------------------------------------------------------------------------
 
-    def resume(self, *, task: str | None = None, session: str | None = None,
-               depth: str = "standard", since: str | datetime | None = None,
-               restore: str = "selective", max_chars: int | None = None,
-               record: bool = True, max_tokens: int | None = None) -> rehydrate.Resume:
+    def resume(
+        self,
+        *,
+        task: str | None = None,
+        session: str | None = None,
+        depth: str = "standard",
+        since: str | datetime | None = None,
+        restore: str = "selective",
+        max_chars: int | None = None,
+        record: bool = True,
+        max_tokens: int | None = None,
+    ) -> rehydrate.Resume:
         """What the next agent needs to continue, as bounded Markdown. Sessions found
         interrupted are recorded first, unless `record` is false (a reader that writes
         nothing). `max_tokens`: fill that budget by priority (must-not-redo and must-preserve
@@ -287,9 +354,11 @@ class Continuity:
         elif session is not None:
             info = self.lifecycle.session_info(session)
             for candidate in self.workspace.stores():
-                worked = [e.data["task"]
-                          for e in self.workspace.projection(candidate).events(limit=None)
-                          if e.session == info.id and e.data.get("task")]
+                worked = [
+                    e.data["task"]
+                    for e in self.workspace.projection(candidate).events(limit=None)
+                    if e.session == info.id and e.data.get("task")
+                ]
                 if worked:
                     store, chosen = self.workspace.find_task(worked[0])
                     break
@@ -300,10 +369,17 @@ class Continuity:
             if active:
                 store, chosen = self.workspace.find_task(active[0].id)
         settings = self.workspace.settings(store)
-        return assemble.build(self, store=store, chosen=chosen, depth=depth,
-                              since_clock=since_clock, since_text=since, restore=restore,
-                              limit=max_chars or settings["resume.max_chars"],
-                              max_tokens=max_tokens)
+        return assemble.build(
+            self,
+            store=store,
+            chosen=chosen,
+            depth=depth,
+            since_clock=since_clock,
+            since_text=since,
+            restore=restore,
+            limit=max_chars or settings["resume.max_chars"],
+            max_tokens=max_tokens,
+        )
 
     def recent_events(self, wanted: int, since: str | datetime | None) -> list[ev.Event]:
         """The newest substantive events, newest first: sessions starting and ending (every
@@ -319,22 +395,24 @@ class Continuity:
 
     # -- metrics ---------------------------------------------------------------------------
 
-    def continuity(self, ident: str, *, before: str | None = None,
-                   after: str | None = None) -> ContinuityScore:
+    def continuity(
+        self, ident: str, *, before: str | None = None, after: str | None = None
+    ) -> ContinuityScore:
         """Score the latest checkpoint (or `after`) against the one before it (or `before`)."""
         store, task = self.workspace.find_task(ident)
         saved = self.handoffs.checkpoints(task.id)
         if len(saved) < 2:
-            raise UsageError("continuity compares two checkpoints; this task has "
-                             f"{len(saved)} — record a handoff first")
+            raise UsageError(
+                "continuity compares two checkpoints; this task has "
+                f"{len(saved)} — record a handoff first"
+            )
 
         def pick(ref: str | None, default: Checkpoint) -> Checkpoint:
             if ref is None:
                 return default
             ref = reference(ref, "checkpoint", hint="give its seq number or id")
             # A number is a seq first: a checkpoint's random id may start with the same digit.
-            for match in (lambda c: str(c.seq) == ref,
-                          lambda c: c.checkpoint.startswith(ref)):
+            for match in (lambda c: str(c.seq) == ref, lambda c: c.checkpoint.startswith(ref)):
                 for item in saved:
                     if match(item):
                         return item
@@ -346,6 +424,10 @@ class Continuity:
             raise UsageError("the first checkpoint must be older than the second")
         failures_before = [f for f in task.failures if f.clock <= early.clock]
         failures_after = [f for f in task.failures if f.clock > early.clock]
-        scores = metrics.score(early.record, late.record, failures_before=failures_before,
-                               failures_after=failures_after)
+        scores = metrics.score(
+            early.record,
+            late.record,
+            failures_before=failures_before,
+            failures_after=failures_after,
+        )
         return ContinuityScore(task=task.id, before=early.seq, after=late.seq, **scores)

@@ -28,9 +28,11 @@ from . import checkpoints as cp
 
 PLAN = ("next", "in_progress", "blocked")
 SHOWN = 10  # items of each kind listed; the rest are counted
-_SMALL = frozenset("a an the to of for and or in on at by with from into is be it its this "
-                   "that add added adding implement implemented write wrote written fix fixed "
-                   "make made do done finish finished update updated".split())
+_SMALL = frozenset(
+    "a an the to of for and or in on at by with from into is be it its this "
+    "that add added adding implement implemented write wrote written fix fixed "
+    "make made do done finish finished update updated".split()
+)
 
 
 @dataclass(frozen=True)
@@ -80,9 +82,15 @@ def same_step(feature: str, step: str) -> bool:
     return bool(left) and bool(right) and (left <= right or right <= left)
 
 
-def gather(task: Task, handoff: Mapping[str, Any], *, checkpoints: Sequence[Mapping[str, Any]],
-           memories: Iterable[Memory], commits: Sequence[Any] | None,
-           store_dir: str | None) -> Since:
+def gather(
+    task: Task,
+    handoff: Mapping[str, Any],
+    *,
+    checkpoints: Sequence[Mapping[str, Any]],
+    memories: Iterable[Memory],
+    commits: Sequence[Any] | None,
+    store_dir: str | None,
+) -> Since:
     """What came after `handoff` on `task`: its progress, failures and later checkpoints, the
     `memories` written after it, and the `commits` that changed the project (those that touch
     only the store's own folder `store_dir` are Engram's, not the project's; None: the store is
@@ -91,16 +99,23 @@ def gather(task: Task, handoff: Mapping[str, Any], *, checkpoints: Sequence[Mapp
     project_commits = None
     if commits is not None:
         project_commits = tuple(
-            c for c in commits if store_dir is not None
-            and any(not (f == store_dir or f.startswith(store_dir + "/")) for f in c.files))
+            c
+            for c in commits
+            if store_dir is not None
+            and any(not (f == store_dir or f.startswith(store_dir + "/")) for f in c.files)
+        )
     return Since(
-        seq=int(handoff.get("seq") or 0), clock=clock, time=str(handoff.get("time") or ""),
-        actor=str(handoff.get("actor") or ""), origin=handoff.get("origin"),
+        seq=int(handoff.get("seq") or 0),
+        clock=clock,
+        time=str(handoff.get("time") or ""),
+        actor=str(handoff.get("actor") or ""),
+        origin=handoff.get("origin"),
         progress=tuple(p for p in task.progress if p.clock > clock),
         failures=tuple(f for f in task.failures if f.clock > clock),
         memories=tuple(m for m in memories if m.created_clock > clock),
         checkpoints=tuple(c for c in checkpoints if int(c.get("clock") or 0) > clock),
-        commits=project_commits)
+        commits=project_commits,
+    )
 
 
 def fold(package: Mapping[str, Any], since: Since) -> dict[str, Any]:
@@ -111,8 +126,9 @@ def fold(package: Mapping[str, Any], since: Since) -> dict[str, Any]:
     for name in PLAN:
         kept = []
         for step in package.get(name) or []:
-            match = next((p for p in done if isinstance(step, str) and same_step(p.feature, step)),
-                         None)
+            match = next(
+                (p for p in done if isinstance(step, str) and same_step(p.feature, step)), None
+            )
             if match is None:
                 kept.append(step)
             else:
@@ -134,17 +150,19 @@ def summary(since: Since) -> str:
     """One sentence: what happened since the handoff, counted."""
     done_features = {p.event for p in since.done.values()}
     other_done = [p for p in since.progress if p.status == "done" and p.event not in done_features]
-    parts = [count(len(since.done), "planned step", none="") + " done" if since.done else "",
-             count(len(other_done), "other item", none="") + " done" if other_done else "",
-             count(len([p for p in since.progress if p.status != "done"]), "progress note",
-                   none=""),
-             count(len(since.failures), "failure", none=""),
-             count(len(since.memories), "memory", none="") + " recorded"
-             if since.memories else "",
-             count(len(since.checkpoints), "automatic checkpoint", none="")]
+    parts = [
+        count(len(since.done), "planned step", none="") + " done" if since.done else "",
+        count(len(other_done), "other item", none="") + " done" if other_done else "",
+        count(len([p for p in since.progress if p.status != "done"]), "progress note", none=""),
+        count(len(since.failures), "failure", none=""),
+        count(len(since.memories), "memory", none="") + " recorded" if since.memories else "",
+        count(len(since.checkpoints), "automatic checkpoint", none=""),
+    ]
     if since.commits:
-        parts.append(f"{count(len(since.commits), 'commit')} changing "
-                     f"{count(len(since.files), 'project file')}")
+        parts.append(
+            f"{count(len(since.commits), 'commit')} changing "
+            f"{count(len(since.files), 'project file')}"
+        )
     said = listing(parts)
     if not said:
         said = "nothing was recorded on this task"
@@ -155,32 +173,46 @@ def summary(since: Since) -> str:
 
 def lines(since: Since) -> list[str]:
     """The Markdown section a resume shows (after its header)."""
-    out = [f"## Since handoff {since.seq} ({_by(since.actor, since.origin, since.time)})", "",
-           md(summary(since)), ""]
+    out = [
+        f"## Since handoff {since.seq} ({_by(since.actor, since.origin, since.time)})",
+        "",
+        md(summary(since)),
+        "",
+    ]
     items: list[str] = []
     for step, progress in since.done.items():
-        items.append(f"- done: {md_lines(step, indent=2)} — by "
-                     f"{_by(progress.actor, None, progress.time)}; do not redo")
+        items.append(
+            f"- done: {md_lines(step, indent=2)} — by "
+            f"{_by(progress.actor, None, progress.time)}; do not redo"
+        )
     planned = {p.event for p in since.done.values()}
     rest = [p for p in since.progress if p.event not in planned]
     for progress in rest[:SHOWN]:
-        items.append(f"- [{md(progress.status)}] {md_lines(progress.feature, indent=2)} — "
-                     f"{_by(progress.actor, None, progress.time)}")
+        items.append(
+            f"- [{md(progress.status)}] {md_lines(progress.feature, indent=2)} — "
+            f"{_by(progress.actor, None, progress.time)}"
+        )
     _more(rest, items)
     for failure in since.failures[:SHOWN]:
         where = f"[{md(failure.component)}] " if failure.component else ""
-        items.append(f"- failed: {where}{md_lines(failure.error, indent=2)} — "
-                     f"{_by(failure.actor, None, failure.time)}")
+        items.append(
+            f"- failed: {where}{md_lines(failure.error, indent=2)} — "
+            f"{_by(failure.actor, None, failure.time)}"
+        )
     _more(since.failures, items)
     for memory in since.memories[:SHOWN]:
-        items.append(f"- {md(memory.kind)} recorded: {md_lines(memory.content, indent=2)} "
-                     f"({md_code(memory.id[:8])})")
+        items.append(
+            f"- {md(memory.kind)} recorded: {md_lines(memory.content, indent=2)} "
+            f"({md_code(memory.id[:8])})"
+        )
     _more(since.memories, items)
     for commit in (since.commits or ())[:SHOWN]:
         files = ", ".join(md_code(f) for f in commit.files[:5])
         if len(commit.files) > 5:
             files += f" and {len(commit.files) - 5} more"
-        items.append(f"- commit {md(commit.id[:12])} {md(ev.one_line(commit.subject, 80))} — "
-                     f"{md(commit.author)}, {md(commit.time[:16].replace('T', ' '))}: {files}")
+        items.append(
+            f"- commit {md(commit.id[:12])} {md(ev.one_line(commit.subject, 80))} — "
+            f"{md(commit.author)}, {md(commit.time[:16].replace('T', ' '))}: {files}"
+        )
     _more(since.commits or (), items)
     return [*out, *items, ""] if items else out

@@ -90,8 +90,9 @@ def pinned(files: object) -> list[Mapping[str, Any]]:
     `path`; anything else from another clone is left out."""
     if not isinstance(files, list):
         return []
-    return [f for f in files if isinstance(f, Mapping) and isinstance(f.get("path"), str)
-            and f["path"]]
+    return [
+        f for f in files if isinstance(f, Mapping) and isinstance(f.get("path"), str) and f["path"]
+    ]
 
 
 def current(top: Path, files: Sequence[Mapping[str, Any]]) -> list[FileState]:

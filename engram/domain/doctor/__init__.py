@@ -33,7 +33,6 @@ recreated and committed; lost events are written back and committed (`engram rec
 Everything else is reported with the command a person should run.
 """
 
-
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -81,8 +80,9 @@ def stores_to_examine(engram: Host) -> list[Store]:
         if project is None and engram.foreign is not None:
             engram.project_store()  # refuses, saying whose the .engram/ folder is
         if project is None or not project.root.is_dir():
-            raise NoStoreError("no project store here; run `engram init --project` at the top "
-                               "of the repository")
+            raise NoStoreError(
+                "no project store here; run `engram init --project` at the top of the repository"
+            )
         return [project]
     if engram.use == "personal":
         if not _present(personal):
@@ -90,16 +90,19 @@ def stores_to_examine(engram: Host) -> list[Store]:
         return [personal]
     found = [s for s in (project, personal) if _present(s)]
     if not found:
-        raise NoStoreError("no Engram store yet; run `engram init` (personal) or "
-                           "`engram init --project` (inside a git repository)")
+        raise NoStoreError(
+            "no Engram store yet; run `engram init` (personal) or "
+            "`engram init --project` (inside a git repository)"
+        )
     return found
 
 
 # -- the whole run ------------------------------------------------------------------------------
 
 
-def run(engram: Host, *, fix: bool = False,
-        reopen: Callable[[Store], Fresh] | None = None) -> DoctorReport:
+def run(
+    engram: Host, *, fix: bool = False, reopen: Callable[[Store], Fresh] | None = None
+) -> DoctorReport:
     """Diagnose every store selected; with `fix`, repair what can be repaired safely and
     diagnose again. `reopen` opens a new facade over one store for the repairs that run one of
     its commands (by default, one of the same class as `engram`)."""
@@ -112,39 +115,73 @@ def run(engram: Host, *, fix: bool = False,
             report.fixed = repair(engram, store, report.findings, reopen)
             report.findings = diagnose(engram, store)
         reports.append(report)
-    return DoctorReport(ok=all(r.ok for r in reports),
-                        stores=tuple(r.result() for r in reports))
+    return DoctorReport(ok=all(r.ok for r in reports), stores=tuple(r.result() for r in reports))
 
 
 def diagnose(engram: Host, store: Store) -> list[Finding]:
     """Every finding for one store."""
     out: list[Finding] = []
-    checks = (check_layout, check_links, check_disk, check_locks, check_temp_files,
-              check_attributes, check_events,
-              check_git, check_caches, check_vectors, check_local_state, check_lost, check_entries,
-              check_citations)
+    checks = (
+        check_layout,
+        check_links,
+        check_disk,
+        check_locks,
+        check_temp_files,
+        check_attributes,
+        check_events,
+        check_git,
+        check_caches,
+        check_vectors,
+        check_local_state,
+        check_lost,
+        check_entries,
+        check_citations,
+    )
     for check in checks:
         try:
             out.extend(check(engram, store))
         except Exception as exc:  # one failing check must not hide what the others find
-            out.append(Finding("doctor", "warning",
-                               f"could not run the {check.__name__[6:]} check: "
-                               f"{ev.one_line(exc, 200)}", "report this as a bug"))
+            out.append(
+                Finding(
+                    "doctor",
+                    "warning",
+                    f"could not run the {check.__name__[6:]} check: {ev.one_line(exc, 200)}",
+                    "report this as a bug",
+                )
+            )
     # A file with damaged lines is also one whose committed part changed: say it once, with
     # the fix for its lines.
     damaged = {f.path for f in out if f.check in ("damaged-line", "torn-line", "line-endings")}
     # A file git converts (an attribute changes its bytes) is said once, with the attribute.
     converted = {f.path for f in out if f.check == "attributes" and f.level == "error"}
-    return [f for f in out if not (f.check == "committed-changed" and f.path in damaged)
-            and not (f.path in converted and f.check in CONVERTED_SHOWS)]
+    return [
+        f
+        for f in out
+        if not (f.check == "committed-changed" and f.path in damaged)
+        and not (f.path in converted and f.check in CONVERTED_SHOWS)
+    ]
 
 
 # What a file whose bytes git converted also shows as, said once as the attribute instead.
-CONVERTED_SHOWS = ("damaged-line", "torn-line", "line-endings", "committed-changed",
-                   "event-file")
+CONVERTED_SHOWS = ("damaged-line", "torn-line", "line-endings", "committed-changed", "event-file")
 
 
-__all__ = ["DoctorReport", "Finding", "Fresh", "Host", "Level", "Scan", "StoreDiagnosis",
-           "StoreReport", "damaged_caches",
-           "diagnose", "git_lock_files", "recover_interrupted_commit", "repair",
-           "restore_command", "run", "scan", "stores_to_examine"]
+__all__ = [
+    "DoctorReport",
+    "Finding",
+    "Fresh",
+    "Host",
+    "Level",
+    "Scan",
+    "StoreDiagnosis",
+    "StoreReport",
+    "damaged_caches",
+    "diagnose",
+    "git_lock_files",
+    "recover_interrupted_commit",
+    "repair",
+    "restore_command",
+    "run",
+    "scan",
+    "stores_to_examine",
+]

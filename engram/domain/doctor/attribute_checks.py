@@ -22,9 +22,14 @@ from ...storage import attributes
 from ...storage.store import Store
 from .report import Finding, Host, flag
 
-WHAT = {"working-tree-encoding": "re-encodes it", "ident": "rewrites the $Id$ in it",
-        "filter": "runs a filter on it", "eol": "converts its line endings",
-        "core": "converts its line endings", "text": "converts its line endings"}
+WHAT = {
+    "working-tree-encoding": "re-encodes it",
+    "ident": "rewrites the $Id$ in it",
+    "filter": "runs a filter on it",
+    "eol": "converts its line endings",
+    "core": "converts its line endings",
+    "text": "converts its line endings",
+}
 
 
 def _pinned(store: Store) -> bool | None:
@@ -45,34 +50,60 @@ def check_attributes(engram: Host, store: Store) -> list[Finding]:
     pinned = _pinned(store)
     lines = " and ".join(f"`{line}`" for line in GITATTRIBUTES_LINES)
     if pinned is False:
-        out.append(Finding(
-            "attributes", "warning",
-            "the store's .gitattributes does not hold Engram's lines for event files, so a "
-            "repository's .gitattributes or git's config can change their bytes",
-            f"`engram doctor --fix {flag(store)}` (or `engram init`) writes {lines} back, "
-            f"last; then `engram commit {flag(store)}`", path=GITATTRIBUTES_FILE, auto=True))
+        out.append(
+            Finding(
+                "attributes",
+                "warning",
+                "the store's .gitattributes does not hold Engram's lines for event files, so a "
+                "repository's .gitattributes or git's config can change their bytes",
+                f"`engram doctor --fix {flag(store)}` (or `engram init`) writes {lines} back, "
+                f"last; then `engram commit {flag(store)}`",
+                path=GITATTRIBUTES_FILE,
+                auto=True,
+            )
+        )
     try:
         converted = attrs.converting(store, [store.rel(p) for p in store.event_files()])
     except (OSError, subprocess.SubprocessError, EngramError) as exc:
-        return [*out, Finding("attributes", "note", f"git could not say which attributes apply "
-                              f"to event files ({exc})", "install git, then run this again")]
+        return [
+            *out,
+            Finding(
+                "attributes",
+                "note",
+                f"git could not say which attributes apply to event files ({exc})",
+                "install git, then run this again",
+            ),
+        ]
     if not converted:
         return out
     if pinned is False:
-        fix = (f"`engram doctor --fix {flag(store)}` pins the store's .gitattributes and checks "
-               "the file out again as it was committed")
+        fix = (
+            f"`engram doctor --fix {flag(store)}` pins the store's .gitattributes and checks "
+            "the file out again as it was committed"
+        )
     else:
-        where = ", ".join(shlex.quote(str(p)) for p in attrs.sources(store)) or \
-            "a .gitattributes on its path or git's info/attributes"
-        fix = (f"these are set over the store's .gitattributes (in {where}): remove them there "
-               f"(`git check-attr -a -- <file>` shows what applies), then `engram doctor --fix "
-               f"{flag(store)}` checks the file out again as it was committed")
+        where = (
+            ", ".join(shlex.quote(str(p)) for p in attrs.sources(store))
+            or "a .gitattributes on its path or git's info/attributes"
+        )
+        fix = (
+            f"these are set over the store's .gitattributes (in {where}): remove them there "
+            f"(`git check-attr -a -- <file>` shows what applies), then `engram doctor --fix "
+            f"{flag(store)}` checks the file out again as it was committed"
+        )
     for rel, causes in sorted(converted.items()):
-        out.append(Finding(
-            "attributes", "error",
-            "git changes this event file's bytes on checkout and commit: "
-            f"{', '.join(_shown(c) for c in causes)}; its lines are then not read as they were "
-            "written, and commits of it fail or change it", fix, path=rel, auto=True))
+        out.append(
+            Finding(
+                "attributes",
+                "error",
+                "git changes this event file's bytes on checkout and commit: "
+                f"{', '.join(_shown(c) for c in causes)}; its lines are then not read as they were "
+                "written, and commits of it fail or change it",
+                fix,
+                path=rel,
+                auto=True,
+            )
+        )
     return out
 
 
@@ -87,9 +118,11 @@ def fix_attributes(store: Store) -> list[str]:
         before, safe = {}, set()
         done.append(f"could not ask git which attributes apply to event files ({exc})")
     if store.pin_attributes():
-        done.append(f"{GITATTRIBUTES_FILE}: Engram's lines for event files written back, last "
-                    f"({'; '.join(GITATTRIBUTES_LINES)}); `engram commit {flag(store)}` "
-                    "commits it")
+        done.append(
+            f"{GITATTRIBUTES_FILE}: Engram's lines for event files written back, last "
+            f"({'; '.join(GITATTRIBUTES_LINES)}); `engram commit {flag(store)}` "
+            "commits it"
+        )
     if not before:
         return done
     try:
@@ -100,11 +133,15 @@ def fix_attributes(store: Store) -> list[str]:
         return [*done, f"could not check the converted event files out again ({exc})"]
     if again:
         causes = ", ".join(sorted({cause for rel in again for cause in before[rel]}))
-        done.append(f"checked {len(again)} event file(s) out again as they were committed "
-                    f"(git had converted them: {causes})")
+        done.append(
+            f"checked {len(again)} event file(s) out again as they were committed "
+            f"(git had converted them: {causes})"
+        )
     kept = sorted(rel for rel in before if rel not in after and rel not in safe)
     if kept:
-        done.append(f"{len(kept)} event file(s) changed since git converted them, so they are "
-                    f"not checked out again: {', '.join(kept[:5])}"
-                    f"{' ...' if len(kept) > 5 else ''}")
+        done.append(
+            f"{len(kept)} event file(s) changed since git converted them, so they are "
+            f"not checked out again: {', '.join(kept[:5])}"
+            f"{' ...' if len(kept) > 5 else ''}"
+        )
     return done

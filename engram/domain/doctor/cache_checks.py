@@ -86,8 +86,7 @@ def damaged_caches(store: Store) -> list[tuple[Path, str, Level]]:
     text = cache / layout.TEXT_INDEX_DIR
     if text.is_dir() and any(text.iterdir()) and not intact(text):
         if (text / STAMP).exists():
-            out.append((text, "damaged: its files are not those its last save wrote",
-                        "warning"))
+            out.append((text, "damaged: its files are not those its last save wrote", "warning"))
         else:
             out.append((text, "saved by an earlier version of Engram", "note"))
     index, meta_path = cache / layout.VECTOR_INDEX, cache / layout.VECTOR_META
@@ -98,10 +97,12 @@ def damaged_caches(store: Store) -> list[tuple[Path, str, Level]]:
             meta = None
         if isinstance(meta, dict) and meta.get("complete") and "file" not in meta:
             out.append((index, "saved by an earlier version of Engram", "note"))
-        elif not (isinstance(meta, dict) and meta.get("complete")
-                  and meta.get("file") == file_stamp(index)):
-            out.append((index, "damaged: it does not match what its last save recorded",
-                        "warning"))
+        elif not (
+            isinstance(meta, dict)
+            and meta.get("complete")
+            and meta.get("file") == file_stamp(index)
+        ):
+            out.append((index, "damaged: it does not match what its last save recorded", "warning"))
     return out
 
 
@@ -109,25 +110,42 @@ def check_caches(engram: Host, store: Store) -> list[Finding]:
     cache = layout.cache_dir(store.local_dir)
     reindex = f"`engram reindex {flag(store)}`"
     if not (cache / layout.PROJECTION_DB).exists():
-        return [Finding("cache", "note", "the caches are not built yet; the first read builds "
-                                         "them", reindex)]
+        return [
+            Finding(
+                "cache", "note", "the caches are not built yet; the first read builds them", reindex
+            )
+        ]
     with cache_lock(store):
         damaged = damaged_caches(store)
     out = [
-        Finding("cache", level, f"the cache {path.name} is {why}; the next use rebuilds it "
-                                "from the event files",
-                f"{reindex} (`engram doctor --fix {flag(store)}` runs it)", path=str(path),
-                auto=True)
+        Finding(
+            "cache",
+            level,
+            f"the cache {path.name} is {why}; the next use rebuilds it from the event files",
+            f"{reindex} (`engram doctor --fix {flag(store)}` runs it)",
+            path=str(path),
+            auto=True,
+        )
         for path, why, level in damaged
     ]
-    missing = [name for name, wanted in (
-        (layout.TEXT_INDEX_DIR, True),
-        (layout.VECTOR_INDEX, engram.settings(store)["search.model"] != "off"),
-    ) if wanted and not (cache / name).exists()]
+    missing = [
+        name
+        for name, wanted in (
+            (layout.TEXT_INDEX_DIR, True),
+            (layout.VECTOR_INDEX, engram.settings(store)["search.model"] != "off"),
+        )
+        if wanted and not (cache / name).exists()
+    ]
     if missing:
-        out.append(Finding("cache", "note", f"not built yet (or a reindex was interrupted): "
-                                            f"{', '.join(missing)}; the next recall builds it",
-                           reindex))
+        out.append(
+            Finding(
+                "cache",
+                "note",
+                f"not built yet (or a reindex was interrupted): "
+                f"{', '.join(missing)}; the next recall builds it",
+                reindex,
+            )
+        )
     return out
 
 
@@ -140,8 +158,12 @@ def local_state_problems(store: Store) -> list[tuple[Path, str]]:
         except (OSError, orjson.JSONDecodeError):
             sound = False
         if not sound:
-            out.append((writer, "the writer's bookkeeping is damaged; the next write starts a "
-                                "new event file"))
+            out.append(
+                (
+                    writer,
+                    "the writer's bookkeeping is damaged; the next write starts a new event file",
+                )
+            )
     stat_cache = store.local_dir / "committed-stat.json"
     if stat_cache.exists():
         try:
@@ -149,8 +171,13 @@ def local_state_problems(store: Store) -> list[tuple[Path, str]]:
         except (OSError, orjson.JSONDecodeError):
             sound = False
         if not sound:
-            out.append((stat_cache, "the record of committed files is damaged; commits read "
-                                    "every file until it is rebuilt"))
+            out.append(
+                (
+                    stat_cache,
+                    "the record of committed files is damaged; commits read "
+                    "every file until it is rebuilt",
+                )
+            )
     clock = store.local_dir / "observed-clock"
     if clock.exists():
         try:
@@ -162,8 +189,13 @@ def local_state_problems(store: Store) -> list[tuple[Path, str]]:
 
 def check_local_state(engram: Host, store: Store) -> list[Finding]:
     return [
-        Finding("local-state", "warning", f"damaged {path.name}: {why}",
-                f"`engram doctor --fix {flag(store)}` removes it; it is rebuilt as needed",
-                path=str(path), auto=True)
+        Finding(
+            "local-state",
+            "warning",
+            f"damaged {path.name}: {why}",
+            f"`engram doctor --fix {flag(store)}` removes it; it is rebuilt as needed",
+            path=str(path),
+            auto=True,
+        )
         for path, why in local_state_problems(store)
     ]

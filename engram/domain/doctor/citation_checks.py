@@ -16,8 +16,13 @@ def check_citations(engram: Host, store: Store) -> list[Finding]:
     if not found:
         return []
     many = len(found) != 1
-    return [Finding("stale-memories", "note",
-                    f"{len(found)} memor{'ies' if many else 'y'} cite{'' if many else 's'} code "
-                    "that changed since written",
-                    f"`engram stale {flag(store)}` lists them, with the command to confirm "
-                    "(engram update) or retire (engram forget) each")]
+    return [
+        Finding(
+            "stale-memories",
+            "note",
+            f"{len(found)} memor{'ies' if many else 'y'} cite{'' if many else 's'} code "
+            "that changed since written",
+            f"`engram stale {flag(store)}` lists them, with the command to confirm "
+            "(engram update) or retire (engram forget) each",
+        )
+    ]

@@ -23,24 +23,34 @@ from ...git.hooks import stale
 from ...storage.store import Store
 from .report import Finding, Host, flag
 
-WHY = ("imports an `engram` package or `engram.py` from the directory it is started in, so a "
-       "cloned repository could run its own code")
+WHY = (
+    "imports an `engram` package or `engram.py` from the directory it is started in, so a "
+    "cloned repository could run its own code"
+)
 
 
 def check_entries(engram: Host, store: Store) -> list[Finding]:
-    out = [Finding("entries", "error",
-                   f"the git hook {path.name} runs `python -m engram.githooks` without -I: "
-                   f"git runs it at the top of the work tree, so it {WHY}",
-                   f"`engram hooks install {flag(store)}` rewrites it", path=str(path))
-           for path in stale(store)]
+    out = [
+        Finding(
+            "entries",
+            "error",
+            f"the git hook {path.name} runs `python -m engram.githooks` without -I: "
+            f"git runs it at the top of the work tree, so it {WHY}",
+            f"`engram hooks install {flag(store)}` rewrites it",
+            path=str(path),
+        )
+        for path in stale(store)
+    ]
     roots: list[tuple[Path, bool]] = []
     if store.kind == "project":
         roots.append((store.work_tree, True))
     if store.kind == "personal" or not _personal_examined(engram):
         roots.append((Path.home(), False))
     for root, project in roots:
-        out += [Finding("entries", "error", f"{where} {WHY}", fix, path=str(path))
-                for path, where, fix in _stale_entries(root, project=project)]
+        out += [
+            Finding("entries", "error", f"{where} {WHY}", fix, path=str(path))
+            for path, where, fix in _stale_entries(root, project=project)
+        ]
     return out
 
 
@@ -65,31 +75,44 @@ def _stale_entries(root: Path, *, project: bool) -> Iterator[tuple[Path, str, st
         table = "mcp_servers" if path.suffix == ".toml" else "mcpServers"
         for name, _entry in _servers(data.get(table)):
             option = "" if name == "engram" else f" --name {name}"
-            yield (path, f"MCP server {name!r} runs `python -m engram` without -I, so it",
-                   f"`engram mcp install {client}{scope}{option}` rewrites it")
+            yield (
+                path,
+                f"MCP server {name!r} runs `python -m engram` without -I, so it",
+                f"`engram mcp install {client}{scope}{option}` rewrites it",
+            )
         if client == "claude" and not project:
             projects = data.get("projects")
-            for folder, settings in (projects.items() if isinstance(projects, dict) else ()):
-                for name, _ in _servers(settings.get("mcpServers")
-                                        if isinstance(settings, dict) else None):
-                    yield (path, f"MCP server {name!r} of {folder} (local scope) runs "
-                           "`python -m engram` without -I, so it",
-                           f"put \"-I\" before \"-m\" in its args, or remove it (`claude mcp "
-                           f"remove --scope local {name}` in {folder}) and use `engram mcp "
-                           "install claude`")
+            for folder, settings in projects.items() if isinstance(projects, dict) else ():
+                for name, _ in _servers(
+                    settings.get("mcpServers") if isinstance(settings, dict) else None
+                ):
+                    yield (
+                        path,
+                        f"MCP server {name!r} of {folder} (local scope) runs "
+                        "`python -m engram` without -I, so it",
+                        f'put "-I" before "-m" in its args, or remove it (`claude mcp '
+                        f"remove --scope local {name}` in {folder}) and use `engram mcp "
+                        "install claude`",
+                    )
     for rel in (entries.CLAUDE_SETTINGS, entries.CLAUDE_LOCAL_SETTINGS):
         path = root / rel
         data = _read(path)
         hooks = data.get("hooks") if data is not None else None
-        events = [event for event, groups in (hooks.items() if isinstance(hooks, dict) else ())
-                  if any(entries.shell_runs_from_cwd(command) for command in _commands(groups))]
+        events = [
+            event
+            for event, groups in (hooks.items() if isinstance(hooks, dict) else ())
+            if any(entries.shell_runs_from_cwd(command) for command in _commands(groups))
+        ]
         if events:
-            yield (path, f"the Claude Code hook(s) {', '.join(events)} run `python -m "
-                   "engram.hooks` without -I: Claude Code runs them in the project, so they",
-                   f"`engram mcp install claude --hooks{scope}` rewrites Engram's hooks"
-                   if rel == entries.CLAUDE_SETTINGS else
-                   "put -I before -m in those commands (Engram writes its hooks to "
-                   f"{entries.CLAUDE_SETTINGS}: `engram mcp install claude --hooks{scope}`)")
+            yield (
+                path,
+                f"the Claude Code hook(s) {', '.join(events)} run `python -m "
+                "engram.hooks` without -I: Claude Code runs them in the project, so they",
+                f"`engram mcp install claude --hooks{scope}` rewrites Engram's hooks"
+                if rel == entries.CLAUDE_SETTINGS
+                else "put -I before -m in those commands (Engram writes its hooks to "
+                f"{entries.CLAUDE_SETTINGS}: `engram mcp install claude --hooks{scope}`)",
+            )
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -105,12 +128,15 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 def _servers(table: object) -> Iterator[tuple[str, dict[str, Any]]]:
     """The MCP servers of a config's server table that run `python -m engram…` unprotected."""
-    for name, entry in (table.items() if isinstance(table, dict) else ()):
+    for name, entry in table.items() if isinstance(table, dict) else ():
         if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
             continue
         args = entry.get("args")
-        words = [entry["command"], *(a for a in args if isinstance(a, str))] \
-            if isinstance(args, list) else [entry["command"]]
+        words = (
+            [entry["command"], *(a for a in args if isinstance(a, str))]
+            if isinstance(args, list)
+            else [entry["command"]]
+        )
         env = entry.get("env") if isinstance(entry.get("env"), dict) else None
         if entries.runs_from_cwd(words, env):
             yield str(name), entry

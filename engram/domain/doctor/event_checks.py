@@ -55,8 +55,12 @@ def git_operation(busy: str | None) -> str | None:
     """The git command whose operation is under way, from `StoreRepo.busy()`."""
     if not busy:
         return None
-    for word, command in (("rebase", "rebase"), ("merge", "merge"),
-                          ("cherrypick", "cherry-pick"), ("revert", "revert")):
+    for word, command in (
+        ("rebase", "rebase"),
+        ("merge", "merge"),
+        ("cherrypick", "cherry-pick"),
+        ("revert", "revert"),
+    ):
         if word in busy:
             return command
     return None
@@ -100,17 +104,28 @@ def check_events(engram: Host, store: Store) -> list[Finding]:
             except FileNotFoundError:
                 continue  # gone since the listing (a compaction, a checkout)
             except OSError as exc:
-                out.append(Finding("event-file", "error", f"cannot be read ({exc.strerror})",
-                                   f"make it readable: `chmod u+r {shlex.quote(str(path))}`",
-                                   path=rel))
+                out.append(
+                    Finding(
+                        "event-file",
+                        "error",
+                        f"cannot be read ({exc.strerror})",
+                        f"make it readable: `chmod u+r {shlex.quote(str(path))}`",
+                        path=rel,
+                    )
+                )
                 continue
             if not data and committed_bytes(repo, store, rel) is None:
-                out.append(Finding(
-                    "empty-file", "warning",
-                    "an empty event file, left by a write that never finished (a process "
-                    "killed as it created the file); git sees it as an untracked file",
-                    f"`engram doctor --fix {flag(store)}` removes it", path=rel, auto=True,
-                ))
+                out.append(
+                    Finding(
+                        "empty-file",
+                        "warning",
+                        "an empty event file, left by a write that never finished (a process "
+                        "killed as it created the file); git sees it as an untracked file",
+                        f"`engram doctor --fix {flag(store)}` removes it",
+                        path=rel,
+                        auto=True,
+                    )
+                )
                 continue
             found = scan(data)
             if not found.damaged:
@@ -125,56 +140,103 @@ def check_events(engram: Host, store: Store) -> list[Finding]:
                 number = data.count(b"\n") + 1
                 reported.add((rel, number))
                 if found.torn in theirs:
-                    out.append(_damaged(store, known, rel, number, found.torn,
-                                        f"torn last line ({len(found.torn)} bytes)", True))
+                    out.append(
+                        _damaged(
+                            store,
+                            known,
+                            rel,
+                            number,
+                            found.torn,
+                            f"torn last line ({len(found.torn)} bytes)",
+                            True,
+                        )
+                    )
                     continue
                 own = state.segment == rel
-                out.append(Finding(
-                    "torn-line", "warning",
-                    f"torn last line ({len(found.torn)} bytes) left by a crash mid-write; "
-                    "readers skip it",
-                    f"`engram doctor --fix {flag(store)}` sets it aside in "
-                    f"{store.local_dir / 'quarantine'}/" +
-                    (" (or the next write from this clone does)" if own else ""),
-                    path=rel, line=number, auto=True,
-                ))
+                out.append(
+                    Finding(
+                        "torn-line",
+                        "warning",
+                        f"torn last line ({len(found.torn)} bytes) left by a crash mid-write; "
+                        "readers skip it",
+                        f"`engram doctor --fix {flag(store)}` sets it aside in "
+                        f"{store.local_dir / 'quarantine'}/"
+                        + (" (or the next write from this clone does)" if own else ""),
+                        path=rel,
+                        line=number,
+                        auto=True,
+                    )
+                )
         report = verify_store(store)
     for problem in report.problems:
-        if (problem.path, problem.line) in reported or \
-                problem.message.startswith(("torn last line", "blank line", "git conflict",
-                                            "invalid JSON", "line ends with CR LF",
-                                            "a symbolic link")):
+        if (problem.path, problem.line) in reported or problem.message.startswith(
+            (
+                "torn last line",
+                "blank line",
+                "git conflict",
+                "invalid JSON",
+                "line ends with CR LF",
+                "a symbolic link",
+            )
+        ):
             continue
-        out.append(Finding(
-            "event-file", "error" if problem.message.startswith("id ") else "warning",
-            f"{problem.message} (the line is read as it is)",
-            f"if the file was edited by hand, `{git_c(store)} diff -- "
-            f"{shlex.quote(store.repo_path(problem.path))}` shows how and "
-            f"`{restore_command(store, [problem.path])}` restores it",
-            path=problem.path, line=problem.line or None,
-        ))
+        out.append(
+            Finding(
+                "event-file",
+                "error" if problem.message.startswith("id ") else "warning",
+                f"{problem.message} (the line is read as it is)",
+                f"if the file was edited by hand, `{git_c(store)} diff -- "
+                f"{shlex.quote(store.repo_path(problem.path))}` shows how and "
+                f"`{restore_command(store, [problem.path])}` restores it",
+                path=problem.path,
+                line=problem.line or None,
+            )
+        )
     return out
 
 
-def _damaged(store: Store, known: dict[tuple[str, str], Any], rel: str, number: int,
-             raw: bytes, why: str, committed: bool) -> Finding:
+def _damaged(
+    store: Store,
+    known: dict[tuple[str, str], Any],
+    rel: str,
+    number: int,
+    raw: bytes,
+    why: str,
+    committed: bool,
+) -> Finding:
     """A damaged line: this clone's own (moved to quarantine by the repair), or one someone
     committed (set aside in this clone, never taken out of the file or its history)."""
     if committed and set_aside.is_set_aside(known, rel, raw):
-        return Finding("set-aside", "note",
-                       f"{why}; set aside in this clone by `engram doctor --fix`, readers skip it",
-                       "nothing to do here: the line stays as its writer committed it (only "
-                       "they can replace it)", path=rel, line=number)
+        return Finding(
+            "set-aside",
+            "note",
+            f"{why}; set aside in this clone by `engram doctor --fix`, readers skip it",
+            "nothing to do here: the line stays as its writer committed it (only "
+            "they can replace it)",
+            path=rel,
+            line=number,
+        )
     if committed:
-        fix = (f"`engram doctor --fix {flag(store)}` sets it aside in this clone "
-               f"({store.local_dir / set_aside.SET_ASIDE_FILE}); the committed file and its "
-               "history are left as they are")
+        fix = (
+            f"`engram doctor --fix {flag(store)}` sets it aside in this clone "
+            f"({store.local_dir / set_aside.SET_ASIDE_FILE}); the committed file and its "
+            "history are left as they are"
+        )
     else:
-        fix = (f"`engram doctor --fix {flag(store)}` moves the line to "
-               f"{store.local_dir / 'quarantine'}/ (with a copy of the whole file) and "
-               f"rewrites the file without it; `engram commit {flag(store)}` then commits it")
-    return Finding("damaged-line", "error", f"{why}; readers skip this line", fix, path=rel,
-                   line=number, auto=True)
+        fix = (
+            f"`engram doctor --fix {flag(store)}` moves the line to "
+            f"{store.local_dir / 'quarantine'}/ (with a copy of the whole file) and "
+            f"rewrites the file without it; `engram commit {flag(store)}` then commits it"
+        )
+    return Finding(
+        "damaged-line",
+        "error",
+        f"{why}; readers skip this line",
+        fix,
+        path=rel,
+        line=number,
+        auto=True,
+    )
 
 
 def _line_endings(store: Store, repo: Any, rel: str, count: int) -> Finding:
@@ -186,14 +248,20 @@ def _line_endings(store: Store, repo: Any, rel: str, count: int) -> Finding:
         except Exception:  # pygit2.GitError and kin: the cause is then only guessed
             eol = None
         if eol == "crlf":
-            cause = "a .gitattributes gives it `eol=crlf` (`git check-attr -a -- " \
-                    f"{shlex.quote(store.repo_path(rel))}` says which)"
+            cause = (
+                "a .gitattributes gives it `eol=crlf` (`git check-attr -a -- "
+                f"{shlex.quote(store.repo_path(rel))}` says which)"
+            )
     return Finding(
-        "line-endings", "warning",
+        "line-endings",
+        "warning",
         f"{count} line(s) end with CR LF: {cause}; the events are read, but the file is not "
         "as Engram writes it",
         f"`engram doctor --fix {flag(store)}` writes the store's .gitattributes line "
-        f"`{GITATTRIBUTES_LINE}` back and the file with LF endings", path=rel, auto=True)
+        f"`{GITATTRIBUTES_LINE}` back and the file with LF endings",
+        path=rel,
+        auto=True,
+    )
 
 
 @contextlib.contextmanager

@@ -1,5 +1,4 @@
-"""`engram doctor --fix`: the repairs that lose nothing, each keeping what it removes.
-"""
+"""`engram doctor --fix`: the repairs that lose nothing, each keeping what it removes."""
 
 from __future__ import annotations
 
@@ -29,8 +28,12 @@ from .vector_checks import repair_vectors
 # -- repairs ------------------------------------------------------------------------------------
 
 
-def repair(engram: Host, store: Store, findings: list[Finding],
-           reopen: Callable[[Store], Fresh] | None = None) -> list[str]:
+def repair(
+    engram: Host,
+    store: Store,
+    findings: list[Finding],
+    reopen: Callable[[Store], Fresh] | None = None,
+) -> list[str]:
     """Apply the safe fixes for `findings`; return what was done, one line each. `reopen`
     opens a new facade over the store for the repairs that run one of its commands (by
     default, one of `engram`'s class)."""
@@ -47,8 +50,15 @@ def repair(engram: Host, store: Store, findings: list[Finding],
         except EngramError as exc:
             done.append(f"could not repair: {exc}")
             return done
-    if wanted & {"damaged-line", "torn-line", "empty-file", "temp-file", "git-lock",
-                 "local-state", "line-endings"}:
+    if wanted & {
+        "damaged-line",
+        "torn-line",
+        "empty-file",
+        "temp-file",
+        "git-lock",
+        "local-state",
+        "line-endings",
+    }:
         try:
             with store.lock(timeout=10):
                 done += _quarantine(store)
@@ -97,7 +107,8 @@ def _quarantine(store: Store) -> list[str]:
         for line in found:
             if line.problem is not None:
                 (aside if line.raw in theirs else removed).append(
-                    (line.number, line.raw, line.problem))
+                    (line.number, line.raw, line.problem)
+                )
                 if line.raw in theirs:
                     kept.append(line.raw + b"\n")
             elif line.note == lines.CRLF and (committed is None or line.raw[:-1] in theirs):
@@ -113,30 +124,43 @@ def _quarantine(store: Store) -> list[str]:
         if not (removed or torn or crlf):
             continue
         if folder is None:
-            folder = store.local_dir / layout.QUARANTINE_DIR / \
-                f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+            folder = (
+                store.local_dir
+                / layout.QUARANTINE_DIR
+                / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+            )
         backup = folder / rel
         backup.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, backup)
         bad = b"".join(line + b"\n" for _, line, _ in removed) + torn
         backup.with_name(backup.name + ".bad").write_bytes(bad)
-        atomic_write(path, b"".join(kept),
-                     temp=path.with_name(f".{path.name}.doctor.{os.getpid()}.tmp"))
+        atomic_write(
+            path, b"".join(kept), temp=path.with_name(f".{path.name}.doctor.{os.getpid()}.tmp")
+        )
         for number, raw, why in removed:
-            manifest.append({"path": rel, "line": number, "problem": why,
-                             "bytes": len(raw) + 1})
+            manifest.append({"path": rel, "line": number, "problem": why, "bytes": len(raw) + 1})
         if torn:
-            manifest.append({"path": rel, "line": data.count(b"\n") + 1,
-                             "problem": "torn last line", "bytes": len(torn)})
+            manifest.append(
+                {
+                    "path": rel,
+                    "line": data.count(b"\n") + 1,
+                    "problem": "torn last line",
+                    "bytes": len(torn),
+                }
+            )
         parts = [f"{len(removed)} damaged line(s)"] if removed else []
         if torn:
             parts.append("a torn last line")
         if not parts:
-            done.append(f"{rel}: wrote {crlf} line(s) back with LF endings (the file as "
-                        f"it was: {backup}); `engram commit {flag(store)}` then commits it")
+            done.append(
+                f"{rel}: wrote {crlf} line(s) back with LF endings (the file as "
+                f"it was: {backup}); `engram commit {flag(store)}` then commits it"
+            )
             continue
-        done.append(f"{rel}: set aside {' and '.join(parts)} in {folder} (the file as it was: "
-                    f"{backup}); `engram commit {flag(store)}` then commits it")
+        done.append(
+            f"{rel}: set aside {' and '.join(parts)} in {folder} (the file as it was: "
+            f"{backup}); `engram commit {flag(store)}` then commits it"
+        )
     if folder is not None:
         (folder / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     return done
@@ -149,9 +173,11 @@ def _set_aside(store: Store, rel: str, bad: list[tuple[int, bytes, str]]) -> lis
     added = set_aside.record(store, rel, bad)
     if not added:
         return []
-    return [f"{rel}: set aside {added} damaged line(s) of its committed part in this clone "
-            f"({store.local_dir / set_aside.SET_ASIDE_FILE}); readers skip them, and the file "
-            "is left as its writer committed it"]
+    return [
+        f"{rel}: set aside {added} damaged line(s) of its committed part in this clone "
+        f"({store.local_dir / set_aside.SET_ASIDE_FILE}); readers skip them, and the file "
+        "is left as its writer committed it"
+    ]
 
 
 def _remove_leftovers(store: Store) -> list[str]:
@@ -184,8 +210,10 @@ def _rebuild_caches(reopen: Callable[[Store], Fresh], store: Store) -> list[str]
         try:
             fresh.reindex()
         except EngramError as exc:
-            return [f"removed the damaged {', '.join(removed)}; could not rebuild now ({exc}); "
-                    "the next read rebuilds it"]
+            return [
+                f"removed the damaged {', '.join(removed)}; could not rebuild now ({exc}); "
+                "the next read rebuilds it"
+            ]
     return [f"rebuilt the damaged {', '.join(removed)} (`engram reindex {flag(store)}`)"]
 
 
@@ -196,8 +224,10 @@ def _recover(reopen: Callable[[Store], Fresh], store: Store) -> list[str]:
             [result] = fresh.recover()
     except EngramError as exc:
         return [f"could not recover the lost events: {exc}"]
-    done = [f"recovered {count(result.events, 'lost event')} into {', '.join(result.files)}" +
-            (f", committed as {result.commit[:8]}" if result.commit else "")]
+    done = [
+        f"recovered {count(result.events, 'lost event')} into {', '.join(result.files)}"
+        + (f", committed as {result.commit[:8]}" if result.commit else "")
+    ]
     return done + list(result.notes)
 
 
@@ -209,8 +239,10 @@ def _restore_layout(reopen: Callable[[Store], Fresh], store: Store) -> list[str]
             fresh.init(project=store.kind == "project")
         except EngramError as exc:
             created = store.ensure_layout()
-            return [f"recreated {', '.join(created)}; could not commit them ({exc}); run "
-                    f"`engram commit {flag(store)}` once that is fixed"]
+            return [
+                f"recreated {', '.join(created)}; could not commit them ({exc}); run "
+                f"`engram commit {flag(store)}` once that is fixed"
+            ]
     if _head(store) == before:  # recreated as they were committed: nothing to commit
         return [f"recreated {', '.join(missing)} as committed"]
     return [f"recreated and committed {', '.join(missing)}"]

@@ -85,8 +85,9 @@ class StoreReport:
         return not any(f.level != "note" for f in self.findings)
 
     def result(self) -> StoreDiagnosis:
-        return StoreDiagnosis(self.store.kind, str(self.store.root), self.ok,
-                              tuple(self.findings), tuple(self.fixed))
+        return StoreDiagnosis(
+            self.store.kind, str(self.store.root), self.ok, tuple(self.findings), tuple(self.fixed)
+        )
 
 
 @dataclass(frozen=True)

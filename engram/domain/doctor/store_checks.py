@@ -96,15 +96,26 @@ def check_layout(engram: Host, store: Store) -> list[Finding]:
     out = []
     init = "engram init --project" if store.kind == "project" else "engram init"
     if not store.git_dir.exists():
-        return [Finding("layout", "error", f"{store.work_tree} is not a git repository",
-                        f"`{git_c(store)} init -b main`, then `{init}`")]
+        return [
+            Finding(
+                "layout",
+                "error",
+                f"{store.work_tree} is not a git repository",
+                f"`{git_c(store)} init -b main`, then `{init}`",
+            )
+        ]
     for name in SKELETON:
         if not (store.root / name).exists():
-            out.append(Finding(
-                "layout", "warning", f"{name} is missing from the store",
-                f"`{init}` recreates it and commits it (`engram doctor --fix` runs it)",
-                path=name, auto=True,
-            ))
+            out.append(
+                Finding(
+                    "layout",
+                    "warning",
+                    f"{name} is missing from the store",
+                    f"`{init}` recreates it and commits it (`engram doctor --fix` runs it)",
+                    path=name,
+                    auto=True,
+                )
+            )
     return out
 
 
@@ -115,8 +126,10 @@ def check_disk(engram: Host, store: Store) -> list[Finding]:
     """Can the store be written? A real write of a probe file says it, as the writer sees it."""
     out = []
     mount = _mount_point(store.root)
-    for directory in (store.events_dir if store.events_dir.is_dir() else store.root,
-                      store.local_dir if store.local_dir.is_dir() else store.git_dir):
+    for directory in (
+        store.events_dir if store.events_dir.is_dir() else store.root,
+        store.local_dir if store.local_dir.is_dir() else store.git_dir,
+    ):
         probe = directory / f".engram-doctor-{os.getpid()}.probe"
         try:
             fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -136,13 +149,16 @@ def check_disk(engram: Host, store: Store) -> list[Finding]:
             return out
         free = st.f_bavail * st.f_frsize
         if free < MIN_FREE_BYTES or (st.f_files and st.f_favail == 0):
-            out.append(Finding(
-                "disk", "error",
-                f"the disk holding the store is full ({free} bytes free on {mount}); "
-                "reads work, writes will fail",
-                f"free some space on {mount} (`df -h {shlex.quote(str(mount))}` shows it); "
-                "writes work again by themselves",
-            ))
+            out.append(
+                Finding(
+                    "disk",
+                    "error",
+                    f"the disk holding the store is full ({free} bytes free on {mount}); "
+                    "reads work, writes will fail",
+                    f"free some space on {mount} (`df -h {shlex.quote(str(mount))}` shows it); "
+                    "writes work again by themselves",
+                )
+            )
     return out
 
 
@@ -155,7 +171,9 @@ def _unwritable(store: Store, directory: Path, mount: Path, exc: OSError) -> Fin
         message = f"{directory} is not writable (permission denied): reads work, writes fail"
         fix = f"`chmod -R u+w {shlex.quote(str(store.root))}`" + (
             f" and `chmod -R u+w {shlex.quote(str(store.local_dir))}`"
-            if store.kind == "project" else "")
+            if store.kind == "project"
+            else ""
+        )
     elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
         message = f"the disk holding the store is full ({mount}): reads work, writes fail"
         fix = f"free some space on {mount} (`df -h {where}` shows it)"
@@ -170,9 +188,10 @@ def _unwritable(store: Store, directory: Path, mount: Path, exc: OSError) -> Fin
 
 def check_locks(engram: Host, store: Store) -> list[Finding]:
     out = []
-    for path, what in ((store.local_dir / layout.WRITE_LOCK, "write lock"),
-                       (layout.cache_dir(store.local_dir) / layout.INDEX_LOCK,
-                        "search index lock")):
+    for path, what in (
+        (store.local_dir / layout.WRITE_LOCK, "write lock"),
+        (layout.cache_dir(store.local_dir) / layout.INDEX_LOCK, "search index lock"),
+    ):
         if not path.exists():
             continue
         deadline = time.monotonic() + HOLD_SECONDS
@@ -184,12 +203,16 @@ def check_locks(engram: Host, store: Store) -> list[Finding]:
             holders = _flock_holders(path)
             who = ", ".join(_describe(p) for p in holders) or "another process"
             stop = f"`kill {' '.join(map(str, holders))}`" if holders else "stop it"
-            out.append(Finding(
-                "lock", "warning",
-                f"the {what} has been held for over {HOLD_SECONDS:.0f}s by {who}; "
-                "writes wait for it (the system frees it the moment that process ends)",
-                f"let it finish, or if it hangs, stop it: {stop}", path=str(path),
-            ))
+            out.append(
+                Finding(
+                    "lock",
+                    "warning",
+                    f"the {what} has been held for over {HOLD_SECONDS:.0f}s by {who}; "
+                    "writes wait for it (the system frees it the moment that process ends)",
+                    f"let it finish, or if it hangs, stop it: {stop}",
+                    path=str(path),
+                )
+            )
     for lock in git_lock_files(store):
         try:
             age = time.time() - lock.stat().st_mtime
@@ -197,17 +220,27 @@ def check_locks(engram: Host, store: Store) -> list[Finding]:
             continue
         lock_holders = open_by(lock)
         if lock_holders or (lock_holders is None and age < 60):
-            out.append(Finding("git-lock", "note",
-                               f"a git command is updating {lock.stem} ({lock})",
-                               "let it finish", path=str(lock)))
+            out.append(
+                Finding(
+                    "git-lock",
+                    "note",
+                    f"a git command is updating {lock.stem} ({lock})",
+                    "let it finish",
+                    path=str(lock),
+                )
+            )
         else:
-            out.append(Finding(
-                "git-lock", "warning",
-                f"{lock} was left by a git command or commit that was killed; neither git "
-                "nor Engram can commit until it is gone (the events are safe on disk)",
-                f"`engram doctor --fix {flag(store)}` (or `rm {shlex.quote(str(lock))}`)",
-                path=str(lock), auto=True,
-            ))
+            out.append(
+                Finding(
+                    "git-lock",
+                    "warning",
+                    f"{lock} was left by a git command or commit that was killed; neither git "
+                    "nor Engram can commit until it is gone (the events are safe on disk)",
+                    f"`engram doctor --fix {flag(store)}` (or `rm {shlex.quote(str(lock))}`)",
+                    path=str(lock),
+                    auto=True,
+                )
+            )
     return out
 
 
@@ -223,20 +256,29 @@ def stale_temp_files(store: Store) -> list[Path]:
 
 def check_temp_files(engram: Host, store: Store) -> list[Finding]:
     return [
-        Finding("temp-file", "warning",
-                f"leftover temporary file of a process that stopped mid-write: {path}",
-                f"`engram doctor --fix {flag(store)}` removes it (it holds nothing that is "
-                "not elsewhere)", path=str(path), auto=True)
+        Finding(
+            "temp-file",
+            "warning",
+            f"leftover temporary file of a process that stopped mid-write: {path}",
+            f"`engram doctor --fix {flag(store)}` removes it (it holds nothing that is "
+            "not elsewhere)",
+            path=str(path),
+            auto=True,
+        )
         for path in stale_temp_files(store)
     ]
 
 
 def check_links(engram: Host, store: Store) -> list[Finding]:
     return [
-        Finding("symlink", "error",
-                "a symbolic link inside the store; it is not followed (writes through it are "
-                "refused, what it points to is not read)",
-                f"remove it: `{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}` (or "
-                f"`rm` if it is not committed), then commit", path=link)
+        Finding(
+            "symlink",
+            "error",
+            "a symbolic link inside the store; it is not followed (writes through it are "
+            "refused, what it points to is not read)",
+            f"remove it: `{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}` (or "
+            f"`rm` if it is not committed), then commit",
+            path=link,
+        )
         for link in store.links()
     ]

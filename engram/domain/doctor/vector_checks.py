@@ -27,15 +27,21 @@ def check_vectors(engram: Host, store: Store) -> list[Finding]:
     if not found.unreachable:
         return []
     count = len(found.unreachable)
-    return [Finding("vector-reach", "warning",
-                    f"{count} of {found.checked_count} memories"
-                    f"{' checked' if found.checked_count < found.vectors else ''} cannot be "
-                    f"found by meaning: the vector "
-                    f"index's graph does not return {'it' if count == 1 else 'them'} even for "
-                    f"{'its' if count == 1 else 'their'} own vector (first: "
-                    f"{', '.join(found.unreachable[:3])})",
-                    f"`engram doctor --fix {flag(store)}` links them into the graph again",
-                    path=str(cache / layout.VECTOR_INDEX), auto=True)]
+    return [
+        Finding(
+            "vector-reach",
+            "warning",
+            f"{count} of {found.checked_count} memories"
+            f"{' checked' if found.checked_count < found.vectors else ''} cannot be "
+            f"found by meaning: the vector "
+            f"index's graph does not return {'it' if count == 1 else 'them'} even for "
+            f"{'its' if count == 1 else 'their'} own vector (first: "
+            f"{', '.join(found.unreachable[:3])})",
+            f"`engram doctor --fix {flag(store)}` links them into the graph again",
+            path=str(cache / layout.VECTOR_INDEX),
+            auto=True,
+        )
+    ]
 
 
 def repair_vectors(engram: Host, store: Store) -> list[str]:
@@ -51,8 +57,7 @@ def repair_vectors(engram: Host, store: Store) -> list[str]:
     if not done.unreachable:
         return []
     how = "added again and built the graph again" if done.rebuilt else "added again"
-    line = (f"{how} {len(done.unreachable)} vectors the graph could not reach "
-            f"({done.seconds:.1f}s)")
+    line = f"{how} {len(done.unreachable)} vectors the graph could not reach ({done.seconds:.1f}s)"
     if done.left:
         line += f"; {done.left} still cannot be reached: run `engram reindex {flag(store)}`"
     return [line]

@@ -90,8 +90,9 @@ def detect(path: Path, *, line_bytes: int = LINE_BYTES) -> str:
             return "engram"
         if {"ts", "seq", "kind", "payload"} <= set(first):
             return "mcp-engram"
-    raise UsageError(f"cannot tell the format of {path}; say which with --format "
-                     f"({', '.join(FORMATS)})")
+    raise UsageError(
+        f"cannot tell the format of {path}; say which with --format ({', '.join(FORMATS)})"
+    )
 
 
 def _head(path: Path, size: int = 4096) -> bytes:
@@ -124,6 +125,19 @@ def _first_object(path: Path, line_bytes: int) -> dict[str, Any] | None:
     return None
 
 
-__all__ = ["FORMATS", "Checker", "Input", "Plan", "Record", "check_format", "detect",
-           "derived_event_id", "derived_id", "from_micros", "micros", "readable",
-           "readable_memory", "slug_name"]
+__all__ = [
+    "FORMATS",
+    "Checker",
+    "Input",
+    "Plan",
+    "Record",
+    "check_format",
+    "detect",
+    "derived_event_id",
+    "derived_id",
+    "from_micros",
+    "micros",
+    "readable",
+    "readable_memory",
+    "slug_name",
+]

@@ -35,8 +35,7 @@ def target(record: Record) -> str | None:
     return ev.entity_of(record.event.data if record.event is not None else record.data)
 
 
-def find(proj: Projection, records: list[Record],
-         describe: list[str]) -> dict[int, Change]:
+def find(proj: Projection, records: list[Record], describe: list[str]) -> dict[int, Change]:
     """The records (by their index in `records`) that would change a record `proj` holds,
     each with what it does (`describe`, by index) and whose record it is."""
     targets = {t for t in map(target, records) if t is not None}
@@ -49,17 +48,15 @@ def find(proj: Projection, records: list[Record],
             continue
         if aim not in owners:
             owners[aim] = _owner(proj, aim)
-        out[index] = Change(record.where, aim,
-                            f"{describe[index]}: changes the {owners[aim]}")
+        out[index] = Change(record.where, aim, f"{describe[index]}: changes the {owners[aim]}")
     return out
 
 
 def _owner(proj: Projection, entity: str) -> str:
-    """"memory abcd1234 written by X" for the record's first event."""
+    """ "memory abcd1234 written by X" for the record's first event."""
     events = proj.entity_events(entity)
     if not events:
         return f"record {entity}"
     first = events[0]
     what = _WHAT.get(first.kind.split(".", 1)[0], "record")
-    return f"{what} {entity[:8]} written by " \
-           f"{ev.written_by(first.actor, first.data.get('origin'))}"
+    return f"{what} {entity[:8]} written by {ev.written_by(first.actor, first.data.get('origin'))}"

@@ -44,9 +44,17 @@ from .plan import Checker, Input, Plan, Record, derived_id, readable_memory, slu
 FORMAT = "engram-go"
 MANIFEST = "manifest.json"
 CHUNK_ID = re.compile(r"[0-9a-f]{8,64}")
-KIND = {"decision": "decision", "architecture": "decision", "bugfix": "lesson",
-        "pattern": "convention", "config": "fact", "discovery": "fact", "learning": "lesson",
-        "manual": "note", "session_summary": "note"}
+KIND = {
+    "decision": "decision",
+    "architecture": "decision",
+    "bugfix": "lesson",
+    "pattern": "convention",
+    "config": "fact",
+    "discovery": "fact",
+    "learning": "lesson",
+    "manual": "note",
+    "session_summary": "note",
+}
 FIELD_BYTES = 1 << 20  # the longest session id, project, type or time taken from an observation
 
 
@@ -57,8 +65,14 @@ def is_sync_folder(path: Path) -> bool:
 
 def sniff(head: bytes) -> bool:
     """Whether the first bytes of a file are that tool's export or one of its chunks."""
-    return re.match(rb'\s*\{\s*"(version"\s*:\s*"[^"]*"\s*,\s*"exported_at|sessions|'
-                    rb'observations)"\s*:', head) is not None
+    return (
+        re.match(
+            rb'\s*\{\s*"(version"\s*:\s*"[^"]*"\s*,\s*"exported_at|sessions|'
+            rb'observations)"\s*:',
+            head,
+        )
+        is not None
+    )
 
 
 def source_files(path: Path, plan: Plan, source: Input) -> list[Path]:
@@ -70,8 +84,10 @@ def source_files(path: Path, plan: Plan, source: Input) -> list[Path]:
         path = path.parent
     chunks = path / "chunks"
     if not (path / MANIFEST).is_file() and not chunks.is_dir():
-        raise UsageError(f"no {MANIFEST} or chunks/ in {path}; give the project's .engram/ "
-                         "folder that `engram sync` writes, or a file of `engram export`")
+        raise UsageError(
+            f"no {MANIFEST} or chunks/ in {path}; give the project's .engram/ "
+            "folder that `engram sync` writes, or a file of `engram export`"
+        )
     ordered: list[str] = []
     manifest = path / MANIFEST
     if manifest.is_file():
@@ -83,19 +99,28 @@ def source_files(path: Path, plan: Plan, source: Input) -> list[Path]:
             except (orjson.JSONDecodeError, AttributeError):
                 entries = None
             if not isinstance(entries, list):
-                plan.skip(manifest, 1, "not a manifest ({\"chunks\": [...]}); reading the "
-                                       "chunks/ folder instead")
+                plan.skip(
+                    manifest,
+                    1,
+                    'not a manifest ({"chunks": [...]}); reading the chunks/ folder instead',
+                )
                 entries = []
         for number, entry in enumerate(entries or (), start=1):
             chunk_id = entry.get("id") if isinstance(entry, dict) else None
             if not isinstance(chunk_id, str) or not CHUNK_ID.fullmatch(chunk_id):
-                plan.skip(manifest, f"chunks[{number}]",
-                          f"chunk id {quote(chunk_id, 40)} is not a hexadecimal digest")
+                plan.skip(
+                    manifest,
+                    f"chunks[{number}]",
+                    f"chunk id {quote(chunk_id, 40)} is not a hexadecimal digest",
+                )
                 continue
             if chunk_id not in ordered:
                 ordered.append(chunk_id)
-    present = sorted(p.name[:-len(".jsonl.gz")] for p in chunks.glob("*.jsonl.gz")
-                     if p.is_file()) if chunks.is_dir() else []
+    present = (
+        sorted(p.name[: -len(".jsonl.gz")] for p in chunks.glob("*.jsonl.gz") if p.is_file())
+        if chunks.is_dir()
+        else []
+    )
     files = []
     for chunk_id in ordered:
         file = chunks / f"{chunk_id}.jsonl.gz"
@@ -103,8 +128,11 @@ def source_files(path: Path, plan: Plan, source: Input) -> list[Path]:
             files.append(file)
         else:
             plan.skip(file, 1, "listed in the manifest but missing (not pulled yet?)")
-    files.extend(chunks / f"{name}.jsonl.gz" for name in present
-                 if name not in ordered and CHUNK_ID.fullmatch(name))
+    files.extend(
+        chunks / f"{name}.jsonl.gz"
+        for name in present
+        if name not in ordered and CHUNK_ID.fullmatch(name)
+    )
     return files
 
 
@@ -121,10 +149,15 @@ def read(path: Path, check: Checker, source: Input) -> Plan:
         except orjson.JSONDecodeError as exc:
             plan.skip(file, 1, f"invalid JSON ({exc.msg})")
             continue
-        if not isinstance(document, dict) or \
-                not isinstance(document.get("observations"), (list, type(None))):
-            plan.skip(file, 1, "not an export or a sync chunk of the Go engram (an object "
-                               "with a list of observations)")
+        if not isinstance(document, dict) or not isinstance(
+            document.get("observations"), (list, type(None))
+        ):
+            plan.skip(
+                file,
+                1,
+                "not an export or a sync chunk of the Go engram (an object "
+                "with a list of observations)",
+            )
             continue
         for what in ("sessions", "prompts"):
             found = document.get(what)
@@ -147,8 +180,9 @@ def read(path: Path, check: Checker, source: Input) -> Plan:
                 continue
             if memory_id not in seen:
                 seen.add(memory_id)
-                plan.records.append(Record("memory.created", data, f"{file}:{where}",
-                                           key=memory_id))
+                plan.records.append(
+                    Record("memory.created", data, f"{file}:{where}", key=memory_id)
+                )
     return plan
 
 
@@ -187,16 +221,27 @@ def _memory(item: Any, check: Checker) -> tuple[str, dict[str, Any]]:
     created = _moment(item.get("created_at"), "created_at")
     if not content and not title:
         raise UsageError("observation with neither title nor content")
-    body = content if not title or content.startswith(title) else \
-        f"{title}\n\n{content}" if content else title
+    body = (
+        content
+        if not title or content.startswith(title)
+        else f"{title}\n\n{content}"
+        if content
+        else title
+    )
     limit = check.checks.limit("limits.name_chars")
-    tags = [t for t in (slug_name(kind.lower(), limit),
-                        slug_name(f"project:{project.lower()}", limit) if project else None)
-            if t]
+    tags = [
+        t
+        for t in (
+            slug_name(kind.lower(), limit),
+            slug_name(f"project:{project.lower()}", limit) if project else None,
+        )
+        if t
+    ]
     original = item.get("id")
     origin: dict[str, Any] = {
         "format": FORMAT,
-        "id": str(original) if isinstance(original, int) and not isinstance(original, bool)
+        "id": str(original)
+        if isinstance(original, int) and not isinstance(original, bool)
         else "-",
         "session": check.text(session, "origin session", "limits.item_bytes"),
     }
@@ -211,8 +256,12 @@ def _memory(item: Any, check: Checker) -> tuple[str, dict[str, Any]]:
         "content": check.text(body, "content", "limits.content_bytes"),
         "kind": KIND.get(kind.lower(), "note"),
         "tags": check.tags(tags),
-        "scope": None, "source": "agent-inferred", "importance": 0.5,
-        "valid_from": None, "valid_until": None, "at": created,
+        "scope": None,
+        "source": "agent-inferred",
+        "importance": 0.5,
+        "valid_from": None,
+        "valid_until": None,
+        "at": created,
         "origin": origin,
     }
     readable_memory(data)

@@ -52,8 +52,9 @@ def read(path: Path, check: Checker, source: Input, actor: str) -> Plan:
     for number, line in source.lines(path):
         plan.read += 1
         if ev.is_conflict_marker(line):
-            plan.skip(path, number, "git conflict marker: resolve the conflict (keep both "
-                                    "sides' lines)")
+            plan.skip(
+                path, number, "git conflict marker: resolve the conflict (keep both sides' lines)"
+            )
             continue
         try:
             event = ev.parse_line(line)
@@ -63,8 +64,11 @@ def read(path: Path, check: Checker, source: Input, actor: str) -> Plan:
         digest = hashlib.sha256(event.to_line()).digest()
         if event.id in seen:
             if seen[event.id] != digest:
-                plan.skip(path, number, f"event id {event.id} appears earlier in the file "
-                                        "with different content")
+                plan.skip(
+                    path,
+                    number,
+                    f"event id {event.id} appears earlier in the file with different content",
+                )
             continue
         seen[event.id] = digest
         if event.kind == "store.created":
@@ -80,8 +84,9 @@ def read(path: Path, check: Checker, source: Input, actor: str) -> Plan:
     return plan
 
 
-def _record(event: ev.Event, check: Checker, fields: dict[str, dict[str, Check]],
-            actor: str, now_us: int) -> Record:
+def _record(
+    event: ev.Event, check: Checker, fields: dict[str, dict[str, Check]], actor: str, now_us: int
+) -> Record:
     data = _payload(event, check, fields)
     ahead = ev.clock_ahead(event.clock, now_us)
     if ahead:
@@ -89,8 +94,11 @@ def _record(event: ev.Event, check: Checker, fields: dict[str, dict[str, Check]]
     if event.session is not None:
         check.scan(session_id(event.session, "session"), "session")
     author = check.once(("actor", event.actor), lambda: _line(event.actor, "actor", check))
-    machine = None if event.machine is None else check.once(
-        ("machine", event.machine), lambda: _line(event.machine, "machine", check))
+    machine = (
+        None
+        if event.machine is None
+        else check.once(("machine", event.machine), lambda: _line(event.machine, "machine", check))
+    )
     sources = _sources(event.data.get("origin"))
     if author == actor and data == event.data:
         return Record(event.kind, event.data, "", event=event, sources=sources)
@@ -100,9 +108,16 @@ def _record(event: ev.Event, check: Checker, fields: dict[str, dict[str, Check]]
     if "origin" in data:
         origin["origin"] = data["origin"]
     data = {**data, "origin": origin}
-    rebuilt = ev.Event(id=derived_event_id(event.clock // 1000, FORMAT, event.id, actor),
-                       kind=event.kind, clock=event.clock, time=event.time, actor=actor,
-                       session=event.session, machine=None, data=data)
+    rebuilt = ev.Event(
+        id=derived_event_id(event.clock // 1000, FORMAT, event.id, actor),
+        kind=event.kind,
+        clock=event.clock,
+        time=event.time,
+        actor=actor,
+        session=event.session,
+        machine=None,
+        data=data,
+    )
     try:  # what readers will accept, checked now rather than found damaged later
         ev.check_payload(rebuilt.kind, rebuilt.data)
     except ev.EventFormatError as exc:
@@ -120,17 +135,21 @@ def _sources(origin: Any) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _payload(event: ev.Event, check: Checker,
-             fields: dict[str, dict[str, Check]]) -> dict[str, Any]:
+def _payload(
+    event: ev.Event, check: Checker, fields: dict[str, dict[str, Check]]
+) -> dict[str, Any]:
     """The payload as a write through the API would have stored it, or a `UsageError`."""
     known = fields.get(event.kind)
     if known is None:
-        raise UsageError(f"event kind {quote(event.kind)} is not one this Engram writes; "
-                         "import it with a newer Engram")
+        raise UsageError(
+            f"event kind {quote(event.kind)} is not one this Engram writes; "
+            "import it with a newer Engram"
+        )
     unknown = sorted(set(event.data) - set(known))
     if unknown:
-        raise UsageError(f"{event.kind} with unknown field(s) "
-                         f"{', '.join(quote(k, 20) for k in unknown[:5])}")
+        raise UsageError(
+            f"{event.kind} with unknown field(s) {', '.join(quote(k, 20) for k in unknown[:5])}"
+        )
     for name in _REQUIRED.get(event.kind, ()):
         if name not in event.data:
             raise UsageError(f"{event.kind} without {name!r}")
@@ -138,8 +157,12 @@ def _payload(event: ev.Event, check: Checker,
 
 
 # Besides the ids `events.PAYLOADS` requires: what a write through the API always gives.
-_REQUIRED = {"memory.created": ("content",), "task.created": ("name",),
-             "task.progress": ("feature",), "task.failure": ("error",)}
+_REQUIRED = {
+    "memory.created": ("content",),
+    "task.created": ("name",),
+    "task.progress": ("feature",),
+    "task.failure": ("error",),
+}
 
 
 def _fields(check: Checker) -> dict[str, dict[str, Check]]:
@@ -154,8 +177,9 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
     def ids(value: Any, name: str) -> Any:
         most = checks.limit("limits.list_items")
         if len(value) > most:
-            raise UsageError(f"{name} has {len(value)} ids, over the limit of {most} "
-                             "(setting limits.list_items)")
+            raise UsageError(
+                f"{name} has {len(value)} ids, over the limit of {most} (setting limits.list_items)"
+            )
         return value
 
     def text(limit: str = "limits.text_bytes", *, blank: bool = False) -> Check:
@@ -163,6 +187,7 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
             if blank and (value is None or (isinstance(value, str) and not value.strip())):
                 return value
             return checks.text(value, field=name, limit=limit, redact=check.redact)
+
         return run
 
     def one_of(choices: tuple[str, ...] | dict[str, str], *, none: bool = False) -> Check:
@@ -170,6 +195,7 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
             if (value is None and none) or value in choices:
                 return value
             raise UsageError(one_of_message(name, value, tuple(choices)))
+
         return run
 
     def share(value: Any, name: str) -> Any:
@@ -187,8 +213,9 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
     def working_set(value: Any, name: str) -> dict[str, Any]:
         unknown = sorted(set(value) - {"files", "commands", "artifacts"})
         if unknown:
-            raise UsageError(f"working_set with unknown field(s) "
-                             f"{', '.join(quote(k, 20) for k in unknown[:5])}")
+            raise UsageError(
+                f"working_set with unknown field(s) {', '.join(quote(k, 20) for k in unknown[:5])}"
+            )
         out = dict(value)
         if "files" in value:
             out["files"] = check.files(value["files"])
@@ -220,51 +247,94 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
         return check.items(value, name)
 
     memory: dict[str, Check] = {
-        "memory": ident, "content": text("limits.content_bytes"),
+        "memory": ident,
+        "content": text("limits.content_bytes"),
         "kind": lambda value, name: mem.check_kind(value),
-        "tags": lambda value, name: check.tags(value), "scope": name_,
+        "tags": lambda value, name: check.tags(value),
+        "scope": name_,
         "source": lambda value, name: mem.check_source(value),
         "importance": lambda value, name: mem.check_importance(value),
-        "valid_from": same, "valid_until": same, "at": same, "task": ident, "origin": origin,
+        "valid_from": same,
+        "valid_until": same,
+        "at": same,
+        "task": ident,
+        "origin": origin,
     }
     task: dict[str, Check] = {
-        "task": ident, "name": task_name, "goal": text(blank=True),
-        "status": lambda value, name: tasks.check_status(value), "parent": ident,
-        "tags": lambda value, name: check.tags(value), "origin": origin,
+        "task": ident,
+        "name": task_name,
+        "goal": text(blank=True),
+        "status": lambda value, name: tasks.check_status(value),
+        "parent": ident,
+        "tags": lambda value, name: check.tags(value),
+        "origin": origin,
     }
     session: dict[str, Check] = {"session_id": ident, "origin": origin}
     kinds: dict[str, dict[str, Check]] = {
-        "memory.created": {**memory, "supersedes": ids, "project": same,
-                           "project_remote": text("limits.item_bytes")},
+        "memory.created": {
+            **memory,
+            "supersedes": ids,
+            "project": same,
+            "project_remote": text("limits.item_bytes"),
+        },
         "memory.updated": memory,
-        "memory.forgotten": {"memory": ident, "reason": text("limits.item_bytes", blank=True),
-                             "origin": origin},
+        "memory.forgotten": {
+            "memory": ident,
+            "reason": text("limits.item_bytes", blank=True),
+            "origin": origin,
+        },
         "memory.superseded": {"memory": ident, "by": ident, "origin": origin},
-        "memory.reinforced": {"memory": ident, "similarity": share,
-                              "content": text("limits.content_bytes"), "origin": origin},
+        "memory.reinforced": {
+            "memory": ident,
+            "similarity": share,
+            "content": text("limits.content_bytes"),
+            "origin": origin,
+        },
         "task.created": task,
         "task.updated": task,
         "task.progress": {
-            "task": ident, "feature": text("limits.item_bytes"),
+            "task": ident,
+            "feature": text("limits.item_bytes"),
             "status": lambda value, name: tasks.check_progress_status(value),
-            "note": text(blank=True), "component": name_, "files": progress_files,
-            "origin": origin},
-        "task.failure": {"task": ident, "error": text(), "component": name_,
-                         "root_cause": text(blank=True), "fix": text(blank=True),
-                         "origin": origin},
+            "note": text(blank=True),
+            "component": name_,
+            "files": progress_files,
+            "origin": origin,
+        },
+        "task.failure": {
+            "task": ident,
+            "error": text(),
+            "component": name_,
+            "root_cause": text(blank=True),
+            "fix": text(blank=True),
+            "origin": origin,
+        },
         "checkpoint.saved": {
-            "task": ident, "checkpoint": ident, "seq": seq, "reason": one_of(cp.REASONS),
-            "goal": text(blank=True), "summary": text(blank=True),
-            **{key: items for key in cp.LIST_FIELDS}, "working_set": working_set,
-            "confidence": share, "head": head, "origin": origin},
-        "session.started": {**session, "agent": one_of(sessions.AGENTS), "pid": same,
-                            "head": head},
-        "session.reported": {**session, "reason": one_of(sessions.REASONS, none=True),
-                             "note": text("limits.item_bytes", blank=True)},
-        "session.ended": {**session, "outcome": one_of(sessions.OUTCOMES, none=True),
-                          "how": name_},
-        "session.interrupted": {**session, "reason": one_of(sessions.REASONS, none=True),
-                                "evidence": text(blank=True), "detected_by": name_},
+            "task": ident,
+            "checkpoint": ident,
+            "seq": seq,
+            "reason": one_of(cp.REASONS),
+            "goal": text(blank=True),
+            "summary": text(blank=True),
+            **{key: items for key in cp.LIST_FIELDS},
+            "working_set": working_set,
+            "confidence": share,
+            "head": head,
+            "origin": origin,
+        },
+        "session.started": {**session, "agent": one_of(sessions.AGENTS), "pid": same, "head": head},
+        "session.reported": {
+            **session,
+            "reason": one_of(sessions.REASONS, none=True),
+            "note": text("limits.item_bytes", blank=True),
+        },
+        "session.ended": {**session, "outcome": one_of(sessions.OUTCOMES, none=True), "how": name_},
+        "session.interrupted": {
+            **session,
+            "reason": one_of(sessions.REASONS, none=True),
+            "evidence": text(blank=True),
+            "detected_by": name_,
+        },
     }
     # `after` (a clock, checked when the line was parsed) keeps the event's place in its record.
     return {kind: {**known, "after": same} for kind, known in kinds.items()}
@@ -278,8 +348,7 @@ def _line(value: Any, what: str, check: Checker) -> str:
     if "\n" in line or "\t" in line:
         raise UsageError(f"{what} {quote(line)} must be one line")
     if len(line) > TEXT_SETTING_CHARS:
-        raise UsageError(f"{what} {quote(line, 20)} is longer than {TEXT_SETTING_CHARS} "
-                         "characters")
+        raise UsageError(f"{what} {quote(line, 20)} is longer than {TEXT_SETTING_CHARS} characters")
     check.scan(line, what)
     return line
 
@@ -290,8 +359,9 @@ def _origin(value: Any, check: Checker, depth: int = 1) -> dict[str, Any]:
         raise UsageError("origin must be an object")
     unknown = sorted(set(value) - set(ORIGIN_FIELDS))
     if unknown:
-        raise UsageError(f"origin with unknown field(s) "
-                         f"{', '.join(quote(k, 20) for k in unknown[:5])}")
+        raise UsageError(
+            f"origin with unknown field(s) {', '.join(quote(k, 20) for k in unknown[:5])}"
+        )
     if value.get("format") not in FORMATS:
         raise UsageError(one_of_message("origin format", value.get("format"), tuple(FORMATS)))
     out: dict[str, Any] = {"format": value["format"]}

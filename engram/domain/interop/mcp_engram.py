@@ -57,41 +57,64 @@ class Reader(Fold):
     def __init__(self, path: Path, check: Checker, source: Input) -> None:
         super().__init__(path, check, source)
         self.handlers = {
-            "task.create": self._task_create, "task.spawn": self._task_spawn,
-            "task.retry": self._task_retry, "task.update": self._task_update,
-            "checkpoint.write": self._checkpoint_write, "memory.store": self._memory_store,
-            "memory.update": self._memory_update, "memory.delete": self._memory_delete,
-            "session.start": self._session_start, "session.end": self._session_end,
+            "task.create": self._task_create,
+            "task.spawn": self._task_spawn,
+            "task.retry": self._task_retry,
+            "task.update": self._task_update,
+            "checkpoint.write": self._checkpoint_write,
+            "memory.store": self._memory_store,
+            "memory.update": self._memory_update,
+            "memory.delete": self._memory_delete,
+            "session.start": self._session_start,
+            "session.end": self._session_end,
             "session.outcome": self._session_outcome,
         }
 
     # -- tasks and checkpoints -----------------------------------------------------------
 
-    def _new_task(self, payload: dict[str, Any], *, name: Any, goal: Any,
-                  parent: str | None) -> None:
+    def _new_task(
+        self, payload: dict[str, Any], *, name: Any, goal: Any, parent: str | None
+    ) -> None:
         key = self._need(payload, "task_id")
         task_id = derived_id(FORMAT, "task", key, self.ts_us)
         status = TASK_STATUS.get(str(payload.get("status") or "planning"), "open")
         name = self._title(name) or self._title(f"task {key}")
         goal = self._text(goal, "goal")
         self.tasks[key] = KnownTask(task_id, name, goal, status)
-        self._emit("task.created", {"task": task_id, "name": name, "goal": goal,
-                                    "status": status, "parent": parent, "tags": []},
-                   f"task:{key}")
+        self._emit(
+            "task.created",
+            {
+                "task": task_id,
+                "name": name,
+                "goal": goal,
+                "status": status,
+                "parent": parent,
+                "tags": [],
+            },
+            f"task:{key}",
+        )
 
     def _task_create(self, payload: dict[str, Any]) -> None:
-        self._new_task(payload, name=payload.get("name") or "", goal=payload.get("goal") or "",
-                       parent=None)
+        self._new_task(
+            payload, name=payload.get("name") or "", goal=payload.get("goal") or "", parent=None
+        )
 
     def _task_spawn(self, payload: dict[str, Any]) -> None:
         parent = payload.get("parent_task_id")
-        self._new_task(payload, name=payload.get("name") or "", goal=payload.get("goal") or "",
-                       parent=self._task(parent) if parent is not None else None)
+        self._new_task(
+            payload,
+            name=payload.get("name") or "",
+            goal=payload.get("goal") or "",
+            parent=self._task(parent) if parent is not None else None,
+        )
 
     def _task_retry(self, payload: dict[str, Any]) -> None:
         original = payload.get("retry_of_task_id")
-        known = self.tasks.get(self._key(original, "retry_of_task_id")) \
-            if original is not None else None
+        known = (
+            self.tasks.get(self._key(original, "retry_of_task_id"))
+            if original is not None
+            else None
+        )
         attempt = payload.get("attempt")
         name = known.name if known else f"task {self._need(payload, 'task_id')}"
         if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt:
@@ -125,27 +148,53 @@ class Reader(Fold):
         if not isinstance(state, dict):
             raise self._fail("checkpoint.write state is not an object")
         ref = payload.get("source_memory_id")
-        source = self.memories.get(self._key(ref, "source_memory_id")) if ref is not None \
-            else None
+        source = self.memories.get(self._key(ref, "source_memory_id")) if ref is not None else None
         summary = _summary(source) if source else ""
         session = payload.get("source_session_id")
         package = self._package(state, summary=summary)
         version = payload.get("version")
         reason = CHECKPOINT_REASON.get(str(payload.get("checkpoint_reason")), "manual")
-        seq = version if isinstance(version, int) and not isinstance(version, bool) and \
-            version >= 0 else 0
-        self._checkpoint(task_id, derived_id(FORMAT, "checkpoint", key, self.ts_us),
-                         seq=seq, reason=reason,
-                         package=package, origin=f"checkpoint:{key}",
-                         session=self._session(session) if session else None)
+        seq = (
+            version
+            if isinstance(version, int) and not isinstance(version, bool) and version >= 0
+            else 0
+        )
+        self._checkpoint(
+            task_id,
+            derived_id(FORMAT, "checkpoint", key, self.ts_us),
+            seq=seq,
+            reason=reason,
+            package=package,
+            origin=f"checkpoint:{key}",
+            session=self._session(session) if session else None,
+        )
 
-    def _checkpoint(self, task_id: str, checkpoint_id: str, *, seq: int, reason: str,
-                    package: dict[str, Any], origin: str, session: str | None) -> None:
+    def _checkpoint(
+        self,
+        task_id: str,
+        checkpoint_id: str,
+        *,
+        seq: int,
+        reason: str,
+        package: dict[str, Any],
+        origin: str,
+        session: str | None,
+    ) -> None:
         moment = ev.format_time(from_micros(self.ts_us))
         confidence = cp.confidence(package, saved_at=moment, now=ev.parse_time(moment))
-        self._emit("checkpoint.saved", {"task": task_id, "checkpoint": checkpoint_id,
-                                        "seq": seq, "reason": reason, **package,
-                                        "confidence": confidence}, origin, session=session)
+        self._emit(
+            "checkpoint.saved",
+            {
+                "task": task_id,
+                "checkpoint": checkpoint_id,
+                "seq": seq,
+                "reason": reason,
+                **package,
+                "confidence": confidence,
+            },
+            origin,
+            session=session,
+        )
 
     def _package(self, state: dict[str, Any], *, summary: str) -> dict[str, Any]:
         working = state.get("working_set") or {}
@@ -156,8 +205,10 @@ class Reader(Fold):
         listed = as_list(working.get("files"))
         most = self.check.checks.limit("limits.list_items")
         if len(listed) > most:
-            raise self._fail(f"{len(listed)} working-set files, over the limit of {most} "
-                             "(setting limits.list_items)")
+            raise self._fail(
+                f"{len(listed)} working-set files, over the limit of {most} "
+                "(setting limits.list_items)"
+            )
         for path in listed:
             try:
                 checked = self.check.file(str(path))
@@ -172,8 +223,11 @@ class Reader(Fold):
                 action = str(item.get("action") or "").strip()
                 why = str(item.get("reason") or "already_completed")
                 if action:
-                    not_redo.append(action if why == "already_completed"
-                                    else f"{action} ({why.replace('_', ' ')})")
+                    not_redo.append(
+                        action
+                        if why == "already_completed"
+                        else f"{action} ({why.replace('_', ' ')})"
+                    )
             elif item:
                 not_redo.append(item)
         package = cp.empty_package()
@@ -182,16 +236,21 @@ class Reader(Fold):
             summary=self._text(summary, "summary"),
             completed=self._items(state.get("completed"), "completed"),
             in_progress=self._items(state.get("in_progress"), "in_progress"),
-            blocked=self._items([*as_list(state.get("blocked")),
-                                 *as_list(state.get("blocked_reasons"))], "blocked"),
+            blocked=self._items(
+                [*as_list(state.get("blocked")), *as_list(state.get("blocked_reasons"))], "blocked"
+            ),
             next=self._items(state.get("preferred_next"), "next"),
             must_not_redo=self._items(not_redo, "must_not_redo"),
-            must_preserve=self._items([*as_list(state.get("must_preserve")),
-                                       *as_list(state.get("active_constraints"))],
-                                      "must_preserve"),
+            must_preserve=self._items(
+                [*as_list(state.get("must_preserve")), *as_list(state.get("active_constraints"))],
+                "must_preserve",
+            ),
         )
-        package["working_set"] = {"files": list(files.values()), "commands": [],
-                                  "artifacts": self._items(artifacts, "artifacts")}
+        package["working_set"] = {
+            "files": list(files.values()),
+            "commands": [],
+            "artifacts": self._items(artifacts, "artifacts"),
+        }
         return package
 
     def _memory_store(self, payload: dict[str, Any]) -> None:
@@ -204,8 +263,11 @@ class Reader(Fold):
         if not isinstance(content, str):
             raise self._fail("memory.store without content")
         importance = payload.get("importance", 0.5)
-        importance = min(1.0, max(0.0, float(importance))) \
-            if isinstance(importance, (int, float)) and not isinstance(importance, bool) else 0.5
+        importance = (
+            min(1.0, max(0.0, float(importance)))
+            if isinstance(importance, (int, float)) and not isinstance(importance, bool)
+            else 0.5
+        )
         record = KnownMemory(None, kind, meta, content, importance)
         self.memories[key] = record
         task_ref = meta.get("task_id")
@@ -226,16 +288,22 @@ class Reader(Fold):
         if task_ref is not None and kind == "progress":
             data = {
                 "task": self._task(task_ref),
-                "feature": self._text(meta.get("feature") or content, "feature",
-                                      "limits.item_bytes", required=True),
+                "feature": self._text(
+                    meta.get("feature") or content, "feature", "limits.item_bytes", required=True
+                ),
                 "status": PROGRESS_STATUS.get(str(meta.get("status")), "in_progress"),
             }
-            note = "; ".join(x for x in [
-                str(meta.get("notes") or "").strip(),
-                *(f"blocker: {b}" for b in as_list(meta.get("blockers"))),
-                f"{meta['completion']:g}% complete" if isinstance(
-                    meta.get("completion"), (int, float)) and meta.get("completion") else "",
-            ] if x)
+            note = "; ".join(
+                x
+                for x in [
+                    str(meta.get("notes") or "").strip(),
+                    *(f"blocker: {b}" for b in as_list(meta.get("blockers"))),
+                    f"{meta['completion']:g}% complete"
+                    if isinstance(meta.get("completion"), (int, float)) and meta.get("completion")
+                    else "",
+                ]
+                if x
+            )
             if note:
                 data["note"] = self._text(note, "note")
             self._emit("task.progress", data, origin)
@@ -244,23 +312,38 @@ class Reader(Fold):
             if key in self.checkpointed:
                 return  # its checkpoint.write follows and carries the package
             known = self.tasks.get(self._key(task_ref, "task_id"))
-            package = self._package({
-                "goal": known.goal if known else "",
-                "completed": meta.get("completed"), "in_progress": meta.get("in_progress"),
-                "blocked": meta.get("blocked"), "preferred_next": meta.get("next_steps"),
-            }, summary=_summary(record))
+            package = self._package(
+                {
+                    "goal": known.goal if known else "",
+                    "completed": meta.get("completed"),
+                    "in_progress": meta.get("in_progress"),
+                    "blocked": meta.get("blocked"),
+                    "preferred_next": meta.get("next_steps"),
+                },
+                summary=_summary(record),
+            )
             task_id = self._task(task_ref)
-            self._checkpoint(task_id, derived_id(FORMAT, "handoff", key, self.ts_us), seq=0,
-                             reason="handoff", package=package, origin=origin, session=None)
+            self._checkpoint(
+                task_id,
+                derived_id(FORMAT, "handoff", key, self.ts_us),
+                seq=0,
+                reason="handoff",
+                package=package,
+                origin=origin,
+                session=None,
+            )
             return
         category = str(payload.get("category") or "fact")
-        memory_kind = {"handoff": "note", "progress": "note", "session_failure": "lesson",
-                       "failure": "failure"}.get(kind, MEMORY_KIND.get(category, "fact"))
+        memory_kind = {
+            "handoff": "note",
+            "progress": "note",
+            "session_failure": "lesson",
+            "failure": "failure",
+        }.get(kind, MEMORY_KIND.get(category, "fact"))
         record.id = derived_id(FORMAT, "memory", key, self.ts_us)
         data = {
             "memory": record.id,
-            "content": self._text(content, "content", "limits.content_bytes",
-                                  required=True),
+            "content": self._text(content, "content", "limits.content_bytes", required=True),
             "kind": memory_kind,
             "tags": ["assumption"] if category == "assumption" else [],
             "scope": self._name(meta.get("component"), "scope") if kind == "failure" else None,
@@ -282,8 +365,9 @@ class Reader(Fold):
             return
         changes: dict[str, Any] = {}
         if payload.get("content") is not None:
-            content = self._text(payload["content"], "content", "limits.content_bytes",
-                                 required=True)
+            content = self._text(
+                payload["content"], "content", "limits.content_bytes", required=True
+            )
             if content != record.content:
                 changes["content"] = content
         value = payload.get("importance")
@@ -304,8 +388,11 @@ class Reader(Fold):
         if record is None or record.id is None or record.forgotten:
             self.plan.ignore("memory.delete of a memory not imported")
             return
-        self._emit("memory.forgotten", {"memory": record.id,
-                                        "reason": "deleted in mcp-engram"}, f"memory:{key}")
+        self._emit(
+            "memory.forgotten",
+            {"memory": record.id, "reason": "deleted in mcp-engram"},
+            f"memory:{key}",
+        )
         record.forgotten = True
 
     def _session_start(self, payload: dict[str, Any]) -> None:
@@ -332,15 +419,26 @@ class Reader(Fold):
         if end_type == "interrupted" or reason:
             context = payload.get("interruption_context")
             evidence = "classified by mcp-engram" + (
-                f": {ev.one_line(orjson.dumps(context).decode(), 400)}" if context else "")
-            self._emit("session.interrupted", {
-                "session_id": session_id,
-                "reason": reason if reason in INTERRUPTION_REASONS else "unknown",
-                "evidence": self._text(evidence, "evidence"),
-                "detected_by": FORMAT}, origin, session=session_id)
+                f": {ev.one_line(orjson.dumps(context).decode(), 400)}" if context else ""
+            )
+            self._emit(
+                "session.interrupted",
+                {
+                    "session_id": session_id,
+                    "reason": reason if reason in INTERRUPTION_REASONS else "unknown",
+                    "evidence": self._text(evidence, "evidence"),
+                    "detected_by": FORMAT,
+                },
+                origin,
+                session=session_id,
+            )
         else:
-            self._emit("session.ended", {"session_id": session_id, "outcome": None,
-                                         "how": "exit"}, origin, session=session_id)
+            self._emit(
+                "session.ended",
+                {"session_id": session_id, "outcome": None, "how": "exit"},
+                origin,
+                session=session_id,
+            )
         self.sessions[session_id] = "closed"
 
     def _session_outcome(self, payload: dict[str, Any]) -> None:
@@ -349,10 +447,16 @@ class Reader(Fold):
         if not self._open(session_id, "session.outcome after the session closed"):
             return
         outcome = payload.get("outcome")
-        self._emit("session.ended", {
-            "session_id": session_id,
-            "outcome": outcome if outcome in ("success", "failure") else "unknown",
-            "how": "exit"}, f"session:{key}", session=session_id)
+        self._emit(
+            "session.ended",
+            {
+                "session_id": session_id,
+                "outcome": outcome if outcome in ("success", "failure") else "unknown",
+                "how": "exit",
+            },
+            f"session:{key}",
+            session=session_id,
+        )
         self.sessions[session_id] = "closed"
 
 

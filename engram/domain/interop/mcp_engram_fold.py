@@ -108,8 +108,12 @@ class Fold:
             if isinstance(item, UsageError):
                 self.plan.skip(file, number, str(item))
                 continue
-            sizes = (len(self.plan.records), len(self.tasks), len(self.memories),
-                     len(self.sessions))
+            sizes = (
+                len(self.plan.records),
+                len(self.tasks),
+                len(self.memories),
+                len(self.sessions),
+            )
             try:
                 self._one(item)
             except UsageError as exc:
@@ -117,8 +121,9 @@ class Fold:
                 self.plan.skip(file, number, str(exc))
             except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
                 self._undo(*sizes)
-                self.plan.skip(file, number, f"{quote(self.kind, 30)} cannot be mapped "
-                                             f"({type(exc).__name__})")
+                self.plan.skip(
+                    file, number, f"{quote(self.kind, 30)} cannot be mapped ({type(exc).__name__})"
+                )
         return self.plan
 
     def _undo(self, records: int, *sizes: int) -> None:
@@ -134,8 +139,9 @@ class Fold:
 
     # -- building events -----------------------------------------------------------------
 
-    def _emit(self, kind: str, data: dict[str, Any], origin: str, *,
-              session: str | None = None) -> None:
+    def _emit(
+        self, kind: str, data: dict[str, Any], origin: str, *, session: str | None = None
+    ) -> None:
         # Everything about the event comes from its source line alone (a second event from
         # the same line sorts a microsecond later), so the same line always gives the same
         # event, whatever was imported before it.
@@ -144,13 +150,19 @@ class Fold:
         data = {**data, "origin": {"format": FORMAT, "id": origin, "seq": self.seq}}
         event = ev.Event(
             id=derived_event_id(self.ts_us // 1000, FORMAT, self.ts_us, self.seq, self.emitted),
-            kind=kind, clock=clock, time=ev.format_time(from_micros(clock)),
-            actor=self.actor, session=session, machine=None, data=data,
+            kind=kind,
+            clock=clock,
+            time=ev.format_time(from_micros(clock)),
+            actor=self.actor,
+            session=session,
+            machine=None,
+            data=data,
         )
         self.plan.records.append(Record(kind, data, self.where, event=readable(event)))
 
-    def _text(self, value: Any, name: str, limit: str = "limits.text_bytes", *,
-              required: bool = False) -> str:
+    def _text(
+        self, value: Any, name: str, limit: str = "limits.text_bytes", *, required: bool = False
+    ) -> str:
         if value is None or (isinstance(value, str) and not value.strip()):
             if required:
                 raise self._fail(f"{name} is missing or empty")
@@ -167,8 +179,10 @@ class Fold:
         listed = as_list(value)
         most = self.check.checks.limit("limits.list_items")
         if len(listed) > most:
-            raise self._fail(f"{name} has {len(listed)} items, over the limit of {most} "
-                             "(setting limits.list_items)")
+            raise self._fail(
+                f"{name} has {len(listed)} items, over the limit of {most} "
+                "(setting limits.list_items)"
+            )
         for item in listed:
             text = self._text(item, name, "limits.item_bytes")
             if text and text not in out:
@@ -192,8 +206,9 @@ class Fold:
             raise self._fail(f"{name} {quote(value)} is not an id")
         key = well_formed(str(value), name)
         if not key.strip() or len(key) > KEY_CHARS or "\n" in key or "\t" in key:
-            raise self._fail(f"{name} {quote(key)} is not an id (one line of at most "
-                             f"{KEY_CHARS} characters)")
+            raise self._fail(
+                f"{name} {quote(key)} is not an id (one line of at most {KEY_CHARS} characters)"
+            )
         self.check.scan(key, name)
         return key
 
@@ -205,9 +220,18 @@ class Fold:
             task_id = derived_id(FORMAT, "task", key, "unknown")
             name = self._title(f"task {key}")
             self.tasks[key] = KnownTask(task_id, name, "", "open")
-            self._emit("task.created", {"task": task_id, "name": name, "goal": "",
-                                        "status": "open", "parent": None, "tags": []},
-                       f"task:{key}")
+            self._emit(
+                "task.created",
+                {
+                    "task": task_id,
+                    "name": name,
+                    "goal": "",
+                    "status": "open",
+                    "parent": None,
+                    "tags": [],
+                },
+                f"task:{key}",
+            )
         return self.tasks[key].id
 
     def _title(self, value: Any) -> str:
@@ -220,9 +244,12 @@ class Fold:
         session_id = derived_id(FORMAT, "session", key)
         if session_id not in self.sessions:
             self.sessions[session_id] = "open"
-            self._emit("session.started", {"session_id": session_id, "agent": "other",
-                                           "pid": None, "head": None},
-                       f"session:{key}", session=session_id)
+            self._emit(
+                "session.started",
+                {"session_id": session_id, "agent": "other", "pid": None, "head": None},
+                f"session:{key}",
+                session=session_id,
+            )
         return session_id
 
     # -- one source event ----------------------------------------------------------------

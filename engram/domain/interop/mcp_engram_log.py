@@ -17,20 +17,45 @@ from .plan import micros
 
 FORMAT = "mcp-engram"
 
-TASK_STATUS = {"planning": "open", "in_progress": "in_progress", "blocked": "blocked",
-               "review": "in_progress", "done": "done", "cancelled": "abandoned"}
-PROGRESS_STATUS = {"planning": "todo", "in_progress": "in_progress", "blocked": "blocked",
-                   "review": "in_progress", "done": "done"}
-CHECKPOINT_REASON = {"MANUAL_HANDOFF": "handoff", "PLAN_UPDATE": "plan_change",
-                     "FAILURE": "failure", "WORKING_SET_SHIFT": "working_set",
-                     "TOOL_FINISHED": "manual", "AUTO_SAVE": "quiet"}
-MEMORY_KIND = {"fact": "fact", "failure": "failure", "strategy": "procedure",
-               "assumption": "note"}
+TASK_STATUS = {
+    "planning": "open",
+    "in_progress": "in_progress",
+    "blocked": "blocked",
+    "review": "in_progress",
+    "done": "done",
+    "cancelled": "abandoned",
+}
+PROGRESS_STATUS = {
+    "planning": "todo",
+    "in_progress": "in_progress",
+    "blocked": "blocked",
+    "review": "in_progress",
+    "done": "done",
+}
+CHECKPOINT_REASON = {
+    "MANUAL_HANDOFF": "handoff",
+    "PLAN_UPDATE": "plan_change",
+    "FAILURE": "failure",
+    "WORKING_SET_SHIFT": "working_set",
+    "TOOL_FINISHED": "manual",
+    "AUTO_SAVE": "quiet",
+}
+MEMORY_KIND = {"fact": "fact", "failure": "failure", "strategy": "procedure", "assumption": "note"}
 # Kinds it logs that Engram has nothing to map to.
-NOT_MAPPED = {"session.memory_recall", "execution.start", "execution.end",
-              "bootstrap.from_legacy_db", "snapshot.create", "runtime.duckdb_upgrade",
-              "maintenance.backup_pruned", "checkpoint.restore", "drift.detected",
-              "drift.nudge", "continuity.evaluated", "continuity.redundant_exploration"}
+NOT_MAPPED = {
+    "session.memory_recall",
+    "execution.start",
+    "execution.end",
+    "bootstrap.from_legacy_db",
+    "snapshot.create",
+    "runtime.duckdb_upgrade",
+    "maintenance.backup_pruned",
+    "checkpoint.restore",
+    "drift.detected",
+    "drift.nudge",
+    "continuity.evaluated",
+    "continuity.redundant_exploration",
+}
 
 
 def daily_files(directory: Path) -> list[Path]:
@@ -44,9 +69,9 @@ def daily_files(directory: Path) -> list[Path]:
         if not name.startswith("events-") or not entry.is_file():
             continue
         if name.endswith(".jsonl.gz"):
-            by_day.setdefault(name[len("events-"):-len(".jsonl.gz")], entry)
+            by_day.setdefault(name[len("events-") : -len(".jsonl.gz")], entry)
         elif name.endswith(".jsonl"):
-            by_day[name[len("events-"):-len(".jsonl")]] = entry
+            by_day[name[len("events-") : -len(".jsonl")]] = entry
     return [by_day[day] for day in sorted(by_day)]
 
 
@@ -56,8 +81,10 @@ def source_files(path: Path) -> list[Path]:
         return [path]
     files = daily_files(path / "events") or daily_files(path)
     if not files:
-        raise UsageError(f"no events-YYYYMMDD.jsonl files in {path} or {path / 'events'}; give "
-                         "mcp-engram's data directory (by default ~/.engram) or its events/")
+        raise UsageError(
+            f"no events-YYYYMMDD.jsonl files in {path} or {path / 'events'}; give "
+            "mcp-engram's data directory (by default ~/.engram) or its events/"
+        )
     return files
 
 
@@ -72,8 +99,10 @@ def parse_entry(raw: bytes) -> dict[str, Any]:
         raise UsageError("not a JSON object")
     version = item.get("schema_version", 1)
     if version != 1:
-        raise UsageError(f"schema_version {quote(version)}; this importer reads "
-                         "mcp-engram's event log version 1: import it with a newer Engram")
+        raise UsageError(
+            f"schema_version {quote(version)}; this importer reads "
+            "mcp-engram's event log version 1: import it with a newer Engram"
+        )
     for name, kind in (("ts", str), ("kind", str), ("payload", dict)):
         if not isinstance(item.get(name), kind):
             raise UsageError(f"field {name!r} is missing or not a {kind.__name__}")
@@ -90,8 +119,9 @@ def parse_entry(raw: bytes) -> dict[str, Any]:
         moment = moment.replace(tzinfo=UTC)
     item["_us"] = micros(moment)
     if not 0 <= item["_us"] // 1000 < 1 << 48 or ev.clock_ahead(item["_us"]):
-        raise UsageError(f"ts {quote(item['ts'])} is before 1970 or more than a day "
-                         "ahead of this machine's time")
+        raise UsageError(
+            f"ts {quote(item['ts'])} is before 1970 or more than a day ahead of this machine's time"
+        )
     return item
 
 

@@ -32,8 +32,10 @@ def source_file(path: Path) -> Path:
     if path.is_dir():
         path = path / "memory.jsonl"
         if not path.is_file():
-            raise UsageError(f"no memory.jsonl in {path.parent}; give the file the MCP memory "
-                             "server uses (MEMORY_FILE_PATH)")
+            raise UsageError(
+                f"no memory.jsonl in {path.parent}; give the file the MCP memory "
+                "server uses (MEMORY_FILE_PATH)"
+            )
     return path
 
 
@@ -63,8 +65,9 @@ def read(path: Path, check: Checker, source: Input) -> Plan:
         for memory_id, data in found:
             if memory_id not in seen:
                 seen.add(memory_id)
-                plan.records.append(Record("memory.created", data, f"{file}:{number}",
-                                           key=memory_id))
+                plan.records.append(
+                    Record("memory.created", data, f"{file}:{number}", key=memory_id)
+                )
     return plan
 
 
@@ -88,10 +91,17 @@ def _memories(item: dict[str, Any], check: Checker) -> list[tuple[str, dict[str,
         data = {
             "memory": memory_id,
             "content": check.text(content, "content", "limits.content_bytes"),
-            "kind": "fact", "tags": tags, "scope": None, "source": "agent-inferred",
-            "importance": 0.5, "valid_from": None, "valid_until": None,
-            "origin": {"format": FORMAT, "id": check.text(origin, "origin id",
-                                                          "limits.item_bytes")},
+            "kind": "fact",
+            "tags": tags,
+            "scope": None,
+            "source": "agent-inferred",
+            "importance": 0.5,
+            "valid_from": None,
+            "valid_until": None,
+            "origin": {
+                "format": FORMAT,
+                "id": check.text(origin, "origin id", "limits.item_bytes"),
+            },
         }
         readable_memory(data)
         if all(memory_id != known for known, _ in found):
@@ -100,8 +110,7 @@ def _memories(item: dict[str, Any], check: Checker) -> list[tuple[str, dict[str,
     if item["type"] == "entity":
         name, entity_type = text("name"), text("entityType")
         observations = item.get("observations")
-        if not isinstance(observations, list) or \
-                not all(isinstance(o, str) for o in observations):
+        if not isinstance(observations, list) or not all(isinstance(o, str) for o in observations):
             raise UsageError("entity without 'observations' (a list of text)")
         if not name:
             raise UsageError("entity with an empty name")
@@ -110,10 +119,12 @@ def _memories(item: dict[str, Any], check: Checker) -> list[tuple[str, dict[str,
         for observation in kept:
             add(f"{name}: {observation}", tagged, f"entity:{name}")
         if not kept:
-            add(f"{name} is an entity of type {entity_type or 'unknown'}", tagged,
-                f"entity:{name}")
+            add(f"{name} is an entity of type {entity_type or 'unknown'}", tagged, f"entity:{name}")
     else:
         source, relation, target = text("from"), text("relationType"), text("to")
-        add(f"{source} {relation} {target}", tags(relation),
-            f"relation:{source}|{relation}|{target}")
+        add(
+            f"{source} {relation} {target}",
+            tags(relation),
+            f"relation:{source}|{relation}|{target}",
+        )
     return found

@@ -72,8 +72,9 @@ class Plan:
         """A record left out because it is damaged or fails the checks."""
         self.skipped_count += 1
         if len(self.skipped) < SKIPPED_SHOWN:
-            shown = "".join(c if c.isprintable() else repr(c)[1:-1]
-                            for c in ev.one_line(problem, 300))
+            shown = "".join(
+                c if c.isprintable() else repr(c)[1:-1] for c in ev.one_line(problem, 300)
+            )
             self.skipped.append((f"{path}:{line}", shown))
 
     def ignore(self, reason: str) -> None:
@@ -88,8 +89,9 @@ class Input:
     `total_bytes` of them all, counted after decompression. A longer line is passed over in
     chunks and reported; more input in all stops the import before anything is written."""
 
-    def __init__(self, plan: Plan, *, line_bytes: int = LINE_BYTES,
-                 total_bytes: int = TOTAL_BYTES) -> None:
+    def __init__(
+        self, plan: Plan, *, line_bytes: int = LINE_BYTES, total_bytes: int = TOTAL_BYTES
+    ) -> None:
         self.plan = plan
         self.line_bytes = line_bytes
         self.total_bytes = total_bytes
@@ -104,8 +106,9 @@ class Input:
             with opener(path, "rb") as handle:
                 yield from self._lines(path, handle)
         except OSError as exc:  # opening it: what goes wrong in reading is reported below
-            raise UsageError(f"cannot read {path}: {exc.strerror or exc}; nothing was "
-                             "imported") from None
+            raise UsageError(
+                f"cannot read {path}: {exc.strerror or exc}; nothing was imported"
+            ) from None
 
     def document(self, path: Path, limit: int) -> bytes | None:
         """All of `path` (decompressed if it ends in .gz), for a format whose records are one
@@ -135,9 +138,13 @@ class Input:
             self.plan.skip(path, 1, f"cannot be read ({ev.one_line(exc, 120)})")
             return None
         if size > limit:
-            self.plan.skip(path, 1, f"longer than {limit} bytes (setting "
-                                    f"limits.import_{'line_' if limit == self.line_bytes else ''}"
-                                    "bytes)")
+            self.plan.skip(
+                path,
+                1,
+                f"longer than {limit} bytes (setting "
+                f"limits.import_{'line_' if limit == self.line_bytes else ''}"
+                "bytes)",
+            )
             return None
         return b"".join(parts)
 
@@ -152,12 +159,19 @@ class Input:
                 self._count(path, len(line))
                 if len(line) > self.line_bytes and not line.endswith(b"\n"):
                     self._pass_over(handle, path)
-                    self.plan.skip(path, number, f"line longer than {self.line_bytes} bytes "
-                                                 "(setting limits.import_line_bytes)")
+                    self.plan.skip(
+                        path,
+                        number,
+                        f"line longer than {self.line_bytes} bytes "
+                        "(setting limits.import_line_bytes)",
+                    )
                     continue
             except (OSError, EOFError, zlib.error) as exc:
-                self.plan.skip(path, number + 1, "the rest of the file cannot be read "
-                                                 f"({ev.one_line(exc, 120)})")
+                self.plan.skip(
+                    path,
+                    number + 1,
+                    f"the rest of the file cannot be read ({ev.one_line(exc, 120)})",
+                )
                 return
             line = line.rstrip(b"\r\n")
             if line.strip():
@@ -177,7 +191,8 @@ class Input:
                 f"{path}: the input is over the limit of {self.total_bytes} bytes (setting "
                 "limits.import_bytes, counted after decompression); nothing was imported: "
                 "import it in parts, or raise the limit with "
-                "`engram config set limits.import_bytes BYTES`")
+                "`engram config set limits.import_bytes BYTES`"
+            )
 
 
 class Checker:
@@ -211,8 +226,7 @@ class Checker:
     def name(self, value: Any, what: str) -> str | None:
         if not isinstance(value, str):
             return self.checks.optional_name(value, what=what)
-        return self.once(("name", what, value),
-                         lambda: self.checks.optional_name(value, what=what))
+        return self.once(("name", what, value), lambda: self.checks.optional_name(value, what=what))
 
     def tags(self, values: Iterable[Any]) -> list[str]:
         if isinstance(values, str) or not isinstance(values, (list, tuple)):
@@ -243,9 +257,18 @@ def readable(event: ev.Event) -> ev.Event:
 
 def readable_memory(data: dict[str, Any]) -> None:
     """Refuse a `memory.created` payload readers would set aside."""
-    readable(ev.Event(id=ev.new_event_id(), kind="memory.created", clock=0,
-                      time=ev.format_time(ev.utc_now()), actor="-", session=None,
-                      machine=None, data=data))
+    readable(
+        ev.Event(
+            id=ev.new_event_id(),
+            kind="memory.created",
+            clock=0,
+            time=ev.format_time(ev.utc_now()),
+            actor="-",
+            session=None,
+            machine=None,
+            data=data,
+        )
+    )
 
 
 def check_format(name: str) -> str:

@@ -54,15 +54,21 @@ class ImportReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "format": self.format, "source": self.source, "store": self.store,
-            "read": self.read, "added": len(self.added), "by_kind": self.counts(),
-            "already": self.already, "ignored": self.ignored,
+            "format": self.format,
+            "source": self.source,
+            "store": self.store,
+            "read": self.read,
+            "added": len(self.added),
+            "by_kind": self.counts(),
+            "already": self.already,
+            "ignored": self.ignored,
             "skipped": self.skipped_count,
             "skipped_records": [{"where": where, "reason": why} for where, why in self.skipped],
-            "changes": self.changes_count, "changes_allowed": self.changes_allowed,
-            "change_records": [{"where": where, "change": what}
-                               for where, what in self.changes],
-            "dry_run": self.dry_run, "commit": self.commit,
+            "changes": self.changes_count,
+            "changes_allowed": self.changes_allowed,
+            "change_records": [{"where": where, "change": what} for where, what in self.changes],
+            "dry_run": self.dry_run,
+            "commit": self.commit,
             "events": [{"kind": kind, "description": text} for kind, text in self.added],
         }
 
@@ -98,9 +104,15 @@ class Interop:
 
     # -- import ----------------------------------------------------------------------------
 
-    def import_from(self, path: str | Path, *, format: str | None = None,
-                    dry_run: bool = False, redact: bool = False,
-                    allow_changes: bool = False) -> ImportReport:
+    def import_from(
+        self,
+        path: str | Path,
+        *,
+        format: str | None = None,
+        dry_run: bool = False,
+        redact: bool = False,
+        allow_changes: bool = False,
+    ) -> ImportReport:
         """Bring in an mcp-engram data directory, an MCP memory graph or an Engram export.
 
         The input is untrusted. Everything is read and checked before anything is written; a
@@ -118,17 +130,23 @@ class Interop:
         if not source.is_absolute():
             source = self.workspace.cwd / source
         if not source.exists():
-            raise UsageError(f"{source} does not exist; give an mcp-engram data directory, a "
-                             "memory.jsonl, or a file written by `engram export`")
+            raise UsageError(
+                f"{source} does not exist; give an mcp-engram data directory, a "
+                "memory.jsonl, or a file written by `engram export`"
+            )
         store = self.workspace.write_store()
         settings = self.workspace.settings(store)
         line_bytes = settings["limits.import_line_bytes"]
         fmt = check_format(format) if format else detect(source, line_bytes=line_bytes)
-        reader = Input(Plan(fmt, source), line_bytes=line_bytes,
-                       total_bytes=settings["limits.import_bytes"])
+        reader = Input(
+            Plan(fmt, source), line_bytes=line_bytes, total_bytes=settings["limits.import_bytes"]
+        )
         plan = self._read_source(store, source, reader, redact=redact)
-        if fmt == "engram-go" and store.kind == "personal" and \
-                (source.is_dir() or source.name.endswith((".jsonl.gz", "manifest.json"))):
+        if (
+            fmt == "engram-go"
+            and store.kind == "personal"
+            and (source.is_dir() or source.name.endswith((".jsonl.gz", "manifest.json")))
+        ):
             _belong_to_project(plan, source, self.workspace.personal)
         proj = self.workspace.projection(store)
         fresh = []
@@ -147,12 +165,18 @@ class Interop:
         if not allow_changes:
             fresh = [r for i, r in enumerate(fresh) if i not in found]
         report = ImportReport(
-            format=fmt, source=str(source), store=store.kind, read=plan.read,
+            format=fmt,
+            source=str(source),
+            store=store.kind,
+            read=plan.read,
             added=added,
-            already=already, ignored=dict(plan.ignored),
-            skipped=list(plan.skipped), skipped_count=plan.skipped_count,
+            already=already,
+            ignored=dict(plan.ignored),
+            skipped=list(plan.skipped),
+            skipped_count=plan.skipped_count,
             changes=[(c.where, c.text) for c in found.values()][:SHOWN],
-            changes_count=len(found), changes_allowed=allow_changes,
+            changes_count=len(found),
+            changes_allowed=allow_changes,
             dry_run=dry_run,
         )
         if dry_run or not fresh:
@@ -169,11 +193,11 @@ class Interop:
             report.commit = self.workspace.commit_store(store, subject=subject).commit
         except GitError as exc:
             self.workspace.warnings.append(
-                f"the {len(fresh)} imported event(s) are saved but not committed yet: {exc}")
+                f"the {len(fresh)} imported event(s) are saved but not committed yet: {exc}"
+            )
         return report
 
-    def _read_source(self, store: Store, source: Path, reader: Input, *,
-                     redact: bool) -> Plan:
+    def _read_source(self, store: Store, source: Path, reader: Input, *, redact: bool) -> Plan:
         from ...base.validation import Checks
         from . import Checker
 
@@ -227,8 +251,11 @@ class Interop:
         from ..continuity import checkpoints as cp
 
         proj = self.workspace.projection(store)
-        tasks = {e.data["task"] for e in (proj.event(i) for i in imported)
-                 if e is not None and e.kind == "checkpoint.saved"}
+        tasks = {
+            e.data["task"]
+            for e in (proj.event(i) for i in imported)
+            if e is not None and e.kind == "checkpoint.saved"
+        }
         for task_id in sorted(tasks):
             found = proj.tasks(ids=[task_id])
             if not found:
@@ -240,13 +267,20 @@ class Interop:
                 checkpoint = checkpoint_from(event, seq)
                 if not cp.rendered(checkpoint.get("reason")):
                     continue
-                if event.id in imported and isinstance(checkpoint.get("seq"), int) and \
-                        isinstance(checkpoint.get("confidence"), (int, float)):
+                if (
+                    event.id in imported
+                    and isinstance(checkpoint.get("seq"), int)
+                    and isinstance(checkpoint.get("confidence"), (int, float))
+                ):
                     target = store.root / cp.render_path(task_id, checkpoint)
                     if not target.exists():
                         target.parent.mkdir(parents=True, exist_ok=True)
-                        atomic_write(target, cp.render(task, checkpoint, previous),
-                                     durable=False, hidden=True)
+                        atomic_write(
+                            target,
+                            cp.render(task, checkpoint, previous),
+                            durable=False,
+                            hidden=True,
+                        )
                 previous = checkpoint
 
     # -- export ----------------------------------------------------------------------------
@@ -259,8 +293,13 @@ class Interop:
                 seen.setdefault(event.id, event)
         return sorted(seen.values(), key=lambda e: e.sort_key)
 
-    def export(self, out: str | Path, *, format: str = "jsonl", force: bool = False,
-               ) -> ExportReport:
+    def export(
+        self,
+        out: str | Path,
+        *,
+        format: str = "jsonl",
+        force: bool = False,
+    ) -> ExportReport:
         """Write the selected stores out: `jsonl` (the events, re-importable with `engram
         import`) or `markdown` (a directory: one file per task, the memories by kind)."""
         from .. import export as ex
@@ -281,20 +320,33 @@ class Interop:
             proj = self.workspace.projection(store)
             tasks = proj.tasks()
             checkpoints = {
-                task.id: [checkpoint_from(e, seq) for seq, e in enumerate(
-                    (e for e in proj.entity_events(task.id) if e.kind == "checkpoint.saved"),
-                    start=1)]
+                task.id: [
+                    checkpoint_from(e, seq)
+                    for seq, e in enumerate(
+                        (e for e in proj.entity_events(task.id) if e.kind == "checkpoint.saved"),
+                        start=1,
+                    )
+                ]
                 for task in tasks
             }
-            stores.append(ex.StoreContent(
-                kind=store.kind, path=str(store.root), tasks=tasks, checkpoints=checkpoints,
-                memories=list(proj.memories(statuses=())),
-                events=proj.counts()["events"],
-            ))
+            stores.append(
+                ex.StoreContent(
+                    kind=store.kind,
+                    path=str(store.root),
+                    tasks=tasks,
+                    checkpoints=checkpoints,
+                    memories=list(proj.memories(statuses=())),
+                    events=proj.counts()["events"],
+                )
+            )
         written = ex.write_markdown(target, stores, force=force)
-        return MarkdownExport(format, str(target), files=len(written),
-                              tasks=sum(len(s.tasks) for s in stores),
-                              memories=sum(len(s.memories) for s in stores))
+        return MarkdownExport(
+            format,
+            str(target),
+            files=len(written),
+            tasks=sum(len(s.tasks) for s in stores),
+            memories=sum(len(s.memories) for s in stores),
+        )
 
     # -- browse ----------------------------------------------------------------------------
 
@@ -306,6 +358,7 @@ class Interop:
         from dataclasses import replace
 
         from .. import browse as br
+
         memories: list[br.MemoryCard] = []
         tasks: list[br.TaskCard] = []
         stores: list[tuple[str, str]] = []
@@ -315,14 +368,19 @@ class Interop:
             for memory in proj.memories(statuses=()):
                 if not self.workspace.belongs_here(store, memory):
                     continue
-                history = [(e.time, e.actor, e.kind, _one(describe, e))
-                           for e in proj.entity_events(memory.id)]
+                history = [
+                    (e.time, e.actor, e.kind, _one(describe, e))
+                    for e in proj.entity_events(memory.id)
+                ]
                 memories.append(br.MemoryCard(replace(memory, store=store.kind), history))
             for task in proj.tasks():
                 saved = [e for e in proj.entity_events(task.id) if e.kind == "checkpoint.saved"]
-                tasks.append(br.TaskCard(
-                    {**task.to_dict(), "store": store.kind},
-                    [checkpoint_from(e, seq) for seq, e in enumerate(saved, start=1)]))
+                tasks.append(
+                    br.TaskCard(
+                        {**task.to_dict(), "store": store.kind},
+                        [checkpoint_from(e, seq) for seq, e in enumerate(saved, start=1)],
+                    )
+                )
         memories.sort(key=lambda c: (c.memory.updated_at, c.memory.id), reverse=True)
         tasks.sort(key=lambda c: (c.task["updated_at"], c.task["id"]), reverse=True)
         return br.Browse(stores, memories, tasks, ev.format_time(ev.utc_now()))
@@ -372,7 +430,17 @@ def _one(describe: Any, event: ev.Event) -> str:
 
 def _describe(kind: str, data: dict[str, Any]) -> str:
     try:
-        return describe(ev.Event(id="0" * 26, kind=kind, clock=0, time="", actor="",
-                                 session=None, machine=None, data=data))
+        return describe(
+            ev.Event(
+                id="0" * 26,
+                kind=kind,
+                clock=0,
+                time="",
+                actor="",
+                session=None,
+                machine=None,
+                data=data,
+            )
+        )
     except (KeyError, TypeError, ValueError, EngramError):
         return kind

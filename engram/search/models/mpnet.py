@@ -44,8 +44,9 @@ class WeightsError(ValueError):
     """The weights file is not the MPNet checkpoint the graph is built for."""
 
 
-def relative_buckets(max_positions: int, num_buckets: int = 32,
-                     max_distance: int = 128) -> np.ndarray:
+def relative_buckets(
+    max_positions: int, num_buckets: int = 32, max_distance: int = 128
+) -> np.ndarray:
     """The bucket of each distance `key - query` from `-(max_positions - 1)` to
     `max_positions - 1` (index 0 is the most negative), as `MPNetEncoder.relative_position_bucket`
     computes it (float32 logarithms, truncated)."""
@@ -58,9 +59,11 @@ def relative_buckets(max_positions: int, num_buckets: int = 32,
     n = np.abs(n)
     max_exact = half // 2
     with np.errstate(divide="ignore"):
-        scaled = (np.log(n.astype(np.float32) / np.float32(max_exact))
-                  / np.float32(math.log(max_distance / max_exact))
-                  * np.float32(half - max_exact))
+        scaled = (
+            np.log(n.astype(np.float32) / np.float32(max_exact))
+            / np.float32(math.log(max_distance / max_exact))
+            * np.float32(half - max_exact)
+        )
     large = max_exact + np.where(n < max_exact, 0, scaled).astype(np.int64)
     large = np.minimum(large, half - 1)
     return bucket + np.where(n < max_exact, n, large)
@@ -85,18 +88,24 @@ class _Graph:
         self.initializers.append(numpy_helper.from_array(value, name))
         return name
 
-    def op(self, op_type: str, inputs: list[str], hint: str | None = None,
-           **attributes: Any) -> str:
+    def op(
+        self, op_type: str, inputs: list[str], hint: str | None = None, **attributes: Any
+    ) -> str:
         from onnx import helper
 
         out = self.name(hint or op_type.lower())
-        self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"n_{out}",
-                                           **attributes))
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"n_{out}", **attributes))
         return out
 
 
-def build_mpnet(weights: Path, config: dict[str, Any], out: Path, *,
-                quantize: bool = True, step: Callable[[str], None] | None = None) -> None:
+def build_mpnet(
+    weights: Path,
+    config: dict[str, Any],
+    out: Path,
+    *,
+    quantize: bool = True,
+    step: Callable[[str], None] | None = None,
+) -> None:
     """Write the ONNX model of the MPNet encoder in `weights` (a safetensors file) to `out`,
     quantised weight-only unless `quantize` is false. Raises WeightsError."""
     import numpy as np
@@ -124,8 +133,10 @@ def build_mpnet(weights: Path, config: dict[str, Any], out: Path, *,
                 raise WeightsError(f"{weights.name} has no tensor {key!r}")
             value: np.ndarray = tensors.get_tensor(key)  # safetensors is untyped
             if tuple(value.shape) != shape or value.dtype != np.float32:
-                raise WeightsError(f"{weights.name}: {key} is {value.dtype}{list(value.shape)}, "
-                                   f"not float32{list(shape)}")
+                raise WeightsError(
+                    f"{weights.name}: {key} is {value.dtype}{list(value.shape)}, "
+                    f"not float32{list(shape)}"
+                )
             if not np.isfinite(value).all():
                 raise WeightsError(f"{weights.name}: {key} holds values that are not finite")
             return value
@@ -137,10 +148,16 @@ def build_mpnet(weights: Path, config: dict[str, Any], out: Path, *,
             return g.op("Add", [y, g.const(f"{prefix}.b", b)])
 
         def layer_norm(x: str, prefix: str) -> str:
-            return g.op("LayerNormalization",
-                        [x, g.const(f"{prefix}.g", tensor(f"{prefix}.weight", (hidden,))),
-                         g.const(f"{prefix}.b", tensor(f"{prefix}.bias", (hidden,)))],
-                        axis=-1, epsilon=eps)
+            return g.op(
+                "LayerNormalization",
+                [
+                    x,
+                    g.const(f"{prefix}.g", tensor(f"{prefix}.weight", (hidden,))),
+                    g.const(f"{prefix}.b", tensor(f"{prefix}.bias", (hidden,))),
+                ],
+                axis=-1,
+                epsilon=eps,
+            )
 
         def i64(*values: int) -> str:
             return g.const("shape", np.asarray(values, dtype=np.int64))
@@ -149,16 +166,31 @@ def build_mpnet(weights: Path, config: dict[str, Any], out: Path, *,
             return g.const("scalar", np.asarray(value, dtype=np.float32))
 
         # Embeddings.
-        vocab = tensors.get_slice("embeddings.word_embeddings.weight").get_shape()[0] \
-            if "embeddings.word_embeddings.weight" in names else 0
-        word = g.op("Gather", [g.const("word", tensor("embeddings.word_embeddings.weight",
-                                                      (vocab, hidden))), "input_ids"])
-        real = g.op("Cast", [g.op("Not", [g.op("Equal", ["input_ids", i64(pad)])])],
-                    to=TensorProto.INT64)
-        position_ids = g.op("Add", [g.op("Mul", [g.op("CumSum", [real, i64(1)]), real]),
-                                    i64(pad)])
-        position = g.op("Gather", [g.const("position", tensor(
-            "embeddings.position_embeddings.weight", (positions, hidden))), position_ids])
+        vocab = (
+            tensors.get_slice("embeddings.word_embeddings.weight").get_shape()[0]
+            if "embeddings.word_embeddings.weight" in names
+            else 0
+        )
+        word = g.op(
+            "Gather",
+            [
+                g.const("word", tensor("embeddings.word_embeddings.weight", (vocab, hidden))),
+                "input_ids",
+            ],
+        )
+        real = g.op(
+            "Cast", [g.op("Not", [g.op("Equal", ["input_ids", i64(pad)])])], to=TensorProto.INT64
+        )
+        position_ids = g.op("Add", [g.op("Mul", [g.op("CumSum", [real, i64(1)]), real]), i64(pad)])
+        position = g.op(
+            "Gather",
+            [
+                g.const(
+                    "position", tensor("embeddings.position_embeddings.weight", (positions, hidden))
+                ),
+                position_ids,
+            ],
+        )
         x = layer_norm(g.op("Add", [word, position]), "embeddings.LayerNorm")
         if step:
             step("embeddings")
@@ -167,14 +199,23 @@ def build_mpnet(weights: Path, config: dict[str, Any], out: Path, *,
         bias = tensor("encoder.relative_attention_bias.weight", (buckets, heads))
         table = bias[relative_buckets(positions, buckets)]  # [2 * positions - 1, heads]
         length = g.op("Gather", [g.op("Shape", ["input_ids"]), i64(1)], axis=0)
-        steps = g.op("Range", [g.const("zero", np.asarray(0, dtype=np.int64)), length,
-                               g.const("one", np.asarray(1, dtype=np.int64))])
-        distance = g.op("Sub", [g.op("Unsqueeze", [steps, i64(0)]),
-                                g.op("Unsqueeze", [steps, i64(1)])])  # key - query
-        looked_up = g.op("Gather", [g.const("relative_bias", table),
-                                    g.op("Add", [distance, i64(positions - 1)])], axis=0)
-        position_bias = g.op("Unsqueeze", [g.op("Transpose", [looked_up], perm=[2, 0, 1]),
-                                           i64(0)])
+        steps = g.op(
+            "Range",
+            [
+                g.const("zero", np.asarray(0, dtype=np.int64)),
+                length,
+                g.const("one", np.asarray(1, dtype=np.int64)),
+            ],
+        )
+        distance = g.op(
+            "Sub", [g.op("Unsqueeze", [steps, i64(0)]), g.op("Unsqueeze", [steps, i64(1)])]
+        )  # key - query
+        looked_up = g.op(
+            "Gather",
+            [g.const("relative_bias", table), g.op("Add", [distance, i64(positions - 1)])],
+            axis=0,
+        )
+        position_bias = g.op("Unsqueeze", [g.op("Transpose", [looked_up], perm=[2, 0, 1]), i64(0)])
         mask = g.op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
         padding = g.op("Mul", [g.op("Sub", [f32(1.0), mask]), f32(MASKED)])
         padding = g.op("Unsqueeze", [padding, i64(1, 2)])
@@ -185,36 +226,62 @@ def build_mpnet(weights: Path, config: dict[str, Any], out: Path, *,
 
         for n in range(layers):
             p = f"encoder.layer.{n}"
-            q = g.op("Transpose", [g.op("Reshape", [linear(x, f"{p}.attention.attn.q", hidden,
-                                                           hidden), split])], perm=[0, 2, 1, 3])
-            k = g.op("Transpose", [g.op("Reshape", [linear(x, f"{p}.attention.attn.k", hidden,
-                                                           hidden), split])], perm=[0, 2, 3, 1])
-            v = g.op("Transpose", [g.op("Reshape", [linear(x, f"{p}.attention.attn.v", hidden,
-                                                           hidden), split])], perm=[0, 2, 1, 3])
+            q = g.op(
+                "Transpose",
+                [g.op("Reshape", [linear(x, f"{p}.attention.attn.q", hidden, hidden), split])],
+                perm=[0, 2, 1, 3],
+            )
+            k = g.op(
+                "Transpose",
+                [g.op("Reshape", [linear(x, f"{p}.attention.attn.k", hidden, hidden), split])],
+                perm=[0, 2, 3, 1],
+            )
+            v = g.op(
+                "Transpose",
+                [g.op("Reshape", [linear(x, f"{p}.attention.attn.v", hidden, hidden), split])],
+                perm=[0, 2, 1, 3],
+            )
             scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), score_bias])
             context = g.op("MatMul", [g.op("Softmax", [scores], axis=-1), v])
             context = g.op("Reshape", [g.op("Transpose", [context], perm=[0, 2, 1, 3]), joined])
             attended = linear(context, f"{p}.attention.attn.o", hidden, hidden)
             x = layer_norm(g.op("Add", [attended, x]), f"{p}.attention.LayerNorm")
             inner = linear(x, f"{p}.intermediate.dense", hidden, intermediate)
-            inner = g.op("Mul", [g.op("Mul", [inner, f32(0.5)]), g.op("Add", [
-                f32(1.0), g.op("Erf", [g.op("Mul", [inner, f32(1.0 / math.sqrt(2.0))])])])])
-            x = layer_norm(g.op("Add", [linear(inner, f"{p}.output.dense", intermediate,
-                                               hidden), x]), f"{p}.output.LayerNorm")
+            inner = g.op(
+                "Mul",
+                [
+                    g.op("Mul", [inner, f32(0.5)]),
+                    g.op(
+                        "Add",
+                        [f32(1.0), g.op("Erf", [g.op("Mul", [inner, f32(1.0 / math.sqrt(2.0))])])],
+                    ),
+                ],
+            )
+            x = layer_norm(
+                g.op("Add", [linear(inner, f"{p}.output.dense", intermediate, hidden), x]),
+                f"{p}.output.LayerNorm",
+            )
             if step:
                 step(f"layer {n + 1} of {layers}")
 
     g.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="output"))
     graph = helper.make_graph(
-        g.nodes, "mpnet",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "tokens"]),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT64,
-                                       ["batch", "tokens"])],
-        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
-                                       ["batch", "tokens", hidden])],
-        initializer=g.initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="engram")
+        g.nodes,
+        "mpnet",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "tokens"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "tokens"]),
+        ],
+        [
+            helper.make_tensor_value_info(
+                "last_hidden_state", TensorProto.FLOAT, ["batch", "tokens", hidden]
+            )
+        ],
+        initializer=g.initializers,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="engram"
+    )
     model.ir_version = 8
     onnx.checker.check_model(model, full_check=False)
     if quantize:
@@ -237,8 +304,9 @@ def quantize_weights(model: Any) -> Any:
     level = quiet.level
     quiet.setLevel(logging.WARNING)
     try:
-        quantizer = MatMulNBitsQuantizer(model, bits=BITS, block_size=BLOCK, is_symmetric=True,
-                                         accuracy_level=ACCURACY_LEVEL)
+        quantizer = MatMulNBitsQuantizer(
+            model, bits=BITS, block_size=BLOCK, is_symmetric=True, accuracy_level=ACCURACY_LEVEL
+        )
         quantizer.process()
     finally:
         quiet.setLevel(level)
