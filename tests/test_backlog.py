@@ -92,7 +92,7 @@ def test_the_first_recall_after_a_bulk_import_answers_fast_and_says_it_is_partia
     assert "embedding 3,000 memories in the background" in imported.output
 
     started = time.perf_counter()
-    hits = Engram().recall("which queue do jobs go through")
+    hits = Engram().recall("which queue do jobs go through", partial=True)
     first = time.perf_counter() - started
     print(
         f"first recall after importing 3,000 memories: {first:.2f} s, "
@@ -112,7 +112,7 @@ def test_the_first_recall_after_a_bulk_import_answers_fast_and_says_it_is_partia
 
     deadline = time.monotonic() + 900
     while True:
-        hits = Engram().recall("which queue do jobs go through")
+        hits = Engram().recall("which queue do jobs go through", partial=True)
         if not hits.partial:
             break
         assert time.monotonic() < deadline, f"{hits.unembedded} still not embedded"
@@ -209,3 +209,23 @@ def test_reindex_shows_its_bar_from_the_start_on_a_terminal(home_store: Engram) 
     assert b"2 memories: 2 embedded" in child.stdout.read()
     # Before any text is embedded, the bar says what is under way (on stderr, a terminal).
     assert b"reading the event files" in shown
+
+
+def test_a_library_recall_answers_in_full_unless_it_asks_for_a_partial_answer(
+    home_store: Engram,
+) -> None:
+    # A script using the API after a bulk write wants every memory scored by meaning: it waits
+    # for the embedding. The CLI and the MCP server ask for a partial answer instead.
+    for n in range(100):
+        home_store.remember(
+            f"note {n}: the reporting job {n} reads the warehouse", check_duplicates=False
+        )
+    home_store.remember(
+        "Jobs go through the Postgres queue, never through Redis", check_duplicates=False
+    )
+    quick = Engram().recall("where do background tasks get queued", partial=True)
+    assert quick.partial and quick.unembedded > 64
+    full = Engram().recall("where do background tasks get queued", k=3)
+    assert not full.partial and full.unembedded == 0
+    assert full[0].memory.content.startswith("Jobs go through the Postgres queue")
+    assert full[0].vector > 0.3

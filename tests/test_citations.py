@@ -118,7 +118,7 @@ def test_edits_renames_and_deletions_mark_memories_and_lower_them(repo: Path) ->
     assert "[moved]" in text and "scripts/db-migrate.sh" in text and "engram forget" in text
 
     # Recall: every memory still comes back, the stale ones marked and a little lower.
-    hits = engram.recall("web server", k=10)
+    hits = engram.recall("web server retries", k=10)
     by_id = {h.memory.id: h for h in hits}
     assert {retry.id, migrate.id, setup.id, plain.id} <= set(by_id)
     assert by_id[setup.id].freshness.state == "missing"

@@ -339,11 +339,14 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
         include_expired: bool = False,
         include_decayed: bool = False,
         now: datetime | None = None,
+        partial: bool = False,
     ) -> Recalled:
         """Memories by meaning and by words, fused, weighted by strength, best first.
 
         Superseded, forgotten, expired and fully decayed memories are left out unless asked for.
-        `now` is the moment strength and validity are judged at (default: now).
+        `now` is the moment strength and validity are judged at (default: now). With `partial`,
+        many memories without a vector yet are left out of meaning rather than embedded first
+        (`Recalled.backlog` holds them); by default recall embeds them and answers in full.
         """
         return self._memories.recall(
             query,
@@ -358,6 +361,7 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
             include_expired=include_expired,
             include_decayed=include_decayed,
             now=now,
+            partial=partial,
         )
 
     def consolidate(

@@ -483,6 +483,7 @@ def recall(
         include_forgotten=include_all,
         include_expired=include_all,
         include_decayed=include_all,
+        partial=True,  # answered at once; what is not embedded yet is embedded after
     )
     if as_json:
         # A partial answer says so in each hit (the list stays the answer's shape).

@@ -371,6 +371,7 @@ class Memories:
         include_expired: bool = False,
         include_decayed: bool = False,
         now: datetime | None = None,
+        partial: bool = False,
     ) -> Recalled:
         """Memories by meaning and by words, fused, weighted by strength, best first.
 
@@ -407,7 +408,9 @@ class Memories:
             include_expired=include_expired,
             include_decayed=include_decayed,
         )
-        hits = pipeline.rank(query, intent, self._sources(), k=k, filters=filters, moment=moment)
+        hits = pipeline.rank(
+            query, intent, self._sources(leave_backlog=partial), k=k, filters=filters, moment=moment
+        )
         hits = freshness.rerank(self.workspace, hits)  # stale ones a little lower
         self.lifecycle.note_recalled([hit.memory.id for hit in hits[:3]])  # relied on
         return Recalled(
@@ -415,14 +418,16 @@ class Memories:
             [s.backlog for s in map(self.workspace.search, self.workspace.stores()) if s.backlog],
         )
 
-    def _sources(self) -> Iterator[Source]:
-        """Each selected store as recall reads it, opened as the ranking reaches it."""
+    def _sources(self, *, leave_backlog: bool = False) -> Iterator[Source]:
+        """Each selected store as recall reads it, opened as the ranking reaches it; with
+        `leave_backlog`, a store's many memories without a vector are left for later (`Backlog`)."""
         from ..search.recall import Source
 
         for store in self.workspace.stores():
             settings = self.workspace.settings(store)
             proj = self.workspace.projection(store)
             search = self.workspace.search(store)
+            search.allow_partial = leave_backlog
             embedder = self.workspace.embedder(store)
             belongs = None
             if store.kind == "personal" and self.workspace.here() is not None:

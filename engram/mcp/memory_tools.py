@@ -157,6 +157,7 @@ def add_memory_tools(server: MCPServer) -> None:
                 include_forgotten=include_all,
                 include_expired=include_all,
                 include_decayed=include_all,
+                partial=True,  # the backlog is embedded in a worker thread, below
             )
             views = [
                 RecallHit(

@@ -89,6 +89,7 @@ class StoreSearch:
         self._sample: tuple[Any, tuple[str, ...]] | None = None
         # Set by each vector search: memories it left out of meaning (no vector yet), if many.
         self.backlog: Backlog | None = None
+        self.allow_partial = False  # whether a recall may leave a backlog (the CLI, MCP)
         self._waiting: frozenset[str] = frozenset()
 
     @contextmanager
@@ -378,12 +379,13 @@ class StoreSearch:
     ) -> dict[str, float]:
         """Cosine similarity of the best `limit` memories, plus any of `extra_ids`.
 
-        When more than `backlog.INLINE` changed memories have no vector cached, none is
-        embedded now: they are left out of meaning and `self.backlog` holds them."""
+        When more than `backlog.INLINE` changed memories have no vector cached and
+        `allow_partial` is set, none is embedded now: they are left out of meaning and
+        `self.backlog` holds them. Otherwise they are embedded first."""
         waiting = self.unembedded(embedder)
         self.backlog = (
             Backlog(self.store.kind, embedder, self.embeddings, list(waiting.values()), owner=self)
-            if len(waiting) > INLINE
+            if len(waiting) > INLINE and self.allow_partial
             else None
         )
         self._waiting = frozenset(waiting)
