@@ -324,6 +324,38 @@ def test_a_commit_killed_half_way_is_cleaned_up_by_the_next_commit(project: Path
     assert doctor(cwd=project)[0] == 0
 
 
+def test_a_compaction_killed_before_it_updated_the_index_is_repaired(project: Path) -> None:
+    """Killed between its commit and git's index: the index still holds the folded files."""
+    Engram(cwd=project, use="project").config_set("compact.files", "0")
+    for n in range(3):  # one writer each, so three event files
+        writer = Engram(cwd=project, use="project")
+        writer.remember(f"folded by a compaction killed half-way {n}", check_duplicates=False)
+        writer.commit()
+        writer.close()
+    killed = child(
+        "import os, sys, pygit2\nfrom engram.api import Engram\n"
+        "create = pygit2.Repository.create_commit\n"
+        "def create_then_die(self, *args, **kwargs):\n"
+        "    create(self, *args, **kwargs)\n    os.kill(os.getpid(), 9)\n"
+        "pygit2.Repository.create_commit = create_then_die\n"
+        "Engram(cwd=sys.argv[1]).compact()\n",
+        str(project),
+    )
+    killed.wait()
+    status = git(project, "status", "--porcelain", "--", ".engram").splitlines()
+    folded = [line[3:] for line in status if line.startswith("AD ")]
+    assert len(folded) >= 3, status  # staged, yet gone from HEAD and from disk
+
+    code, report = doctor(cwd=project)
+    [behind] = findings(report, "git-index")
+    assert code == 1 and all(path in behind["fix"] for path in folded), behind
+    assert cli("doctor", "--fix", cwd=project).exit_code == 0
+    assert git(project, "status", "--porcelain", "--", ".engram") == ""
+    assert doctor(cwd=project)[0] == 0
+    texts = {m.content for m in Engram(cwd=project, use="project").memories(limit=None)}
+    assert {f"folded by a compaction killed half-way {n}" for n in range(3)} <= texts
+
+
 def test_uncommitted_events_are_a_note_until_the_batch_is_overdue(home_store: Engram) -> None:
     home_store.remember("fresh: the next batch takes it")
     code, report = doctor()

@@ -155,7 +155,12 @@ def recover_interrupted_commit(store: Store, *, min_age: float = 2.0) -> str | N
         try:
             with IndexLock(repo.repo) as index:  # git's own protocol: index.lock, rename
                 for rel in behind:
-                    index.add(pygit2.IndexEntry(rel, tree[rel].id, tree[rel].filemode))
+                    try:
+                        entry = tree[rel]
+                    except KeyError:  # folded by a compaction: gone from HEAD and from disk
+                        index.remove(rel)
+                        continue
+                    index.add(pygit2.IndexEntry(rel, entry.id, entry.filemode))
             done.append(f"brought git's index up to the last commit for {len(behind)} file(s)")
         except EngramError as exc:
             done.append(f"could not update git's index: {exc}")
@@ -164,7 +169,9 @@ def recover_interrupted_commit(store: Store, *, min_age: float = 2.0) -> str | N
 
 def index_behind(store: Store, repo: Any) -> list[str]:
     """Engram's committed files whose entry in git's index differs from HEAD while the file in
-    the work tree is exactly HEAD's: an interrupted commit, not the user's staging."""
+    the work tree is exactly HEAD's, and event files the index still holds that neither HEAD
+    nor the work tree has (a compaction killed before it updated the index): an interrupted
+    commit, not the user's staging."""
     import pygit2
 
     tree = repo.head_tree()
@@ -206,4 +213,16 @@ def index_behind(store: Store, repo: Any) -> list[str]:
 
     if isinstance(top, pygit2.Tree):
         walk(top, store.prefix)
+    events = f"{store.prefix}/{layout.EVENTS_DIR}/" if store.prefix else f"{layout.EVENTS_DIR}/"
+    for staged in index:
+        path = staged.path
+        if not path.startswith(events) or not path.endswith(".jsonl"):
+            continue
+        try:
+            tree[path]
+            continue  # in HEAD: the walk above judged it
+        except KeyError:
+            pass
+        if not os.path.lexists(store.work_tree / path):
+            behind.append(path)
     return behind

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..base.layout import VECTOR_INDEX
-from .vectors import VectorIndex, id_of, key_of
+from .vectors import INSERT_THREADS, VectorIndex, id_of, key_of
 
 REACH_K = 10  # a vector is reachable when a search with it returns it among this many
 BATCH = 8192  # vectors searched per call (bounds the memory of the answers)
@@ -89,7 +89,9 @@ def _unreachable(index: Any, keys: np.ndarray, *, k: int, batch: int, threads: i
         distances = np.asarray(found.distances, dtype=np.float32).reshape(len(chunk), -1)
         missing = ~(returned == chunk[:, None]).any(axis=1)
         # Crowded out by exact copies of itself (the same text in several memories) is found.
-        crowded = (distances <= DUPLICATE).all(axis=1) & (np.asarray(found.counts) == k)
+        # One query gets usearch's Matches (no counts), several its BatchMatches.
+        counts = np.asarray(getattr(found, "counts", [returned.shape[1]]))
+        crowded = (distances <= DUPLICATE).all(axis=1) & (counts == k)
         out.extend(int(key) for key in chunk[missing & ~crowded])
     return out
 
@@ -130,7 +132,7 @@ def repair(vectors: VectorIndex, exact_below: int) -> Reachability:
     stored = np.asarray(index.get(keys), dtype=np.float32).reshape(len(keys), -1)
     for key in keys:
         index.remove(int(key))
-    index.add(keys, stored, threads=0)
+    index.add(keys, stored, threads=INSERT_THREADS)
     left = unreachable_keys(index)
     rebuilt = False
     if left:

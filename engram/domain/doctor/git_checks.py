@@ -102,7 +102,8 @@ def check_git(engram: Host, store: Store) -> list[Finding]:
                 "warning",
                 f"git's index is behind the last commit for {len(behind)} of Engram's files (a "
                 "commit was interrupted before it updated the index): `git status` shows them as "
-                "staged deletions or changes, and a plain `git commit` would take them back",
+                "staged deletions, changes or files a compaction folded away, and a plain "
+                "`git commit` would take them back",
                 f"`engram doctor --fix {flag(store)}` (or `{git_c(store)} reset -q -- {shown}`); "
                 "it changes only those index entries, never the files",
                 auto=True,
