@@ -71,6 +71,7 @@ ID = re.compile(rf"\b{ID_CHARS}{{8}}(?:{ID_CHARS}{{4}})?\b")
 VOLATILE = [
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"), "<time>"),
     (re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d(?::\d\d)?"), "<time>"),
+    (re.compile(r"\b\d{4}-\d\d-\d\d\b"), "<date>"),  # `engram list` shows the day
     (re.compile(r"\b\d{4}/\d\d/"), "<month>/"),
     (re.compile(r"\bin \d+(?:\.\d+)?s\b"), "in <seconds>"),
     (re.compile(r"\b[0-9a-f]{7}\b|\b[0-9a-f]{40}\b"), "<hash>"),

@@ -134,8 +134,9 @@ def test_doctor_finds_the_vectors_the_graph_cannot_reach_and_links_them_again(
     assert hits[0].memory.id == lost[0] and hits[0].vector > 0.8
 
 
+@pytest.mark.slow  # embeds 300 memories: a graph of 60 searched 128 wide seldom loses one
 def test_below_the_exact_search_size_there_is_nothing_to_check(home_store: Engram) -> None:
-    for text in notes(60):
+    for text in notes(300):
         home_store.remember(text, kind="fact", check_duplicates=False)
     Engram().reindex()
     cache = cache_dir(home_store.personal.local_dir)
