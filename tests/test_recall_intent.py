@@ -115,9 +115,12 @@ def test_a_word_inside_an_ordinary_word_is_not_a_piece(home_store: Engram) -> No
     home_store.close()
     hits = recall("tests")
     assert hits[0][0].startswith("Prefer pytest"), hits
-    assert all(not content.startswith("The latest") or score < 0.2 for content, score, _ in hits), (
-        hits
-    )
+    # "latest" and "contest" hold the letters, not the word: no evidence from words, and what
+    # the model sees in it (cosine 0.26) ranks it under the memory that names pytest.
+    for content, score, explained in hits:
+        if content.startswith("The latest"):
+            assert explained["words"] == 0.0 and not explained.get("notes"), explained
+            assert score < hits[0][1] / 1.5, hits
 
 
 @pytest.mark.parametrize(

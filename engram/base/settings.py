@@ -309,6 +309,15 @@ SETTINGS: dict[str, Setting] = {
             maximum=4096,
         ),
         Setting(
+            "recall.memory_background",
+            0.5,
+            float,
+            "Share of a memory's own closeness to ordinary text taken off its meaning "
+            "(0: none): a memory of general words is near every short query.",
+            minimum=0,
+            maximum=1,
+        ),
+        Setting(
             "recall.candidates",
             100,
             int,

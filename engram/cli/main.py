@@ -11,6 +11,7 @@ one.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -46,6 +47,9 @@ def main(ctx: click.Context, cwd: Path | None) -> None:
 def run() -> None:
     """The `engram` console script (and `python -m engram`): `main`, then the process ends as
     soon as the command's work is done (`end_process`)."""
+    # Recall's matrix products are small (a hundred vectors): OpenBLAS's own threads cost more
+    # than they save, tens of milliseconds on a busy machine. Set before numpy loads.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         main(prog_name="engram")
     except SystemExit as exc:

@@ -10,10 +10,11 @@ query, the store or its size:
   `collectAsState`) found verbatim in a memory is full evidence on its own.
 - **meaning**: the cosine similarity of query and memory against the similarities of the same
   query to a fixed background of ordinary sentences (`engram.search.background`; nothing of
-  the store, so a score does not move with what else the store holds): z = (cosine - mean) /
-  deviation, meaning = sigmoid(z - 3.5 - crowd discount). A memory 3.5 standard deviations
-  more similar to the question than ordinary text is gets 0.5, unless many memories are that
-  close (see `Background.crowded`).
+  the store, so a score does not move with what else the store holds): z = (cosine - mean -
+  ordinariness) / deviation, meaning = sigmoid(z - 3.5 - crowd discount). A memory 3.5
+  standard deviations more similar to the question than ordinary text is gets 0.5, unless many
+  memories are that close (see `Background.crowded`); ordinariness moves it down for a memory
+  nearer ordinary text than the question is, and up for one farther (`ordinariness`).
 
 Relevance joins them as independent evidence (noisy OR): 1 - (1 - meaning)(1 - words). So 0.5
 reads "probably answers": one signal at its midpoint, or both weaker. `recall.weight_vector`
@@ -73,10 +74,17 @@ class Background:
     mean: float
     deviation: float
     crowd: int = 0
+    near: float = 0.0  # the mean of the query's closest similarities (`nearest_mean`)
 
     @classmethod
-    def of(cls, similarities: Any) -> Background:
-        return cls(float(similarities.mean()), max(float(similarities.std()), DEVIATION_FLOOR))
+    def of(cls, similarities: Any, fixed: int | None = None) -> Background:
+        """`fixed`: how many of the similarities, first, are to the fixed sentences (the rest
+        to a sample of the store, `recall.background_sample`); `near` reads only those."""
+        return cls(
+            float(similarities.mean()),
+            max(float(similarities.std()), DEVIATION_FLOOR),
+            near=float(nearest_mean(similarities[:fixed])),
+        )
 
     def z(self, cosine: float) -> float:
         return (cosine - self.mean) / self.deviation
@@ -87,7 +95,7 @@ class Background:
         names the person asked about), closeness tells them apart less, as a word found in
         most memories does. Memories unrelated to the query never count."""
         crowd = sum(1 for c in cosines if self.z(c) >= MEANING_MIDPOINT)
-        return Background(self.mean, self.deviation, crowd)
+        return Background(self.mean, self.deviation, crowd, self.near)
 
     @property
     def discount(self) -> float:
@@ -96,8 +104,34 @@ class Background:
             return 0.0
         return CROWD_WEIGHT * math.log2(self.crowd / CROWD_SIZE)
 
-    def meaning(self, cosine: float) -> float:
-        return sigmoid(self.z(cosine) - MEANING_MIDPOINT - self.discount)
+    def meaning(self, cosine: float, ordinary: float = 0.0) -> float:
+        """`ordinary`: the cosine a memory owes to lying near any text (`ordinariness`), taken
+        off as the query's own closeness to the background is."""
+        z = (cosine - self.mean - ordinary) / self.deviation
+        return sigmoid(z - MEANING_MIDPOINT - self.discount)
+
+
+ORDINARY_NEIGHBOURS = 10  # background sentences whose similarity says how ordinary a text is
+
+
+def nearest_mean(similarities: Any) -> Any:
+    """The mean of the `ORDINARY_NEIGHBOURS` highest similarities to the background, per row
+    of a matrix (a float for one row): how near ordinary text a text lies."""
+    import numpy as np
+
+    sims = np.asarray(similarities, dtype=np.float32)
+    k = min(ORDINARY_NEIGHBOURS, sims.shape[-1])
+    return -np.sort(-sims, axis=-1)[..., :k].mean(axis=-1)
+
+
+def ordinariness(own: float, query: float, weight: float) -> float:
+    """How much of a memory's closeness to a query is its closeness to any text: in many
+    dimensions some points (a memory of general words, a chat turn) lie near everything, and
+    a store of thousands holds many. A memory nearer ordinary text than the query is (`own`
+    and `query`: their `nearest_mean` to the fixed background) has that difference, times
+    `weight` (`recall.memory_background`), taken off its cosine; one farther gets it added.
+    Both come from the fixed background: this never moves with what else the store holds."""
+    return weight * (own - query)
 
 
 def words_evidence(share: float, specificity: float, identifiers_found: float) -> float:
@@ -127,6 +161,7 @@ class Candidate:
     share: float = 0.0  # BM25 / the query's IDF mass
     identifiers: float = 0.0
     meaning: float = 0.0
+    ordinary: float = 0.0  # cosine taken off meaning as the memory is near ordinary text
     words: float = 0.0
     relevance: float = 0.0
     context: float = 0.0  # relevance gained from memories written next to it
@@ -153,6 +188,8 @@ class Candidate:
         }
         if self.identifiers:
             out["identifiers"] = round(self.identifiers, 4)
+        if self.ordinary:
+            out["ordinary"] = round(self.ordinary, 4)
         if self.context:
             out["context"] = round(self.context, 4)
         if self.crowd:

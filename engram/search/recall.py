@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..storage import events as ev
 from . import pieces, ranking
+from .background import vectors as background_vectors
 from .retrieval import Hit, memory_embedding_text, strength
 
 if TYPE_CHECKING:
@@ -125,6 +126,7 @@ def _candidates(
     by_pieces = pieces.found(search, proj, intent.words, limit) if query_weight > 0 else {}
     cosines: dict[str, float] = {}
     background = None
+    ordinary: dict[str, float] = {}
     embedder = source.embedder
     if embedder is not None:
         if embedder.identity not in query_vectors:
@@ -134,7 +136,12 @@ def _candidates(
             embedder, settings, vector, limit, extra_ids=[*bm25, *by_pieces]
         )
         sims = search.background(embedder, settings["recall.background_sample"]) @ vector
-        background = ranking.Background.of(sims).crowded(cosines.values())
+        fixed = len(background_vectors(embedder))
+        background = ranking.Background.of(sims, fixed).crowded(cosines.values())
+        if settings["recall.memory_background"] > 0 and cosines:
+            ordinary = _ordinariness(
+                search, embedder, list(cosines), background, settings["recall.memory_background"]
+            )
     weight = settings["recall.weight_vector"] if embedder is not None else 0.0
     ids = list(dict.fromkeys([*bm25, *by_pieces, *cosines]))
     if source.belongs is not None:
@@ -158,7 +165,8 @@ def _candidates(
             c.identifiers = ranking.identifiers_found(intent.identifiers, contents[memory_id])
         c.words = ranking.words_evidence(c.share, specificity, c.identifiers)
         if background is not None:
-            c.meaning = background.meaning(c.cosine)
+            c.ordinary = ordinary.get(memory_id, 0.0)
+            c.meaning = background.meaning(c.cosine, c.ordinary)
             c.crowd = background.crowd if background.discount > 0 else 0
         c.relevance = ranking.relevance(c.meaning, c.words, weight)
         pool[memory_id] = c
@@ -259,3 +267,26 @@ def _rank_by_subject(
                     )
                     ranked[row] = (c.score, clock, where, c)
                     break
+
+
+def _ordinariness(
+    search: StoreSearch,
+    embedder: Embedder,
+    memory_ids: list[str],
+    background: ranking.Background,
+    weight: float,
+) -> dict[str, float]:
+    """What each memory's closeness to ordinary text takes off its meaning (see
+    `ranking.ordinariness`): its stored vector against the fixed background."""
+    import numpy as np
+
+    vectors = search.stored_vectors(embedder, memory_ids)
+    if not vectors:
+        return {}
+    names = list(vectors)
+    sims = np.vstack([vectors[n] for n in names]) @ background_vectors(embedder).T
+    near = ranking.nearest_mean(sims)
+    return {
+        n: ranking.ordinariness(float(m), background.near, weight)
+        for n, m in zip(names, near, strict=True)
+    }
