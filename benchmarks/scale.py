@@ -345,6 +345,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE[,...]")
+    parser.add_argument(
+        "--details",
+        action="store_true",
+        help="put each question's retrieved memories, per variant and size, in the --json file",
+    )
     parser.add_argument("--json", type=Path, help="write every figure to this file")
     parser.add_argument(
         "--embedding-cache",
@@ -471,7 +476,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     if args.json:
         args.json.write_text(
-            json.dumps({"sizes": sizes, "results": results, "thresholds": thresholds}, indent=1)
+            json.dumps(
+                {
+                    "sizes": sizes,
+                    "results": results,
+                    "thresholds": thresholds,
+                    **({"questions": rows_of} if args.details else {}),
+                },
+                indent=1,
+            )
         )
     return 0
 

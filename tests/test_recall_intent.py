@@ -175,3 +175,52 @@ def test_current_phrasings_put_the_newer_memory_first(home_store: Engram) -> Non
         "which ScyllaDB driver are we on as things stand?",
     ):
         assert recall(question)[0][0].startswith("Use the upstream gocql"), question
+
+
+CLUSTER_NOTES = [
+    "The staging cluster runs three worker nodes in one availability zone",
+    "Worker nodes of the cluster boot from a hardened Ubuntu 22.04 image",
+    "Cluster nodes are drained before a Kubernetes version upgrade",
+    "The GPU node pool of the cluster is tainted so only training jobs land there",
+    "Each cluster node ships its logs to Loki through a DaemonSet",
+    "Spot nodes in the cluster get a two-minute interruption notice",
+    "Node pools are sized so that the cluster survives losing one zone",
+    "The cluster's nodes pull images through a registry mirror",
+    "Kubelet on the cluster nodes reserves 10% of memory for the system",
+    "New cluster nodes join through the bootstrap token in the vault",
+]
+
+
+def test_the_newer_memory_comes_first_even_when_the_older_one_holds_every_word(
+    home_store: Engram,
+) -> None:
+    """A "now" question whose words are all in the older memory: that memory steps back
+    behind the newer one on its subject, not merely down a little (at 3,000 memories the old
+    one's full word match kept it first)."""
+    now = ev.utc_now()
+    home_store.remember(
+        "Node scaling uses cluster-autoscaler: it scales the cluster nodes of each managed "
+        "node group",
+        kind="decision",
+        tags=["autoscaling"],
+        at=now - timedelta(days=150),
+        check_duplicates=False,
+    )
+    home_store.remember(
+        "Replaced cluster-autoscaler with Karpenter, which provisions right-sized instances",
+        kind="decision",
+        tags=["autoscaling"],
+        at=now - timedelta(days=30),
+        check_duplicates=False,
+    )
+    # Other notes about the cluster's nodes, older still: a crowd as close to the question,
+    # which discounts meaning (the newer memory's evidence) but not the older one's words.
+    for n, text in enumerate(CLUSTER_NOTES):
+        home_store.remember(
+            text, kind="fact", at=now - timedelta(days=300 + n), check_duplicates=False
+        )
+    home_store.close()
+    hits = recall("what scales the cluster nodes right now?")
+    assert hits[0][0].startswith("Replaced cluster-autoscaler"), hits
+    assert hits[1][1] < hits[0][1]
+    assert any("newer memory on this subject" in n for n in hits[1][2].get("notes", [])), hits

@@ -150,6 +150,7 @@ def relevance(meaning: float, words: float, weight_vector: float) -> float:
 
 
 SUPERSEDED_BY_NEWER = 0.6  # an older memory on the subject of a newer one, for "now" questions
+BEHIND_ON_SUBJECT = 0.95  # ... and it ranks behind that newer one, at most this share of it
 
 
 @dataclass(slots=True)

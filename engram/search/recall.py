@@ -252,21 +252,30 @@ def _rank_by_subject(
             embedder, source.search.embeddings, [memory_embedding_text(m) for m in memories]
         )
         similar = vectors @ vectors.T
-        for i, row in enumerate(rows):
-            for j in range(len(rows)):
-                if i == j or similar[i, j] < ranking.SUBJECT_SIMILARITY:
+        # The memory the question asks for first (for "now", the newest), so that a memory
+        # stepping back behind it does so behind its final score.
+        order = sorted(
+            range(len(rows)), key=lambda i: memories[i].moment, reverse=tense == "current"
+        )
+        for place, i in enumerate(order):
+            row = rows[i]
+            for j in order[:place]:
+                if similar[i, j] < ranking.SUBJECT_SIMILARITY:
+                    continue
+                if memories[j].moment == memories[i].moment:
                     continue
                 newer = memories[j].moment > memories[i].moment
-                if newer == (tense == "current"):
-                    _, clock, where, c = ranked[row]
-                    c.time *= ranking.SUPERSEDED_BY_NEWER
-                    c.score *= ranking.SUPERSEDED_BY_NEWER
-                    c.notes.append(
-                        f"{'newer' if newer else 'older'} memory on this subject: "
-                        f"{memories[j].id[:8]}"
-                    )
-                    ranked[row] = (c.score, clock, where, c)
-                    break
+                _, clock, where, c = ranked[row]
+                ahead = ranked[rows[j]][3].score
+                c.time *= ranking.SUPERSEDED_BY_NEWER
+                c.score = min(
+                    c.score * ranking.SUPERSEDED_BY_NEWER, ahead * ranking.BEHIND_ON_SUBJECT
+                )
+                c.notes.append(
+                    f"{'newer' if newer else 'older'} memory on this subject: {memories[j].id[:8]}"
+                )
+                ranked[row] = (c.score, clock, where, c)
+                break
 
 
 def _ordinariness(
