@@ -229,3 +229,26 @@ def test_a_library_recall_answers_in_full_unless_it_asks_for_a_partial_answer(
     assert not full.partial and full.unembedded == 0
     assert full[0].memory.content.startswith("Jobs go through the Postgres queue")
     assert full[0].vector > 0.3
+
+
+def test_a_write_after_a_bulk_import_does_not_wait_for_its_embedding(
+    home_store: Engram, tmp_path: Path
+) -> None:
+    """The near-duplicate check of `remember` compares with what is embedded; it does not
+    embed a bulk import first (3,000 imported memories made the next `remember` take 11.5 s)."""
+    home_store.remember("Jobs go through the Postgres queue, never through Redis", kind="decision")
+    imported = Engram().import_from(memory_graph(tmp_path / "memory.jsonl", 300))
+    assert imported.counts()["memory.created"] == 300
+    started = time.perf_counter()
+    first = Engram().remember("Deploys need the VPN connected first", kind="gotcha")
+    spent = time.perf_counter() - started
+    assert first.uncompared == 300 and not first.duplicate
+    assert spent < 10.0, spent
+    said = cli("remember", "Staging deploys run from the release branch", "--kind", "fact")
+    assert said.exit_code == 0, said.output
+    assert "not compared with 300 memories that have no vector yet" in said.output
+
+    assert Engram().recall("which queue do jobs go through")  # a library recall embeds them
+    again = Engram().remember("Deploys need the VPN connected first", kind="gotcha")
+    assert again.duplicate and again.uncompared == 0
+    assert "not compared" not in cli("remember", "Builds cache pip wheels", "--kind", "fact").output

@@ -200,6 +200,11 @@ def remember(
 
             echo(f"    the new text differs from {short} in {describe_differences(found)}")
         echo(f"    if {short} is now wrong, replace it: engram remember ... --supersedes {short}")
+    if result.uncompared:
+        echo(
+            f"  not compared with {result.uncompared:,} memories that have no vector yet "
+            "(a bulk write being embedded; `engram reindex` embeds them now)"
+        )
 
 
 @click.command()

@@ -29,9 +29,12 @@ def near(
     kind: str,
     tags: Sequence[str],
     project: Mapping[str, Any] | None = None,
-) -> tuple[tuple[mem.Memory, float] | None, list[tuple[mem.Memory, float, tuple[Difference, ...]]]]:
-    """The near-duplicate of `content` among active memories, and the related ones with
-    what they say otherwise (`engram.search.neardup.differences`).
+) -> tuple[
+    tuple[mem.Memory, float] | None, list[tuple[mem.Memory, float, tuple[Difference, ...]]], int
+]:
+    """The near-duplicate of `content` among active memories, the related ones with what
+    they say otherwise (`engram.search.neardup.differences`), and how many memories were left
+    out of the comparison as they have no vector yet (`_waiting`).
 
     A memory is a near-duplicate when it is as similar as `remember.duplicate_similarity`
     (or the same text but for case, punctuation and spacing) and says the same facts: a
@@ -45,17 +48,14 @@ def near(
     """
     embedder = workspace.embedder(store)
     if embedder is None:
-        return None, []
+        return None, [], 0
     search = workspace.search(store)
     proj = workspace.projection(store)
-    # Fold the changes since the vector index was saved into it once there are enough of
-    # them (`search.vector_flush`), as recall does, so that the comparisons with changed
-    # memories each write makes stay few.
-    search.sync_vectors(embedder, settings)
+    waiting = _waiting(workspace, store, settings)
     # Embedded as the index embeds a memory (with its kind and tags), so that it is
     # compared like with like, and cached, so indexing it later does not embed it again.
     vector, _ = embed_with_cache(embedder, search.embeddings, [embedding_text(kind, tags, content)])
-    near = search.nearest(embedder, vector[0], limit=8)
+    near = search.nearest(embedder, vector[0], limit=8, skip=waiting)
     found = proj.memories_by_id([i for i, _ in near])
     now = ev.utc_now()
     related = []
@@ -71,10 +71,10 @@ def near(
         found_differences = differences(memory.content, content)
         if close and not found_differences:
             if same_reach(store, memory, project or {}):
-                return (memory, similarity), []
+                return (memory, similarity), [], len(waiting)
             continue  # the same, for another project: neither a duplicate nor different
         related.append((memory, similarity, found_differences))
-    return None, related
+    return None, related, len(waiting)
 
 
 def stored_as(
@@ -89,12 +89,14 @@ def stored_as(
     if embedder is None:
         return None
     search = workspace.search(store)
-    search.sync_vectors(embedder, workspace.settings(store))
+    waiting = _waiting(workspace, store, workspace.settings(store))
     content = data["content"]
     vector, _ = embed_with_cache(
         embedder, search.embeddings, [embedding_text(data["kind"], data["tags"], content)]
     )
-    near = [i for i, _ in search.nearest(embedder, vector[0], limit=8) if i not in skip]
+    near = [
+        i for i, _ in search.nearest(embedder, vector[0], limit=8, skip=waiting) if i not in skip
+    ]
     now = ev.utc_now()
     for memory in workspace.projection(store).memories_by_id(near).values():
         if (
@@ -121,3 +123,22 @@ def same_reach(store: Store, memory: mem.Memory, new: Mapping[str, Any]) -> bool
 def normalised(text: str) -> str:
     """Text compared for duplicates: case, punctuation and spacing do not count."""
     return " ".join("".join(c if c.isalnum() else " " for c in text.casefold()).split())
+
+
+def _waiting(workspace: Workspace, store: Store, settings: Settings) -> frozenset[str]:
+    """Changed memories a write's comparison leaves out: none, once their vectors are folded
+    into the index (`search.vector_flush` of them at a time, as recall does, so that the
+    comparisons each write makes stay few); but after a bulk write of more than
+    `backlog.INLINE` memories without a vector, those, rather than embedding them while the
+    write waits (tens of seconds for thousands). They are compared once embedded."""
+    from ..search.backlog import INLINE
+
+    embedder = workspace.embedder(store)
+    assert embedder is not None
+    search = workspace.search(store)
+    if workspace.projection(store).dirty_count("vec") > INLINE:
+        waiting = search.unembedded(embedder)
+        if len(waiting) > INLINE:
+            return frozenset(waiting)
+    search.sync_vectors(embedder, settings)
+    return frozenset()

@@ -41,6 +41,8 @@ class Remembered:
     # For related memories that say a different number, version, path, ... than the new text
     # (however similar): (memory id, what differs). Such a memory is never reinforced.
     differences: tuple[tuple[str, tuple[Difference, ...]], ...] = ()
+    # Memories the near-duplicate check left out: without a vector yet after a bulk write.
+    uncompared: int = 0
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name == "memory":
@@ -64,6 +66,7 @@ class Remembered:
                 }
                 for m, sim in self.related
             ],
+            **({"uncompared": self.uncompared} if self.uncompared else {}),
         }
 
 
@@ -176,9 +179,10 @@ class Memories:
                 return Remembered(self.workspace.find_memory(same.id)[1])
 
         related: list[tuple[mem.Memory, float, tuple[Difference, ...]]] = []
+        uncompared = 0
         if check and not old:
             # `content` passed the secret checks above: the reinforcement below keeps it.
-            duplicate, related = duplicates.near(
+            duplicate, related, uncompared = duplicates.near(
                 self.workspace,
                 store,
                 settings,
@@ -198,6 +202,7 @@ class Memories:
                     self.workspace.find_memory(existing.id)[1],
                     duplicate=True,
                     related=((existing, similarity),),
+                    uncompared=uncompared,
                 )
         items = [("memory.created", data)]
         items += [("memory.superseded", {"memory": m.id, "by": data["memory"]}) for _, m in old]
@@ -208,6 +213,7 @@ class Memories:
             mem.Memory.from_dict({**memory.to_dict(), "store": store.kind}),
             related=tuple((m, sim) for m, sim, _ in related),
             differences=tuple((m.id, found) for m, _, found in related if found),
+            uncompared=uncompared,
         )
 
     @staticmethod

@@ -217,6 +217,11 @@ def remembered(result: Any) -> RememberResult:
         )
     else:
         note = f"remembered {result.memory.id[:8]} in the {result.memory.store} store"
+    if result.uncompared:
+        note += (
+            f"; not compared with {result.uncompared:,} memories that have no vector yet "
+            "(a bulk write being embedded)"
+        )
     return RememberResult(
         memory=memory_view(result.memory, limit=None),
         duplicate=result.duplicate,

@@ -432,11 +432,15 @@ class StoreSearch:
         return backlog.run(step, wait=wait)
 
     def nearest(
-        self, embedder: Embedder, vector: np.ndarray, limit: int = 5
+        self,
+        embedder: Embedder,
+        vector: np.ndarray,
+        limit: int = 5,
+        skip: frozenset[str] = frozenset(),
     ) -> list[tuple[str, float]]:
         """The most similar memories to a vector, without touching any index file (memories
-        changed since the vector index was saved are compared directly)."""
-        scores = self._scores(embedder, vector, limit)
+        changed since the vector index was saved are compared directly, but for `skip`)."""
+        scores = self._scores(embedder, vector, limit, skip=skip)
         return sorted(scores.items(), key=lambda item: item[1], reverse=True)[:limit]
 
     def _scores(
