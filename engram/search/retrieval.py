@@ -154,7 +154,7 @@ class StoreSearch:
             report is None
             and self._text is not None
             and not self.read_only
-            and self._quiet.get("text") == proj.generation()
+            and self._quiet.get("text") == (proj.generation(), self._text.files())
         ):
             return SyncReport()  # nothing changed since a sync that had nothing to do
         report = report or SyncReport()
@@ -172,7 +172,9 @@ class StoreSearch:
             marks = proj.dirty("text")
             if not marks:
                 if not report.rebuilt:
-                    self._quiet["text"] = generation
+                    # With its files as they are now: one overwritten in place under this
+                    # process (damage) is checked for again at the next recall.
+                    self._quiet["text"] = (generation, text.files())
                 return report
             ids = [m for m, _ in marks]
             try:

@@ -135,6 +135,15 @@ class TextIndex:
     def intact(self) -> bool:
         return self.path is None or intact(self.path)
 
+    def files(self) -> dict[str, list[int]] | None:
+        """Size and modification time of the index's files now (None in memory or unreadable)."""
+        if self.path is None:
+            return None
+        try:
+            return _stamp(self.path)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
     def update(self, batches: Iterable[tuple[Sequence[tuple[str, str]], Iterable[str]]]) -> int:
         """Apply (upserts, deletes) batches with one writer and one commit; returns documents
         written. Upserts replace documents by id."""
