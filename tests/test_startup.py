@@ -84,6 +84,18 @@ def test_each_command_is_found_where_the_group_says_and_loads_only_its_family(
     assert family_modules <= loaded_modules("--help", cwd=tmp_path)
 
 
+def test_a_recall_by_words_loads_no_lock_package_embedding_or_mcp(tmp_path: Path) -> None:
+    engram = Engram()
+    engram.init()
+    engram.config_set("search.model", "off")
+    engram.remember("pytest fixtures are scoped per module here")
+    engram.close()
+    assert run_engram("recall", "pytest", cwd=tmp_path).returncode == 0  # caches built
+    names = loaded("recall", "pytest", cwd=tmp_path)
+    assert heavy(names) == {"tantivy"}
+    assert "filelock" not in names  # the index lock is flock(2), not the 30 ms package
+
+
 def test_status_loads_git_but_no_search_embedding_or_mcp(project: Path) -> None:
     Engram(cwd=project).remember("the build needs node 22")
     assert heavy(loaded("status", cwd=project)) == {"pygit2"}

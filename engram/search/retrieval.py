@@ -94,11 +94,11 @@ class StoreSearch:
 
     @contextmanager
     def lock(self) -> Iterator[None]:
-        from filelock import FileLock
+        from ..base.locks import FileLock
 
         try:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(self.cache_dir / INDEX_LOCK, timeout=120, thread_local=False)
+            lock = FileLock(self.cache_dir / INDEX_LOCK, timeout=120)
             lock.acquire()
         except OSError as exc:
             if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):

@@ -90,21 +90,16 @@ class StoreLock:
         self._lock: Any = None
 
     def __enter__(self) -> Store:
-        from filelock import FileLock, Timeout  # ~15 ms to import: only when writing
+        from ..base.locks import FileLock, LockTimeout
 
         try:
             self.store.local_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise unwritable(self.store, exc) from None
-        self._lock = FileLock(
-            self.store.local_dir / WRITE_LOCK,
-            timeout=self.timeout,
-            poll_interval=0.002,
-            thread_local=False,
-        )
+        self._lock = FileLock(self.store.local_dir / WRITE_LOCK, self.timeout, poll=0.002)
         try:
             self._lock.acquire()
-        except Timeout:
+        except LockTimeout:
             raise EngramError(
                 f"another Engram process has held the write lock of {self.store.root} for "
                 f"{self.timeout:.0f}s; wait for it to finish or stop it"

@@ -130,31 +130,17 @@ def read(path: Path) -> dict[str, Any] | None:
 def _locked(path: Path) -> Iterator[None]:
     """`path` locked for this process (freed by the OS if it dies); waits LOCK_SECONDS at
     most, then raises EngramError: a hook gives up rather than hold up its client."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: filelock (~30 ms to import, so only there)
-        from filelock import FileLock, Timeout
+    from ...base.locks import FileLock, LockTimeout
 
-        try:
-            with FileLock(path, timeout=LOCK_SECONDS, thread_local=False):
-                yield
-        except Timeout:
-            raise EngramError(f"{path} stayed locked for {LOCK_SECONDS:.0f}s") from None
-        return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    lock = FileLock(path, timeout=LOCK_SECONDS, poll=0.005, mode=0o600)
     try:
-        deadline = time.monotonic() + LOCK_SECONDS
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise EngramError(f"{path} stayed locked for {LOCK_SECONDS:.0f}s") from None
-                time.sleep(0.005)
+        lock.acquire()
+    except LockTimeout:
+        raise EngramError(f"{path} stayed locked for {LOCK_SECONDS:.0f}s") from None
+    try:
         yield
     finally:
-        os.close(fd)  # closing frees the lock
+        lock.release()
 
 
 @contextmanager
