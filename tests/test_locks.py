@@ -83,3 +83,26 @@ def test_two_locks_in_one_process_exclude_each_other(tmp_path: Path) -> None:
             FileLock(path, timeout=0.1).acquire()
     with FileLock(path, timeout=1):  # released: taken again at once
         pass
+
+
+def test_a_second_embedder_of_the_same_store_steps_aside_then_waits_its_turn(
+    tmp_path: Path,
+) -> None:
+    """The embedding backlog's lock: a recall that must not wait embeds nothing while another
+    process embeds for the store; one that waits embeds once that process is done."""
+    from engram.search.backlog import EMBED_LOCK, Backlog
+    from engram.search.embed import EmbeddingCache, load_embedder
+
+    cache = EmbeddingCache(tmp_path / "embeddings.sqlite3")
+    texts = ["gotcha: the upload worker retries forever on a 409", "decision: ULIDs for event ids"]
+    backlog = Backlog("store", load_embedder("builtin"), cache, texts)
+    child = holder(tmp_path / EMBED_LOCK, 1.5)
+    try:
+        assert backlog.run(wait=False) == 0
+        started = time.monotonic()
+        assert backlog.run(wait=True) == 2
+        waited = time.monotonic() - started
+    finally:
+        child.wait(timeout=10)
+        cache.close()
+    assert waited > 0.3  # it waited for the other embedder rather than embedding beside it

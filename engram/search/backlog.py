@@ -15,6 +15,7 @@ next recall finds every vector cached and folds them into the vector index in a 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -55,20 +56,18 @@ class Backlog:
         """Embed every text the cache still lacks; `progress(done, total)` after each batch.
         Returns how many were embedded; without `wait`, none when another process or thread is
         embedding for this store already."""
-        from filelock import FileLock, Timeout
+        from ..base.locks import FileLock, LockTimeout
 
         cache = self.cache
         own = EmbeddingCache(cache.path) if cache.path.exists() else cache
         # One embedder per store at a time: a second one waits, then finds the texts cached.
         lock: Any = contextlib.nullcontext()
         if cache.path.parent.is_dir() and os.access(cache.path.parent, os.W_OK):
-            lock = FileLock(
-                cache.path.parent / EMBED_LOCK, thread_local=False, timeout=-1 if wait else 0
-            )
+            lock = FileLock(cache.path.parent / EMBED_LOCK, timeout=math.inf if wait else 0)
         try:
             with lock:
                 embedded = self._embed(own, progress)
-        except Timeout:
+        except LockTimeout:
             embedded = 0
         finally:
             if own is not cache:

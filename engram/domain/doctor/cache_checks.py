@@ -48,15 +48,15 @@ def _sqlite_problem(path: Path, table: str) -> str | None:
 
 def cache_lock(store: Store) -> contextlib.AbstractContextManager[Any]:
     """The search index lock, so that no index is caught half-saved; skipped if unavailable."""
-    from filelock import FileLock, Timeout
+    from ...base.locks import FileLock, LockTimeout
 
     cache = layout.cache_dir(store.local_dir)
     if not cache.is_dir():
         return contextlib.nullcontext()
-    lock = FileLock(cache / layout.INDEX_LOCK, timeout=5, thread_local=False)
+    lock = FileLock(cache / layout.INDEX_LOCK, timeout=5)
     try:
         lock.acquire()
-    except (Timeout, OSError):
+    except (LockTimeout, OSError):
         return contextlib.nullcontext()
 
     @contextlib.contextmanager

