@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .base import classcode
+
+classcode.install()  # dataclass methods compiled once per Python, not in every process
+
 __version__ = "0.1.0"
 
 __all__ = [

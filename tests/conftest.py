@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,11 @@ import pytest
 from click.testing import CliRunner, Result
 from pygit2.enums import ConfigLevel
 
-from engram.api import Engram
+# Before Engram is imported: what the test process itself caches (the compiled code of Engram's
+# dataclasses, `engram.base.classcode`) goes to a directory of its own, not the real ~/.cache.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="engram-tests-cache-")
+
+from engram.api import Engram  # noqa: E402
 
 ACTOR = "Test Agent <agent@example.com>"
 GIT_ENV = {
@@ -38,6 +43,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("ENGRAM_HOME", str(home / ".engram"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
     monkeypatch.setenv("GIT_CONFIG_SYSTEM", os.devnull)
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")

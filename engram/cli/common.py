@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
+from ..base import classcode
 from ..base.display import echo, visible_json
 from ..base.errors import EngramError
 
@@ -83,6 +84,7 @@ def end_process(code: object) -> None:
     if threading.active_count() == 1 and not any(
         name in sys.modules for name in ("engram.mcp.server", "engram.mcp.http")
     ):
+        classcode.save()  # what `atexit` would have written
         try:
             sys.stdout.flush()
             sys.stderr.flush()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -172,7 +171,17 @@ def parse_time(text: str) -> datetime:
 
 
 def machine_name() -> str:
-    return os.environ.get("ENGRAM_MACHINE") or socket.gethostname() or "unknown"
+    return os.environ.get("ENGRAM_MACHINE") or _host_name() or "unknown"
+
+
+def _host_name() -> str:
+    """The host's name, as `socket.gethostname()` gives it (without importing `socket`, a few
+    milliseconds of every command, where `os.uname` exists)."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()
 
 
 def one_line(text: object, width: int = 60) -> str:
