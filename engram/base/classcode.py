@@ -129,7 +129,7 @@ def save() -> None:
     """Write the code compiled in this process into the cache, if there is any (the `engram`
     command calls this before it ends without the interpreter's teardown)."""
     with _lock:
-        if not _new or sys.dont_write_bytecode:  # -B / PYTHONDONTWRITEBYTECODE: as for .pyc
+        if not _new:
             return
         blobs = dict(_blobs or {})
         for module in _new:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-VERSION = 12  # bump when the schema or a fold changes: caches rebuild themselves
+VERSION = 13  # bump when the schema or a fold changes: caches rebuild themselves
 
 # A task is stored as its own fields (`tasks.body`, without progress and failures), a row per
 # progress item and a row per failure, and the (clock, id) of the last event folded into it: a
@@ -35,7 +35,9 @@ CREATE TABLE events (
     machine TEXT, entity TEXT, task TEXT, body BLOB
 );
 CREATE INDEX events_order ON events (clock, id);
-CREATE INDEX events_entity ON events (entity, clock, id);
+CREATE INDEX events_entity ON events (entity, clock, id, session);
+CREATE INDEX events_memory_session ON events (session, entity, clock)
+    WHERE kind = 'memory.created';
 CREATE INDEX events_task ON events (task, clock, id);
 CREATE TABLE memories (
     id TEXT PRIMARY KEY, status TEXT, kind TEXT, scope TEXT, source TEXT, importance REAL,

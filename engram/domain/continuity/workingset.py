@@ -40,12 +40,13 @@ def pin(top: Path, files: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     from ...git.tracked import work_tree_blob
 
     repo = _tracked(top) if files else None
+    lasts = repo.last_commits([str(item["path"]) for item in files]) if repo is not None else {}
     for item in files:
         item.pop("uncommitted", None)
         item.pop("missing", None)
         path = str(item["path"])
         blob = work_tree_blob(top, path)
-        last = repo.last_commit(path) if repo is not None else None
+        last = lasts.get(path)
         if blob is None:
             item.pop("blob", None)
             item["commit"] = None
@@ -100,15 +101,17 @@ def current(top: Path, files: Sequence[Mapping[str, Any]]) -> list[FileState]:
     from ...git.tracked import work_tree_blob
 
     repo = _tracked(top) if files else None
+    entries = pinned(list(files))
+    lasts = repo.last_commits([str(i["path"]) for i in entries]) if repo is not None else {}
     out = []
-    for item in pinned(list(files)):
+    for item in entries:
         path = str(item["path"])
         commit = item.get("commit") if isinstance(item.get("commit"), str) else None
         then = item.get("blob") if isinstance(item.get("blob"), str) else None
         if then is None and commit and repo is not None:
             then = repo.blob_at(commit, path)
         now_blob = work_tree_blob(top, path)
-        last = repo.last_commit(path) if repo is not None else None
+        last = lasts.get(path)
         if now_blob is None:
             state, now = "missing", None
         elif then is None:
