@@ -772,7 +772,7 @@ def stage_sync(work: Path, p: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     from engram.api import Engram
-    from engram.git.sync import sync
+    from engram.domain.syncing import sync
     from engram.search.embed import EmbeddingCache, content_hash, load_embedder
     from engram.search.retrieval import embedding_text
 

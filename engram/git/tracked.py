@@ -111,14 +111,14 @@ class TrackedFiles:
         head = self.head
         out_map: dict[str, str | None] = {}
         for path in wanted:
-            commit = found.get(path)
+            last = found.get(path)
             if path not in plain or (
-                commit is not None
+                last is not None
                 and head is not None
-                and self.blob_at(commit, path) != self.blob_at(head, path)
+                and self.blob_at(last, path) != self.blob_at(head, path)
             ):
-                commit = self.last_commit(path)
-            out_map[path] = commit
+                last = self.last_commit(path)
+            out_map[path] = last
         return out_map
 
     def commits_since(
