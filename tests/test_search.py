@@ -312,3 +312,37 @@ def test_every_vector_is_found_by_itself_below_the_exact_search_size(tmp_path: P
     assert [s for _, s in top] == sorted((s for _, s in top), reverse=True)
     # From the size setting on, the graph answers (approximate, so only the best is checked).
     assert index.search(vectors[0], 10, exact_below=0)[0][0] == ids[0]
+
+
+def test_vectors_handed_back_unchanged_stay_linked_and_a_changed_one_is_replaced(
+    tmp_path: Path,
+) -> None:
+    """A read model built again hands every vector back: the graph keeps those it holds as they
+    are (none is linked again) and replaces only a vector that changed."""
+    import numpy as np
+
+    from engram.search.vectors import VectorIndex, id_of
+
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((300, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [id_of(2_000_000 + n) for n in range(len(vectors))]
+    index = VectorIndex(tmp_path / "vectors.usearch", "test-model", 384)
+    index.update(dict(zip(ids, vectors, strict=True)), [])
+    added: list[int] = []
+    real_add = index.index.add
+
+    def counted(keys: object, *args: object, **kwargs: object) -> object:
+        added.append(len(np.atleast_1d(np.asarray(keys))))
+        return real_add(keys, *args, **kwargs)
+
+    index.index.add = counted
+    index.update(dict(zip(ids, vectors, strict=True)), [])
+    assert added == [] and len(index) == 300
+    moved = vectors[5] * -1.0
+    index.update({ids[5]: moved, ids[6]: vectors[6], id_of(3_000_000): vectors[7]}, [ids[8]])
+    assert added == [2] and len(index) == 300  # the moved one and the new one; one deleted
+    assert index.search(moved, 1)[0][0] == ids[5]
+    assert index.vector(ids[8]) is None
+    index.update({ids[9]: vectors[9]}, [])  # one vector, already there
+    assert added == [2]

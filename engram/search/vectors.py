@@ -111,15 +111,37 @@ class VectorIndex:
         return self._new()
 
     def update(self, upserts: dict[str, np.ndarray], deletes: Iterable[str]) -> None:
+        """Remove `deletes`, and add or replace `upserts`. A memory already in the graph with the
+        very same vector is left where it is: a read model built again (a new Engram version,
+        a damaged cache) hands every vector back, and linking 100,000 of them into the graph
+        again took longer than embedding them had."""
         index = self.index
-        for memory_id in [*deletes, *upserts]:
+        for memory_id in deletes:
             key = key_of(memory_id)
             if index.contains(key):
                 index.remove(key)
-        if upserts:
-            keys = np.array([key_of(m) for m in upserts], dtype=np.uint64)
-            vectors = np.stack(list(upserts.values())).astype(np.float32)
-            index.add(keys, vectors, threads=INSERT_THREADS)
+        if not upserts:
+            return
+        keys = np.array([key_of(m) for m in upserts], dtype=np.uint64)
+        vectors = np.stack(list(upserts.values())).astype(np.float32)
+        changed = np.ones(len(keys), dtype=bool)
+        if len(index):
+            present = np.atleast_1d(np.asarray(index.contains(keys), dtype=bool))
+            if present.any():
+                stored = index.get(keys[present])
+                rows = stored if isinstance(stored, tuple) else list(stored.reshape(-1, self.dim))
+                same = np.array(
+                    [
+                        row is not None and np.array_equal(np.asarray(row, np.float32), new)
+                        for row, new in zip(rows, vectors[present], strict=True)
+                    ],
+                    dtype=bool,
+                )
+                changed[np.flatnonzero(present)[same]] = False
+                for key in keys[present][~same]:
+                    index.remove(int(key))
+        if changed.any():
+            index.add(keys[changed], vectors[changed], threads=INSERT_THREADS)
 
     def save(self) -> None:
         """Write the index then its sidecar, each by rename: a crash leaves the old pair or a
