@@ -528,6 +528,8 @@ def last_written_line(store: Any) -> tuple[bytes, int]:
     """The last line the store's writer appended, and how many events wait for a commit."""
     state = json.loads((store.local_dir / "writer.json").read_text())
     path = store.root / state["segment"]
+    if not path.exists():  # folded into a compacted file since (the store compacts itself)
+        path = max((store.root / "events").rglob("*.jsonl"), key=lambda f: f.stat().st_mtime_ns)
     with open(path, "rb") as fh:
         fh.seek(max(0, path.stat().st_size - 65536))
         tail = fh.read()

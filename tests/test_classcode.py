@@ -99,3 +99,32 @@ def test_classes_of_other_modules_are_left_to_python(monkeypatch: pytest.MonkeyP
     exec(compile(source, "<probe>", "exec"), module.__dict__)
     assert classcode.compiled == before and module.__name__ not in classcode._codes
     assert module.Point(1, 2) == module.Point(1, 2)
+
+
+def test_an_mcp_server_ended_by_a_signal_has_kept_its_classes(tmp_path: Path) -> None:
+    """A client ends its server with SIGTERM or a kill, which `atexit` never sees: the server
+    keeps its code as soon as it is built."""
+    import marshal
+    import signal
+    import time
+
+    from test_mcp import SERVE_MODULE
+
+    cache = tmp_path / "cache"
+    server = subprocess.Popen(
+        [sys.executable, "-m", SERVE_MODULE, "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "XDG_CACHE_HOME": str(cache)},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list((cache / "engram").glob("classcode-*.marshal")):
+            assert time.monotonic() < deadline and server.poll() is None
+            time.sleep(0.1)
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=30)
+    modules = marshal.loads(cache_file(cache).read_bytes())
+    assert any(name.startswith("engram.mcp") for name in modules)

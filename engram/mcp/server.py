@@ -251,6 +251,9 @@ def serve_stdio(
     status. Without `cwd`, the stores are those of the client's project: its roots if it
     offers them, else WORKSPACE_FOLDER_PATHS, else the working directory."""
     server, runtime = build(cwd=cwd, agent=agent, actor=actor, scopes=scopes, roots=True)
+    from ..base import classcode
+
+    classcode.save()  # a server is often ended by a signal, which `atexit` never sees
     terminated = False
 
     async def main() -> None:
