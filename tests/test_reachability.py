@@ -171,3 +171,29 @@ def test_one_vector_is_checked_as_many_are() -> None:
     ]
     for key in lost[:3]:
         assert unreachable_keys(index, keys=np.asarray([key], dtype=np.uint64)) == [key]
+
+
+def test_nearness_to_ordinary_text_follows_each_change_of_a_vector(tmp_path: Path) -> None:
+    """`VectorIndex.nearness` keeps what it worked out while a vector stays the same: a vector
+    replaced or removed is not judged by its old self."""
+    from engram.search.ranking import nearest_mean
+
+    rng = np.random.default_rng(11)
+
+    def unit(rows: int) -> np.ndarray:
+        v = rng.normal(size=(rows, 16)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    background, first, second = unit(30), unit(1)[0], unit(1)[0]
+    index = VectorIndex(tmp_path / "vectors.usearch", "test-model", 16)
+    memory = id_of(12345)
+    index.update({memory: first}, [])
+    assert index.nearness([memory], background)[memory] == pytest.approx(
+        float(nearest_mean(first @ background.T)), abs=1e-6
+    )
+    index.update({memory: second}, [])
+    assert index.nearness([memory], background)[memory] == pytest.approx(
+        float(nearest_mean(second @ background.T)), abs=1e-6
+    )
+    index.update({}, [memory])
+    assert index.nearness([memory], background) == {}

@@ -82,3 +82,30 @@ def _meaning_of_first(query: str) -> tuple[str, float]:
     with Engram() as engram:
         hit = engram.recall(query, k=1)[0]
     return hit.memory.content, hit.evidence.meaning
+
+
+def test_an_edited_memory_is_as_ordinary_as_its_new_text_in_a_long_lived_process(
+    home_store: Engram,
+) -> None:
+    """How ordinary a stored vector is, is worked out once per process; a memory whose text
+    changes (here through `update`, in the same process, after the vector index was saved)
+    is judged by its new text, as a new process judges it."""
+    for text, kind, tags in CODING:
+        home_store.remember(text, kind=kind, tags=tags, check_duplicates=False)
+    general = home_store.remember(GENERAL, kind="fact", check_duplicates=False).id
+    home_store.config_set("recall.min_relevance", "0")
+    home_store.reindex()  # the vector index saved: the general note's vector is in it
+    query = "what does the API give back, and how do I get the next page?"
+
+    def ordinary(engram: Engram) -> float:
+        return next(
+            h for h in engram.recall(query, k=50) if h.memory.id == general
+        ).evidence.ordinary
+
+    before = ordinary(home_store)
+    home_store.update(general, content="Kafka consumer lag alarms page the on-call at 5000.")
+    after = ordinary(home_store)
+    home_store.close()
+    with Engram() as fresh:
+        assert ordinary(fresh) == pytest.approx(after, abs=1e-6)
+    assert after < before - 0.01, (before, after)

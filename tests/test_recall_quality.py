@@ -10,6 +10,8 @@ import pytest
 from conftest import cli
 
 from engram.api import Engram
+from engram.search import ranking
+from engram.search.hits import Hit
 from engram.storage import events as ev
 
 # A small project store: (text, kind, tags, age in days).
@@ -191,25 +193,29 @@ def test_explain_shows_each_part(store: dict[str, str]) -> None:
         assert part in result.output
 
 
+# A conversation's turns: the third answers a question about the first in other words.
+BOOK_CLUB = [
+    "Ana: I finally went to the book club at the library on Tuesday",
+    "Ben: Nice! What did the group pick?",
+    "Ana: A funny science fiction classic about a towel and the number 42",
+    "Ben: My brother is moving to Lisbon next month",
+    "Ana: I bought a new bike, a blue one with a basket",
+    "Ben: The plumber finally fixed the kitchen sink",
+    "Ana: I am training for a half marathon in the spring",
+    "Ben: We adopted a cat from the shelter, she is called Miso",
+    "Ana: My favourite film this year was a documentary about octopuses",
+    "Ben: I read an article about the history of maps",
+    "Ana: The new coffee place downtown has great pastries",
+    "Ben: I started learning to play the piano",
+]
+
+
 def test_a_turn_next_to_the_one_that_names_the_question_is_found(home_store: Engram) -> None:
     """Memories written together are context for each other: the answer ("a science fiction
     classic about a towel") shares nothing with the question; the turns before it name the book
     club. Without context, turns about other things score as high as the answer."""
     moment = ev.utc_now() - timedelta(days=3)
-    turns = [
-        "Ana: I finally went to the book club at the library on Tuesday",
-        "Ben: Nice! What did the group pick?",
-        "Ana: A funny science fiction classic about a towel and the number 42",
-        "Ben: My brother is moving to Lisbon next month",
-        "Ana: I bought a new bike, a blue one with a basket",
-        "Ben: The plumber finally fixed the kitchen sink",
-        "Ana: I am training for a half marathon in the spring",
-        "Ben: We adopted a cat from the shelter, she is called Miso",
-        "Ana: My favourite film this year was a documentary about octopuses",
-        "Ben: I read an article about the history of maps",
-        "Ana: The new coffee place downtown has great pastries",
-        "Ben: I started learning to play the piano",
-    ]
+    turns = BOOK_CLUB
     ids = [home_store.remember(t, at=moment, check_duplicates=False).id for t in turns]
     home_store.close()
     question = "which book did the reading group choose?"
@@ -226,6 +232,35 @@ def test_a_turn_next_to_the_one_that_names_the_question_is_found(home_store: Eng
     assert ids[2] in [h.memory.id for h in hit]
     assert with_context > 0.1 and with_context > without + 0.1, (with_context, without)
     assert next(h for h in hit if h.memory.id == ids[2]).explain()["context"] > 0
+
+
+@pytest.mark.parametrize("most_relevant", [ranking.CONTEXT_TOP, 1])
+def test_a_turn_too_weak_on_its_own_is_still_recalled_through_its_neighbour(
+    home_store: Engram, monkeypatch: pytest.MonkeyPatch, most_relevant: int
+) -> None:
+    """Recall reads only the candidates relevant enough to be kept, and those written next to
+    the most relevant: a turn below `recall.min_relevance` on its own evidence is still found
+    when the turn next to it lends it enough (with one most relevant, enough of them are
+    relevant on their own, and the neighbour is read for its neighbour alone)."""
+    monkeypatch.setattr(ranking, "CONTEXT_TOP", most_relevant)
+    moment = ev.utc_now() - timedelta(days=3)
+    ids = [home_store.remember(t, at=moment, check_duplicates=False).id for t in BOOK_CLUB]
+    question = "which book did the reading group choose?"
+    home_store.config_set("recall.min_relevance", "0")
+
+    def answer(engram: Engram) -> Hit | None:
+        return next((h for h in engram.recall(question, k=10) if h.memory.id == ids[2]), None)
+
+    lent = answer(home_store)
+    home_store.config_set("recall.context", "0")
+    alone = answer(home_store)
+    assert lent is not None and alone is not None
+    on, off = lent.evidence.relevance, alone.evidence.relevance
+    assert on > off + 0.05, (on, off)
+    home_store.config_set("recall.min_relevance", f"{(on + off) / 2:.4f}")
+    assert answer(home_store) is None  # too weak on its own
+    home_store.config_set("recall.context", "0.5")
+    assert answer(home_store) is not None
 
 
 def test_context_leaves_independent_memories_alone(store: dict[str, str]) -> None:

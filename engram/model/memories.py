@@ -133,6 +133,9 @@ class Head(NamedTuple):
     reinforced: int
     updated_clock: int
     tags: frozenset[str] = frozenset()
+    # Where it is seen (a memory of the personal store may belong to one project).
+    project: str | None = None
+    project_remote: str | None = None
 
     def valid_at(self, moment: datetime) -> bool:
         return valid_at(self.valid_from, self.valid_until, moment)

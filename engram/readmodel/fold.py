@@ -137,7 +137,7 @@ def refold(
         # The search indexes catch up from the dirty lists when they are next used.
         mark(db, entity, gen)
         db.execute(
-            "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 memory.id,
                 memory.status,
@@ -153,6 +153,8 @@ def refold(
                 memory.task,
                 memory.moment,
                 memory.reinforced,
+                memory.project,
+                memory.project_remote,
                 orjson.dumps(memory.to_dict()),
             ),
         )

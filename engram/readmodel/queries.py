@@ -178,21 +178,6 @@ class Queries:
                 out[memory_id] = content
         return out
 
-    @recovering
-    def reaches(self, ids: Sequence[str]) -> dict[str, Reach]:
-        """Where each of these memories is seen (its project and project remote), read from its
-        body without folding it into a `Memory`."""
-        out: dict[str, Reach] = {}
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
-            for memory_id, body in self.db.execute(
-                f"SELECT id, body FROM memories WHERE id IN ({','.join('?' * len(chunk))})",
-                chunk,
-            ):
-                data = orjson.loads(body)
-                out[memory_id] = Reach(data.get("project"), data.get("project_remote"))
-        return out
-
     def dirty_contents(self) -> list[tuple[str, str | None, str | None, list[str]]]:
         """(memory id, content, kind, tags) of every memory whose vector entry is stale, in one
         query; the content is None for an id that is no longer a memory."""
@@ -224,19 +209,30 @@ class Queries:
         marks = ",".join("?" * len(ids))
         rows = self.db.execute(
             f"SELECT id, moment, created_clock FROM memories WHERE id IN ({marks})", list(ids)
-        )
-        for memory_id, moment_text, clock in rows.fetchall():
+        ).fetchall()
+        if not rows:
+            return out
+        # One statement for all of them: for each, the `span` before and the `span` after.
+        parts: list[str] = []
+        args: list[Any] = []
+        for place, (_, _, clock) in enumerate(rows):
+            parts.append(
+                f"SELECT {place}, id, moment FROM (SELECT id, moment FROM memories "
+                "WHERE created_clock < ? ORDER BY created_clock DESC LIMIT ?)"
+            )
+            parts.append(
+                f"SELECT {place}, id, moment FROM (SELECT id, moment FROM memories "
+                "WHERE created_clock > ? ORDER BY created_clock LIMIT ?)"
+            )
+            args += [clock, span, clock, span]
+        near: list[list[tuple[str, str]]] = [[] for _ in rows]
+        for place, other, other_moment in self.db.execute(" UNION ALL ".join(parts), args):
+            near[place].append((other, other_moment))
+        for (memory_id, moment_text, _), found in zip(rows, near, strict=True):
             moment = ev.parse_time(moment_text)
-            near = self.db.execute(
-                "SELECT id, moment FROM (SELECT id, moment FROM memories WHERE created_clock < ? "
-                "ORDER BY created_clock DESC LIMIT ?) UNION ALL "
-                "SELECT id, moment FROM (SELECT id, moment FROM memories WHERE created_clock > ? "
-                "ORDER BY created_clock LIMIT ?)",
-                (clock, span, clock, span),
-            ).fetchall()
             out[memory_id] = [
                 other
-                for other, other_moment in near
+                for other, other_moment in found
                 if abs((ev.parse_time(other_moment) - moment).total_seconds()) <= seconds
             ]
         return out
@@ -291,14 +287,17 @@ class Queries:
                     f"SELECT memory, tag FROM memory_tags WHERE memory IN ({marks})", chunk
                 ):
                     tag_sets.setdefault(memory_id, set()).add(tag)
-            for row in self.db.execute(
+            for *row, project, remote in self.db.execute(
                 "SELECT id, status, kind, scope, task, moment, valid_from, valid_until, "
-                f"importance, reinforced, updated_clock FROM memories WHERE id IN ({marks})",
+                "importance, reinforced, updated_clock, project, project_remote "
+                f"FROM memories WHERE id IN ({marks})",
                 chunk,
             ):
                 tags_of = frozenset(tag_sets.get(row[0], ()))
                 # The row holds the 11 fields before `tags`, so none is given twice.
-                out[row[0]] = mem.Head(*row, tags=tags_of)  # type: ignore[misc]
+                out[row[0]] = mem.Head(  # type: ignore[misc]
+                    *row, tags=tags_of, project=project, project_remote=remote
+                )
         return out
 
     def problems(self) -> list[Problem]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-VERSION = 13  # bump when the schema or a fold changes: caches rebuild themselves
+VERSION = 14  # bump when the schema or a fold changes: caches rebuild themselves
 
 # A task is stored as its own fields (`tasks.body`, without progress and failures), a row per
 # progress item and a row per failure, and the (clock, id) of the last event folded into it: a
@@ -42,7 +42,8 @@ CREATE INDEX events_task ON events (task, clock, id);
 CREATE TABLE memories (
     id TEXT PRIMARY KEY, status TEXT, kind TEXT, scope TEXT, source TEXT, importance REAL,
     valid_from TEXT, valid_until TEXT, created_clock INTEGER, updated_clock INTEGER,
-    content TEXT, task TEXT, moment TEXT, reinforced INTEGER, body BLOB
+    content TEXT, task TEXT, moment TEXT, reinforced INTEGER, project TEXT, project_remote TEXT,
+    body BLOB
 );
 CREATE TABLE tasks (
     id TEXT PRIMARY KEY, name TEXT, status TEXT, parent TEXT, updated_clock INTEGER, body BLOB,

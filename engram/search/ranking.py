@@ -121,6 +121,9 @@ def nearest_mean(similarities: Any) -> Any:
 
     sims = np.asarray(similarities, dtype=np.float32)
     k = min(ORDINARY_NEIGHBOURS, sims.shape[-1])
+    if k < sims.shape[-1]:  # the k highest, found without sorting the rest
+        sims = -np.partition(-sims, k - 1, axis=-1)[..., :k]
+    # Summed from the highest down, whichever way they were found.
     return -np.sort(-sims, axis=-1)[..., :k].mean(axis=-1)
 
 
@@ -144,6 +147,31 @@ def words_evidence(share: float, specificity: float, identifiers_found: float) -
 
 def relevance(meaning: float, words: float, weight_vector: float) -> float:
     """Noisy OR of the two kinds of evidence; `weight_vector` 0.5 counts both in full."""
+    w_meaning = min(1.0, 2.0 * weight_vector)
+    w_words = min(1.0, 2.0 * (1.0 - weight_vector))
+    return 1.0 - (1.0 - w_meaning * meaning) * (1.0 - w_words * words)
+
+
+def relevances(
+    background: Background,
+    cosines: Any,
+    ordinary: Any,
+    shares: Any,
+    identifiers: Any,
+    specificity: float,
+    weight_vector: float,
+) -> Any:
+    """`relevance` of many candidates at once (arrays of their cosine, ordinariness, share
+    and identifiers found), as `meaning` and `words_evidence` give it, to within rounding:
+    recall reads the memories of only those relevant enough to matter."""
+    import numpy as np
+
+    shares = np.clip(np.asarray(shares, dtype=np.float64), 0.0, 1.0)
+    words = np.maximum(shares**WORDS_POWER * specificity, identifiers)
+    ordinary = np.asarray(ordinary, dtype=np.float64)
+    z = (np.asarray(cosines, dtype=np.float64) - background.mean - ordinary) / background.deviation
+    x = z - MEANING_MIDPOINT - background.discount
+    meaning = np.where(x < -40, 0.0, 1.0 / (1.0 + np.exp(-np.maximum(x, -40.0))))
     w_meaning = min(1.0, 2.0 * weight_vector)
     w_words = min(1.0, 2.0 * (1.0 - weight_vector))
     return 1.0 - (1.0 - w_meaning * meaning) * (1.0 - w_words * words)

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..readmodel.queries import Reach
 from ..storage import events as ev
 from . import pieces, ranking
 from .background import vectors as background_vectors
@@ -24,9 +25,8 @@ from .retrieval import Hit, memory_embedding_text, strength
 
 if TYPE_CHECKING:
     from ..base.config import Settings
-    from ..model.memories import Memory
+    from ..model.memories import Head, Memory
     from ..readmodel.projection import Projection
-    from ..readmodel.queries import Reach
     from ..storage.store import Store
     from .embed import Embedder
     from .retrieval import StoreSearch
@@ -63,6 +63,10 @@ class Filters:
 
 
 Ranked = tuple[float, int, Source, ranking.Candidate]
+
+# How far below `recall.min_relevance` a candidate's relevance, reckoned for all candidates at
+# once, may lie and the candidate still be read (the two reckonings differ in rounding only).
+SLACK = 1e-9
 
 
 def rank(
@@ -144,41 +148,99 @@ def _candidates(
             )
     weight = settings["recall.weight_vector"] if embedder is not None else 0.0
     ids = list(dict.fromkeys([*bm25, *by_pieces, *cosines]))
-    if source.belongs is not None:
-        reaches = proj.reaches(ids)
-        ids = [i for i in ids if i in reaches and source.belongs(reaches[i])]
-    heads = proj.heads(ids, tags=bool(filters.tags))
-    contents: dict[str, str] = {}
+    found: dict[str, float] = {}
     if intent.identifiers and bm25:
         # Only memories BM25 found can hold the identifier's words.
         contents = proj.contents(list(bm25))
-    pool: dict[str, ranking.Candidate] = {}
-    for memory_id in ids:
-        if memory_id not in heads:
-            continue
+        found = {i: ranking.identifiers_found(intent.identifiers, t) for i, t in contents.items()}
+    shares = {i: bm25.get(i, 0.0) / query_weight if query_weight > 0 else 0.0 for i in ids}
+
+    def candidate(memory_id: str) -> ranking.Candidate:
         c = ranking.Candidate(memory_id, cosine=max(0.0, cosines.get(memory_id, 0.0)))
-        c.share = bm25.get(memory_id, 0.0) / query_weight if query_weight > 0 else 0.0
+        c.share = shares[memory_id]
         if memory_id in by_pieces and by_pieces[memory_id][0] > c.share:
             c.share = by_pieces[memory_id][0]
             c.notes.append("a word as a piece of " + ", ".join(by_pieces[memory_id][1][:3]))
-        if memory_id in contents:
-            c.identifiers = ranking.identifiers_found(intent.identifiers, contents[memory_id])
+        c.identifiers = found.get(memory_id, 0.0)
         c.words = ranking.words_evidence(c.share, specificity, c.identifiers)
         if background is not None:
             c.ordinary = ordinary.get(memory_id, 0.0)
             c.meaning = background.meaning(c.cosine, c.ordinary)
             c.crowd = background.crowd if background.discount > 0 else 0
         c.relevance = ranking.relevance(c.meaning, c.words, weight)
-        pool[memory_id] = c
+        return c
+
+    heads: dict[str, Head] = {}
+    pool: dict[str, ranking.Candidate] = {}
+    seen: set[str] = set()
+    verdicts: dict[Reach, bool] = {}
+
+    def read(wanted: list[str]) -> None:
+        """Read these candidates' heads; those that are memories here join the pool."""
+        wanted = [i for i in wanted if i not in seen]
+        seen.update(wanted)
+        found = proj.heads(wanted, tags=bool(filters.tags)) if wanted else {}
+        for memory_id in wanted:
+            head = found.get(memory_id)
+            if head is None:
+                continue
+            if source.belongs is not None:
+                reach = Reach(head.project, head.project_remote)
+                if reach not in verdicts:
+                    verdicts[reach] = source.belongs(reach)
+                if not verdicts[reach]:
+                    continue
+            heads[memory_id] = head
+            pool[memory_id] = candidate(memory_id)
+
+    # Every candidate's relevance at once: only those that can end relevant enough are read
+    # (and those that can gain context, below).
+    best_shares = [max(shares[i], by_pieces[i][0] if i in by_pieces else 0.0) for i in ids]
+    if background is not None:
+        estimates = ranking.relevances(
+            background,
+            [max(0.0, cosines.get(i, 0.0)) for i in ids],
+            [ordinary.get(i, 0.0) for i in ids],
+            best_shares,
+            [found.get(i, 0.0) for i in ids],
+            specificity,
+            weight,
+        ).tolist()
+    else:  # words alone (and no numpy for a recall by words)
+        estimates = [
+            ranking.relevance(
+                0.0, ranking.words_evidence(s, specificity, found.get(i, 0.0)), weight
+            )
+            for i, s in zip(ids, best_shares, strict=True)
+        ]
+    min_relevance = settings["recall.min_relevance"]
+    read([i for i, r in zip(ids, estimates, strict=True) if r >= min_relevance - SLACK])
     context = settings["recall.context"]
+    if context > 0 and len(pool) < ranking.CONTEXT_TOP:
+        # The most relevant, whose neighbours gain context, lie partly among the rest.
+        rest = sorted((n for n, i in enumerate(ids) if i not in seen), key=lambda n: -estimates[n])
+        while rest and len(pool) < ranking.CONTEXT_TOP:
+            read([ids[n] for n in rest[: ranking.CONTEXT_TOP]])
+            rest = rest[ranking.CONTEXT_TOP :]
+        if rest and pool:  # and those as relevant as the least of them
+            least = min(pool[i].relevance for i in ranking.most_relevant(pool))
+            read([ids[n] for n in rest if estimates[n] >= least - SLACK])
+        pool = {i: pool[i] for i in ids if i in pool}
     if context > 0 and pool:
         neighbours = proj.written_with(
             ranking.most_relevant(pool), seconds=ranking.CONTEXT_SECONDS, span=ranking.CONTEXT_SPAN
         )
+        # A candidate too little relevant on its own may gain context from its neighbour.
+        candidates = set(ids)
+        read([i for near in neighbours.values() for i in near if i in candidates])
+        pool = {i: pool[i] for i in ids if i in pool}
         involved = {
             i for source_id, near in neighbours.items() for i in (source_id, *near) if i in pool
         }
-        tagged = proj.heads(list(involved), tags=True) if involved else {}
+        if filters.tags:  # read with their tags already
+            tagged = {i: heads[i] for i in involved}
+        else:
+            tagged = proj.heads(list(involved), tags=True) if involved else {}
         similarity = None
         if embedder is not None and involved:
             vectors = search.stored_vectors(embedder, sorted(involved))
@@ -198,7 +260,6 @@ def _candidates(
             settings["recall.context_similarity"],
         )
     floor = settings["recall.strength_floor"]
-    min_relevance = settings["recall.min_relevance"]
     share = settings["recall.weight_strength"]
     out: list[Ranked] = []
     for memory_id, c in pool.items():
@@ -287,15 +348,5 @@ def _ordinariness(
 ) -> dict[str, float]:
     """What each memory's closeness to ordinary text takes off its meaning (see
     `ranking.ordinariness`): its stored vector against the fixed background."""
-    import numpy as np
-
-    vectors = search.stored_vectors(embedder, memory_ids)
-    if not vectors:
-        return {}
-    names = list(vectors)
-    sims = np.vstack([vectors[n] for n in names]) @ background_vectors(embedder).T
-    near = ranking.nearest_mean(sims)
-    return {
-        n: ranking.ordinariness(float(m), background.near, weight)
-        for n, m in zip(names, near, strict=True)
-    }
+    own = search.nearness(embedder, memory_ids, background_vectors(embedder))
+    return {m: ranking.ordinariness(near, background.near, weight) for m, near in own.items()}

@@ -1,5 +1,5 @@
 """A store's search indexes, kept current from its read model, and the scores recall ranks
-with (the ranking itself is the pipeline in `recall.py`).
+with (ranked by the pipeline in `recall.py` with `ranking`; a memory's strength: `hits`).
 
 Per store, two disposable indexes hang off the read model:
 
@@ -7,13 +7,6 @@ Per store, two disposable indexes hang off the read model:
 - the usearch index is a *base* that is saved only when enough memories changed
   (`search.vector_flush`); memories changed since then are compared by brute force, from the
   embedding cache, so a write never waits for an index save and a query never misses a change.
-
-Scores: BM25 is normalised by the best BM25 score among the candidates; cosine similarity is used
-as it is (clipped at 0). Relevance = (1 - w) * bm25 + w * cosine, w = `recall.weight_vector`.
-The final score multiplies relevance by (1 - s) + s * strength, s = `recall.weight_strength`,
-where strength is an Ebbinghaus retention exp(-age / stability), stability = the kind's decay
-days * (1 + importance) * (1 + times reinforced), and age counts from when the memory was last
-confirmed, said, or written.
 """
 
 from __future__ import annotations
@@ -516,9 +509,7 @@ class StoreSearch:
         return self._sample[1]
 
     def stored_vectors(
-        self,
-        embedder: Embedder,
-        memory_ids: Sequence[str],
+        self, embedder: Embedder, memory_ids: Sequence[str]
     ) -> dict[str, np.ndarray]:
         """The vectors of these memories: changed since the index was saved (held in this
         process), else from the index, else from the embedding cache (or the model)."""
@@ -536,6 +527,23 @@ class StoreSearch:
                 embedder, self.embeddings, [memory_embedding_text(m) for m in live]
             )
             out |= {m.id: vectors[row] for row, m in enumerate(live)}
+        return out
+
+    def nearness(
+        self, embedder: Embedder, memory_ids: Sequence[str], background: np.ndarray
+    ) -> dict[str, float]:
+        """`VectorIndex.nearness` of these memories, those changed since its save included."""
+        import numpy as np
+
+        from .ranking import nearest_mean
+
+        held = self._held if self._held_identity == embedder.identity else {}
+        saved = [m for m in memory_ids if m not in held]
+        out: dict[str, float] = self.vectors(embedder).nearness(saved, background)
+        vectors = self.stored_vectors(embedder, [m for m in memory_ids if m not in out])
+        if vectors:
+            near = nearest_mean(np.vstack(list(vectors.values())) @ background.T)
+            out |= dict(zip(vectors, near.tolist(), strict=True))
         return out
 
     def _pending_scores(

@@ -28,6 +28,7 @@ EXPANSION_SEARCH = 128
 # vectors no search reaches (1 in 3,000, 4 to 7 in 20,000 clustered vectors, none with one
 # thread) for about twice the time, which embedding the same vectors dwarfs.
 INSERT_THREADS = 1
+NEARNESS_KEPT = 200_000  # vectors whose nearness to ordinary text one index keeps in memory
 _CROCKFORD = CROCKFORD.lower()  # entity ids are lower case
 # Crockford digits to the digits int(..., 32) reads; every other ASCII character to one it refuses.
 _TO_DIGITS = {code: "!" for code in range(128)}
@@ -71,6 +72,8 @@ class VectorIndex:
         self.dim = dim
         self.rebuilt = False
         self.index = self._open()
+        # How near ordinary text each stored vector lies (`nearness`), worked out once.
+        self._near: dict[str, float] = {}
 
     def _new(self) -> Any:  # a usearch Index: usearch ships no types
         # A saved graph keeps the connectivity it was built with; the expansions are this one's.
@@ -116,6 +119,8 @@ class VectorIndex:
         a damaged cache) hands every vector back, and linking 100,000 of them into the graph
         again took longer than embedding them had."""
         index = self.index
+        for memory_id in [*deletes, *upserts]:
+            self._near.pop(memory_id, None)
         for memory_id in deletes:
             key = key_of(memory_id)
             if index.contains(key):
@@ -191,6 +196,24 @@ class VectorIndex:
             for m, v in zip(memory_ids, found, strict=True)
             if v is not None
         }
+
+    def nearness(self, memory_ids: Sequence[str], background: np.ndarray) -> dict[str, float]:
+        """How near ordinary text the stored vectors of those memories in the index lie: the
+        `ranking.nearest_mean` of their similarities to `background` (the model's fixed
+        background, the same for every call). Each is worked out once, while its vector
+        stays the same: recall asks this of every candidate of every query."""
+        from .ranking import nearest_mean
+
+        wanted = [m for m in memory_ids if m not in self._near]
+        if wanted:
+            found = self.vectors_for(wanted)
+            if found:
+                if len(self._near) > NEARNESS_KEPT:
+                    self._near.clear()
+                names = list(found)
+                near = nearest_mean(np.vstack([found[n] for n in names]) @ background.T)
+                self._near.update(zip(names, near.tolist(), strict=True))
+        return {m: self._near[m] for m in memory_ids if m in self._near}
 
     def vector(self, memory_id: str) -> np.ndarray | None:
         key = key_of(memory_id)
