@@ -31,7 +31,7 @@ Kind: a question that names a kind ("which gotchas", "list the decisions") favou
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -125,6 +125,16 @@ def nearest_mean(similarities: Any) -> Any:
         sims = -np.partition(-sims, k - 1, axis=-1)[..., :k]
     # Summed from the highest down, whichever way they were found.
     return -np.sort(-sims, axis=-1)[..., :k].mean(axis=-1)
+
+
+def nearness(vectors: Mapping[str, Any], background: Any) -> dict[str, float]:
+    """`nearest_mean` of each of these (unit) vectors against `background`, by name."""
+    import numpy as np
+
+    if not vectors:
+        return {}
+    near = nearest_mean(np.vstack(list(vectors.values())) @ background.T)
+    return dict(zip(vectors, near.tolist(), strict=True))
 
 
 def ordinariness(own: float, query: float, weight: float) -> float:

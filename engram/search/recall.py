@@ -148,11 +148,13 @@ def _candidates(
             )
     weight = settings["recall.weight_vector"] if embedder is not None else 0.0
     ids = list(dict.fromkeys([*bm25, *by_pieces, *cosines]))
-    found: dict[str, float] = {}
+    identified: dict[str, float] = {}  # the share of the query's identifiers each holds
     if intent.identifiers and bm25:
         # Only memories BM25 found can hold the identifier's words.
         contents = proj.contents(list(bm25))
-        found = {i: ranking.identifiers_found(intent.identifiers, t) for i, t in contents.items()}
+        identified = {
+            i: ranking.identifiers_found(intent.identifiers, t) for i, t in contents.items()
+        }
     shares = {i: bm25.get(i, 0.0) / query_weight if query_weight > 0 else 0.0 for i in ids}
 
     def candidate(memory_id: str) -> ranking.Candidate:
@@ -161,7 +163,7 @@ def _candidates(
         if memory_id in by_pieces and by_pieces[memory_id][0] > c.share:
             c.share = by_pieces[memory_id][0]
             c.notes.append("a word as a piece of " + ", ".join(by_pieces[memory_id][1][:3]))
-        c.identifiers = found.get(memory_id, 0.0)
+        c.identifiers = identified.get(memory_id, 0.0)
         c.words = ranking.words_evidence(c.share, specificity, c.identifiers)
         if background is not None:
             c.ordinary = ordinary.get(memory_id, 0.0)
@@ -179,9 +181,9 @@ def _candidates(
         """Read these candidates' heads; those that are memories here join the pool."""
         wanted = [i for i in wanted if i not in seen]
         seen.update(wanted)
-        found = proj.heads(wanted, tags=bool(filters.tags)) if wanted else {}
+        read_heads = proj.heads(wanted, tags=bool(filters.tags)) if wanted else {}
         for memory_id in wanted:
-            head = found.get(memory_id)
+            head = read_heads.get(memory_id)
             if head is None:
                 continue
             if source.belongs is not None:
@@ -202,14 +204,14 @@ def _candidates(
             [max(0.0, cosines.get(i, 0.0)) for i in ids],
             [ordinary.get(i, 0.0) for i in ids],
             best_shares,
-            [found.get(i, 0.0) for i in ids],
+            [identified.get(i, 0.0) for i in ids],
             specificity,
             weight,
         ).tolist()
     else:  # words alone (and no numpy for a recall by words)
         estimates = [
             ranking.relevance(
-                0.0, ranking.words_evidence(s, specificity, found.get(i, 0.0)), weight
+                0.0, ranking.words_evidence(s, specificity, identified.get(i, 0.0)), weight
             )
             for i, s in zip(ids, best_shares, strict=True)
         ]

@@ -533,18 +533,13 @@ class StoreSearch:
         self, embedder: Embedder, memory_ids: Sequence[str], background: np.ndarray
     ) -> dict[str, float]:
         """`VectorIndex.nearness` of these memories, those changed since its save included."""
-        import numpy as np
-
-        from .ranking import nearest_mean
+        from .ranking import nearness
 
         held = self._held if self._held_identity == embedder.identity else {}
         saved = [m for m in memory_ids if m not in held]
         out: dict[str, float] = self.vectors(embedder).nearness(saved, background)
-        vectors = self.stored_vectors(embedder, [m for m in memory_ids if m not in out])
-        if vectors:
-            near = nearest_mean(np.vstack(list(vectors.values())) @ background.T)
-            out |= dict(zip(vectors, near.tolist(), strict=True))
-        return out
+        rest = self.stored_vectors(embedder, [m for m in memory_ids if m not in out])
+        return out | nearness(rest, background)
 
     def _pending_scores(
         self, embedder: Embedder, pending: Sequence[tuple[str, str | None]], vector: np.ndarray

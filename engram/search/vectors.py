@@ -202,17 +202,14 @@ class VectorIndex:
         `ranking.nearest_mean` of their similarities to `background` (the model's fixed
         background, the same for every call). Each is worked out once, while its vector
         stays the same: recall asks this of every candidate of every query."""
-        from .ranking import nearest_mean
+        from .ranking import nearness
 
         wanted = [m for m in memory_ids if m not in self._near]
-        if wanted:
-            found = self.vectors_for(wanted)
-            if found:
-                if len(self._near) > NEARNESS_KEPT:
-                    self._near.clear()
-                names = list(found)
-                near = nearest_mean(np.vstack([found[n] for n in names]) @ background.T)
-                self._near.update(zip(names, near.tolist(), strict=True))
+        found = self.vectors_for(wanted) if wanted else {}
+        if found:
+            if len(self._near) > NEARNESS_KEPT:
+                self._near.clear()
+            self._near.update(nearness(found, background))
         return {m: self._near[m] for m in memory_ids if m in self._near}
 
     def vector(self, memory_id: str) -> np.ndarray | None:
