@@ -311,7 +311,7 @@ def measure(
 def check_at(vectors: np.ndarray, size: int, setting: str) -> dict[str, float]:
     """Time `engram doctor`'s reachability check on an index of `size` vectors: the real ones
     and copies of them moved a little (as many distinct memories on the same topics)."""
-    from engram.search.reachability import unreachable_keys
+    from engram.search.vectors import unreachable_keys
 
     rng = np.random.default_rng(9)
     rows = [vectors]

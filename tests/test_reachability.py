@@ -15,8 +15,8 @@ from conftest import cli
 from engram.api import Engram
 from engram.base.layout import cache_dir
 from engram.search import usearch_index
-from engram.search.reachability import saved_index, unreachable_keys
-from engram.search.vectors import EXPANSION_SEARCH, VectorIndex, id_of
+from engram.search.reachability import saved_index
+from engram.search.vectors import EXPANSION_SEARCH, VectorIndex, id_of, unreachable_keys
 
 _TOOLS = [
     "Redis",

@@ -11,6 +11,10 @@ vectors and adds them again, which links them from the graph as it is now; any s
 after that is repaired by building the graph again from the stored vectors (no text is embedded
 again). Below `search.exact_below` vectors recall does not use the graph (it compares the query
 with every vector), so there is nothing to check.
+
+The search and the linking again are `vectors.unreachable_keys` and `vectors.relink`, which also
+follow every insert made on several threads: this module checks and repairs a saved index as a
+whole, for `engram doctor` and `engram reindex --check`.
 """
 
 from __future__ import annotations
@@ -18,17 +22,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ..base.layout import VECTOR_INDEX
-from .vectors import INSERT_THREADS, VectorIndex, id_of, key_of
+from .vectors import VectorIndex, id_of, key_of, relink, unreachable_keys
 
-REACH_K = 10  # a vector is reachable when a search with it returns it among this many
-BATCH = 8192  # vectors searched per call (bounds the memory of the answers)
-DUPLICATE = 1e-6  # cosine distance under which two vectors are the same text's
-QUICK_EXPANSION = 16  # the first, narrow pass of the check
 SAMPLE = 20_000  # vectors `engram doctor` and `reindex --check` search in a larger index
 
 
@@ -44,56 +43,6 @@ class Reachability:
     rebuilt: bool = False
     left: int = 0  # still unreachable after the repair
     checked_count: int = 0  # vectors searched (fewer than `vectors` when sampled)
-
-
-def unreachable_keys(
-    index: Any,
-    *,
-    k: int = REACH_K,
-    batch: int = BATCH,
-    threads: int = 0,
-    keys: np.ndarray | None = None,
-) -> list[int]:
-    """The keys of a usearch index that a graph search with their own vector does not return
-    among the `k` nearest (`threads=0`: every core), searching as queries do.
-
-    Two passes: every vector with a narrow search (`QUICK_EXPANSION`, several times cheaper),
-    then those it did not find again with the index's own expansion: a vector found by the
-    narrow search is found by the wider one."""
-    keys = np.asarray(index.keys if keys is None else keys, dtype=np.uint64)
-    if len(keys) == 0:
-        return []
-    wide = int(index.expansion_search)
-    if wide <= QUICK_EXPANSION:
-        return _unreachable(index, keys, k=k, batch=batch, threads=threads)
-    index.expansion_search = QUICK_EXPANSION
-    try:
-        doubtful = _unreachable(index, keys, k=k, batch=batch, threads=threads)
-    finally:
-        index.expansion_search = wide
-    if not doubtful:
-        return []
-    return _unreachable(
-        index, np.asarray(doubtful, dtype=np.uint64), k=k, batch=batch, threads=threads
-    )
-
-
-def _unreachable(index: Any, keys: np.ndarray, *, k: int, batch: int, threads: int) -> list[int]:
-    k = min(k, len(index))
-    out: list[int] = []
-    for start in range(0, len(keys), batch):
-        chunk = keys[start : start + batch]
-        vectors = np.asarray(index.get(chunk), dtype=np.float32).reshape(len(chunk), -1)
-        found = index.search(vectors, k, threads=threads)
-        returned = np.asarray(found.keys, dtype=np.uint64).reshape(len(chunk), -1)
-        distances = np.asarray(found.distances, dtype=np.float32).reshape(len(chunk), -1)
-        missing = ~(returned == chunk[:, None]).any(axis=1)
-        # Crowded out by exact copies of itself (the same text in several memories) is found.
-        # One query gets usearch's Matches (no counts), several its BatchMatches.
-        counts = np.asarray(getattr(found, "counts", [returned.shape[1]]))
-        crowded = (distances <= DUPLICATE).all(axis=1) & (counts == k)
-        out.extend(int(key) for key in chunk[missing & ~crowded])
-    return out
 
 
 def check(vectors: VectorIndex, exact_below: int, sample: int | None = None) -> Reachability:
@@ -127,13 +76,9 @@ def repair(vectors: VectorIndex, exact_below: int) -> Reachability:
     found = check(vectors, exact_below)
     if not found.unreachable:
         return found
-    index = vectors.index
-    keys = np.array([key_of(m) for m in found.unreachable], dtype=np.uint64)
-    stored = np.asarray(index.get(keys), dtype=np.float32).reshape(len(keys), -1)
-    for key in keys:
-        index.remove(int(key))
-    index.add(keys, stored, threads=INSERT_THREADS)
-    left = unreachable_keys(index)
+    keys = [key_of(m) for m in found.unreachable]
+    relink(vectors.index, keys)
+    left = unreachable_keys(vectors.index)
     rebuilt = False
     if left:
         vectors.rebuild_graph()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,31 @@ EXACT_BELOW = 10_000
 CONNECTIVITY = 32
 EXPANSION_ADD = 256
 EXPANSION_SEARCH = 128
-# Vectors are linked into the graph one thread at a time: usearch's parallel insert leaves a few
-# vectors no search reaches (1 in 3,000, 4 to 7 in 20,000 clustered vectors, none with one
-# thread) for about twice the time, which embedding the same vectors dwarfs.
-INSERT_THREADS = 1
+# Linking vectors into the graph. usearch's parallel insert strands a few of the vectors it
+# links (two inserts racing: one links through the other before that one has its lowest level,
+# and no search reaches it afterwards): 14 of 100,000 random and 6 of 100,000 clustered vectors on
+# two threads, 5 to 41 of 3,000 clustered ones on eight threads, none on one. Only vectors of
+# the insert itself were ever stranded: no vector already in the graph lost its way in, in any
+# batch measured, and the stranded ones, linked again, stayed reachable through later inserts. So
+# a batch of `SERIAL_BELOW` or more is linked on every core, then each of its vectors is searched
+# for with its own vector (`unreachable_keys`) and those not found are linked again one thread at
+# a time (`relink`), at any size of the graph: one below `search.exact_below` is not searched
+# yet, but will be once the store grows. The whole graph is not searched: at 100,000 random
+# vectors that took 39 s on two cores, checking 1,000 new ones 0.36 s of their 4.6 s. There,
+# 100,000 vectors were linked in 368 s against 710 s by one thread, and 1,000 more into them in
+# 4.7 s against 8.9 s. Below `SERIAL_BELOW`, threads gained a few milliseconds at most and lost
+# as much on easy vectors (docs/benchmarks.md, "Linking the graph on every core").
+LINK_THREADS = (
+    len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+)
+SERIAL_BELOW = 32
+# The reachability check: a vector is reachable when a search with it returns it among the
+# `REACH_K` nearest; `BATCH` vectors are searched per call (bounding the answers' memory), first
+# with a narrow expansion (`QUICK_EXPANSION`).
+REACH_K = 10
+BATCH = 8192
+DUPLICATE = 1e-6  # cosine distance under which two vectors are the same text's
+QUICK_EXPANSION = 16
 NEARNESS_KEPT = 200_000  # vectors whose nearness to ordinary text one index keeps in memory
 _CROCKFORD = CROCKFORD.lower()  # entity ids are lower case
 # Crockford digits to the digits int(..., 32) reads; every other ASCII character to one it refuses.
@@ -86,14 +108,14 @@ class VectorIndex:
             expansion_search=EXPANSION_SEARCH,
         )
 
-    def rebuild_graph(self) -> None:
+    def rebuild_graph(self) -> Linked:
         """Build the graph again from the vectors it holds (nothing is embedded again)."""
         keys = np.asarray(self.index.keys, dtype=np.uint64)
         stored = np.asarray(self.index.get(keys), dtype=np.float32).reshape(len(keys), -1)
         index = self._new()
-        if len(keys):
-            index.add(keys, stored, threads=INSERT_THREADS)
+        linked = link(index, keys, stored)
         self.index = index
+        return linked
 
     def _open(self) -> Any:
         try:
@@ -113,11 +135,11 @@ class VectorIndex:
         self.rebuilt = True
         return self._new()
 
-    def update(self, upserts: dict[str, np.ndarray], deletes: Iterable[str]) -> None:
-        """Remove `deletes`, and add or replace `upserts`. A memory already in the graph with the
-        very same vector is left where it is: a read model built again (a new Engram version,
-        a damaged cache) hands every vector back, and linking 100,000 of them into the graph
-        again took longer than embedding them had."""
+    def update(self, upserts: dict[str, np.ndarray], deletes: Iterable[str]) -> Linked:
+        """Remove `deletes`, and add or replace `upserts` (see `link`). A memory already in the
+        graph with the very same vector is left where it is: a read model built again (a new
+        Engram version, a damaged cache) hands every vector back, and linking 100,000 of them
+        into the graph again took longer than embedding them had."""
         index = self.index
         for memory_id in [*deletes, *upserts]:
             self._near.pop(memory_id, None)
@@ -126,7 +148,7 @@ class VectorIndex:
             if index.contains(key):
                 index.remove(key)
         if not upserts:
-            return
+            return Linked()
         keys = np.array([key_of(m) for m in upserts], dtype=np.uint64)
         vectors = np.stack(list(upserts.values())).astype(np.float32)
         changed = np.ones(len(keys), dtype=bool)
@@ -145,8 +167,7 @@ class VectorIndex:
                 changed[np.flatnonzero(present)[same]] = False
                 for key in keys[present][~same]:
                     index.remove(int(key))
-        if changed.any():
-            index.add(keys[changed], vectors[changed], threads=INSERT_THREADS)
+        return link(index, keys[changed], vectors[changed])
 
     def save(self) -> None:
         """Write the index then its sidecar, each by rename: a crash leaves the old pair or a
@@ -223,6 +244,98 @@ class VectorIndex:
 
     def ids(self) -> Sequence[str]:
         return [id_of(int(k)) for k in self.index.keys]
+
+
+@dataclass(frozen=True)
+class Linked:
+    """What linking a batch of vectors into the graph took."""
+
+    count: int = 0  # vectors linked
+    threads: int = 1
+    unreachable: int = 0  # of them, not found by a search with their own vector
+    left: int = 0  # still not found after being linked again one thread at a time
+
+
+def link(
+    index: Any, keys: np.ndarray, vectors: np.ndarray, *, threads: int | None = None
+) -> Linked:
+    """Add vectors to a usearch index's graph, none of them left unreachable.
+
+    By default on every core (`LINK_THREADS`) for a batch of `SERIAL_BELOW` or more, by one thread
+    for a smaller one. After a parallel insert each new vector is searched for with its own
+    vector, and those not found are linked again one thread at a time (see `LINK_THREADS`)."""
+    count = len(keys)
+    if count == 0:
+        return Linked()
+    if threads is None:
+        threads = LINK_THREADS if count >= SERIAL_BELOW else 1
+    index.add(keys, vectors, threads=threads)
+    if threads == 1:
+        return Linked(count)
+    lost = unreachable_keys(index, keys=keys, threads=threads)
+    left = relink(index, lost) if lost else []
+    return Linked(count, threads, len(lost), len(left))
+
+
+def relink(index: Any, keys: Sequence[int]) -> list[int]:
+    """Remove these vectors from the graph and add them again one thread at a time, which links
+    each from the graph as it is now; returns those still unreachable."""
+    again = np.asarray(keys, dtype=np.uint64)
+    stored = np.asarray(index.get(again), dtype=np.float32).reshape(len(again), -1)
+    for key in again:
+        index.remove(int(key))
+    index.add(again, stored, threads=1)
+    return unreachable_keys(index, keys=again)
+
+
+def unreachable_keys(
+    index: Any,
+    *,
+    k: int = REACH_K,
+    batch: int = BATCH,
+    threads: int = 0,
+    keys: np.ndarray | None = None,
+) -> list[int]:
+    """The keys of a usearch index that a graph search with their own vector does not return
+    among the `k` nearest (`threads=0`: every core), searching as queries do.
+
+    Two passes: every vector with a narrow search (`QUICK_EXPANSION`, several times cheaper),
+    then those it did not find again with the index's own expansion: a vector found by the
+    narrow search is found by the wider one."""
+    keys = np.asarray(index.keys if keys is None else keys, dtype=np.uint64)
+    if len(keys) == 0:
+        return []
+    wide = int(index.expansion_search)
+    if wide <= QUICK_EXPANSION:
+        return _unreachable(index, keys, k=k, batch=batch, threads=threads)
+    index.expansion_search = QUICK_EXPANSION
+    try:
+        doubtful = _unreachable(index, keys, k=k, batch=batch, threads=threads)
+    finally:
+        index.expansion_search = wide
+    if not doubtful:
+        return []
+    return _unreachable(
+        index, np.asarray(doubtful, dtype=np.uint64), k=k, batch=batch, threads=threads
+    )
+
+
+def _unreachable(index: Any, keys: np.ndarray, *, k: int, batch: int, threads: int) -> list[int]:
+    k = min(k, len(index))
+    out: list[int] = []
+    for start in range(0, len(keys), batch):
+        chunk = keys[start : start + batch]
+        vectors = np.asarray(index.get(chunk), dtype=np.float32).reshape(len(chunk), -1)
+        found = index.search(vectors, k, threads=threads)
+        returned = np.asarray(found.keys, dtype=np.uint64).reshape(len(chunk), -1)
+        distances = np.asarray(found.distances, dtype=np.float32).reshape(len(chunk), -1)
+        missing = ~(returned == chunk[:, None]).any(axis=1)
+        # Crowded out by exact copies of itself (the same text in several memories) is found.
+        # One query gets usearch's Matches (no counts), several its BatchMatches.
+        counts = np.asarray(getattr(found, "counts", [returned.shape[1]]))
+        crowded = (distances <= DUPLICATE).all(axis=1) & (counts == k)
+        out.extend(int(key) for key in chunk[missing & ~crowded])
+    return out
 
 
 def file_stamp(path: Path) -> list[int] | None:
