@@ -8,6 +8,7 @@ kind that a parallel insert strands."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,7 +49,8 @@ def until_stranded(build: Callable[[int], tuple[VectorIndex, Linked]]) -> list[L
         done.append(linked)
         if linked.unreachable:
             break
-    assert any(x.unreachable for x in done), (
+    # On one core the threads seldom race: nothing to strand, nothing to repair.
+    assert any(x.unreachable for x in done) or (os.cpu_count() or 1) < 2, (
         f"no parallel insert stranded a vector in {BUILDS} builds: if usearch now links in "
         "parallel safely, the check after it (vectors.link) is no longer needed"
     )
