@@ -4,13 +4,15 @@ How to run (from the repository root, with the project's virtualenv and the `ben
 `pip install -e '.[bench]'`, for the plots):
 
     .venv/bin/python benchmarks/run_all.py --quick                 # small sizes, ~15-20 minutes
+    .venv/bin/python benchmarks/run_all.py --smoke                 # tiny sizes: every stage runs
     .venv/bin/python benchmarks/run_all.py                         # the full run, 2-2.5 hours
     .venv/bin/python benchmarks/run_all.py --only recall,startup   # some stages again
     .venv/bin/python benchmarks/run_all.py --only recall --sizes 1000000
     .venv/bin/python benchmarks/run_all.py --report-only           # rewrite the report only
     .venv/bin/python benchmarks/run_all.py --update-docs           # also docs/benchmarks.md
 
-Output in --out (default benchmarks/results/, or benchmarks/results/quick/ with --quick):
+Output in --out (default benchmarks/results/, or benchmarks/results/quick/ with --quick,
+benchmarks/results/smoke/ with --smoke):
 `report.md`, `results.json`, PNG plots, and `stages/*.json` (one file per stage, and per store
 size for recall and rehydrate). A stage's file is written as soon as it is measured, and the
 report is assembled from every stage file present, so a run that stops part-way keeps what it
@@ -27,6 +29,9 @@ figures are its own.
 Stages, what they measure, and how long the full run takes on this project's machine (2
 cores, 24 GiB) when it is otherwise idle; under the load of other work expect up to 3-4x longer
 (a --quick run without versus takes about 12 minutes at a load average of 7-8 on the 2 cores).
+`--smoke` runs every stage but versus at sizes too small to measure anything, in a few minutes:
+it proves the harness still runs against the code (the slow tests run it,
+tests/test_benchmark_suite.py).
 The first run builds every store; a rerun skips the builds.
 
 | stage | measures | full run | --quick |
@@ -100,6 +105,27 @@ FULL = {
     "startup_runs": 15,
     "mcp_runs": 7,
 }
+SMOKE = {
+    "sizes": [300],
+    "task_events": 50,
+    "queries": 5,
+    "rounds": 1,
+    "resume_runs": 2,
+    "resume_cli_runs": 1,
+    "write_store": 200,
+    "write_samples": 10,
+    "write_throughput": 10,
+    "reindex_events": 200,
+    "pull_events": 20,
+    "sync_events": 300,
+    "sync_commits": 5,
+    "sync_new_events": 20,
+    "sync_runs": 2,
+    "sync_busy_runs": 1,
+    "startup_store": 200,
+    "startup_runs": 2,
+    "mcp_runs": 1,
+}
 QUICK = {
     "sizes": [2_000, 10_000],
     "task_events": 1_000,
@@ -153,6 +179,12 @@ def machine() -> dict[str, Any]:
         "loadavg": list(os.getloadavg()),
         "note": "shared machine; others' work adds noise",
     }
+
+
+def sizes_of(run: dict[str, Any]) -> str:
+    """ "full", "quick" or "smoke": which sizes a run measured (a run recorded before smoke
+    runs existed says only whether it was quick)."""
+    return str(run.get("mode") or ("quick" if run["quick"] else "full"))
 
 
 def stage_file(out: Path, stage: str, size: int | None = None) -> Path:
@@ -1029,7 +1061,7 @@ def write_report(
     lines = [
         "# Engram performance suite",
         "",
-        f"Run {run['finished']} ({'quick' if run['quick'] else 'full'} sizes; stages measured "
+        f"Run {run['finished']} ({sizes_of(run)} sizes; stages measured "
         f"in this run: {', '.join(run['ran']) or 'none'}). Commit measured: "
         f"{', '.join(c for c in commits if c) or run['commit']}."
         + (
@@ -1139,7 +1171,7 @@ def update_docs(
         "### The figures (written by `benchmarks/run_all.py --update-docs`)",
         "",
         f"Report assembled {run['finished']} at commit {run['commit']} on {m['cpus']} shared "
-        f"cores, Python {m['python']} ({'quick' if run['quick'] else 'full'} sizes); each "
+        f"cores, Python {m['python']} ({sizes_of(run)} sizes); each "
         "stage's own commit and time are in the report. Medians with their floors measured in "
         "the same run; the whole report, with minimums and every stage's details: "
         f"[{rel}/report.md]({rel}/report.md).",
@@ -1205,12 +1237,18 @@ def update_docs(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes, to check the harness")
+    sized = ap.add_mutually_exclusive_group()
+    sized.add_argument("--quick", action="store_true", help="small sizes, to check the harness")
+    sized.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, every stage but versus: that the harness runs at all (minutes)",
+    )
     ap.add_argument(
         "--out",
         type=Path,
         help="report directory (default benchmarks/results/, "
-        "benchmarks/results/quick/ with --quick)",
+        "benchmarks/results/quick/ with --quick, benchmarks/results/smoke/ with --smoke)",
     )
     ap.add_argument(
         "--work",
@@ -1241,12 +1279,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    params = dict(QUICK if args.quick else FULL)
+    params = dict(SMOKE if args.smoke else QUICK if args.quick else FULL)
+    mode = "smoke" if args.smoke else "quick" if args.quick else ""
+    args.quick = args.quick or args.smoke  # the report reads a smoke run as a quick one
     if args.sizes:
         params["sizes"] = [int(s) for s in args.sizes.split(",") if s.strip()]
     if args.task_events:
         params["task_events"] = args.task_events
-    out = (args.out or (HERE / "results" / ("quick" if args.quick else ""))).resolve()
+    out = (args.out or (HERE / "results" / mode)).resolve()
     out.mkdir(parents=True, exist_ok=True)
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -1256,9 +1296,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown stage(s) {', '.join(sorted(unknown))}; choose from {', '.join(STAGES)}")
     if args.skip:
         chosen = [s for s in chosen if s not in args.skip.split(",")]
+    if args.smoke:
+        chosen = [s for s in chosen if s != "versus"]  # versus has its own --quick
     started = time.time()
     run: dict[str, Any] = {
         "quick": args.quick,
+        "mode": mode or "full",
         "machine": machine(),
         "commit": speed.engram_version(),
         "command": " ".join(
@@ -1271,7 +1314,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     meta = {
         "commit": run["commit"],
-        "mode": "quick" if args.quick else "full",
+        "mode": mode or "full",
         "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     if not args.report_only:
