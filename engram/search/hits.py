@@ -47,13 +47,16 @@ def memory_embedding_text(memory: mem.Memory) -> str:
     return embedding_text(memory.kind, memory.tags, memory.content)
 
 
-def strength(memory: mem.Memory | mem.Head, now: datetime, settings: Settings) -> float:
+def strength(
+    memory: mem.Memory | mem.Head, now: datetime, settings: Settings, *, at: datetime | None = None
+) -> float:
     """An Ebbinghaus retention, exp(-age / stability): stability is the kind's decay days
     times (1 + importance) times (1 + times reinforced); age counts from when the memory was
-    last confirmed, said or written."""
+    last confirmed, said or written (`at`, its moment parsed, when the caller has it)."""
     key = f"decay.{memory.kind}" if f"decay.{memory.kind}" in SETTINGS else "decay.note"
     stability = settings[key] * (1.0 + memory.importance) * (1.0 + memory.reinforced)
-    age = max(0.0, (now - ev.parse_time(memory.moment)).total_seconds() / 86400.0)
+    moment = at if at is not None else ev.parse_time(memory.moment)
+    age = max(0.0, (now - moment).total_seconds() / 86400.0)
     return math.exp(-age / stability)
 
 

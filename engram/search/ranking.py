@@ -34,7 +34,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 # What the query asks (its identifiers, kinds, tense, window) and the factors it puts on a score.
 from .intent import Intent as Intent
@@ -162,7 +162,15 @@ def relevance(meaning: float, words: float, weight_vector: float) -> float:
     return 1.0 - (1.0 - w_meaning * meaning) * (1.0 - w_words * words)
 
 
-def relevances(
+class Evidence(NamedTuple):
+    """`meaning`, `words_evidence` and `relevance` of many candidates (arrays, in order)."""
+
+    meaning: Any
+    words: Any
+    relevance: Any
+
+
+def evidence(
     background: Background,
     cosines: Any,
     ordinary: Any,
@@ -170,10 +178,10 @@ def relevances(
     identifiers: Any,
     specificity: float,
     weight_vector: float,
-) -> Any:
-    """`relevance` of many candidates at once (arrays of their cosine, ordinariness, share
-    and identifiers found), as `meaning` and `words_evidence` give it, to within rounding:
-    recall reads the memories of only those relevant enough to matter."""
+) -> Evidence:
+    """The evidence of many candidates at once (arrays of their cosine, ordinariness, share and
+    identifiers found), as `meaning`, `words_evidence` and `relevance` give it one at a time,
+    to within rounding: recall reckons every candidate in one pass."""
     import numpy as np
 
     shares = np.clip(np.asarray(shares, dtype=np.float64), 0.0, 1.0)
@@ -184,7 +192,7 @@ def relevances(
     meaning = np.where(x < -40, 0.0, 1.0 / (1.0 + np.exp(-np.maximum(x, -40.0))))
     w_meaning = min(1.0, 2.0 * weight_vector)
     w_words = min(1.0, 2.0 * (1.0 - weight_vector))
-    return 1.0 - (1.0 - w_meaning * meaning) * (1.0 - w_words * words)
+    return Evidence(meaning, words, 1.0 - (1.0 - w_meaning * meaning) * (1.0 - w_words * words))
 
 
 SUPERSEDED_BY_NEWER = 0.6  # an older memory on the subject of a newer one, for "now" questions

@@ -64,11 +64,6 @@ class Filters:
 
 Ranked = tuple[float, int, Source, ranking.Candidate]
 
-# How far below `recall.min_relevance` a candidate's relevance, reckoned for all candidates at
-# once, may lie and the candidate still be read (the two reckonings differ in rounding only).
-SLACK = 1e-9
-
-
 def rank(
     query: str,
     intent: ranking.Intent,
@@ -157,19 +152,46 @@ def _candidates(
         }
     shares = {i: bm25.get(i, 0.0) / query_weight if query_weight > 0 else 0.0 for i in ids}
 
+    # Every candidate's evidence at once: only those that can end relevant enough are read
+    # (and those that can gain context, below).
+    at = {memory_id: n for n, memory_id in enumerate(ids)}
+    best_shares = [max(shares[i], by_pieces[i][0] if i in by_pieces else 0.0) for i in ids]
+    found = [identified.get(i, 0.0) for i in ids]
+    if background is not None:
+        reckoned = ranking.evidence(
+            background,
+            [max(0.0, cosines.get(i, 0.0)) for i in ids],
+            [ordinary.get(i, 0.0) for i in ids],
+            best_shares,
+            found,
+            specificity,
+            weight,
+        )
+        meanings: list[float] = reckoned.meaning.tolist()
+        words: list[float] = reckoned.words.tolist()
+        estimates: list[float] = reckoned.relevance.tolist()
+    else:  # words alone (and no numpy for a recall by words)
+        meanings = [0.0] * len(ids)
+        words = [
+            ranking.words_evidence(s, specificity, f)
+            for s, f in zip(best_shares, found, strict=True)
+        ]
+        estimates = [ranking.relevance(0.0, w, weight) for w in words]
+    crowd = background.crowd if background is not None and background.discount > 0 else 0
+
     def candidate(memory_id: str) -> ranking.Candidate:
+        n = at[memory_id]
         c = ranking.Candidate(memory_id, cosine=max(0.0, cosines.get(memory_id, 0.0)))
-        c.share = shares[memory_id]
-        if memory_id in by_pieces and by_pieces[memory_id][0] > c.share:
-            c.share = by_pieces[memory_id][0]
+        c.share = best_shares[n]
+        if c.share > shares[memory_id]:
             c.notes.append("a word as a piece of " + ", ".join(by_pieces[memory_id][1][:3]))
-        c.identifiers = identified.get(memory_id, 0.0)
-        c.words = ranking.words_evidence(c.share, specificity, c.identifiers)
+        c.identifiers = found[n]
+        c.words = words[n]
         if background is not None:
             c.ordinary = ordinary.get(memory_id, 0.0)
-            c.meaning = background.meaning(c.cosine, c.ordinary)
-            c.crowd = background.crowd if background.discount > 0 else 0
-        c.relevance = ranking.relevance(c.meaning, c.words, weight)
+            c.meaning = meanings[n]
+            c.crowd = crowd
+        c.relevance = estimates[n]
         return c
 
     heads: dict[str, Head] = {}
@@ -195,28 +217,8 @@ def _candidates(
             heads[memory_id] = head
             pool[memory_id] = candidate(memory_id)
 
-    # Every candidate's relevance at once: only those that can end relevant enough are read
-    # (and those that can gain context, below).
-    best_shares = [max(shares[i], by_pieces[i][0] if i in by_pieces else 0.0) for i in ids]
-    if background is not None:
-        estimates = ranking.relevances(
-            background,
-            [max(0.0, cosines.get(i, 0.0)) for i in ids],
-            [ordinary.get(i, 0.0) for i in ids],
-            best_shares,
-            [identified.get(i, 0.0) for i in ids],
-            specificity,
-            weight,
-        ).tolist()
-    else:  # words alone (and no numpy for a recall by words)
-        estimates = [
-            ranking.relevance(
-                0.0, ranking.words_evidence(s, specificity, identified.get(i, 0.0)), weight
-            )
-            for i, s in zip(ids, best_shares, strict=True)
-        ]
     min_relevance = settings["recall.min_relevance"]
-    read([i for i, r in zip(ids, estimates, strict=True) if r >= min_relevance - SLACK])
+    read([i for i, r in zip(ids, estimates, strict=True) if r >= min_relevance])
     context = settings["recall.context"]
     if context > 0 and len(pool) < ranking.CONTEXT_TOP:
         # The most relevant, whose neighbours gain context, lie partly among the rest.
@@ -226,7 +228,7 @@ def _candidates(
             rest = rest[ranking.CONTEXT_TOP :]
         if rest and pool:  # and those as relevant as the least of them
             least = min(pool[i].relevance for i in ranking.most_relevant(pool))
-            read([ids[n] for n in rest if estimates[n] >= least - SLACK])
+            read([ids[n] for n in rest if estimates[n] >= least])
         pool = {i: pool[i] for i in ids if i in pool}
     if context > 0 and pool:
         neighbours = proj.written_with(
@@ -284,10 +286,10 @@ def _candidates(
             continue
         if not filters.include_expired and not head.valid_at(moment):
             continue
-        c.strength = strength(head, moment, settings)
+        c.moment = ev.parse_time(head.moment)
+        c.strength = strength(head, moment, settings, at=c.moment)
         if c.strength < floor and not filters.include_decayed:
             continue
-        c.moment = ev.parse_time(head.moment)
         c.time = ranking.time_factor(intent, c.moment, moment)
         c.kind = ranking.kind_factor(intent, head.kind)
         c.score = c.relevance * c.time * c.kind * ((1.0 - share) + share * c.strength)
