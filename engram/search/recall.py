@@ -64,6 +64,7 @@ class Filters:
 
 Ranked = tuple[float, int, Source, ranking.Candidate]
 
+
 def rank(
     query: str,
     intent: ranking.Intent,
