@@ -83,20 +83,18 @@ def rank(
         )
     ranked.sort(key=lambda item: (item[0], item[1]), reverse=True)
     ranked = ranked[: max(k, ranking.SUBJECT_WINDOW)]
-    # Only the best candidates read their whole memory.
+    # Only the best candidates read their whole memory: those the subject is compared among,
+    # for a question about now or then, else those returned.
     bodies: dict[Path, dict[str, Memory]] = {}
-    for source in {item[2].store.root: item[2] for item in ranked}.values():
-        # The read model was refreshed by the caller, in this same call: read it as it is.
-        bodies[source.store.root] = source.projection.memories_by_id(
-            [item[3].id for item in ranked if item[2].store.root == source.store.root]
-        )
     if intent.tense is not None and len(ranked) > 1:
+        _read_bodies(ranked, bodies)
         _rank_by_subject(intent.tense, ranked, bodies)
     ranked.sort(key=lambda item: (item[0], item[1]), reverse=True)
     penalty = max((item[2].settings["recall.sitting_penalty"] for item in ranked), default=0.0)
     if penalty > 0:
         order = ranking.vary([(c, c.moment or moment) for _, _, _, c in ranked], penalty)
         ranked = [(ranked[i][3].score, *ranked[i][1:]) for i in order]
+    _read_bodies(ranked[:k], bodies)
     return [
         Hit(
             bodies[source.store.root][c.id],
@@ -105,6 +103,19 @@ def rank(
         )
         for _, _, source, c in ranked[:k]
     ]
+
+
+def _read_bodies(ranked: list[Ranked], bodies: dict[Path, dict[str, Memory]]) -> None:
+    """Add the memories of `ranked` not yet in `bodies` (by store) to it."""
+    for source in {item[2].store.root: item[2] for item in ranked}.values():
+        root = source.store.root
+        known = bodies.setdefault(root, {})
+        wanted = [
+            c.id for _, _, where, c in ranked if where.store.root == root and c.id not in known
+        ]
+        if wanted:
+            # The read model was refreshed by the caller, in this same call: read it as it is.
+            known.update(source.projection.memories_by_id(wanted))
 
 
 def _candidates(
