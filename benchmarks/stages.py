@@ -212,12 +212,17 @@ class Floor:
 
         from engram.search import usearch_index
         from engram.search.embed import load_embedder
+        from engram.search.vectors import EXACT_BELOW, EXPANSION_SEARCH
 
         self.emb = load_embedder("builtin")
         self.tindex = tantivy.Index.open(str(cache / "text"))
         self.tindex.reload()
         self.uindex = usearch_index().Index(ndim=self.emb.dim, metric="cos", dtype="f32")
         self.uindex.load(str(cache / "vectors.usearch"))
+        # The search Engram makes: exact below `search.exact_below` vectors, else the graph at
+        # Engram's breadth (a saved index does not keep it).
+        self.uindex.expansion_search = EXPANSION_SEARCH
+        self.exact = len(self.uindex) < EXACT_BELOW
         self.limit = limit
 
     def sizes(self) -> dict[str, int]:
@@ -240,7 +245,9 @@ class Floor:
         hits = searcher.search(parsed, limit=self.limit, count=False).hits
         ids = [searcher.doc(addr)["id"][0] for _, addr in hits]
         t2 = time.perf_counter_ns()
-        keys = self.uindex.search(vec.astype(np.float32), self.limit).keys
+        keys = self.uindex.search(
+            vec.astype(np.float32), self.limit, exact=self.exact, threads=1
+        ).keys
         t3 = time.perf_counter_ns()
         assert ids is not None and keys is not None
         return t1 - t0, t2 - t1, t3 - t2

@@ -987,6 +987,13 @@ def notes(result: dict[str, Any]) -> list[str]:
             a, b = e["locomo"]["overall"][key], m["locomo"]["overall"][key]
             if b > a:
                 wins.append(f"LoCoMo {key} (by {100 * (b - a):.1f} points)")
+        for label, get in (
+            ("LoCoMo first recall", lambda x: sum(x["locomo"]["first_query_seconds"].values())),
+            ("LoCoMo recall median", lambda x: x["locomo"]["query_ms"]["median"]),
+        ):
+            a, b = get(e), get(m)
+            if b < a:
+                wins.append(f"{label} (by {100 * (a - b) / a:.0f}%)")
     out.append(
         "Where mcp-engram wins in this run: "
         + (", ".join(wins) if wins else "nowhere")
