@@ -5,7 +5,7 @@ How to run (from the repository root, with the project's virtualenv and the `ben
 
     .venv/bin/python benchmarks/run_all.py --quick                 # small sizes, ~15-20 minutes
     .venv/bin/python benchmarks/run_all.py --smoke                 # tiny sizes: every stage runs
-    .venv/bin/python benchmarks/run_all.py                         # the full run, 2-2.5 hours
+    .venv/bin/python benchmarks/run_all.py                         # the full run, hours with 1M
     .venv/bin/python benchmarks/run_all.py --only recall,startup   # some stages again
     .venv/bin/python benchmarks/run_all.py --only recall --sizes 1000000
     .venv/bin/python benchmarks/run_all.py --report-only           # rewrite the report only
@@ -38,13 +38,15 @@ The first run builds every store; a rerun skips the builds.
 |---|---|---|---|
 | startup | `engram --help`, `engram status`, `engram recall` (BM25 only, hybrid) as processes against `python -c pass`; MCP first `tools/list` against a bare SDK server (benchmarks/mcp_cold_start.py) | ~5 min | ~2 min |
 | write | durable `remember` p50/p99 and throughput against an fsynced append of the same line (+ one embedding with the near-duplicate check on), in a 10k store | ~5 min | ~2 min |
-| recall | `recall(k=10)` p50/p99 against bare tantivy + usearch + one query embedding, and peak RSS, at 10k, 100k and 1M memories (random unit vectors in the embedding cache) | dominated by building the stores' HNSW graphs, one thread at a time with connectivity 32 and expansion 256 (engram/search/vectors.py): the 100k store took 25-29 min to build at 5c664d9 (1,747 s of `reindex()`, nearly all of it linking the graph), the 1M store about an hour at 1b5bcdc with the graph of then (connectivity 16, expansion 128) and, extrapolated, 4-5 hours now; ~1 min to measure each size once built | ~3 min |
+| recall | `recall(k=10)` p50/p99 against bare tantivy + usearch + one query embedding, and peak RSS, at 10k, 100k and 1M memories (random unit vectors in the embedding cache) | dominated by building the stores' HNSW graphs (connectivity 32, expansion 256, linked on every core: engram/search/vectors.py): the 100k store took 7.4 min to build at 3a3f72e (25-29 min at 5c664d9, one thread at a time), the 1M store about an hour at 1b5bcdc with the graph of then (connectivity 16, expansion 128; not built since with the wider graph); ~1 min to measure each size once built | ~3 min |
 | rehydrate | `resume(task=...)` of a task with 10k events, in the same stores (total 20k, 110k, ~1M events); runs stop after a 3-minute budget per size (3 at least) | ~10-20 min, depending on how resume grows | ~1 min |
 | reindex | full rebuild of 100k memories with a cold embedding cache, split into reading, BM25 and embedding; a second rebuild with every embedding cached; then `refresh_indexes()` after a real `git pull` of 1k new events | ~40-45 min (embedding 100k texts at ~50 texts/s) | ~4 min |
 | sync | `engram sync` with nothing to do and with 1k new events each way, against plain git, in a store of 100k events and 1k commits | ~10-15 min (building the 1k commits included) | ~2 min |
 | versus | benchmarks/versus.py, if present (with --quick when this run is --quick) | see its docstring | ~5 min |
 
-In all, a first full run takes about 2.5-3 hours without the 1M store and 6-8 with it (plus versus); it needs ~6 GB of memory at its
+In all, a first full run takes about 50 minutes without the 1M store (at 3a3f72e: 10 min for
+startup, write, recall and rehydrate at 1k-100k with their stores built, 37 min for reindex and
+sync) and several hours with it (plus versus); it needs ~6 GB of memory at its
 peak and ~10 GB of disk under --work for the 1M store. Run it stage by
 stage if the session that runs it is time-limited, e.g. `--only startup,write,sync`, then
 `--only reindex`, then `--only recall,rehydrate --sizes 10000,100000`, then
@@ -790,7 +792,9 @@ def details(stages: dict[str, Any]) -> list[str]:
             "generator; random unit vectors in the embedding cache, so the vector index "
             "holds random vectors: a worst case for HNSW). Floor: one query embedding + a "
             "bare tantivy query for the same words (stop words left out, as Engram does; "
-            "100 hits, ids read) + a bare usearch search (100) on the same index files.",
+            "100 hits, ids read) + a bare usearch search (100) on the same index files, the "
+            "search Engram makes (exact below `search.exact_below` vectors, else the graph at "
+            "Engram's expansion_search, which a saved index does not keep).",
             "",
         ]
         rows = []
