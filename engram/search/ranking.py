@@ -55,12 +55,6 @@ SUBJECT_SIMILARITY = 0.55  # cosine of two memories taken to be about the same s
 SUBJECT_WINDOW = 20  # how many of the best results are compared for "now" questions
 
 
-def sigmoid(x: float) -> float:
-    if x < -40:
-        return 0.0
-    return 1.0 / (1.0 + math.exp(-x))
-
-
 CROWD_SIZE = 2  # memories this close to a query that meaning can still tell apart
 CROWD_WEIGHT = 1.0  # standard deviations taken off meaning per doubling of a crowd beyond that
 
@@ -103,12 +97,6 @@ class Background:
         if self.crowd <= CROWD_SIZE:
             return 0.0
         return CROWD_WEIGHT * math.log2(self.crowd / CROWD_SIZE)
-
-    def meaning(self, cosine: float, ordinary: float = 0.0) -> float:
-        """`ordinary`: the cosine a memory owes to lying near any text (`ordinariness`), taken
-        off as the query's own closeness to the background is."""
-        z = (cosine - self.mean - ordinary) / self.deviation
-        return sigmoid(z - MEANING_MIDPOINT - self.discount)
 
 
 ORDINARY_NEIGHBOURS = 10  # background sentences whose similarity says how ordinary a text is
@@ -179,9 +167,11 @@ def evidence(
     specificity: float,
     weight_vector: float,
 ) -> Evidence:
-    """The evidence of many candidates at once (arrays of their cosine, ordinariness, share and
-    identifiers found), as `meaning`, `words_evidence` and `relevance` give it one at a time,
-    to within rounding: recall reckons every candidate in one pass."""
+    """The evidence of many candidates at once, from arrays of their cosine, ordinariness (the
+    cosine a memory owes to lying near any text, taken off as the query's own closeness to the
+    background is), share and identifiers found: meaning is the sigmoid of the z-score less
+    `MEANING_MIDPOINT` and the crowd's discount; words and relevance as `words_evidence` and
+    `relevance` give them one at a time. Recall reckons every candidate in one pass."""
     import numpy as np
 
     shares = np.clip(np.asarray(shares, dtype=np.float64), 0.0, 1.0)

@@ -169,10 +169,11 @@ def _candidates(
     at = {memory_id: n for n, memory_id in enumerate(ids)}
     best_shares = [max(shares[i], by_pieces[i][0] if i in by_pieces else 0.0) for i in ids]
     found = [identified.get(i, 0.0) for i in ids]
+    near = [max(0.0, cosines.get(i, 0.0)) for i in ids]
     if background is not None:
         reckoned = ranking.evidence(
             background,
-            [max(0.0, cosines.get(i, 0.0)) for i in ids],
+            near,
             [ordinary.get(i, 0.0) for i in ids],
             best_shares,
             found,
@@ -193,7 +194,7 @@ def _candidates(
 
     def candidate(memory_id: str) -> ranking.Candidate:
         n = at[memory_id]
-        c = ranking.Candidate(memory_id, cosine=max(0.0, cosines.get(memory_id, 0.0)))
+        c = ranking.Candidate(memory_id, cosine=near[n])
         c.share = best_shares[n]
         if c.share > shares[memory_id]:
             c.notes.append("a word as a piece of " + ", ".join(by_pieces[memory_id][1][:3]))
