@@ -8,6 +8,7 @@ damaged the indexes finds what is there now.
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import numpy as np
@@ -103,3 +104,51 @@ def test_a_text_index_damaged_between_recalls_is_rebuilt(tmp_path: Path) -> None
         == "the build cache lives on the shared volume"
     )
     engram.close()
+
+
+def test_a_recall_reads_only_the_candidates_that_can_still_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each candidate's ranking fields are read from the read model only while an unread one
+    # could still rank among the best: the five best are the first five of the hundred best,
+    # whatever the age, importance and kind that weigh them after relevance.
+    from engram.readmodel.queries import Queries
+
+    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "home"))
+    kinds = ("note", "decision", "gotcha", "convention")
+    words = (
+        "release pipeline artefact bundle signing upload mirror cache runner token deploy "
+        "staging canary rollback migration schema index replica shard queue worker retry "
+        "timeout budget alert dashboard trace sampling flag rollout"
+    ).split()
+    rng = random.Random(7)
+    with Engram() as engram:
+        engram.init()
+        engram.config_set("recall.sitting_penalty", "0")
+        engram.config_set("recall.candidates", "500")  # the same candidates for k=5 and k=100
+        engram.config_set("recall.min_relevance", "0")  # every candidate can rank
+        for n in range(300):
+            engram.remember(
+                " ".join(rng.sample(words, 7)) + f" (step {n})",
+                kind=kinds[n % len(kinds)],
+                importance=(n % 5) / 4,
+                at=f"20{10 + n % 15}-0{1 + n % 9}-1{n % 10}T12:00:00Z",
+                check_duplicates=False,
+            )
+        read: list[int] = []
+        real = Queries.heads
+
+        def counting(self: Queries, ids: list[str], **kwargs: bool) -> dict:
+            read.append(len(ids))
+            return real(self, ids, **kwargs)
+
+        monkeypatch.setattr(Queries, "heads", counting)
+        for query in ("release pipeline artefact", "which gotcha about a canary rollback"):
+            best = engram.recall(query, k=5)
+            few = sum(read)
+            read.clear()
+            everything = engram.recall(query, k=100)
+            assert [h.memory.id for h in best] == [h.memory.id for h in everything[:5]]
+            assert [h.score for h in best] == pytest.approx([h.score for h in everything[:5]])
+            assert few < sum(read), (few, sum(read))
+            read.clear()

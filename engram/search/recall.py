@@ -11,6 +11,7 @@ module reads and writes nothing else.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -231,8 +232,28 @@ def _candidates(
             pool[memory_id] = candidate(memory_id)
 
     min_relevance = settings["recall.min_relevance"]
-    read([i for i, r in zip(ids, estimates, strict=True) if r >= min_relevance])
+    # Candidates are read most relevant first, in batches, and only as far as one unread could
+    # still rank among the best: no factor after relevance (time, kind, strength) raises a
+    # score above it, and context goes only to the neighbours, which are all read.
+    hopeful = sorted(
+        (n for n, r in enumerate(estimates) if r >= min_relevance), key=lambda n: -estimates[n]
+    )
+    cursor = 0
+    batch = 2 * max(k, ranking.SUBJECT_WINDOW)
+
+    def read_more() -> None:
+        """Read the next batch of `hopeful` (and the ties of its last one)."""
+        nonlocal cursor, batch
+        end = min(cursor + batch, len(hopeful))
+        while end < len(hopeful) and estimates[hopeful[end]] == estimates[hopeful[end - 1]]:
+            end += 1
+        read([ids[n] for n in hopeful[cursor:end]])
+        cursor, batch = end, batch * 2
+
+    read_more()
     context = settings["recall.context"]
+    while context > 0 and len(pool) < ranking.CONTEXT_TOP and cursor < len(hopeful):
+        read_more()
     if context > 0 and len(pool) < ranking.CONTEXT_TOP:
         # The most relevant, whose neighbours gain context, lie partly among the rest.
         rest = sorted((n for n, i in enumerate(ids) if i not in seen), key=lambda n: -estimates[n])
@@ -242,7 +263,7 @@ def _candidates(
         if rest and pool:  # and those as relevant as the least of them
             least = min(pool[i].relevance for i in ranking.most_relevant(pool))
             read([ids[n] for n in rest if estimates[n] >= least])
-        pool = {i: pool[i] for i in ids if i in pool}
+    pool = {i: pool[i] for i in ids if i in pool}
     if context > 0 and pool:
         neighbours = proj.written_with(
             ranking.most_relevant(pool), seconds=ranking.CONTEXT_SECONDS, span=ranking.CONTEXT_SPAN
@@ -278,36 +299,54 @@ def _candidates(
         )
     floor = settings["recall.strength_floor"]
     share = settings["recall.weight_strength"]
-    out: list[Ranked] = []
-    for memory_id, c in pool.items():
+
+    def scored(memory_id: str, c: ranking.Candidate) -> Ranked | None:
+        """The candidate ranked, or None when it is filtered out."""
         head = heads[memory_id]
         if c.relevance <= 0 or c.relevance < min_relevance:
-            continue
+            return None
         if head.status != "active" and not filters.include_forgotten:
-            continue
+            return None
         if filters.kinds and head.kind not in filters.kinds:
-            continue
+            return None
         if filters.tags and not filters.tags <= head.tags:
-            continue
+            return None
         if filters.scope is not None and head.scope != filters.scope:
-            continue
+            return None
         if filters.task is not None and head.task != filters.task:
-            continue
+            return None
         if filters.since and head.moment < filters.since:
-            continue
+            return None
         if filters.until and head.moment >= filters.until:
-            continue
+            return None
         if not filters.include_expired and not head.valid_at(moment):
-            continue
+            return None
         c.moment = ev.parse_time(head.moment)
         c.strength = strength(head, moment, settings, at=c.moment)
         if c.strength < floor and not filters.include_decayed:
-            continue
+            return None
         c.time = ranking.time_factor(intent, c.moment, moment)
         c.kind = ranking.kind_factor(intent, head.kind)
         c.score = c.relevance * c.time * c.kind * ((1.0 - share) + share * c.strength)
-        out.append((c.score, head.updated_clock, source, c))
-    return out
+        return (c.score, head.updated_clock, source, c)
+
+    # The best `wanted` of this store are all that the ranking across stores can keep.
+    wanted = max(k, ranking.SUBJECT_WINDOW)
+    done: dict[str, Ranked | None] = {}
+    bounded = True
+    while True:
+        for memory_id, c in pool.items():
+            if memory_id not in done:
+                done[memory_id] = scored(memory_id, c)
+                bounded = bounded and c.score <= c.relevance  # else read them all
+        if cursor >= len(hopeful):
+            break
+        best = heapq.nlargest(wanted, (r[0] for r in done.values() if r is not None))
+        if bounded and len(best) == wanted and best[-1] > estimates[hopeful[cursor]]:
+            break
+        read_more()
+        pool = {i: pool[i] for i in ids if i in pool}
+    return [ranked for i in ids if (ranked := done.get(i)) is not None]
 
 
 def _rank_by_subject(
