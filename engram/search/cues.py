@@ -187,9 +187,23 @@ def _at(words: list[str], i: int, phrase: list[str]) -> bool:
     return words[i : i + len(phrase)] == phrase
 
 
-def _phrases(words: list[str], phrases: Iterable[list[str]]) -> list[tuple[int, int]]:
-    """(start, length) of each phrase found."""
-    return [(i, len(p)) for i in range(len(words)) for p in phrases if _at(words, i, p)]
+def _by_first(phrases: Iterable[list[str]]) -> dict[str, list[list[str]]]:
+    """The phrases by their first word, in their order."""
+    out: dict[str, list[list[str]]] = {}
+    for phrase in phrases:
+        out.setdefault(phrase[0], []).append(phrase)
+    return out
+
+
+def _phrases(words: list[str], phrases: dict[str, list[list[str]]]) -> list[tuple[int, int]]:
+    """(start, length) of each phrase found (`phrases` by their first word)."""
+    return [
+        (i, len(p)) for i, w in enumerate(words) for p in phrases.get(w, ()) if _at(words, i, p)
+    ]
+
+
+_PAST_BY_FIRST = _by_first(_PAST_PHRASES)
+_CURRENT_BY_FIRST = _by_first(_CURRENT_PHRASES)
 
 
 def tense(query: str) -> Tense | None:
@@ -285,9 +299,9 @@ def tense(query: str) -> Tense | None:
         if word == "first" and ahead[:1] and ahead[0] in _FIRST_OF:
             past = max(past, WEAK)
     # "in the beginning of November" names a time, not the state before a change.
-    if any(words[i + n : i + n + 1] != ["of"] for i, n in _phrases(words, _PAST_PHRASES)):
+    if any(words[i + n : i + n + 1] != ["of"] for i, n in _phrases(words, _PAST_BY_FIRST)):
         past = max(past, STRONG)
-    if _phrases(words, _CURRENT_PHRASES):
+    if _phrases(words, _CURRENT_BY_FIRST):
         current = max(current, STRONG)
     if past == current == 0:
         return None
@@ -344,6 +358,6 @@ def kinds(query: str) -> tuple[frozenset[str], list[str]]:
         if word in KIND_WORDS:
             names.append(word)
     for phrase, kind in _SYNONYM_PHRASES:
-        if any(_at(words, i, phrase) for i in range(len(words))):
+        if any(w == phrase[0] and _at(words, i, phrase) for i, w in enumerate(words)):
             found.add(kind)
     return frozenset(found), names
