@@ -199,9 +199,11 @@ class VectorIndex:
             exact=len(self.index) < exact_below,
             threads=1,
         )
+        # As Python numbers first: one conversion for all, not a NumPy scalar each.
+        similarities = (1.0 - np.asarray(matches.distances, dtype=np.float64)).tolist()
         return [
-            (id_of(int(key)), 1.0 - float(distance))
-            for key, distance in zip(matches.keys, matches.distances, strict=True)
+            (id_of(key), similarity)
+            for key, similarity in zip(matches.keys.tolist(), similarities, strict=True)
         ]
 
     def vectors_for(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
