@@ -345,7 +345,6 @@ def _candidates(
         if bounded and len(best) == wanted and best[-1] > estimates[hopeful[cursor]]:
             break
         read_more()
-        pool = {i: pool[i] for i in ids if i in pool}
     return [ranked for i in ids if (ranked := done.get(i)) is not None]
 
 
