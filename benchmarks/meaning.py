@@ -15,6 +15,9 @@ Variants (memories as Engram embeds them, `kind (tags): text`, unless said):
 - `plain cosine`, `plain ordinary`: the same, the memories embedded as their text alone;
 - `s-norm`: the cosine read against the question's background and against the memory's own
   (the sum of both z-scores, as speaker verification normalises scores);
+- `either form`: the higher of the two cosines, the memory embedded both ways;
+- `bare question`, `bare ordinary`: the question embedded without its opening ("how do I",
+  "why is there", "what does"), as a statement of what it asks about;
 - `with builtin`: with another model given (`--model`), the sum of both models' z-scores
   against their own backgrounds, ordinariness taken off each.
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +44,18 @@ from scale import HOLDOUT, generated_memories  # noqa: E402
 
 ORDINARY = 0.5  # recall.memory_background's default
 K = 5
+_ASKING = r"(?:how|what|why|which|where|when|who|whose)"
+_AUX = r"(?:do|does|did|is|are|was|were|can|could|should|would|will|has|have|had|am)"
+_WHO = r"(?:i|we|you|they|it|there|he|she)"
+OPENING = re.compile(
+    rf"^\s*(?:{_ASKING}(?:\s+{_AUX})?(?:\s+{_WHO})?|{_AUX}(?:\s+{_WHO})?)\b\s*", re.I
+)
+
+
+def bare(question: str) -> str:
+    """The question without its opening words and question mark (kept whole if little is left)."""
+    rest = OPENING.sub("", question).rstrip(" ?")
+    return rest if len(rest.split()) >= 2 else question
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,17 +111,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "3220": np.vstack([own["dev"], own["holdout"], rest]),
             }
         questions = {
-            name: np.stack(
-                [embedder.embed_query(q["q"]) for q in s["queries"] if q["answers"]]
+            (name, form): np.stack(
+                [embedder.embed_query(form(q["q"])) for q in s["queries"] if q["answers"]]
             ).astype(np.float32)
             for name, s in sets.items()
+            for form in (str, bare)
         }
         prepared[model] = (fixed, data, questions)
 
-    def matrices(model: str, plain: bool, key: Any, name: str) -> dict[str, np.ndarray]:
+    def matrices(
+        model: str, plain: bool, key: Any, name: str, form: Any = str
+    ) -> dict[str, np.ndarray]:
         """Each question's score of each memory (rows: the set's answerable questions)."""
         fixed, data, questions = prepared[model]
-        memories, q = data[plain][key], questions[name]
+        memories, q = data[plain][key], questions[name, form]
         cos = q @ memories.T
         to_fixed = q @ fixed.T
         mean, deviation = to_fixed.mean(axis=1)[:, None], to_fixed.std(axis=1)[:, None]
@@ -134,11 +153,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     wanted = [{f"{name}:{a}" for a in q["answers"]} for q in answerable]
                 ours = matrices(model, False, key, name)
                 plain = matrices(model, True, key, name)
+                asked = matrices(model, False, key, name, bare)
                 variants = {
                     "cosine": ours["cosine"],
                     "ordinary": ours["ordinary"],
                     "plain cosine": plain["cosine"],
                     "plain ordinary": plain["ordinary"],
+                    "either form": np.maximum(ours["cosine"], plain["cosine"]),
+                    "bare question": asked["cosine"],
+                    "bare ordinary": asked["ordinary"],
                     "s-norm": ours["s-norm"],
                 }
                 for other in models:
