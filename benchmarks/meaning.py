@@ -32,7 +32,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prepared[model] = (fixed, data, questions)
 
     def matrices(
-        model: str, plain: bool, key: Any, name: str, form: Any = str
+        model: str, plain: bool, key: Any, name: str, form: Callable[[str], str] = str
     ) -> dict[str, np.ndarray]:
         """Each question's score of each memory (rows: the set's answerable questions)."""
         fixed, data, questions = prepared[model]
