@@ -7,7 +7,10 @@
 - Processes of every kind writing to one clone at once (API writers, `engram` CLI commands, MCP
   servers over stdio): nothing lost, nothing duplicated, every line whole.
 - `engram reindex` killed half-way: the next use detects what it left and rebuilds it; answers
-  are the same as before.
+  are the same as before. Killed after saving part of the vector index: the next reindex goes
+  on from there, with the answers of a reindex from scratch.
+- A process killed after folding changes into the vector index but before saving it: no memory
+  is left out of the index.
 
 Each test records its figures, printed in the run's summary (a `figures` section).
 """
@@ -366,3 +369,106 @@ def test_a_reindex_killed_half_way_is_detected_and_rebuilt(
         f"doctor saw the unfinished caches after {detected}; answers the same after each "
         "automatic rebuild: all"
     )
+
+
+# -- a fold into the vector index killed half-way ------------------------------------------------
+
+FOLDER = Path(__file__).with_name("folder.py")
+SAFARI = "zebra and giraffe safari note {n}: the elephants crossed the river at dawn"
+ANIMALS = "animals walking through water at sunrise"  # shares no word with SAFARI
+
+
+def fold_and_die(project: Path, command: str, kill_at: int) -> None:
+    done = subprocess.run(
+        [sys.executable, str(FOLDER), str(project), command, str(kill_at)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **ENV},
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert done.stdout.strip() == "killed"
+
+
+def vector_ids(project: Path) -> set[str]:
+    """The memories in the saved vector index, as saved."""
+    from engram.search.vectors import VectorIndex
+
+    cache = Engram(cwd=project).project.local_dir / "cache"
+    meta = json.loads((cache / "vectors.json").read_text())
+    return set(VectorIndex(cache / "vectors.usearch", meta["identity"], meta["dim"]).ids())
+
+
+def test_a_process_killed_before_saving_the_vector_index_loses_no_memory_from_it(
+    project: Path,
+) -> None:
+    engram = Engram(cwd=project)
+    engram.remember("The parser caches tokens per file", check_duplicates=False)
+    engram.reindex()
+    safari = [engram.remember(SAFARI.format(n=n), check_duplicates=False).id for n in range(300)]
+    engram.close()
+    # The recall folds the 300 into the index (256 or more changed) and dies before saving it.
+    fold_and_die(project, "recall", kill_at=1)
+    reader = Engram(cwd=project)
+    hits = [h.memory.id for h in reader.recall(ANIMALS, k=3)]
+    assert hits and set(hits) <= set(safari)  # found by meaning alone, as before the kill
+    reader.close()
+    assert set(safari) <= vector_ids(project)  # folded, saved, complete
+
+
+def test_a_reindex_killed_half_way_goes_on_from_where_it_stopped(project: Path) -> None:
+    from engram.search.vectors import VectorIndex
+
+    engram = Engram(cwd=project)
+    ids = [engram.remember(SAFARI.format(n=n), check_duplicates=False).id for n in range(400)]
+    engram.reindex()
+    engram.close()
+    # Killed as it saves the index for the third time: two saves of the graph are kept.
+    fold_and_die(project, "reindex", kill_at=3)
+    saved = vector_ids(project)
+    assert 0 < len(saved) < len(ids)
+    check = engram_cli("reindex", "--check", cwd=project)
+    assert check.returncode == 0, check.stdout  # behind, not broken: the caches work
+    assert "`engram reindex` stopped before it finished" in check.stdout
+    doctor = json.loads(engram_cli("doctor", "--json", cwd=project).stdout)
+    assert any(
+        "stopped before it finished" in f["message"]
+        for s in doctor["stores"]
+        for f in s["findings"]
+    )
+    # Meanwhile one memory is written and another changed; and the saved index holds the
+    # vector of a memory that is no longer one (as a branch switched away from leaves it).
+    writer = Engram(cwd=project)
+    new = writer.remember("a hippo wallowed in the mud", check_duplicates=False).id
+    changed = next(m for m in ids if m in saved)
+    writer.supersede(changed, "a rhino slept under the acacia tree")
+    writer.close()
+    cache = Engram(cwd=project).project.local_dir / "cache"
+    meta = json.loads((cache / "vectors.json").read_text())
+    index = VectorIndex(cache / "vectors.usearch", meta["identity"], meta["dim"])
+    stray = "0000000000zz"
+    index.update({stray: next(iter(index.vectors_for(sorted(saved)).values()))}, [])
+    index.save()
+    done = engram_cli("reindex", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "went on from a reindex that was stopped" in done.stdout
+    kept = int(done.stdout.split("stopped: ")[1].split()[0])
+    assert 0 < kept <= len(saved)
+    resumed = vector_ids(project)
+    assert stray not in resumed and new in resumed
+    check = engram_cli("reindex", "--check", cwd=project)
+    assert "stopped before it finished" not in check.stdout
+
+    def answers() -> list[tuple[str, float]]:
+        reader = Engram(cwd=project)
+        try:
+            return [(h.memory.id, round(h.score, 4)) for h in reader.recall(ANIMALS, k=10)]
+        finally:
+            reader.close()
+
+    # The same as a reindex from scratch, which keeps nothing.
+    got = answers()
+    scratch = engram_cli("reindex", cwd=project)
+    assert "went on" not in scratch.stdout
+    assert vector_ids(project) == resumed
+    assert answers() == got

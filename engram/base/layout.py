@@ -61,6 +61,7 @@ EMBEDDINGS_DB = "embeddings.sqlite3"
 TEXT_INDEX_DIR = "text"
 VECTOR_INDEX = "vectors.usearch"
 VECTOR_META = "vectors.json"  # beside VECTOR_INDEX: identity, dimension, count
+REINDEX_MARK = "reindexing.json"  # in CACHE_DIR while `engram reindex` rebuilds it
 PROJECTS_CACHE = "projects.json"  # in the personal store's cache: project ids by repository
 
 # -- the ledger, under <common-git-dir>/engram/ledger/ -------------------------------------------

@@ -414,6 +414,11 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool, as_j
         f"{report.embedded} embedded, {report.reused} reused from the cache, "
         f"in {report.seconds:.1f}s"
     )
+    if report.resumed:
+        echo(
+            f"went on from a reindex that was stopped: {report.resumed} vectors were already "
+            "in the vector index"
+        )
 
 
 @click.command()

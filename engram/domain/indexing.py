@@ -5,6 +5,8 @@ each one is (`engram reindex --check`, `stats`), without changing anything.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -12,8 +14,9 @@ from dataclasses import dataclass
 
 from ..base import layout
 from ..base.errors import EngramError
+from ..base.files import atomic_write
 from ..readmodel.projection import Projection
-from ..storage.reindexing import reindexing
+from ..storage.reindexing import reindexing, stopped_reindex
 from ..storage.store import Store
 from .workspace import Workspace
 
@@ -28,6 +31,7 @@ class StoreReindex:
     embedded: int
     reused: int
     vectors: bool
+    resumed: int = 0  # vectors kept from a reindex killed half-way
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class ReindexReport:
     reused: int
     stores: tuple[StoreReindex, ...]
     seconds: float
+    resumed: int = 0  # vectors kept from a reindex killed half-way
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,7 @@ class Indexes:
             reused=sum(s.reused for s in stores),
             stores=tuple(stores),
             seconds=round(time.perf_counter() - started, 3),
+            resumed=sum(s.resumed for s in stores),
         )
 
     def _reindex_one(
@@ -129,16 +135,26 @@ class Indexes:
             proj.refresh()  # first, so that events whose files vanished are noted as such
         except (OSError, EngramError):
             pass
+        cache = layout.cache_dir(store.local_dir)
+        mark = cache / layout.REINDEX_MARK
+        # A reindex killed half-way left its mark, and the vector index as last saved: linking
+        # vectors into the graph is nearly all of a large store's reindex, so that much is
+        # kept (each vector checked against the embedding cache, and what is no longer a
+        # memory taken out) rather than done again.
+        resuming = mark.exists() and (cache / layout.VECTOR_META).exists()
         with store.lock():
             proj.reset()
-            cache = layout.cache_dir(store.local_dir)
             shutil.rmtree(cache / layout.TEXT_INDEX_DIR, ignore_errors=True)
-            for name in (layout.VECTOR_INDEX, layout.VECTOR_META):
-                (cache / name).unlink(missing_ok=True)
+            if not resuming:
+                for name in (layout.VECTOR_INDEX, layout.VECTOR_META):
+                    (cache / name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # a read-only store's caches are in memory
+                atomic_write(mark, json.dumps({"started": round(time.time())}), durable=False)
         self.workspace.drop_projection(store)
         proj = self.workspace.projection(store)
         counts = proj.counts()
-        total = len(proj.all_memory_ids())
+        ids = proj.all_memory_ids()
+        total = len(ids)
         search = self.workspace.search(store)
         search.sync_text()
         report = None
@@ -152,9 +168,12 @@ class Indexes:
                 if progress is not None:
                     progress(store.kind, done, total)
 
+            if resuming:
+                search.drop_vectors_except(embedder, set(ids))
             report = search.sync_vectors(
                 embedder, self.workspace.settings(store), force=True, progress=step
             )
+        mark.unlink(missing_ok=True)
         return StoreReindex(
             store.kind,
             counts["events"],
@@ -162,6 +181,7 @@ class Indexes:
             report.embedded if report else 0,
             report.reused if report else 0,
             embedder is not None,
+            report.kept if report and resuming else 0,
         )
 
     def refresh_indexes(
@@ -266,6 +286,11 @@ class Indexes:
             elif dirty_text:
                 behind.append(
                     f"{dirty_text} change(s) not yet in the word index (the next search adds them)"
+                )
+            if stopped_reindex(store):
+                behind.append(
+                    "an `engram reindex` stopped before it finished (running it again goes on "
+                    "from where it stopped)"
                 )
             if model != "off":
                 if identity is None:

@@ -139,12 +139,20 @@ class Queries:
             for body in self._bodies("sessions", "state", states, ids, "started_clock")
         ]
 
-    def dirty(self, which: str, limit: int | None = None) -> list[tuple[str, int]]:
-        """(memory id, generation) pairs whose `which` ("text" or "vec") entries are stale."""
+    def dirty(
+        self, which: str, limit: int | None = None, *, after: str | None = None
+    ) -> list[tuple[str, int]]:
+        """(memory id, generation) pairs whose `which` ("text" or "vec") entries are stale;
+        with `after`, only memory ids after it, in order (to page through marks that stay
+        until the index holding their entries is saved)."""
         sql = f"SELECT memory, gen FROM {dirty_table(which)}"
+        args: tuple[str, ...] = ()
+        if after is not None:
+            sql += " WHERE memory > ? ORDER BY memory"
+            args = (after,)
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return [(r[0], r[1]) for r in self.db.execute(sql)]
+        return [(r[0], r[1]) for r in self.db.execute(sql, args)]
 
     def dirty_count(self, which: str) -> int:
         count: int = self.db.execute(f"SELECT COUNT(*) FROM {dirty_table(which)}").fetchone()[0]

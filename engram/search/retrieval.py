@@ -11,7 +11,6 @@ Per store, two disposable indexes hang off the read model:
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 from collections.abc import Iterator, Sequence
@@ -32,6 +31,7 @@ from ..readmodel.projection import Projection
 from ..storage.store import Store
 from .backlog import INLINE, Backlog
 from .embed import Embedder, EmbeddingCache, content_hash, embed_with_cache
+from .folding import fill_in_memory, fold
 from .hits import Hit as Hit
 from .hits import embedding_text as embedding_text
 from .hits import memory_embedding_text as memory_embedding_text
@@ -49,6 +49,7 @@ class SyncReport:
     indexed_vectors: int = 0
     embedded: int = 0
     reused: int = 0
+    kept: int = 0  # vectors already in the index, the same, left where they were
     rebuilt: list[str] = field(default_factory=list)
 
 
@@ -243,7 +244,10 @@ class StoreSearch:
         with self.lock():
             index = self.vectors(embedder)
             if self.read_only:
-                self._fill_vectors_in_memory(embedder, index, report)
+                if index.rebuilt and not self._vectors_filled:
+                    index.rebuilt = False
+                    self._vectors_filled = True
+                    fill_in_memory(self.projection, self.embeddings, embedder, index, report)
                 return report
             if index.rebuilt:
                 proj.mark_all_dirty("vec")
@@ -255,58 +259,40 @@ class StoreSearch:
                 if quiet[2] == self._vectors_stamp:
                     self._quiet["vec"] = (*quiet, generation)
                 return report
-            changed = False
-            while True:
-                marks = proj.dirty("vec", limit=512)
-                if not marks:
-                    break
-                ids = [m for m, _ in marks]
-                found = proj.memories_by_id(ids)
-                live = [found[i] for i in ids if i in found]
-                vectors, embedded = embed_with_cache(
-                    embedder, self.embeddings, [memory_embedding_text(m) for m in live]
-                )
-                report.embedded += embedded
-                report.reused += len(live) - embedded
-                index.update(
-                    {m.id: vectors[row] for row, m in enumerate(live)},
-                    [i for i in ids if i not in found],
-                )
-                proj.clean("vec", marks)
-                report.indexed_vectors += len(live)
-                changed = True
-                if progress is not None:
-                    progress(len(live))
-            if changed or not index.meta_path.exists():
-                try:
-                    index.save()
-                    self._vectors_stamp = _stamp(index.path)
-                except (OSError, RuntimeError, ValueError):
-                    # Not saved (disk full): the marks are cleaned, so make sure the next
-                    # process rebuilds the saved index rather than trust it.
-                    with contextlib.suppress(OSError):
-                        index.meta_path.unlink(missing_ok=True)
-                    self.read_only = True
-                    self._vectors_filled = True  # this process's copy is complete
+            fold(
+                proj,
+                self.embeddings,
+                embedder,
+                index,
+                report,
+                progress,
+                save=lambda folded: self._save_vectors(index, folded),
+            )
         return report
 
-    def _fill_vectors_in_memory(self, embedder: Embedder, index: Any, report: SyncReport) -> None:
-        """A read-only store whose saved vector index is missing or stale: fill a copy in
-        memory once, from the embedding cache where it can; memories changed since are
-        compared directly at query time."""
-        if not index.rebuilt or self._vectors_filled:
-            return
-        index.rebuilt = False
-        self._vectors_filled = True
-        ids = self.projection.all_memory_ids()
-        for start in range(0, len(ids), 512):
-            found = self.projection.memories_by_id(ids[start : start + 512])
-            live = list(found.values())
-            vectors, embedded = embed_with_cache(
-                embedder, self.embeddings, [memory_embedding_text(m) for m in live]
-            )
-            report.embedded += embedded
-            index.update({m.id: vectors[row] for row, m in enumerate(live)}, [])
+    def _save_vectors(self, index: Any, folded: list[tuple[str, int]]) -> bool:
+        """Save the vector index, then clean the marks of what it now holds."""
+        try:
+            index.save()
+        except (OSError, RuntimeError, ValueError):
+            # Not saved (disk full): the saved index and the marks of what it lacks stay as
+            # they were, for a later save; this process searches its own copy, complete.
+            self.read_only = True
+            self._vectors_filled = True
+            return False
+        self._vectors_stamp = _stamp(index.path)
+        self.projection.clean("vec", folded)
+        return True
+
+    def drop_vectors_except(self, embedder: Embedder, keep: set[str]) -> int:
+        """Take out of the vector index every memory not in `keep` (those of a reindex killed
+        half-way that are no longer memories); saved with the next fold."""
+        with self.lock():
+            index = self.vectors(embedder)
+            gone = [m for m in index.ids() if m not in keep]
+            if gone:
+                index.update({}, gone)
+            return len(gone)
 
     # -- querying --------------------------------------------------------------------------
 

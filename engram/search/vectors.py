@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -167,7 +168,8 @@ class VectorIndex:
                 changed[np.flatnonzero(present)[same]] = False
                 for key in keys[present][~same]:
                     index.remove(int(key))
-        return link(index, keys[changed], vectors[changed])
+        linked = link(index, keys[changed], vectors[changed])
+        return dataclasses.replace(linked, kept=len(keys) - int(changed.sum()))
 
     def save(self) -> None:
         """Write the index then its sidecar, each by rename: a crash leaves the old pair or a
@@ -256,6 +258,7 @@ class Linked:
     threads: int = 1
     unreachable: int = 0  # of them, not found by a search with their own vector
     left: int = 0  # still not found after being linked again one thread at a time
+    kept: int = 0  # already in the graph with the very same vector: left where they were
 
 
 def link(

@@ -4,6 +4,10 @@ A reindex removes a store's caches (read model, word index, vector index) and bu
 two at once would each remove what the other is building. The second waits for the first on an
 advisory lock in the cache folder (`<git-dir>/engram/cache/reindex.lock`), then rebuilds from
 the event files as they are then; neither fails.
+
+While it runs, a mark in the cache folder (`reindexing.json`) says so; one killed half-way
+leaves it, and the next reindex goes on from the vector index it last saved
+(`engram.domain.indexing`).
 """
 
 from __future__ import annotations
@@ -34,3 +38,25 @@ def reindexing(store: Store) -> Iterator[None]:
         return
     with handle, locked(handle):  # the ledger's flock, which skips where there is none
         yield
+
+
+def stopped_reindex(store: Store) -> bool:
+    """Did a reindex of the store begin and not finish, with none running now?"""
+    folder = layout.cache_dir(store.local_dir)
+    if not (folder / layout.REINDEX_MARK).exists():
+        return False
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks here: the mark alone says it
+        return True
+    try:
+        handle = open(folder / REINDEX_LOCK, "ab")  # noqa: SIM115 (closed below)
+    except OSError:
+        return True
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # a reindex holds the lock: it is running now
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    return True

@@ -15,6 +15,7 @@ import orjson
 
 from ...base import layout
 from ...storage.local import WriterState
+from ...storage.reindexing import stopped_reindex
 from ...storage.store import Store
 from .report import Finding, Host, Level, flag
 
@@ -144,6 +145,15 @@ def check_caches(engram: Host, store: Store) -> list[Finding]:
                 f"not built yet (or a reindex was interrupted): "
                 f"{', '.join(missing)}; the next recall builds it",
                 reindex,
+            )
+        )
+    elif stopped_reindex(store):
+        out.append(
+            Finding(
+                "cache",
+                "note",
+                "an `engram reindex` stopped before it finished; the caches work meanwhile",
+                f"{reindex} (it goes on from where the last one stopped)",
             )
         )
     return out
