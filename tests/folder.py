@@ -1,9 +1,11 @@
 """A child process that folds a store's vectors into its vector index and is killed with
 SIGKILL at the moment it would save the index for the N-th time.
 
-Usage: python folder.py DIR reindex|recall N
+Usage: python folder.py DIR reindex|recall|cli-reindex N
 - reindex: `Engram.reindex()`, saving every batch of 64 (a long reindex, shortened);
-- recall: one recall, which folds the memories changed since the last save (256 or more).
+- recall: one recall, which folds the memories changed since the last save (256 or more);
+- cli-reindex: `engram reindex` as the command line runs it, stopped with SIGINT (Ctrl-C)
+  instead of killed.
 """
 
 import os
@@ -25,11 +27,15 @@ def save_or_die(self: retrieval.StoreSearch, index: object, folded: list[tuple[s
     calls += 1
     if calls == kill_at:
         print("killed", flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGINT if command == "cli-reindex" else signal.SIGKILL)
     return save(self, index, folded)
 
 
 retrieval.StoreSearch._save_vectors = save_or_die
+if command == "cli-reindex":
+    from engram.cli.main import main
+
+    main(["-C", directory, "reindex"])
 engram = Engram(cwd=directory)
 if command == "reindex":
     engram.reindex()

@@ -472,3 +472,23 @@ def test_a_reindex_killed_half_way_goes_on_from_where_it_stopped(project: Path) 
     assert "went on" not in scratch.stdout
     assert vector_ids(project) == resumed
     assert answers() == got
+
+
+def test_a_reindex_stopped_with_ctrl_c_says_so_and_the_next_goes_on(project: Path) -> None:
+    engram = Engram(cwd=project)
+    for n in range(300):
+        engram.remember(SAFARI.format(n=n), check_duplicates=False)
+    engram.reindex()
+    engram.close()
+    stopped = subprocess.run(
+        [sys.executable, str(FOLDER), str(project), "cli-reindex", "3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **ENV},
+    )
+    assert stopped.returncode == 130, stopped.stderr
+    assert "stopped: the next `engram reindex` goes on from what this one saved" in stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    done = engram_cli("reindex", cwd=project)
+    assert "went on from a reindex that was stopped" in done.stdout, done.stdout

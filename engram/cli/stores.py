@@ -385,27 +385,11 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool, as_j
         if not all(state.healthy for state in states):
             ctx.exit(1)
         return
-    if sys.stderr.isatty() and not as_json:
-        from rich.console import Console
-        from rich.progress import Progress
-
-        with Progress(console=Console(stderr=True), transient=True) as bar:
-            # Shown from the start: reading the event files comes before the first embedding.
-            reading: Any = bar.add_task("reading the event files", total=None)
-            tasks: dict[str, Any] = {}
-
-            def progress(store: str, done: int, total: int) -> None:
-                nonlocal reading
-                if reading is not None:
-                    bar.remove_task(reading)
-                    reading = None
-                if store not in tasks:
-                    tasks[store] = bar.add_task(f"embedding ({store})", total=total)
-                bar.update(tasks[store], completed=done)
-
-            report = engram.reindex(progress=progress)
-    else:
-        report = engram.reindex()
+    try:
+        report = _reindex_with_progress(engram, as_json)
+    except KeyboardInterrupt:
+        echo("stopped: the next `engram reindex` goes on from what this one saved", err=True)
+        ctx.exit(130)
     if as_json:
         print_json(as_json_value(report))
         return
@@ -419,6 +403,30 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool, as_j
             f"went on from a reindex that was stopped: {report.resumed} vectors were already "
             "in the vector index"
         )
+
+
+def _reindex_with_progress(engram: Any, as_json: bool) -> Any:
+    """`engram.reindex()`, with its bar on a terminal."""
+    if sys.stderr.isatty() and not as_json:
+        from rich.console import Console
+        from rich.progress import Progress
+
+        with Progress(console=Console(stderr=True), transient=True) as bar:
+            # Shown from the start: reading the event files comes before the first embedding.
+            reading: Any = bar.add_task("reading the event files", total=None)
+            tasks: dict[str, Any] = {}
+
+            def progress(stage: str, done: int, total: int) -> None:
+                nonlocal reading
+                if reading is not None:
+                    bar.remove_task(reading)
+                    reading = None
+                if stage not in tasks:
+                    tasks[stage] = bar.add_task(stage, total=total)
+                bar.update(tasks[stage], completed=done)
+
+            return engram.reindex(progress=progress)
+    return engram.reindex()
 
 
 @click.command()

@@ -109,7 +109,8 @@ class Indexes:
 
         Embeddings come from the embedding cache where the same text was embedded before by the
         same model, so a second reindex embeds nothing. `progress(stage, done, total)` is called
-        as work advances.
+        as work advances, `stage` saying what and in which store: "embedding (personal)", then
+        "linking (personal)" as vectors are linked into the vector index's graph.
         """
         started = time.perf_counter()
         stores: list[StoreReindex] = []
@@ -160,20 +161,27 @@ class Indexes:
         report = None
         embedder = self.workspace.embedder(store)
         if embedder is not None:
-            done = 0
+            done = {"embedding": 0, "linking": 0}
 
-            def step(count: int, total: int = total) -> None:
-                nonlocal done
-                done += count
-                if progress is not None:
-                    progress(store.kind, done, total)
+            def step(stage: str) -> Callable[[int], None]:
+                def advance(count: int) -> None:
+                    done[stage] += count
+                    if progress is not None:
+                        progress(f"{stage} ({store.kind})", done[stage], total)
+
+                return advance
 
             if resuming:
                 search.drop_vectors_except(embedder, set(ids))
             report = search.sync_vectors(
-                embedder, self.workspace.settings(store), force=True, progress=step
+                embedder,
+                self.workspace.settings(store),
+                force=True,
+                progress=step("embedding"),
+                linking=step("linking"),
             )
-        mark.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            mark.unlink(missing_ok=True)
         return StoreReindex(
             store.kind,
             counts["events"],

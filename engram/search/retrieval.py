@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,8 +215,10 @@ class StoreSearch:
         force: bool = False,
         report: SyncReport | None = None,
         progress: Any = None,
+        linking: Callable[[int], None] | None = None,
     ) -> SyncReport:
-        """Fold changed memories into the saved vector index once enough have changed."""
+        """Fold changed memories into the saved vector index once enough have changed;
+        `progress(count)` as texts are embedded, `linking(count)` as vectors are folded in."""
         proj = self.projection
         quiet = (
             embedder.identity,
@@ -265,7 +267,7 @@ class StoreSearch:
                 embedder,
                 index,
                 report,
-                progress,
+                progress if progress is not None else linking,
                 save=lambda folded: self._save_vectors(index, folded),
             )
         return report
