@@ -452,8 +452,11 @@ def test_a_reindex_killed_half_way_goes_on_from_where_it_stopped(project: Path) 
     done = engram_cli("reindex", cwd=project)
     assert done.returncode == 0, done.stderr
     assert "went on from a reindex that was stopped" in done.stdout
+    # Every vector saved was kept, but perhaps the superseded one's (the commands in between
+    # may have linked more: a write folds the changes once 256 are waiting, and goes on from
+    # the saved index too).
     kept = int(done.stdout.split("stopped: ")[1].split()[0])
-    assert 0 < kept <= len(saved)
+    assert len(saved) - 1 <= kept <= len(ids) + 1
     resumed = vector_ids(project)
     assert stray not in resumed and new in resumed
     check = engram_cli("reindex", "--check", cwd=project)
