@@ -430,6 +430,9 @@ def test_a_reindex_killed_half_way_goes_on_from_where_it_stopped(project: Path) 
     check = engram_cli("reindex", "--check", cwd=project)
     assert check.returncode == 0, check.stdout  # behind, not broken: the caches work
     assert "`engram reindex` stopped before it finished" in check.stdout
+    assert "behind by design" not in check.stdout
+    stats = engram_cli("stats", cwd=project)
+    assert "indexes: behind: an `engram reindex` stopped before it finished" in stats.stdout
     doctor = json.loads(engram_cli("doctor", "--json", cwd=project).stdout)
     assert any(
         "stopped before it finished" in f["message"]

@@ -373,6 +373,8 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool, as_j
                 verdict = (
                     "current"
                     if state.current
+                    else "behind (they work, and catch up on their own)"
+                    if getattr(state, "reindex_stopped", False) and state.healthy
                     else "behind by design (they catch up on their own)"
                     if state.healthy
                     else "not current: `engram reindex` rebuilds them"
@@ -462,6 +464,9 @@ def stats(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> N
         verdict = (
             "current"
             if index and index.current
+            else "behind: an `engram reindex` stopped before it finished (running it again "
+            "goes on from where it stopped)"
+            if full and full.reindex_stopped
             else "behind by design"
             if index and index.healthy
             else "must be rebuilt (`engram reindex`)"

@@ -89,6 +89,7 @@ class IndexState:
     stale: tuple[str, ...]  # why a cache must be rebuilt
     current: bool
     healthy: bool
+    reindex_stopped: bool = False  # an `engram reindex` began and did not finish
 
 
 StoreIndexState = IndexState | MissingReadModel
@@ -295,7 +296,8 @@ class Indexes:
                 behind.append(
                     f"{dirty_text} change(s) not yet in the word index (the next search adds them)"
                 )
-            if stopped_reindex(store):
+            stopped = stopped_reindex(store)
+            if stopped:
                 behind.append(
                     "an `engram reindex` stopped before it finished (running it again goes on "
                     "from where it stopped)"
@@ -339,6 +341,7 @@ class Indexes:
                 stale=tuple(broken),
                 current=not behind and not broken,
                 healthy=not broken,
+                reindex_stopped=stopped,
             )
             if self.workspace.cached_projection(store) is None:
                 proj.close()
