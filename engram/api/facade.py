@@ -471,7 +471,7 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
         Embeddings come from the embedding cache where the same text was embedded before by the
         same model, so a second reindex embeds nothing. `progress(stage, done, total)` is called
         as work advances: "embedding (personal)", then "linking (personal)" as vectors are
-        linked into the vector index. A reindex killed half-way is gone on with by the next.
+        linked into the vector index. The next reindex goes on from one killed half-way.
         """
         return self._indexes.reindex(progress=progress)
 

@@ -365,6 +365,8 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool, as_j
     """Rebuild the caches (read model, word and vector indexes) from the event files."""
     engram = open_engram(ctx, project, personal)
     if check:
+        from ..api import IndexState
+
         states = engram.index_state(reach=True)
         if as_json:
             print_json(as_json_value(states))
@@ -374,7 +376,7 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool, as_j
                     "current"
                     if state.current
                     else "behind (they work, and catch up on their own)"
-                    if getattr(state, "reindex_stopped", False) and state.healthy
+                    if isinstance(state, IndexState) and state.reindex_stopped and state.healthy
                     else "behind by design (they catch up on their own)"
                     if state.healthy
                     else "not current: `engram reindex` rebuilds them"
