@@ -16,6 +16,7 @@ from typing import Any
 
 from ..base.vocab import PROGRESS_STATUS, TASK_STATUS
 from ..storage import events as ev
+from . import plans
 
 STATUSES = TASK_STATUS.names
 ACTIVE = tuple(term.name for term in TASK_STATUS.terms if term.data["active"])
@@ -184,6 +185,9 @@ def fold_state(
                 clock=event.clock,
                 seq=len(state["checkpoints"]),
             )
+            # Mended with what its writer may not have known (another machine's work).
+            done = (p["feature"] for p in state["progress"] if p["status"] == "done")
+            plans.merge(package, state["latest_checkpoint"], done)
             state["previous_checkpoint"] = state["latest_checkpoint"]
             state["latest_checkpoint"] = package
         else:

@@ -6,15 +6,17 @@ would send the next agent to redo what is already done. `gather` collects what c
 newest handoff of a task, `fold` moves the steps done since out of the plan, and `lines` says it
 in Markdown: plainly, with who did what and when.
 
-A step of the plan counts as done when a progress item marked done after the handoff names it:
-the same words, or all the words of one within the other once the small words and the verbs of
-a plan ("add", "write", "fix") are set aside, so "Retry-After header" is the step "Add the
-Retry-After header".
+Two machines can work on a task at once and merge later: a step one of them marked done before
+the other's (newer) handoff, which did not know of it, is still done. So a done step counts as
+since the handoff when it came after it, or when the handoff lists it in its plan and not among
+what is completed (a handoff carries over every completed item its writer knew of).
+
+A step of the plan counts as done when a progress item marked done since the handoff names it
+(`engram.model.plans.same_step`: "Retry-After header" is the step "Add the Retry-After header").
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,17 +24,12 @@ from typing import Any
 from ...base.display import md, md_code, md_lines
 from ...base.wording import count, listing
 from ...model.memories import Memory
+from ...model.plans import PLAN, same_step, unknown_done
 from ...model.tasks import Failure, Progress, Task
 from ...storage import events as ev
 from . import checkpoints as cp
 
-PLAN = ("next", "in_progress", "blocked")
 SHOWN = 10  # items of each kind listed; the rest are counted
-_SMALL = frozenset(
-    "a an the to of for and or in on at by with from into is be it its this "
-    "that add added adding implement implemented write wrote written fix fixed "
-    "make made do done finish finished update updated".split()
-)
 
 
 @dataclass(frozen=True)
@@ -52,6 +49,8 @@ class Since:
     checkpoints: tuple[Mapping[str, Any], ...] = ()
     commits: tuple[Any, ...] | None = None
     done: dict[str, Progress] = field(default_factory=dict)
+    plan: tuple[str, ...] = ()  # the steps the handoff planned
+    unknown: frozenset[str] = frozenset()  # progress before the handoff that it did not know of
 
     @property
     def files(self) -> list[str]:
@@ -70,18 +69,6 @@ def last_handoff(checkpoints: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] 
     return checkpoints[-1] if checkpoints else None
 
 
-def words(text: str) -> frozenset[str]:
-    return frozenset(w for w in re.findall(r"[a-z0-9]+", text.casefold()) if w not in _SMALL)
-
-
-def same_step(feature: str, step: str) -> bool:
-    """Whether progress on `feature` is the step `step` of a plan."""
-    if " ".join(feature.casefold().split()) == " ".join(step.casefold().split()):
-        return True
-    left, right = words(feature), words(step)
-    return bool(left) and bool(right) and (left <= right or right <= left)
-
-
 def gather(
     task: Task,
     handoff: Mapping[str, Any],
@@ -96,6 +83,10 @@ def gather(
     only the store's own folder `store_dir` are Engram's, not the project's; None: the store is
     its repository's whole work tree, every commit is Engram's)."""
     clock = int(handoff.get("clock") or 0)
+    plan = tuple(step for name in PLAN for step in handoff.get(name) or () if isinstance(step, str))
+    before = [p for p in task.progress if p.clock <= clock and p.status == "done"]
+    named = set(unknown_done(handoff, (p.feature for p in before)).values())
+    unknown = tuple(p for p in before if p.feature in named)
     project_commits = None
     if commits is not None:
         project_commits = tuple(
@@ -110,29 +101,39 @@ def gather(
         time=str(handoff.get("time") or ""),
         actor=str(handoff.get("actor") or ""),
         origin=handoff.get("origin"),
-        progress=tuple(p for p in task.progress if p.clock > clock),
+        progress=(*unknown, *(p for p in task.progress if p.clock > clock)),
         failures=tuple(f for f in task.failures if f.clock > clock),
         memories=tuple(m for m in memories if m.created_clock > clock),
         checkpoints=tuple(c for c in checkpoints if int(c.get("clock") or 0) > clock),
         commits=project_commits,
+        plan=plan,
+        unknown=frozenset(p.event for p in unknown),
     )
 
 
 def fold(package: Mapping[str, Any], since: Since) -> dict[str, Any]:
-    """`package` with the steps of its plan that were done since taken out; `since.done` then
-    maps each step taken out to the progress that did it."""
+    """`package` (the newest checkpoint) with the steps of its plan that were done since taken
+    out; `since.done` then maps each step of the handoff's plan or of `package`'s found done to
+    the progress that did it (an automatic checkpoint saved since may have taken it out of its
+    own plan already: it is still a planned step done)."""
     out = dict(package)
     done = [p for p in since.progress if p.status == "done"]
+
+    def match(step: Any) -> Progress | None:
+        if not isinstance(step, str):
+            return None
+        return next((p for p in done if same_step(p.feature, step)), None)
+
+    for step in since.plan:
+        if (found := match(step)) is not None:
+            since.done.setdefault(step, found)
     for name in PLAN:
         kept = []
         for step in package.get(name) or []:
-            match = next(
-                (p for p in done if isinstance(step, str) and same_step(p.feature, step)), None
-            )
-            if match is None:
+            if (found := match(step)) is None:
                 kept.append(step)
             else:
-                since.done.setdefault(step, match)
+                since.done.setdefault(step, found)
         out[name] = kept
     return out
 
@@ -181,9 +182,10 @@ def lines(since: Since) -> list[str]:
     ]
     items: list[str] = []
     for step, progress in since.done.items():
+        unknown = " (the handoff did not know of it)" if progress.event in since.unknown else ""
         items.append(
             f"- done: {md_lines(step, indent=2)} — by "
-            f"{_by(progress.actor, None, progress.time)}; do not redo"
+            f"{_by(progress.actor, None, progress.time)}{unknown}; do not redo"
         )
     planned = {p.event for p in since.done.values()}
     rest = [p for p in since.progress if p.event not in planned]
