@@ -579,3 +579,59 @@ def test_symbolic_links_anywhere_in_the_store_are_listed(
         "config.yaml",
         "handoffs/t1",
     }
+
+
+def test_a_teammates_lines_a_merge_brings_in_are_never_taken_out_by_fix(
+    tmp_path: Path, project: Path
+) -> None:
+    """Bob pushes an event file with a line a newer Engram wrote; Alice's pull stops on a
+    conflict in her code; `doctor --fix` during the merge must leave Bob's lines, and the
+    pre-commit check must refuse a merge commit that drops them."""
+    bare = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
+    (project / "a.txt").write_text("base\n")
+    git(project, "add", "a.txt")
+    git(project, "commit", "-q", "-m", "base")
+    git(project, "remote", "add", "origin", str(bare))
+    git(project, "push", "-q", "-u", "origin", "main")
+    bob = tmp_path / "bob"
+    git(tmp_path, "clone", "-q", str(bare), str(bob))
+    rel = "events/2026/12/bobmachine-newer001.jsonl"
+    mine = Engram(cwd=bob).remember("Bob's decision", check_duplicates=False).memory
+    Engram(cwd=bob).commit()
+    bobs = (bob / ".engram" / WriterState.load(Engram(cwd=bob).project).segment).read_bytes()
+    newer = json.loads(bobs.splitlines()[-1])
+    newer.update(schema=2, id=newer["id"][:-1] + ("A" if newer["id"][-1] != "A" else "B"))
+    lines = bobs + json.dumps(newer, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+    (bob / ".engram" / rel).parent.mkdir(parents=True, exist_ok=True)
+    (bob / ".engram" / rel).write_bytes(lines)
+    (bob / "a.txt").write_text("bob\n")
+    git(bob, "add", "-A")
+    git(bob, "commit", "-q", "-m", "bob's work")
+    git(bob, "push", "-q", "origin", "main")
+
+    (project / "a.txt").write_text("alice\n")
+    git(project, "commit", "-q", "-am", "alice's work")
+    assert "CONFLICT" in git(project, "pull", "--no-rebase", "origin", "main", check=False)
+    path = project / ".engram" / rel
+    assert path.read_bytes() == lines  # the merge brought Bob's file in
+
+    doctor("--fix", cwd=project)
+    assert path.read_bytes() == lines  # a teammate's lines are set aside, never taken out
+    (project / "a.txt").write_text("both\n")
+    git(project, "add", "a.txt")
+    git(project, "commit", "-q", "--no-edit")
+    assert git(project, "show", f"HEAD:.engram/{rel}").encode() == lines
+    assert mine.id in {m.id for m in Engram(cwd=project).memories()}
+
+    # Had the line been taken out by hand, the pre-commit check refuses the merge commit.
+    from engram.git.hooks import lost_lines
+    from engram.git.repo import open_repository
+
+    git(project, "reset", "-q", "--hard", "HEAD~1")
+    assert "CONFLICT" in git(project, "pull", "--no-rebase", "origin", "main", check=False)
+    path.write_bytes(bobs)
+    git(project, "add", "-A")
+    repo = open_repository(project)
+    problems_found = lost_lines(Engram(cwd=project).project, repo, repo.head.peel().tree)
+    assert any(rel in p and "would be in no event file" in p for p in problems_found)

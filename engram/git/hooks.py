@@ -242,42 +242,40 @@ def _event_blobs(repo: Any, node: Any, path: str) -> dict[str, Any]:
 
 
 def _readable(data: bytes) -> list[bytes]:
-    """The lines of an event file that readers read, as compared across files (no CR)."""
-    from ..storage import lines
-
-    out = []
-    for number, raw in enumerate(data.split(b"\n")[:-1], 1):
-        if lines.classify(raw, number).problem is None:
-            out.append(raw.removesuffix(b"\r"))
-    return out
+    """The lines of an event file, as compared across files (no CR, no blank lines). A line
+    readers skip counts too: a newer Engram's line is someone's event, and no repair takes a
+    committed line out (`engram doctor` sets those aside; compaction leaves such files alone)."""
+    return [raw.removesuffix(b"\r") for raw in data.split(b"\n")[:-1] if raw.strip()]
 
 
-def lost_lines(store: Store, repo: Any, head: Any) -> list[str]:
-    """Committed event files the staged commit changes: removed or rewritten so that an event
-    line they hold is in no staged event file any more, or extended with new lines. Files are
-    added once and never changed; the one kind of commit that removes them is a compaction
-    (`engram compact`), which keeps every line in the file it adds, and the one rewrite is
-    `engram doctor --fix` taking damaged lines out (or CR LF endings back to LF): these pass."""
+def _trees(repo: Any, head: Any) -> list[Any]:
+    """HEAD's tree, then those of the commits an operation under way brings in: a merge's
+    MERGE_HEAD (its lines are a teammate's before the merge is committed), a cherry-pick's."""
     import pygit2
 
-    if head is None:
-        return []
-    top = store.repo_path(EVENTS_DIR)
-    try:
-        node = head[top]
-    except KeyError:
-        return []
-    if not isinstance(node, pygit2.Tree):
-        return []
-    committed = _event_blobs(repo, node, top)
-    staged = {
-        e.path: e.id
-        for e in repo.index
-        if e.path.startswith(top + "/") and e.path.endswith(EVENT_SUFFIX)
-    }
+    from .repo import OPERATION_HEADS
+
+    trees = [head] if head is not None else []
+    for name in OPERATION_HEADS[:-1]:  # not ORIG_HEAD: what a reset left behind on purpose
+        try:
+            text = (Path(repo.path) / name).read_text(errors="replace")
+        except OSError:
+            continue
+        for word in text.split():
+            try:
+                tree = repo[word].peel(pygit2.Commit).tree
+            except (KeyError, ValueError, pygit2.GitError):
+                continue
+            if all(tree.id != t.id for t in trees):
+                trees.append(tree)
+    return trees
+
+
+def _lost(repo: Any, committed: dict[str, Any], staged: dict[str, Any]) -> dict[str, int]:
+    """How many lines of each `committed` file the `staged` event files no longer hold."""
     touched = [p for p, oid in committed.items() if staged.get(p) != oid]
     if not touched:
-        return []
+        return {}
     present: set[bytes] = set()
     for path, oid in staged.items():
         if committed.get(path) != oid:
@@ -295,6 +293,38 @@ def lost_lines(store: Store, repo: Any, head: Any) -> list[str]:
             path: sum(1 for raw in _readable(repo[committed[path]].data) if raw not in present)
             for path in lost
         }
+    return {path: n for path, n in lost.items() if n}
+
+
+def lost_lines(store: Store, repo: Any, head: Any) -> list[str]:
+    """Committed event files the staged commit changes: removed or rewritten so that an event
+    line they hold is in no staged event file any more, or extended with new lines. Files are
+    added once and never changed; the one kind of commit that removes them is a compaction
+    (`engram compact`), which keeps every line in the file it adds, and the one rewrite is
+    `engram doctor --fix` taking damaged lines only this clone had out (or CR LF endings back
+    to LF): these pass. During a merge the files it brings in count as committed too."""
+    import pygit2
+
+    top = store.repo_path(EVENTS_DIR)
+    staged = {
+        e.path: e.id
+        for e in repo.index
+        if e.path.startswith(top + "/") and e.path.endswith(EVENT_SUFFIX)
+    }
+    lost: dict[str, int] = {}
+    committed: dict[str, Any] = {}
+    for number, tree in enumerate(_trees(repo, head)):
+        try:
+            node = tree[top]
+        except KeyError:
+            continue
+        if not isinstance(node, pygit2.Tree):
+            continue
+        files = _event_blobs(repo, node, top)
+        if number == 0 and tree is head:
+            committed = files
+        for path, count in _lost(repo, files, staged).items():
+            lost[path] = max(count, lost.get(path, 0))
     verb = {True: "removes", False: "rewrites"}
     problems = [
         f"{path}: this commit {verb[path not in staged]} a committed event file and "
@@ -302,11 +332,10 @@ def lost_lines(store: Store, repo: Any, head: Any) -> list[str]:
         "are never changed after their commit (`engram compact` folds them without "
         "loss); `git commit --no-verify` commits it anyway"
         for path, count in sorted(lost.items())
-        if count
     ]
-    for path in touched:
-        if path in staged and path not in lost:
-            before = set(_readable(repo[committed[path]].data))
+    for path, oid in committed.items():
+        if path in staged and staged[path] != oid and path not in lost:
+            before = set(_readable(repo[oid].data))
             if any(raw not in before for raw in _readable(repo[staged[path]].data)):
                 problems.append(
                     f"{path}: this commit adds lines to a committed event file; event files are "

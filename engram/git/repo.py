@@ -11,6 +11,7 @@ file whose committed part was changed (that is damage, not an append): `engram v
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import re
@@ -31,6 +32,8 @@ from ..base.layout import COMMITTED_STAT, EVENTS_DIR, TRACKED, local_dir
 from ..storage import events as ev
 from ..storage.store import Store, git_c
 
+# The commits an operation under way brings in, named by files in the git directory.
+OPERATION_HEADS = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD", "ORIG_HEAD")
 _ACTOR_RE = re.compile(r"^\s*(?P<name>[^<>]*?)\s*<(?P<email>[^<>]*)>\s*$")
 
 
@@ -130,6 +133,54 @@ class StoreRepo:
         if self.repo.head_is_unborn:
             return None
         return self.repo.head.peel(pygit2.Commit).tree
+
+    def versions(self, rel: str) -> list[bytes]:
+        """The file `rel` as anyone else may hold it: at HEAD, in the index (each side of a
+        conflict too), in the commits an operation under way brings in (a merge's MERGE_HEAD,
+        a cherry-pick's, ...), at the tip of every ref (branches, remote branches, tags) and in
+        each stash. A line in any of them is someone's, not only this work tree's."""
+        trees: set[pygit2.Oid] = set()
+        blobs: set[pygit2.Oid] = set()
+
+        def take(target: object) -> None:
+            try:
+                tree = self.repo[str(target)].peel(pygit2.Commit).tree
+            except (KeyError, ValueError, pygit2.GitError):
+                return  # not a commit, or not in this clone
+            if tree.id not in trees:
+                trees.add(tree.id)
+                if (blob := self._blob(tree, rel)) is not None:
+                    blobs.add(blob.id)
+
+        if not self.repo.head_is_unborn:
+            take(self.repo.head.target)
+        git_dir = Path(self.repo.path)
+        for name in OPERATION_HEADS:
+            try:
+                text = (git_dir / name).read_text(errors="replace")
+            except OSError:
+                continue
+            for word in text.split():
+                if re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", word):
+                    take(word)
+        for name in self.repo.references:
+            try:
+                take(self.repo.references[name].resolve().target)
+            except (KeyError, pygit2.GitError):
+                continue
+        with contextlib.suppress(KeyError, pygit2.GitError):
+            for entry in self.repo.references["refs/stash"].log():
+                take(entry.oid_new)
+        path = self.store.repo_path(rel)
+        with contextlib.suppress(pygit2.GitError):
+            index = self.repo.index
+            for entry in index:
+                if entry.path == path:
+                    blobs.add(entry.id)
+            for sides in index.conflicts or ():
+                blobs.update(e.id for e in sides if e is not None and e.path == path)
+        found = (self.repo.get(oid) for oid in blobs)
+        return [blob.data for blob in found if isinstance(blob, pygit2.Blob)]
 
     def branch(self) -> str | None:
         if self.repo.head_is_unborn:

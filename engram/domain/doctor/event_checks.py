@@ -80,12 +80,15 @@ def committed_bytes(repo: Any, store: Store, rel: str) -> bytes | None:
     return data if isinstance(data, bytes) else None
 
 
-def committed_lines(committed: bytes | None) -> set[bytes]:
-    """The lines (and a torn last line) of a committed event file: someone's committed lines,
-    which no repair takes out."""
-    if not committed:
-        return set()
-    return set(committed.split(b"\n")) - {b""}
+def held_lines(repo: Any, rel: str) -> set[bytes] | None:
+    """The lines (and torn last lines) of every version of an event file someone else may hold
+    (`StoreRepo.versions`: HEAD, the index, a merge under way, any ref, a stash), which no
+    repair takes out; None when no commit or stage holds the file (only this work tree has it).
+    A line a merge brings in is a teammate's even before the merge is committed."""
+    versions = repo.versions(rel) if repo is not None else []
+    if not versions:
+        return None
+    return {line for data in versions for line in data.split(b"\n")} - {b""}
 
 
 def check_events(engram: Host, store: Store) -> list[Finding]:
@@ -114,7 +117,7 @@ def check_events(engram: Host, store: Store) -> list[Finding]:
                     )
                 )
                 continue
-            if not data and committed_bytes(repo, store, rel) is None:
+            if not data and held_lines(repo, rel) is None:
                 out.append(
                     Finding(
                         "empty-file",
@@ -132,7 +135,7 @@ def check_events(engram: Host, store: Store) -> list[Finding]:
                 continue
             if found.crlf:
                 out.append(_line_endings(store, repo, rel, found.crlf))
-            theirs = committed_lines(committed_bytes(repo, store, rel))
+            theirs = held_lines(repo, rel) or set()
             for number, raw, why in found.bad:
                 reported.add((rel, number))
                 out.append(_damaged(store, known, rel, number, raw, why, raw in theirs))

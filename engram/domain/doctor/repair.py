@@ -20,7 +20,7 @@ from ...storage import lines, set_aside
 from ...storage.store import Store
 from .attribute_checks import fix_attributes
 from .cache_checks import cache_lock, damaged_caches, local_state_problems
-from .event_checks import committed_bytes, committed_lines, scan
+from .event_checks import committed_bytes, held_lines, scan
 from .report import SKELETON, Finding, Fresh, Host, flag
 from .store_checks import stale_temp_files
 from .vector_checks import repair_vectors
@@ -91,14 +91,14 @@ def _quarantine(store: Store) -> list[str]:
             data = path.read_bytes()
         except FileNotFoundError:
             continue  # gone since the listing (a compaction, a checkout): nothing to repair
-        committed = committed_bytes(repo, store, rel)
-        if not data and committed is None:
+        if not data and held_lines(repo, rel) is None:
             path.unlink(missing_ok=True)
             done.append(f"{rel}: removed (empty, left by a killed process)")
             continue
         if not scan(data).damaged:
             continue
-        theirs = committed_lines(committed)
+        committed = committed_bytes(repo, store, rel)
+        theirs = held_lines(repo, rel) or set()
         found, torn = lines.read(data)
         kept: list[bytes] = []
         removed: list[tuple[int, bytes, str]] = []
