@@ -37,7 +37,8 @@ from ..base.errors import (
     UsageError,
     quote,
 )
-from ..base.validation import Checks, name_key, reference, well_formed
+from ..base.validation import Checks, name_key, reference, session_from_env, well_formed
+from ..base.validation import session_id as check_session
 from ..model import memories as mem
 from ..model import tasks
 from ..readmodel import fold
@@ -84,7 +85,11 @@ class Workspace:
     ) -> None:
         self.cwd = Path(cwd) if cwd is not None else Path.cwd()
         self.use: Use = use
-        self.session = session if session is not None else os.environ.get("ENGRAM_SESSION")
+        self.session = (  # ENGRAM_SESSION: empty is none (as if unset), invalid is refused
+            check_session(session)
+            if session is not None
+            else session_from_env(os.environ.get("ENGRAM_SESSION"))
+        )
         # The actor given to the constructor: it wins over the settings (see `actor`).
         self.given_actor: str | None = check_value("actor", actor) if actor is not None else None
         self.personal = Store(engram_home(), "personal")
