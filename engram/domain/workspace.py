@@ -65,7 +65,8 @@ class CommitResult:
     store: str
     commit: str | None
     events: int
-    refused: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # changed in their committed part
+    unreadable: list[str] = field(default_factory=list)  # new lines hold one readers skip
 
 
 class Workspace:
@@ -525,7 +526,7 @@ class Workspace:
             )
         ):
             self.reset_batch(store)  # nothing substantive waits (git may have taken it)
-            return CommitResult(store.kind, None, 0, pending.refused)
+            return CommitResult(store.kind, None, 0, pending.refused, pending.unreadable)
         for attempt in (1, 2):
             try:
                 oid = repo.commit(
@@ -559,7 +560,9 @@ class Workspace:
         self.reset_batch(store)
         if oid is not None:
             self.compact_if_due(store, repo)
-        return CommitResult(store.kind, oid, len(pending.events), pending.refused)
+        return CommitResult(
+            store.kind, oid, len(pending.events), pending.refused, pending.unreadable
+        )
 
     @staticmethod
     def reset_batch(store: Store) -> None:
