@@ -315,6 +315,55 @@ def test_a_closed_session_is_history(repo: Path) -> None:
         Engram(cwd=repo).session_end(session_id=opened.id)
 
 
+def test_an_empty_engram_session_is_no_session_and_its_write_is_committed(repo: Path) -> None:
+    """What `export ENGRAM_SESSION=$(engram session start)` leaves when the start fails."""
+    assert run_engram("remember", "good one", "--kind", "fact", cwd=repo).returncode == 0
+    for empty, content in (("", "Use Postgres"), ("  ", "Deploy on Fridays never")):
+        done = run_engram(
+            "remember",
+            content,
+            "--kind",
+            "decision",
+            cwd=repo,
+            env={"ENGRAM_SESSION": empty},
+        )
+        assert done.returncode == 0, done.stderr
+    listed = run_engram("list", cwd=repo)
+    assert listed.stderr == "" and len(listed.stdout.splitlines()) == 3
+    done = run_engram("commit", cwd=repo)
+    assert done.returncode == 0 and "committed 3 events" in done.stdout, done.stderr
+    assert done.stderr == ""
+    assert git(repo, "status", "--porcelain") == ""
+    assert run_engram("verify", cwd=repo).returncode == 0
+    events = [
+        json.loads(line)
+        for path in (repo / ".engram" / "events").rglob("*.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    assert [e["session"] for e in events if e["kind"] == "memory.created"] == [None] * 3
+
+
+@pytest.mark.parametrize("value", ["bad id!", "../../etc", "x" * 65])
+def test_an_invalid_engram_session_is_refused_and_nothing_is_written(
+    repo: Path, value: str
+) -> None:
+    assert run_engram("remember", "good one", "--kind", "fact", cwd=repo).returncode == 0
+    files = {p: p.read_bytes() for p in (repo / ".engram" / "events").rglob("*.jsonl")}
+    done = run_engram(
+        "remember", "Use Postgres", "--kind", "decision", cwd=repo, env={"ENGRAM_SESSION": value}
+    )
+    assert done.returncode != 0 and done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: ENGRAM_SESSION=")
+    assert "is not a session id" in line and line.endswith("unset it or set it to one")
+    assert {p: p.read_bytes() for p in (repo / ".engram" / "events").rglob("*.jsonl")} == files
+    # The event written before it is committed as usual, and nothing is left behind.
+    done = run_engram("commit", cwd=repo)
+    assert "committed 1 event" in done.stdout and done.stderr == ""
+    assert git(repo, "status", "--porcelain") == ""
+    assert run_engram("verify", cwd=repo).returncode == 0
+
+
 def test_an_agent_reported_reason_wins_over_heuristics(repo: Path) -> None:
     agent, task_id, session_id = start_agent(repo, "kill")
     Engram(cwd=repo).report_interruption(

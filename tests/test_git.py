@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import ACTOR, git, make_repo
+from conftest import ACTOR, cli, git, make_repo
 
 from engram.api import Engram
 from engram.base.errors import GitError
@@ -223,6 +223,35 @@ def test_a_rewritten_committed_event_file_is_not_committed(project: Path) -> Non
     assert result.commit is None
     assert result.refused == [path.relative_to(project / ".engram").as_posix()]
     assert git(project, "rev-parse", "HEAD").strip() == head
+
+
+def test_a_never_committed_file_with_a_skipped_line_is_named_for_that_not_as_changed(
+    project: Path,
+) -> None:
+    """A line readers skip in the uncommitted part of a file (written by hand, or by an older
+    Engram that took an invalid ENGRAM_SESSION) holds back the file's new events: commit and
+    status say so and how to repair it, not that its committed part changed."""
+    engram = Engram(cwd=project)
+    engram.remember("good one")
+    store = engram.write_store()
+    path = store.root / WriterState.load(store).segment
+    rel = store.rel(path)
+    line = path.read_bytes().splitlines()[-1].replace(b'"session":null', b'"session":"bad id!"')
+    with path.open("ab") as handle:
+        handle.write(line + b"\n")
+    [result] = Engram(cwd=project).commit()
+    assert (result.commit, result.refused, result.unreadable) == (None, [], [rel])
+    done = cli("commit", cwd=project)
+    assert "changed in its committed part" not in done.output
+    assert f"not committed: {rel} holds an uncommitted line readers skip" in done.output
+    assert "`engram doctor` says how to repair it" in done.output
+    [status] = Engram(cwd=project).status()
+    assert (status.refused, status.unreadable) == ((), (rel,))
+    assert f"not committable: {rel} holds an uncommitted line" in cli("status", cwd=project).output
+    cli("doctor", "--fix", cwd=project)
+    [result] = Engram(cwd=project).commit()
+    assert result.events == 1 and not result.unreadable
+    assert porcelain_without_engram(project) == [] and git(project, "status", "--porcelain") == ""
 
 
 def test_index_lock_held_by_git_defers_the_commit(project: Path) -> None:

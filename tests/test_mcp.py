@@ -936,6 +936,20 @@ def test_without_a_store_the_server_says_how_to_start_and_recovers(tmp_path: Pat
     run(scenario)
 
 
+def test_a_server_with_an_invalid_engram_session_says_so_and_writes_nothing(repo: Path) -> None:
+    files = {p: p.read_bytes() for p in (repo / ".engram").rglob("*.jsonl")}
+
+    async def scenario() -> None:
+        async with connect(repo, env={"ENGRAM_SESSION": "bad id!"}) as client:
+            message = await fail(client, "memory_remember", content="Use Postgres")
+            assert "ENGRAM_SESSION='bad id!' is not a session id" in message
+            assert "unset it or set it to one" in message
+
+    run(scenario)
+    assert {p: p.read_bytes() for p in (repo / ".engram").rglob("*.jsonl")} == files
+    assert git(repo, "status", "--porcelain") == ""
+
+
 def test_a_server_started_outside_the_project_works_in_the_clients_roots(
     repo: Path, tmp_path: Path
 ) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -234,3 +235,58 @@ def test_reads_stat_only_what_can_have_changed_and_still_see_every_change(
     # The writer's own file is always looked at.
     home_store.remember("memory 3", check_duplicates=False)
     assert len(Engram().memories()) == 4
+
+
+@pytest.mark.parametrize(
+    ("label", "value", "fix"),
+    [
+        ("session", "bad id!", "ENGRAM_SESSION"),
+        ("session", "", "ENGRAM_SESSION"),
+        ("actor", "ann\nbob", "ENGRAM_ACTOR"),
+        ("actor", "a" * 257, "ENGRAM_ACTOR"),
+        ("machine", "box\t1", "ENGRAM_MACHINE"),
+    ],
+)
+def test_the_write_path_refuses_an_event_its_readers_would_skip(
+    home_store: Engram, label: str, value: str, fix: str
+) -> None:
+    """Whatever set the label (the environment, a caller), an event whose line every reader
+    skips is refused before a byte is written, not reported as saved and then lost."""
+    from engram.base.errors import UsageError
+    from engram.storage import events as ev
+    from engram.storage import lines
+
+    store = home_store.write_store()
+    kept = home_store.remember("written before")
+    before = {p: p.read_bytes() for p in store.event_files()}
+    good = ev.Event(
+        id=ev.new_event_id(),
+        kind="memory.forgotten",
+        clock=ev.now_us(),
+        time=ev.format_time(ev.utc_now()),
+        actor="ann",
+        session=None,
+        machine="box",
+        data={"memory": kept.id, "reason": "test"},
+    )
+    bad = dataclasses.replace(good, **{label: value})
+    assert lines.classify(bad.to_line()[:-1]).problem is not None  # what every reader does
+    with store.lock(), pytest.raises(UsageError) as refused:
+        store.append([good, bad])
+    assert str(refused.value).startswith("nothing written: ") and fix in str(refused.value)
+    assert "\n" not in str(refused.value)
+    assert {p: p.read_bytes() for p in store.event_files()} == before
+    assert Engram().get(kept.id).status == "active"  # the good event went neither
+
+
+def test_a_session_set_on_an_open_store_is_checked_before_the_write(home_store: Engram) -> None:
+    from engram.base.errors import UsageError
+
+    path = writer_file(home_store)
+    home_store.remember("written before")
+    before = path.read_bytes()
+    home_store.session = "typo'd id"
+    with pytest.raises(UsageError, match="unset ENGRAM_SESSION or set it to an id"):
+        home_store.remember("Use Postgres", kind="decision")
+    assert path.read_bytes() == before
+    assert [m.content for m in Engram().memories()] == ["written before"]

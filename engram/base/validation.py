@@ -111,6 +111,21 @@ def session_id(value: Any, what: str = "session id") -> str:
     return text
 
 
+def session_from_env(value: str | None) -> str | None:
+    """The session `ENGRAM_SESSION` names, if any. Unset or blank is none: that is what
+    `export ENGRAM_SESSION=$(engram session start)` leaves when the start fails. Any other value
+    must be a session id, or every event written would carry one its readers refuse."""
+    if value is None or not value.strip():
+        return None
+    try:
+        return session_id(value, "ENGRAM_SESSION")
+    except UsageError:
+        raise UsageError(
+            f"ENGRAM_SESSION={quote(value)} is not a session id (as `engram session start` "
+            "prints); unset it or set it to one"
+        ) from None
+
+
 def event_kind(value: Any) -> str:
     """An event kind or family to filter by (`memory`, `memory.created`)."""
     text = reference(value, "event kind")

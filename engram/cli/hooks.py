@@ -162,7 +162,7 @@ def session_end(payload: dict[str, Any]) -> str:
             candidates = engram.sessions(states=["open"])
         except NoStoreError:
             return ""
-        wanted = os.environ.get("ENGRAM_SESSION")
+        wanted = engram.session  # $ENGRAM_SESSION, checked (blank is none)
         if wanted:
             mine = [s for s in candidates if s.id == wanted]
         else:

@@ -17,6 +17,12 @@ from ..base.results import as_json as as_json_value
 from ..base.wording import count
 from .common import json_option, open_engram, print_json, store_options
 
+# An event file whose uncommitted part holds a line readers skip: git would be given it as is.
+UNREADABLE = (
+    "holds an uncommitted line readers skip, so none of its new events are committed; "
+    "`engram doctor` says how to repair it"
+)
+
 
 @click.command()
 @click.option(
@@ -176,6 +182,8 @@ def status(
             echo(f"  note: {entry.busy}; commits wait until it is finished")
         for rel in entry.refused:
             echo(f"  damaged: {rel} changed in its committed part; run `engram verify`")
+        for rel in entry.unreadable:
+            echo(f"  not committable: {rel} {UNREADABLE}")
         for rel in entry.missing:
             echo(f"  missing: {rel} is committed but gone from the work tree")
         if entry.missing:
@@ -309,6 +317,8 @@ def commit(ctx: click.Context, message: str | None, project: bool, personal: boo
                 f"  not committed: {rel} changed in its committed part; run `engram verify`",
                 err=True,
             )
+        for rel in result.unreadable:
+            echo(f"  not committed: {rel} {UNREADABLE}", err=True)
 
 
 @click.command()

@@ -99,7 +99,8 @@ class StoreStatus:
     files: int
     uncommitted: int
     uncommitted_files: tuple[str, ...]
-    refused: tuple[str, ...]
+    refused: tuple[str, ...]  # event files changed in their committed part
+    unreadable: tuple[str, ...]  # event files whose uncommitted lines hold one readers skip
     missing: tuple[str, ...]
     restore: str | None
     lost: LostSummary
@@ -277,6 +278,7 @@ class Maintenance:
                     uncommitted=len(pending.events),
                     uncommitted_files=tuple(c.rel for c in pending.changes),
                     refused=tuple(pending.refused),
+                    unreadable=tuple(pending.unreadable),
                     missing=tuple(pending.missing),
                     restore=git.restore_command(store, pending.missing)
                     if pending.missing

@@ -37,7 +37,8 @@ from ..base.errors import (
     UsageError,
     quote,
 )
-from ..base.validation import Checks, name_key, reference, well_formed
+from ..base.validation import Checks, name_key, reference, session_from_env, well_formed
+from ..base.validation import session_id as check_session
 from ..model import memories as mem
 from ..model import tasks
 from ..readmodel import fold
@@ -64,7 +65,8 @@ class CommitResult:
     store: str
     commit: str | None
     events: int
-    refused: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # changed in their committed part
+    unreadable: list[str] = field(default_factory=list)  # new lines hold one readers skip
 
 
 class Workspace:
@@ -84,7 +86,11 @@ class Workspace:
     ) -> None:
         self.cwd = Path(cwd) if cwd is not None else Path.cwd()
         self.use: Use = use
-        self.session = session if session is not None else os.environ.get("ENGRAM_SESSION")
+        self.session = (  # ENGRAM_SESSION: empty is none (as if unset), invalid is refused
+            check_session(session)
+            if session is not None
+            else session_from_env(os.environ.get("ENGRAM_SESSION"))
+        )
         # The actor given to the constructor: it wins over the settings (see `actor`).
         self.given_actor: str | None = check_value("actor", actor) if actor is not None else None
         self.personal = Store(engram_home(), "personal")
@@ -520,7 +526,7 @@ class Workspace:
             )
         ):
             self.reset_batch(store)  # nothing substantive waits (git may have taken it)
-            return CommitResult(store.kind, None, 0, pending.refused)
+            return CommitResult(store.kind, None, 0, pending.refused, pending.unreadable)
         for attempt in (1, 2):
             try:
                 oid = repo.commit(
@@ -554,7 +560,9 @@ class Workspace:
         self.reset_batch(store)
         if oid is not None:
             self.compact_if_due(store, repo)
-        return CommitResult(store.kind, oid, len(pending.events), pending.refused)
+        return CommitResult(
+            store.kind, oid, len(pending.events), pending.refused, pending.unreadable
+        )
 
     @staticmethod
     def reset_batch(store: Store) -> None:

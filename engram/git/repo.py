@@ -111,6 +111,8 @@ class Pending:
 
     changes: list[FileChange] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # files whose committed part changed
+    # Files whose uncommitted lines hold one readers skip: committed once it is set aside.
+    unreadable: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # in HEAD, gone from the work tree
 
     @property
@@ -264,7 +266,7 @@ class StoreRepo:
                     continue
                 chunk = self.store.read_file(path, start=committed_size)
                 if any(p.severity == "error" for p in chunk.problems):
-                    result.refused.append(rel)
+                    result.unreadable.append(rel)
                     continue
                 result.changes.append(
                     FileChange(rel, complete, [event for _, event in chunk.events])

@@ -225,17 +225,17 @@ class Runtime:
     def _ensure_session(self) -> None:
         """An open session for this server: opened once, and again if something (the Claude
         Code SessionEnd hook, `engram session end`) closed it while the server kept running."""
-        engram = self._engram(None)
         if self.session_id is not None:
             try:
-                if engram.session_info(self.session_id).state == "open":
+                if self._engram(None).session_info(self.session_id).state == "open":
                     return
             except EngramError:
                 pass
             self.session_id = None
         try:
+            engram = self._engram(None)
             opened = engram.session_start(agent=self.agent or agent_for(self.client_name))
-        except EngramError as exc:  # no store yet: tools say how to make one
+        except EngramError as exc:  # no store yet (or a bad ENGRAM_SESSION): tools say why
             problem = f"no session opened: {exc}"
             if problem not in self.problems:
                 self.problems.append(problem)
@@ -283,7 +283,10 @@ class Runtime:
         with self.lock:
             if self._closed:
                 return None
-            return self._engram(None).commit_due()
+            try:
+                return self._engram(None).commit_due()
+            except EngramError:  # the stores cannot be opened (a bad ENGRAM_SESSION): tools say
+                return None
 
     def stop(self, how: str | None = None) -> None:
         """Close the session (with the outcome the agent reported) and the stores."""

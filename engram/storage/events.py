@@ -496,6 +496,21 @@ def check_payload(kind: str, data: dict[str, Any]) -> None:
             raise EventFormatError(f"{kind} event with a malformed {name!r}")
 
 
+def label_problem(actor: str, session: str | None, machine: str | None) -> tuple[str, str] | None:
+    """Why readers skip a line for the labels of its event (who wrote it, in which session, on
+    which machine), as (field, why); None when they do not. They come from the environment, so
+    the write path asks this too before it appends (`lines.check_writable`)."""
+    for name, value in (("machine", machine), ("actor", actor)):
+        if value is not None and (len(value) > LABEL_CHARS or not _LABEL_RE.match(value)):
+            return (
+                name,
+                f"{name} is longer than {LABEL_CHARS} characters or holds control characters",
+            )
+    if session is not None and not RECORD_ID_RE.match(session):
+        return "session", "session is not a session id"
+    return None
+
+
 def upgrade(raw: dict[str, Any]) -> dict[str, Any]:
     """Bring an event dict written by any earlier schema up to SCHEMA_VERSION."""
     version = raw.get("schema")
@@ -531,14 +546,9 @@ def event_from_dict(raw: Any) -> Event:
         raise EventFormatError(f"unknown field(s) {names}" + (" ..." if len(extra) > 5 else ""))
     if not KIND_RE.match(raw["kind"]):
         raise EventFormatError(f"kind {raw['kind'][:40]!r} is not a dotted lowercase name")
-    for name in ("actor", "machine"):
-        value = raw[name]
-        if value is not None and (len(value) > LABEL_CHARS or not _LABEL_RE.match(value)):
-            raise EventFormatError(
-                f"{name} is longer than {LABEL_CHARS} characters or holds control characters"
-            )
-    if raw["session"] is not None and not RECORD_ID_RE.match(raw["session"]):
-        raise EventFormatError("session is not a session id")
+    problem = label_problem(raw["actor"], raw["session"], raw["machine"])
+    if problem is not None:
+        raise EventFormatError(problem[1])
     if not EVENT_ID_RE.match(raw["id"]):
         raise EventFormatError(f"id {raw['id'][:40]!r} is not a ULID")
     if raw["clock"] < 0:

@@ -11,14 +11,20 @@ place (see `events.Event.order`), and only the clocks written here refuse to fol
 `events.next_clock`). Setting it aside made whether a line was read depend on each reader's
 wall clock: a teammate's clock a few minutes slow set aside lines that others read.
 
+The write path asks the same of what it appends (`check_writable`): an event whose session,
+actor or machine would make readers skip its line is refused before it is written, rather than
+reported as saved and then skipped.
+
 An event that is read may still carry a `note` for the strict readers (`verify`, `doctor`): a
 line git converted to CRLF, a form that is not canonical, a kind this version does not know.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..base.errors import UsageError, quote
 from . import events as ev
 
 # No event Engram writes comes near this (the largest is a handoff with every list full, about
@@ -69,6 +75,30 @@ def classify(raw: bytes, number: int = 0, *, strict: bool = False) -> Line:
     if note is None and strict and event.schema == ev.SCHEMA_VERSION and not ev.is_canonical(body):
         note = "not in canonical form (sorted keys, no spaces)"
     return Line(number, raw, event=event, note=note)
+
+
+# How to mend each label of an event that would make readers skip its line (`check_writable`).
+_MEND = {
+    "session": "unset ENGRAM_SESSION or set it to an id `engram session start` printed",
+    "actor": "set ENGRAM_ACTOR (or the actor setting, or git's user.name) to a short name "
+    "without control characters",
+    "machine": "set ENGRAM_MACHINE to a short name without control characters",
+}
+
+
+def check_writable(batch: Sequence[ev.Event]) -> None:
+    """Refuse, before a byte is written, events whose lines every reader would skip for their
+    labels, which come from the environment (`ENGRAM_SESSION`, the actor, the machine's name):
+    a write reported as saved must be one its readers read. Checked as `classify` checks them,
+    without serialising the line again; the rest of an event its writer makes itself."""
+    for event in batch:
+        problem = ev.label_problem(event.actor, event.session, event.machine)
+        if problem is not None:
+            name, why = problem
+            raise UsageError(
+                f"nothing written: the event's {why} ({quote(getattr(event, name))}); "
+                + _MEND[name]
+            )
 
 
 def _why(body: bytes, text: str) -> str:

@@ -325,6 +325,7 @@ class Store:
         batch = list(events)
         if not batch:
             return "", 0
+        lines.check_writable(batch)  # never a line its own readers skip
         state = WriterState.load(self)
         head = self.head_id()
         if fresh:
