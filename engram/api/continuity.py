@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .lazy import service
@@ -87,11 +88,20 @@ class ContinuityCalls:
         note: str | None = None,
         component: str | None = None,
         files: Iterable[str] = (),
+        relative_to: Path | None = None,
     ) -> TaskChange:
         """Record progress on a task. Returns the task, earlier failures of the same
-        component (so they are not repeated), and any checkpoint it triggered."""
+        component (so they are not repeated), and any checkpoint it triggered. `files` are
+        relative to the repository's top, or to the directory `relative_to` when given (as a
+        command line's are to its current directory)."""
         return self._continuity.progress(
-            ident, feature, status=status, note=note, component=component, files=files
+            ident,
+            feature,
+            status=status,
+            note=note,
+            component=component,
+            files=files,
+            relative_to=relative_to,
         )
 
     def failure(
@@ -128,20 +138,29 @@ class ContinuityCalls:
         summary: str,
         package: Mapping[str, Any] | HandoffPackage | None = None,
         reason: str = "handoff",
+        relative_to: Path | None = None,
         **fields: Any,
     ) -> Handoff:
         """Record a continuation package for a task, render it for review, and commit now.
 
         `package` (e.g. from a YAML or JSON file) and the keyword fields (completed,
         in_progress, blocked, next, must_not_redo, must_preserve, files, commands, artifacts,
-        open_questions, goal) are merged; list fields from both are concatenated.
+        open_questions, goal) are merged; list fields from both are concatenated. Files are
+        `path` or `path@commit` (a commit given is kept), relative to the repository's top; the
+        `files` field's are relative to the directory `relative_to` when given (as a command
+        line's are to its current directory).
 
         A checkpoint saved for an automatic reason (`overflow`, before a context is compacted,
         ...) is neither rendered nor committed at once: it joins the next batched commit. The
         result's `commit` is the commit made, or None (then `warnings` says why).
         """
         return self._handoffs.handoff(
-            ident, summary=summary, package=package, reason=reason, **fields
+            ident,
+            summary=summary,
+            package=package,
+            reason=reason,
+            relative_to=relative_to,
+            **fields,
         )
 
     def read_package(self, handle: BinaryIO, *, name: str = "-") -> HandoffPackage:

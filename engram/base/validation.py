@@ -12,7 +12,9 @@ the limit and the setting that moves it, or the fix; it quotes at most a short p
   one character or as `e` and a combining accent) is one name, and hold no format character
   (bidi controls, zero-width characters: Unicode category Cf), which would make two names look
   alike or reorder the text around them.
-- Paths (working-set files, citations) are relative to the repository and never leave it.
+- Paths (working-set files, citations) are relative to the repository and never leave it. A
+  working-set entry `path@commit` is split at its last `@` only when a commit id follows (see
+  `split_pin`): `web/@types/index.d.ts` and `logo@2x.png` are paths.
 - References (ids, id prefixes, task names, session ids) are looked up, never stored as given, so
   they only have to be well formed; they are looked up in NFC, names compared by `name_key`.
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import Fix, SecretError, UsageError, quote
@@ -205,6 +207,25 @@ def guard(
     raise SecretError(first.type, first.line, first.column, field=field, redactable=redactable)
 
 
+def split_pin(text: str, names_file: Callable[[str], bool] | None = None) -> tuple[str, str | None]:
+    """A working-set entry, `path` or `path@commit`, as its path and the commit it pins (None
+    when it pins none). `@` is common in file names (`web/@types/index.d.ts`, `logo@2x.png`), so
+    the entry is split only at its last `@`, only when 4 to 64 hex digits follow it and a file
+    name (not a folder: `web/@cafe`) comes before it, and never when the whole entry names a file
+    (`names_file`: one the work tree holds or git tracks)."""
+    where, at, commit = text.rpartition("@")
+    commit = commit.strip().lower()
+    if (
+        not at
+        or not where.strip()
+        or where.rstrip().endswith(("/", "\\"))
+        or not COMMIT.match(commit)
+        or (names_file is not None and names_file(text.strip()))
+    ):
+        return text, None
+    return where, commit
+
+
 def path(value: Any, *, what: str, limit: int) -> str:
     """A path relative to the repository that cannot lead out of it."""
     text = well_formed(value, what).strip().replace("\\", "/")
@@ -327,8 +348,11 @@ class Checks:
         checked = path(value, what=what, limit=self.limit("limits.path_chars"))
         return self.scan(checked, field=what, redactable=False)
 
-    def files(self, values: Any) -> list[dict[str, Any]]:
-        """Working-set files: `path`, `path@commit` or `{path, commit}` each."""
+    def files(
+        self, values: Any, *, names_file: Callable[[str], bool] | None = None
+    ) -> list[dict[str, Any]]:
+        """Working-set files: `path`, `path@commit` (`split_pin`, with `names_file`) or
+        `{path, commit}` each."""
         if values is None:
             return []
         if isinstance(values, (str, Mapping)):
@@ -343,14 +367,14 @@ class Checks:
             )
         out: dict[str, dict[str, Any]] = {}
         for item in values:
-            checked = self.file(item)
+            checked = self.file(item, names_file=names_file)
             out.setdefault(checked["path"], checked)
         return list(out.values())
 
-    def file(self, item: Any) -> dict[str, Any]:
+    def file(self, item: Any, *, names_file: Callable[[str], bool] | None = None) -> dict[str, Any]:
         if isinstance(item, str):
-            where, _, at = item.partition("@")
-            item = {"path": where, "commit": at or None}
+            where, at = split_pin(item, names_file)
+            item = {"path": where, "commit": at}
         if not isinstance(item, Mapping) or not isinstance(item.get("path"), str):
             raise UsageError("a working-set file is a path, path@commit, or {path, commit}")
         where = self.path(item["path"], what="working-set file")

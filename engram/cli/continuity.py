@@ -61,7 +61,11 @@ def _load_package(engram: Engram, source: str) -> HandoffPackage:
     help='An invariant to keep, e.g. "don\'t touch main"; repeatable.',
 )
 @click.option(
-    "--file", "files", multiple=True, help="A working-set file (path or path@commit); repeatable."
+    "--file",
+    "files",
+    multiple=True,
+    help="A working-set file, relative to the current directory or absolute inside the "
+    "repository; path@commit pins the commit given. Repeatable.",
 )
 @click.option("--command", "commands", multiple=True, help="A command that matters; repeatable.")
 @click.option("--artifact", "artifacts", multiple=True, help="An artifact; repeatable.")
@@ -110,6 +114,7 @@ def handoff(
         must_not_redo=must_not_redo,
         must_preserve=must_preserve,
         files=files,
+        relative_to=ctx.obj["cwd"],
         commands=commands,
         artifacts=artifacts,
         open_questions=open_questions,

@@ -172,7 +172,12 @@ def _print_earlier_failures(failures: Sequence[EarlierFailure]) -> None:
 )
 @click.option("--note", default=None)
 @click.option("--component", default=None, help="The component this touches.")
-@click.option("--file", "files", multiple=True, help="A file this touches; repeatable.")
+@click.option(
+    "--file",
+    "files",
+    multiple=True,
+    help="A file this touches, relative to the current directory (or absolute); repeatable.",
+)
 @store_options
 @json_option
 @click.pass_context
@@ -191,7 +196,13 @@ def task_progress(
     """Record progress on a feature of a task."""
     engram = open_engram(ctx, project, personal)
     result = engram.progress(
-        ident, feature, status=status, note=note, component=component, files=files
+        ident,
+        feature,
+        status=status,
+        note=note,
+        component=component,
+        files=files,
+        relative_to=ctx.obj["cwd"],
     )
     if as_json:
         print_json(with_receipts(engram, result.to_dict()))

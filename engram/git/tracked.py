@@ -172,6 +172,27 @@ class TrackedFiles:
         except (ValueError, TypeError, pygit2.GitError):  # not an object id at all
             return False
 
+    def tracks(self, path: str) -> bool:
+        """Whether git's index holds `path` (deleted from the work tree or not)."""
+        try:
+            return path in self.repo.index
+        except (ValueError, TypeError, pygit2.GitError):
+            return False
+
+    def commit_id(self, prefix: str) -> str | None:
+        """The full id of the commit whose id begins with the hex digits `prefix`, or None when
+        this clone has none. Only object ids are looked up, never a branch or tag of that name.
+        Refused (UsageError) when the digits begin the ids of several objects."""
+        try:
+            found = self.repo[prefix]
+        except pygit2.AmbiguousError:
+            raise UsageError(
+                f"commit {prefix!r} is ambiguous in this repository; give more of its digits"
+            ) from None
+        except (KeyError, ValueError, TypeError, pygit2.GitError):
+            return None
+        return str(found.id) if isinstance(found, pygit2.Commit) else None
+
     def blob_at(self, commit: str, path: str) -> str | None:
         """The blob id of `path` as committed in `commit`, or None if this clone cannot say."""
         try:

@@ -69,7 +69,11 @@ def add_session_tools(server: MCPServer) -> None:
             list[str], Field(description='Invariants the user set ("don\'t touch main").')
         ] = [],  # noqa: B006
         files: Annotated[
-            list[str], Field(description="Working-set files: path or path@commit.")
+            list[str],
+            Field(
+                description="Working-set files, relative to the repository's top (not to the "
+                "server's directory): path, or path@commit to pin that commit."
+            ),
         ] = [],  # noqa: B006
         commands: Annotated[
             list[str], Field(description="Commands that matter (build, test, run).")

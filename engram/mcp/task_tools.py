@@ -180,7 +180,7 @@ def add_task_tools(server: MCPServer) -> None:
             str | None, Field(description="The component it touches, e.g. auth.")
         ] = None,
         files: Annotated[
-            list[str], Field(description="Files it touches, relative to the repository.")
+            list[str], Field(description="Files it touches, relative to the repository's top.")
         ] = [],  # noqa: B006
     ) -> TaskChange:
         """Record progress on a feature of a task as it happens (done, in progress, blocked,

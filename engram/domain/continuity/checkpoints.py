@@ -13,7 +13,7 @@ the previous handoff. That is what a reviewer reads in a pull request.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -109,8 +109,11 @@ def parse_package(data: bytes, *, name: str = "-") -> dict[str, Any]:
     return loaded
 
 
-def normalise(raw: Mapping[str, Any], checks: Checks) -> dict[str, Any]:
-    """A package from user input (options, YAML or JSON), checked field by field."""
+def normalise(
+    raw: Mapping[str, Any], checks: Checks, *, names_file: Callable[[str], bool] | None = None
+) -> dict[str, Any]:
+    """A package from user input (options, YAML or JSON), checked field by field; `names_file`
+    tells a working-set file whose name holds `@` from `path@commit` (`split_pin`)."""
     unknown = {str(key) for key in raw} - {
         *LIST_FIELDS,
         *TEXT_FIELDS,
@@ -153,7 +156,8 @@ def normalise(raw: Mapping[str, Any], checks: Checks) -> dict[str, Any]:
             [
                 *_listed(working.get("files"), "files", mappings=True),
                 *_listed(raw.get("files"), "files", mappings=True),
-            ]
+            ],
+            names_file=names_file,
         ),
         **{
             key: checks.items(

@@ -96,13 +96,17 @@ class Checkpoints:
         summary: str,
         package: Mapping[str, Any] | HandoffPackage | None = None,
         reason: str = "handoff",
+        relative_to: Path | None = None,
         **fields: Any,
     ) -> Handoff:
         """Record a continuation package for a task, render it for review, and commit now.
 
         `package` (e.g. from a YAML or JSON file) and the keyword fields (completed,
         in_progress, blocked, next, must_not_redo, must_preserve, files, commands, artifacts,
-        open_questions, goal) are merged; list fields from both are concatenated.
+        open_questions, goal) are merged; list fields from both are concatenated. The `files`
+        field's paths are relative to the directory `relative_to` (the command line's current
+        directory; `workingset.from_directory`) when given, else, like a package's, to the
+        repository's top.
 
         A checkpoint saved for an automatic reason (`overflow`, before a context is compacted,
         ...) is neither rendered nor committed at once: it joins the next batched commit. The
@@ -115,6 +119,13 @@ class Checkpoints:
         if package is not None and not isinstance(package, Mapping):
             raise UsageError("a handoff package is a mapping of checkpoint fields")
         merged: dict[str, Any] = dict(package or {})
+        if relative_to is not None and fields.get("files"):
+            fields["files"] = [
+                workingset.from_directory(store.work_tree, relative_to, f)
+                if isinstance(f, str)
+                else f
+                for f in fields["files"]
+            ]
         for key, value in fields.items():
             if value is None or value == () or value == []:
                 continue
@@ -125,14 +136,19 @@ class Checkpoints:
         merged["summary"] = summary or merged.get("summary") or ""
         if not isinstance(merged["summary"], str) or not merged["summary"].strip():
             raise UsageError("a handoff needs a summary: say in a line where things stand")
-        built = cp.normalise(merged, self.workspace.checks(store))
+        built = cp.normalise(
+            merged, self.workspace.checks(store), names_file=workingset.names_file(store.work_tree)
+        )
         cp.check_files(store.work_tree, built["working_set"]["files"])
+        workingset.check_pins(store.work_tree, built["working_set"]["files"])
+        given = {f["path"] for f in built["working_set"]["files"] if f.get("given")}
         for path in workingset.absent(
             store.work_tree, [f["path"] for f in built["working_set"]["files"]]
         ):
+            pinned = "pinned to the commit given" if path in given else "not pinned"
             self.workspace.warn(
-                f"working-set file {path!r} does not exist in the work tree: "
-                "kept as missing, not pinned; check the path"
+                f"working-set file {path!r} does not exist in the work tree: kept as missing, "
+                f"{pinned}; check the path"
             )
         # What is done and what must hold carries over; the plan is what this handoff says,
         # or the current picture where it says nothing.

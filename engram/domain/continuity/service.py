@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...base.errors import EngramError, Fix, NoStoreError, NotFoundError, UsageError
@@ -22,8 +23,7 @@ from ...storage import events as ev
 from ..capture.service import link_failure
 from ..records import Records
 from ..workspace import Workspace
-from . import assemble, metrics, rehydrate
-from . import checkpoints as cp
+from . import assemble, metrics, rehydrate, workingset
 from .handoffs import Checkpoint, Checkpoints
 from .lifecycle import Sessions
 
@@ -229,9 +229,12 @@ class Continuity:
         note: str | None = None,
         component: str | None = None,
         files: Iterable[str] = (),
+        relative_to: Path | None = None,
     ) -> TaskChange:
         """Record progress on a task. Returns the task, earlier failures of the same
-        component (so they are not repeated), and any checkpoint it triggered."""
+        component (so they are not repeated), and any checkpoint it triggered. `files` are
+        relative to the directory `relative_to` when given (the command line's current
+        directory), else to the repository's top."""
         store, task = self.workspace.find_task(ident, items=False)
         checks = self.workspace.checks(store)
         data: dict[str, Any] = {
@@ -244,7 +247,7 @@ class Continuity:
         component = checks.optional_name(component, what="component")
         if component:
             data["component"] = component
-        paths = [f["path"] for f in cp.check_files(store.work_tree, checks.files(list(files)))]
+        paths = workingset.touched(store.work_tree, checks, files, here=relative_to)
         if paths:
             data["files"] = paths
         items: list[tuple[str, dict[str, Any]]] = [("task.progress", data)]

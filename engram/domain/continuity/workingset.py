@@ -1,22 +1,30 @@
 """The working set follows the code: a file is pinned to the newest commit that changed it, with
 the blob of its content when pinned, marked `uncommitted` when the work tree holds changes no
-commit has, and `missing` when there is no such file. A resume shows each pinned file as it is
-now against its pin (unchanged, changed since, missing), so the next agent knows which files to
-read again.
+commit has, and `missing` when there is no such file. A commit given with a file (`path@commit`)
+is the pin instead, kept as given (`given`), with the file's blob in that commit. A resume shows
+each pinned file as it is now against its pin (unchanged, changed since, missing), so the next
+agent knows which files to read again.
+
+On the command line a file is named as git takes a path: relative to the current directory, or
+absolute inside the work tree (`from_directory`); it is kept relative to the repository's top,
+which is how the MCP tools and a handoff package name files.
 
 A file that does not exist (a typo in a handoff, a file deleted since an earlier package named
-it) is never pinned: it is kept marked missing, and a handoff that names one says so. What a
-pin holds arrives from other clones: it is read strictly (`pinned`).
+it) is never pinned to a commit of its own: it is kept marked missing, and a handoff that names
+one says so. What a pin holds arrives from other clones: it is read strictly (`pinned`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ...base.errors import EngramError
+from ...base.errors import EngramError, UsageError
+from ...base.validation import Checks, well_formed
+from .checkpoints import check_files
 
 
 def _tracked(top: Path) -> Any:
@@ -28,6 +36,100 @@ def _tracked(top: Path) -> Any:
         return None
 
 
+def from_directory(top: Path, here: Path, entry: str) -> str:
+    """A working-set file named on the command line, as git takes a path: relative to `here`
+    (the current directory, or -C's) when that is inside the work tree `top`, else to `top`;
+    absolute, it must lead into the work tree. It comes back relative to `top`, `/`-separated,
+    with an `@commit` after it kept. Symbolic links are followed only above `top` (a link to the
+    repository, the real path of the current directory): inside it `check_files` refuses them."""
+    text = well_formed(entry, "working-set file").strip()
+    if not text:
+        return entry
+    top_real = top.resolve()
+    base = here.resolve()
+    if not base.is_relative_to(top_real):
+        base = top_real
+    given = Path(text)
+    full = Path(os.path.normpath(given if given.is_absolute() else base / given))
+    for ancestor in (*reversed(full.parents), full):
+        if ancestor.resolve() == top_real:
+            return full.relative_to(ancestor).as_posix()
+    raise UsageError(
+        f"working-set file {text!r} is outside the repository ({top}); name a file inside it"
+    )
+
+
+def names_file(top: Path) -> Callable[[str], bool]:
+    """Whether a working-set entry, whole, names a file the work tree `top` holds or git
+    tracks: such an entry is a path even when it ends in `@` and hex digits (`split_pin`)."""
+    repo: list[Any] = []  # opened when first needed
+
+    def check(entry: str) -> bool:
+        parts = PurePosixPath(entry).parts
+        if not parts or PurePosixPath(entry).is_absolute() or ".." in parts:
+            return False
+        if os.path.lexists(top / entry):
+            return True
+        if not repo:
+            repo.append(_tracked(top))
+        return repo[0] is not None and bool(repo[0].tracks(entry))
+
+    return check
+
+
+def check_pins(top: Path, files: Sequence[dict[str, Any]]) -> None:
+    """Each commit given with a working-set file (`path@commit`, `{path, commit}`), in place:
+    made the full id of a commit of this clone that holds the file, and marked `given`, so that
+    no pin replaces it (`pin`), in this checkpoint or in a later one that carries the file over.
+    A commit this clone lacks, or that lacks the file, is refused (UsageError) before anything is
+    written, never replaced by another."""
+    wanted = [item for item in files if item.get("commit")]
+    repo = _tracked(top) if wanted else None
+    for item in wanted:
+        path, commit = str(item["path"]), str(item["commit"])
+        what = f"working-set file {path!r}"
+        if repo is None:
+            raise UsageError(
+                f"{what}: commit {commit!r} cannot be checked, {top} is not a git repository "
+                "that can be read; give the path alone"
+            )
+        try:
+            full = repo.commit_id(commit)
+        except UsageError as exc:
+            raise UsageError(f"{what}: {exc}") from None
+        if full is None:
+            raise UsageError(
+                f"{what}: this repository has no commit {commit!r}; give one that "
+                f"`git log -- {path}` lists (fetch it first if only another clone has it), "
+                "or the path alone"
+            )
+        if repo.blob_at(full, path) is None:
+            raise UsageError(
+                f"{what} is not in commit {commit}; give a commit that holds it "
+                f"(`git log -- {path}`), or the path alone"
+            )
+        item["commit"] = full
+        item["given"] = True
+
+
+def touched(top: Path, checks: Checks, files: Iterable[Any], *, here: Path | None) -> list[str]:
+    """The files task progress touches, checked like a working set's (relative to `here` when
+    given: `from_directory`) and kept as paths. Progress names files, not versions of them: a
+    commit given with one is refused rather than dropped."""
+    given = [
+        from_directory(top, here, f) if here is not None and isinstance(f, str) else f
+        for f in files
+    ]
+    out = check_files(top, checks.files(given, names_file=names_file(top)))
+    for item in out:
+        if item["commit"]:
+            raise UsageError(
+                f"working-set file {item['path']!r}: task progress names the files it touches, "
+                f"not commits; give it without @{item['commit']} (a handoff pins a commit)"
+            )
+    return [item["path"] for item in out]
+
+
 def absent(top: Path, paths: Iterable[str]) -> list[str]:
     """The working-set files a handoff names that the work tree does not hold."""
     return [path for path in paths if not (top / path).is_file()]
@@ -36,7 +138,8 @@ def absent(top: Path, paths: Iterable[str]) -> list[str]:
 def pin(top: Path, files: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """`files` (dicts with a `path`) pinned as they are now, in place and returned: `commit`, the
     newest commit that changed the file (kept as given when git cannot say), `blob`, its
-    content now, and `uncommitted` / `missing` when so."""
+    content now, and `uncommitted` / `missing` when so. A file whose commit was `given`
+    (`check_pins`) keeps it, with its blob in that commit."""
     from ...git.tracked import work_tree_blob
 
     repo = _tracked(top) if files else None
@@ -47,6 +150,14 @@ def pin(top: Path, files: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         path = str(item["path"])
         blob = work_tree_blob(top, path)
         last = lasts.get(path)
+        if item.get("given") is True and isinstance(item.get("commit"), str) and item["commit"]:
+            then = repo.blob_at(item["commit"], path) if repo is not None else None
+            if then is not None:  # else the blob it had (this clone may lack the commit)
+                item["blob"] = then
+            if blob is None:
+                item["missing"] = True
+            continue
+        item.pop("given", None)
         if blob is None:
             item.pop("blob", None)
             item["commit"] = None
