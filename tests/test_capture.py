@@ -183,6 +183,65 @@ def test_a_changed_memory_is_shown_again_and_the_prompt_hook_can_be_turned_off(r
     assert run_hook(command, {**prompt, "session_id": "s2"}, repo)[0] == ""
 
 
+def test_the_prompt_hook_reads_a_prompt_clause_by_clause_and_adds_nothing_unrelated(
+    repo: Path,
+) -> None:
+    """A memory named by one clause of a prompt is added however much else the prompt says;
+    prompts of any length that name no memory add nothing; and a memory written next to the
+    one added does not ride along."""
+    with Engram(cwd=repo) as engram:
+        deploy = engram.remember(
+            "Deploys go through the blue-green script in ops/deploy.sh; never deploy on Fridays",
+            kind="convention",
+        )
+        suite = engram.remember(
+            "We use pytest -q; never run the integration suite locally, it needs the staging "
+            "database",
+            kind="convention",
+        )
+    command = installed_hooks()["UserPromptSubmit"][0]
+    seen = iter(range(100))
+
+    def added(prompt: str) -> str:
+        payload = {
+            "session_id": f"p{next(seen)}",
+            "cwd": str(repo),
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": prompt,
+        }
+        out, _ = run_hook(command, payload, repo)
+        return json.loads(out)["hookSpecificOutput"]["additionalContext"] if out else ""
+
+    def ids(prompt: str) -> set[str]:
+        return {i for i in (deploy.id, suite.id) if f"`{i}`" in added(prompt)}
+
+    assert ids("can we deploy on Fridays?") == {deploy.id}
+    assert ids("can we deploy on Fridays? x x x") == {deploy.id}
+    assert ids("I want to ship the new billing page today, can we deploy on Fridays?") == {
+        deploy.id
+    }
+    assert ids(
+        "Run the integration suite for me please, I want to be sure nothing broke in the "
+        "staging database code"
+    ) == {suite.id}
+    # Its whole text names it, and only it: the memory written just before is no context.
+    assert ids(suite.content) == {suite.id}
+    for unrelated in [
+        "hi",
+        "thanks, looks good",
+        "Rename the variable x to count in utils.py",
+        "Please tidy the wording of the introduction in the documentation",
+        "Make the button on the settings screen green and a bit larger, the designers asked for it",
+        "Refactor the sorting helper so that it uses a key function instead of a comparison "
+        "function and add type hints while you are at it, then explain the change in a short "
+        "paragraph",
+        "I am not sure this approach is right. Let's step back and think about the overall "
+        "design of the search component before we write more code; list the options with "
+        "their trade-offs.",
+    ]:
+        assert added(unrelated) == "", unrelated
+
+
 def test_engram_capture_takes_any_harness_and_skips_bad_lines(repo: Path) -> None:
     lines = [
         json.dumps({"event": "file", "path": "src/payments.py", "session": "codex-1"}),
