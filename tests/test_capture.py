@@ -289,6 +289,43 @@ def test_engram_capture_takes_any_harness_and_skips_bad_lines(repo: Path) -> Non
     assert cli("capture", "--session", "bad id!", cwd=repo).exit_code == 2
 
 
+def test_a_skipped_line_touches_no_journal_and_the_failure_still_links_its_candidate(
+    repo: Path,
+) -> None:
+    """A line `engram capture` cannot read creates no journal of its own: the journal updated
+    last stays the session that failed, so the failure the agent records names the candidate,
+    and the text stats say it was recorded."""
+    with Engram(cwd=repo) as engram:
+        task = engram.task_create("Make the build pass")
+    lines = [
+        json.dumps(
+            {
+                "event": "command",
+                "command": "make test",
+                "exit_code": 2,
+                "output": "Error 2",
+                "session": "s1",
+            }
+        ),
+        "oops",
+    ]
+    result = cli("capture", input="\n".join(lines) + "\n", cwd=repo)
+    assert result.exit_code == 0, result.output
+    assert "line 2: not JSON" in result.stderr
+    journals = repo / ".git" / "engram" / "capture"
+    assert sorted(p.name for p in journals.glob("*.json")) == ["s1.json"]
+    recorded = cli("task", "failure", task.id, "make test failed: Error 2", cwd=repo)
+    assert recorded.exit_code == 0, recorded.output
+    with Engram(cwd=repo) as engram:
+        [failure] = engram.task(task.id).failures
+    assert failure.candidate == "s1/c1: make test (exit 2)"
+    people = cli("capture", "--stats", cwd=repo).output
+    assert f"c1 exit 2: make test (recorded as a failure of task {task.id})" in people
+    # A batch of unreadable lines only, under a named session, creates nothing either.
+    assert cli("capture", "--session", "s2", input="oops\n", cwd=repo).exit_code == 0
+    assert sorted(p.name for p in journals.glob("*.json")) == ["s1.json"]
+
+
 def test_a_damaged_journal_is_set_aside_and_never_stops_the_hook(repo: Path) -> None:
     hooks = installed_hooks()
     folder = repo / ".git" / "engram" / "capture"
@@ -320,7 +357,7 @@ def test_a_damaged_journal_is_set_aside_and_never_stops_the_hook(repo: Path) -> 
     old = time.time() - 31 * 86400
     os.utime(folder / "s9.json", (old, old))
     assert run_hook(hooks["PostToolUse"][0], {**payload, "session_id": "s10"}, repo)[0] == ""
-    assert sorted(p.name for p in folder.glob("*.json")) == ["s10.json", "shell.json"]
+    assert sorted(p.name for p in folder.glob("*.json")) == ["s10.json"]  # garbage: no journal
     elsewhere = repo.parent / "nowhere"
     elsewhere.mkdir()
     assert run_hook(hooks["PostToolUse"][0], {**payload, "cwd": str(elsewhere)}, elsewhere)[0] == ""
