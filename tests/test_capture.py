@@ -183,6 +183,65 @@ def test_a_changed_memory_is_shown_again_and_the_prompt_hook_can_be_turned_off(r
     assert run_hook(command, {**prompt, "session_id": "s2"}, repo)[0] == ""
 
 
+def test_the_prompt_hook_reads_a_prompt_clause_by_clause_and_adds_nothing_unrelated(
+    repo: Path,
+) -> None:
+    """A memory named by one clause of a prompt is added however much else the prompt says;
+    prompts of any length that name no memory add nothing; and a memory written next to the
+    one added does not ride along."""
+    with Engram(cwd=repo) as engram:
+        deploy = engram.remember(
+            "Deploys go through the blue-green script in ops/deploy.sh; never deploy on Fridays",
+            kind="convention",
+        )
+        suite = engram.remember(
+            "We use pytest -q; never run the integration suite locally, it needs the staging "
+            "database",
+            kind="convention",
+        )
+    command = installed_hooks()["UserPromptSubmit"][0]
+    seen = iter(range(100))
+
+    def added(prompt: str) -> str:
+        payload = {
+            "session_id": f"p{next(seen)}",
+            "cwd": str(repo),
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": prompt,
+        }
+        out, _ = run_hook(command, payload, repo)
+        return json.loads(out)["hookSpecificOutput"]["additionalContext"] if out else ""
+
+    def ids(prompt: str) -> set[str]:
+        return {i for i in (deploy.id, suite.id) if f"`{i}`" in added(prompt)}
+
+    assert ids("can we deploy on Fridays?") == {deploy.id}
+    assert ids("can we deploy on Fridays? x x x") == {deploy.id}
+    assert ids("I want to ship the new billing page today, can we deploy on Fridays?") == {
+        deploy.id
+    }
+    assert ids(
+        "Run the integration suite for me please, I want to be sure nothing broke in the "
+        "staging database code"
+    ) == {suite.id}
+    # Its whole text names it, and only it: the memory written just before is no context.
+    assert ids(suite.content) == {suite.id}
+    for unrelated in [
+        "hi",
+        "thanks, looks good",
+        "Rename the variable x to count in utils.py",
+        "Please tidy the wording of the introduction in the documentation",
+        "Make the button on the settings screen green and a bit larger, the designers asked for it",
+        "Refactor the sorting helper so that it uses a key function instead of a comparison "
+        "function and add type hints while you are at it, then explain the change in a short "
+        "paragraph",
+        "I am not sure this approach is right. Let's step back and think about the overall "
+        "design of the search component before we write more code; list the options with "
+        "their trade-offs.",
+    ]:
+        assert added(unrelated) == "", unrelated
+
+
 def test_engram_capture_takes_any_harness_and_skips_bad_lines(repo: Path) -> None:
     lines = [
         json.dumps({"event": "file", "path": "src/payments.py", "session": "codex-1"}),
@@ -230,6 +289,43 @@ def test_engram_capture_takes_any_harness_and_skips_bad_lines(repo: Path) -> Non
     assert cli("capture", "--session", "bad id!", cwd=repo).exit_code == 2
 
 
+def test_a_skipped_line_touches_no_journal_and_the_failure_still_links_its_candidate(
+    repo: Path,
+) -> None:
+    """A line `engram capture` cannot read creates no journal of its own: the journal updated
+    last stays the session that failed, so the failure the agent records names the candidate,
+    and the text stats say it was recorded."""
+    with Engram(cwd=repo) as engram:
+        task = engram.task_create("Make the build pass")
+    lines = [
+        json.dumps(
+            {
+                "event": "command",
+                "command": "make test",
+                "exit_code": 2,
+                "output": "Error 2",
+                "session": "s1",
+            }
+        ),
+        "oops",
+    ]
+    result = cli("capture", input="\n".join(lines) + "\n", cwd=repo)
+    assert result.exit_code == 0, result.output
+    assert "line 2: not JSON" in result.stderr
+    journals = repo / ".git" / "engram" / "capture"
+    assert sorted(p.name for p in journals.glob("*.json")) == ["s1.json"]
+    recorded = cli("task", "failure", task.id, "make test failed: Error 2", cwd=repo)
+    assert recorded.exit_code == 0, recorded.output
+    with Engram(cwd=repo) as engram:
+        [failure] = engram.task(task.id).failures
+    assert failure.candidate == "s1/c1: make test (exit 2)"
+    people = cli("capture", "--stats", cwd=repo).output
+    assert f"c1 exit 2: make test (recorded as a failure of task {task.id})" in people
+    # A batch of unreadable lines only, under a named session, creates nothing either.
+    assert cli("capture", "--session", "s2", input="oops\n", cwd=repo).exit_code == 0
+    assert sorted(p.name for p in journals.glob("*.json")) == ["s1.json"]
+
+
 def test_a_damaged_journal_is_set_aside_and_never_stops_the_hook(repo: Path) -> None:
     hooks = installed_hooks()
     folder = repo / ".git" / "engram" / "capture"
@@ -261,7 +357,7 @@ def test_a_damaged_journal_is_set_aside_and_never_stops_the_hook(repo: Path) -> 
     old = time.time() - 31 * 86400
     os.utime(folder / "s9.json", (old, old))
     assert run_hook(hooks["PostToolUse"][0], {**payload, "session_id": "s10"}, repo)[0] == ""
-    assert sorted(p.name for p in folder.glob("*.json")) == ["s10.json", "shell.json"]
+    assert sorted(p.name for p in folder.glob("*.json")) == ["s10.json"]  # garbage: no journal
     elsewhere = repo.parent / "nowhere"
     elsewhere.mkdir()
     assert run_hook(hooks["PostToolUse"][0], {**payload, "cwd": str(elsewhere)}, elsewhere)[0] == ""

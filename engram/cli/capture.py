@@ -85,7 +85,12 @@ def capture(ctx: click.Context, session: str | None, stats: bool, as_json: bool)
             )
             for failure in item.failures:
                 times = f" x{failure['count']}" if failure["count"] > 1 else ""
-                echo(f"  {failure['id']} exit {failure['exit_code']}{times}: {failure['command']}")
+                task = failure.get("task")
+                recorded = f" (recorded as a failure of task {task})" if task else ""
+                echo(
+                    f"  {failure['id']} exit {failure['exit_code']}{times}: "
+                    f"{failure['command']}{recorded}"
+                )
         return
     stream = sys.stdin.buffer if sys.stdin is not None else []
     report = service.record(engram.workspace, _events(stream), session=session)

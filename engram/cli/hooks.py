@@ -14,8 +14,9 @@ the event as JSON on stdin (`cwd`, `session_id`, `trigger`, `reason`, ...).
 - `capture` (`PostToolUse`, `PostToolUseFailure`): a file edited or written, or a command that
   failed, folded into this session's capture journal (`engram.domain.capture`): a file write,
   no event, no commit, no embedding model.
-- `prompt` (`UserPromptSubmit`): the memories relevant to the prompt, by words, within the
-  token budget `capture.recall_tokens`, as additional context; nothing when none is relevant.
+- `prompt` (`UserPromptSubmit`): the memories relevant to the prompt, by words and clause by
+  clause, within the token budget `capture.recall_tokens`, as additional context; nothing when
+  none is relevant.
 
 A hook is fast (it never loads the embedding model or the MCP SDK) and never blocks the client:
 whatever happens it exits 0, prints nothing but the context on stdout, and reports problems on

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..readmodel.queries import Reach
 from ..storage import events as ev
-from . import pieces, ranking
+from . import pieces, prompts, ranking
 from .background import vectors as background_vectors
 from .retrieval import Hit, memory_embedding_text, strength
 
@@ -74,13 +74,26 @@ def rank(
     k: int,
     filters: Filters,
     moment: datetime,
+    prompt: bool = False,
 ) -> list[Hit]:
-    """The `k` best memories of all `sources` for `query` (analysed as `intent`), best first."""
+    """The `k` best memories of all `sources` for `query` (analysed as `intent`), best first.
+
+    With `prompt`, the query is a user's prompt to an agent rather than a question: a memory's
+    words evidence is also that of the prompt's clause that names it best
+    (`engram.search.prompts`), however much else the prompt says; and memories lend each other
+    no context, since a prompt is shown only what it names."""
     query_vectors: dict[str, Any] = {}
     ranked: list[Ranked] = []
     for source in sources:
         ranked += _candidates(
-            query, intent, source, k=k, filters=filters, moment=moment, query_vectors=query_vectors
+            query,
+            intent,
+            source,
+            k=k,
+            filters=filters,
+            moment=moment,
+            query_vectors=query_vectors,
+            prompt=prompt,
         )
     ranked.sort(key=lambda item: (item[0], item[1]), reverse=True)
     ranked = ranked[: max(k, ranking.SUBJECT_WINDOW)]
@@ -128,6 +141,7 @@ def _candidates(
     filters: Filters,
     moment: datetime,
     query_vectors: dict[str, Any],
+    prompt: bool,
 ) -> list[Ranked]:
     """One store's candidates that pass the filters, scored."""
     settings, proj, search = source.settings, source.projection, source.search
@@ -136,6 +150,8 @@ def _candidates(
     bm25 = dict(text_hits)
     # A one- or two-word query also matches pieces of names ("tests" in "pytest").
     by_pieces = pieces.found(search, proj, intent.words, limit) if query_weight > 0 else {}
+    # A prompt's clauses each name their own candidates.
+    by_clause = prompts.evidence(search, intent.words, limit) if prompt else {}
     cosines: dict[str, float] = {}
     background = None
     ordinary: dict[str, float] = {}
@@ -155,7 +171,7 @@ def _candidates(
                 search, embedder, list(cosines), background, settings["recall.memory_background"]
             )
     weight = settings["recall.weight_vector"] if embedder is not None else 0.0
-    ids = list(dict.fromkeys([*bm25, *by_pieces, *cosines]))
+    ids = list(dict.fromkeys([*bm25, *by_pieces, *by_clause, *cosines]))
     identified: dict[str, float] = {}  # the share of the query's identifiers each holds
     if intent.identifiers and bm25:
         # Only memories BM25 found can hold the identifier's words.
@@ -191,6 +207,13 @@ def _candidates(
             for s, f in zip(best_shares, found, strict=True)
         ]
         estimates = [ranking.relevance(0.0, w, weight) for w in words]
+    lifted = set()  # the memories a clause names better than the whole prompt does
+    for memory_id, said in by_clause.items():
+        n = at[memory_id]
+        if said > words[n]:
+            lifted.add(memory_id)
+            words[n] = said
+            estimates[n] = ranking.relevance(meanings[n], said, weight)
     crowd = background.crowd if background is not None and background.discount > 0 else 0
 
     def candidate(memory_id: str) -> ranking.Candidate:
@@ -201,6 +224,8 @@ def _candidates(
             c.notes.append("a word as a piece of " + ", ".join(by_pieces[memory_id][1][:3]))
         c.identifiers = found[n]
         c.words = words[n]
+        if memory_id in lifted:
+            c.notes.append("named by a clause of the prompt")
         if background is not None:
             c.ordinary = ordinary.get(memory_id, 0.0)
             c.meaning = meanings[n]
@@ -251,7 +276,7 @@ def _candidates(
         cursor, batch = end, batch * 2
 
     read_more()
-    context = settings["recall.context"]
+    context = 0.0 if prompt else settings["recall.context"]
     while context > 0 and len(pool) < ranking.CONTEXT_TOP and cursor < len(hopeful):
         read_more()
     if context > 0 and len(pool) < ranking.CONTEXT_TOP:

@@ -6,7 +6,8 @@
   often and when first and last (a file outside the work tree is only counted, in `outside`);
 - `failures`: failure candidates, commands that exited non-zero, with their exit status, the
   first lines of output and a count (an identical failure again folds into the same one);
-- `commands`: how many commands succeeded; `skipped`: events that could not be read;
+- `commands`: how many commands succeeded; `skipped`: events that could not be read, in the
+  batches that recorded something here (a skipped event alone never writes a journal);
 - `shown`: the memories the prompt hook already put in front of the agent (id -> version).
 
 Writes replace the file atomically under a lock of its own (not the store's write lock: a

@@ -2,10 +2,14 @@
 
 The prompt is recalled by its words (BM25, the text index), never by loading the embedding
 model: a hook must answer within a fraction of a second, and loading the model takes longer
-than that. Only memories whose calibrated relevance reaches `capture.recall_threshold` are
-added, best first, until `capture.recall_tokens` is spent; each with its id, so that the agent
-can cite, update or forget it. A memory already shown in this session is not shown again
-unless it changed since (a new version). Nothing relevant: nothing is added at all.
+than that. It is read clause by clause (`engram.search.prompts`): a memory is as relevant as
+the clause that names it best, so what else the prompt says does not drown it; and memories
+written together lend each other no relevance here (recall's context), since nothing but
+their vectors tells whether they are about the same thing. Only memories whose calibrated
+relevance reaches `capture.recall_threshold` are added, best first, until
+`capture.recall_tokens` is spent; each with its id, so that the agent can cite, update or
+forget it. A memory already shown in this session is not shown again unless it changed since
+(a new version). Nothing relevant: nothing is added at all.
 """
 
 from __future__ import annotations
@@ -88,7 +92,13 @@ def prompt_context(
     if not ranking.has_content(query, intent):
         return nothing
     hits = pipeline.rank(
-        query, intent, _sources(workspace), k=CANDIDATES, filters=pipeline.Filters(), moment=moment
+        query,
+        intent,
+        _sources(workspace),
+        k=CANDIDATES,
+        filters=pipeline.Filters(),
+        moment=moment,
+        prompt=True,
     )
     threshold = settings["capture.recall_threshold"]
     budget = settings["capture.recall_tokens"] * CHARS_PER_TOKEN

@@ -73,8 +73,10 @@ def record(
     session: str | None = None,
 ) -> CaptureReport:
     """Fold events into their sessions' journals (`session` for those that name none), as
-    the settings `capture.files` and `capture.commands` allow. `workspace` is a workspace, or
-    what `hook_target` found (None: no store)."""
+    the settings `capture.files` and `capture.commands` allow. Events skipped (unreadable)
+    are counted in the journal of their session only when it records something of this
+    batch: they never create or touch one. `workspace` is a workspace, or what `hook_target`
+    found (None: no store)."""
     report = CaptureReport()
     if workspace is None or isinstance(workspace, tuple):
         store, settings = workspace or (None, None)
@@ -89,21 +91,24 @@ def record(
         name = (item.session if isinstance(item, Captured) else None) or session or DEFAULT_SESSION
         by_session.setdefault(name, []).append(item)
     for name, batch in by_session.items():
+        kept: list[Captured] = []
+        skipped = 0
+        for item in batch:
+            if isinstance(item, Skipped):
+                skipped += 1
+                report.skipped.append(item.reason)
+                report.note("skipped")
+            elif settings["capture.files" if item.kind == "file" else "capture.commands"]:
+                kept.append(item)
+            else:
+                report.note("off")
+        if not kept:
+            # Nothing to record: the journal is neither created nor touched, for the journal
+            # updated last names the session an agent works in (`recent_journal`).
+            continue
         with journal.editing(store.local_dir, name) as data:
-            for item in batch:
-                if isinstance(item, Skipped):
-                    data["skipped"] += 1
-                    report.skipped.append(item.reason)
-                    report.note("skipped")
-                    continue
-                wanted = (
-                    settings["capture.files"]
-                    if item.kind == "file"
-                    else settings["capture.commands"]
-                )
-                if not wanted:
-                    report.note("off")
-                    continue
+            data["skipped"] += skipped
+            for item in kept:
                 report.note(journal.add(data, item, work_tree=store.work_tree))
     return report
 
