@@ -528,3 +528,22 @@ def test_sync_blocked_by_many_files_names_a_few_and_untracked_ones_apart(tmp_pat
         "untracked new.py, then run `engram sync` again" in done.stderr
     )
     assert (second / "new.py").read_text() == "mine, never added\n"
+
+
+def test_a_new_branch_counts_only_the_commits_the_remote_lacks(tmp_path: Path) -> None:
+    first, _ = _project_clones(tmp_path, {"app.py": "print(1)\n"})
+    for n in range(5):
+        (first / "app.py").write_text(f"print({n})\n")
+        git(first, "commit", "-q", "-am", f"change {n}")
+    assert "pushed 5 commits to origin/main" in run_engram("sync", cwd=first).stdout
+    git(first, "switch", "-q", "-c", "feature")
+    (first / "feature.py").write_text("new\n")
+    git(first, "add", "feature.py")
+    git(first, "commit", "-q", "-m", "a feature")
+
+    done = run_engram("sync", cwd=first)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "project store: created origin/feature, pushed 1 commit to origin/feature\n"
+    )
+    assert git(first, "rev-parse", "origin/feature") == git(first, "rev-parse", "HEAD")

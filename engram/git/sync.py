@@ -427,7 +427,7 @@ def push(store: Store, repo: pygit2.Repository, target: Target) -> int:
         if ahead == 0:
             return 0
     else:
-        ahead = sum(1 for _ in repo.walk(local))
+        ahead = _new_to_the_remote(repo, local, target.remote)
     args = ["push", "--quiet", "--porcelain"]
     if not target.has_upstream:
         args.append("--set-upstream")
@@ -442,6 +442,20 @@ def push(store: Store, repo: pygit2.Repository, target: Target) -> int:
             "here and go out with the next `engram sync`"
         )
     return ahead
+
+
+def _new_to_the_remote(repo: pygit2.Repository, local: pygit2.Oid | str, remote: str) -> int:
+    """The commits of `local` that none of `remote`'s branches holds (as the last fetch saw
+    them): what creating a branch there sends. A new branch made from main sends only its own
+    commits, not main's history again."""
+    walker = repo.walk(local)
+    prefix = f"refs/remotes/{remote}/"
+    for name in repo.references:
+        if name.startswith(prefix):
+            found = repo.references[name].resolve().target
+            if not isinstance(found, str):  # resolved: an Oid
+                walker.hide(found)
+    return sum(1 for _ in walker)
 
 
 # -- clone ---------------------------------------------------------------------------------------
