@@ -192,9 +192,7 @@ class Continuity:
             changes["status"] = tasks.check_status(status)
         if parent is not None:
             parent_task = self.workspace.find_task(parent, items=False)[1]
-            if parent_task.id == task.id:
-                raise UsageError("a task cannot be its own parent")
-            changes["parent"] = parent_task.id
+            changes["parent"] = tasks.check_parent(task, parent_task, self._task_by_id)
         if tags is not None:
             changes["tags"] = list(checks.tags(tags))
         current = task.to_dict()
@@ -203,6 +201,16 @@ class Continuity:
             raise UsageError("nothing to change: give a new name, goal, status, parent or tags")
         self.workspace.emit(store, "task.updated", {"task": task.id, **changes})
         return self.workspace.find_task(task.id)[1]
+
+    def _task_by_id(self, ident: str) -> tasks.Task | None:
+        """A task by its full id, in whichever store holds it, without its progress."""
+        for store in self.workspace.stores():
+            found: list[tasks.Task] = self.workspace.projection(store).tasks(
+                ids=[ident], items=False
+            )
+            if found:
+                return found[0]
+        return None
 
     def tasks(
         self,
