@@ -47,6 +47,20 @@ class AmbiguousResumeError(EngramError):
             ),
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """For `resume --json`: a script that gets no resume still gets JSON, with every
+        candidate to choose from (most recently changed first) and how to choose."""
+        return {
+            "ambiguous": True,
+            "task": None,
+            "error": self.problem,
+            "hint": self.fix.cli if self.fix else None,
+            "candidates": [
+                {"id": t.id, "name": t.name, "status": t.status, "updated": t.updated_at}
+                for t in self.candidates
+            ],
+        }
+
 
 @dataclass(frozen=True)
 class EarlierFailure:
