@@ -32,11 +32,12 @@ HEADER = """\
 # Command reference
 
 Generated from `engram --help` by `scripts/gen_cli_docs.py`; a test fails when this page differs
-from what the code prints. Every command also answers `-h`/`--help`.
+from what the code prints. Every command also answers `-h`/`--help`; `engram`, or a group such
+as `engram task`, run without a command prints its help on stderr (exit status 2).
 
 Exit status: 0 on success, 1 when a command ran and found a problem (damage, a failed sync,
 caches not current with `--check`), 2 for bad input or a missing store, 3 when `engram resume`
-has several active tasks to choose from.
+has several active tasks to choose from (with `--json` it prints them as JSON on stdout).
 
 """
 

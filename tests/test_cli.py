@@ -84,6 +84,15 @@ def test_errors_are_one_line_with_exit_status_2(home_store: Engram) -> None:
     assert result.exit_code == 2 and "engram config list" in result.stderr
 
 
+@pytest.mark.parametrize("group", [(), ("task",), ("config",), ("session",), ("remote",)])
+def test_a_group_without_a_command_shows_its_help_as_click_does(group: tuple[str, ...]) -> None:
+    done = run_engram(*group)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"Usage: {' '.join(('engram', *group))} [OPTIONS] COMMAND")
+    assert "\nCommands:\n" in done.stderr and "error:" not in done.stderr
+    assert done.stderr.count("\n") > 8
+
+
 def test_commands_before_init_say_how_to_start() -> None:
     result = cli("list")
     assert result.exit_code == 2

@@ -159,6 +159,28 @@ def test_resume_does_not_guess_between_active_tasks(repo: Path) -> None:
     assert "Task A" in Engram(cwd=repo).resume(task="task a").markdown  # by name
 
 
+def test_resume_json_between_active_tasks_prints_the_candidates_on_stdout(repo: Path) -> None:
+    engram = Engram(cwd=repo)
+    a = engram.task_create("Task A", goal="a")
+    b = engram.task_create("Task B", goal="b")
+    done = run_engram("resume", "--json", cwd=repo)
+    assert done.returncode == 3
+    answer = json.loads(done.stdout)
+    assert answer["ambiguous"] is True and answer["task"] is None
+    assert answer["hint"] == "choose one with --task ID"
+    assert [(c["id"], c["name"]) for c in answer["candidates"]] == [
+        (b.id, "Task B"),
+        (a.id, "Task A"),
+    ]
+    assert all(c["updated"] for c in answer["candidates"])
+    assert done.stderr.startswith("error: 2 active tasks could be resumed")
+    plain = run_engram("resume", cwd=repo)
+    assert plain.returncode == 3 and plain.stdout == "" and "--task" in plain.stderr
+    chosen = run_engram("resume", "--task", a.id, "--json", cwd=repo)
+    assert chosen.returncode == 0
+    assert json.loads(chosen.stdout)["ambiguous"] is False
+
+
 def test_resume_output_is_bounded_and_says_so(repo: Path) -> None:
     engram = Engram(cwd=repo)
     task = engram.task_create("Big", goal="x")

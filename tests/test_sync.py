@@ -470,3 +470,80 @@ def test_checkpoints_saved_on_two_machines_are_numbered_once_in_the_merged_order
         assert f"checkpoint 4 ({latest['reason']})" in machine.run("resume", "--task", task).stdout
         scored = machine.json("continuity", "--task", task, "--before", "3", "--after", "4")
         assert (scored["before"], scored["after"]) == (3, 4)
+
+
+def _project_clones(tmp_path: Path, files: dict[str, str]) -> tuple[Path, Path]:
+    """A project with a store pushed to a bare repository, and a second clone of it."""
+    from tests.conftest import make_repo
+
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    first = make_repo(tmp_path / "first", files)
+    assert run_engram("init", "--project", cwd=first).returncode == 0
+    git(first, "remote", "add", "origin", str(origin))
+    assert run_engram("sync", cwd=first).returncode == 0
+    second = tmp_path / "second"
+    git(tmp_path, "clone", "-q", str(origin), str(second))
+    return first, second
+
+
+def test_sync_blocked_by_uncommitted_edits_names_the_files_and_the_fix(tmp_path: Path) -> None:
+    first, second = _project_clones(tmp_path, {"app.py": "print(1)\n"})
+    (first / "app.py").write_text("print(2)\n")
+    git(first, "commit", "-q", "-am", "upstream change")
+    assert run_engram("sync", cwd=first).returncode == 0
+    (second / "app.py").write_text("print('mine')\n")
+    head = git(second, "rev-parse", "HEAD")
+
+    done = run_engram("sync", cwd=second)
+    assert done.returncode == 1
+    assert done.stderr == (
+        "error: could not merge origin/main: it would overwrite work you have not committed; "
+        "commit or stash your changes to app.py, then run `engram sync` again; "
+        "nothing was changed\n"
+    )
+    assert git(second, "rev-parse", "HEAD") == head
+    assert (second / "app.py").read_text() == "print('mine')\n"
+    git(second, "stash", "-q")
+    assert run_engram("sync", cwd=second).returncode == 0
+
+
+def test_sync_blocked_by_many_files_names_a_few_and_untracked_ones_apart(tmp_path: Path) -> None:
+    files = {f"m{n}.py": f"{n}\n" for n in range(6)}
+    first, second = _project_clones(tmp_path, files)
+    for name in files:
+        (first / name).write_text("upstream\n")
+    (first / "new.py").write_text("upstream\n")
+    git(first, "add", "-A")
+    git(first, "commit", "-q", "-m", "upstream change")
+    assert run_engram("sync", cwd=first).returncode == 0
+    for name in files:
+        (second / name).write_text("mine\n")
+    (second / "new.py").write_text("mine, never added\n")
+
+    done = run_engram("sync", cwd=second)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1
+    assert (
+        "commit or stash your changes to m0.py, m1.py, m2.py and 3 more, and move away the "
+        "untracked new.py, then run `engram sync` again" in done.stderr
+    )
+    assert (second / "new.py").read_text() == "mine, never added\n"
+
+
+def test_a_new_branch_counts_only_the_commits_the_remote_lacks(tmp_path: Path) -> None:
+    first, _ = _project_clones(tmp_path, {"app.py": "print(1)\n"})
+    for n in range(5):
+        (first / "app.py").write_text(f"print({n})\n")
+        git(first, "commit", "-q", "-am", f"change {n}")
+    assert "pushed 5 commits to origin/main" in run_engram("sync", cwd=first).stdout
+    git(first, "switch", "-q", "-c", "feature")
+    (first / "feature.py").write_text("new\n")
+    git(first, "add", "feature.py")
+    git(first, "commit", "-q", "-m", "a feature")
+
+    done = run_engram("sync", cwd=first)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "project store: created origin/feature, pushed 1 commit to origin/feature\n"
+    )
+    assert git(first, "rev-parse", "origin/feature") == git(first, "rev-parse", "HEAD")

@@ -32,3 +32,10 @@ def listing(parts: Sequence[str]) -> str:
     if len(parts) <= 1:
         return "".join(parts)
     return f"{', '.join(parts[:-1])} and {parts[-1]}"
+
+
+def first_few(names: Sequence[str], shown: int = 3) -> str:
+    """A few of `names` and how many more: "a, b and c", "a, b, c and 4 more"."""
+    if len(names) <= shown + 1:
+        return listing(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more"

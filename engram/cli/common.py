@@ -28,6 +28,11 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 # -- plumbing ---------------------------------------------------------------------------------
 
+# click 8.2 and later raise this for a group given no command; 8.1 prints the help itself.
+_NO_ARGS_IS_HELP: type[click.UsageError] = getattr(
+    click.exceptions, "NoArgsIsHelpError", type("_NeverRaised", (click.UsageError,), {})
+)
+
 
 class EngramGroup(click.Group):
     def main(
@@ -38,11 +43,16 @@ class EngramGroup(click.Group):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        """Like click's, but a usage error is one line on stderr too (exit status 2)."""
+        """Like click's, but a usage error is one line on stderr too (exit status 2). A group
+        run without a command (click's `NoArgsIsHelpError`, whose message is the help) shows
+        the help as click does: folded to one line it could not be read."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
             code = super().main(args, prog_name, complete_var, False, **extra)
+        except _NO_ARGS_IS_HELP as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
         except click.ClickException as exc:
             message = " ".join(exc.format_message().split())
             if isinstance(exc, click.UsageError) and exc.ctx is not None:

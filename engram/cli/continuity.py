@@ -282,17 +282,24 @@ def _resume_command(
     personal: bool,
     as_json: bool,
 ) -> None:
+    from ..domain.continuity.service import AmbiguousResumeError
+
     engram = open_engram(ctx, project, personal, at)
-    result = engram.resume(
-        task=task_id,
-        session=session_id,
-        depth=depth,
-        since=since,
-        restore=restore,
-        max_chars=max_chars,
-        record=at is None,
-        max_tokens=max_tokens,
-    )
+    try:
+        result = engram.resume(
+            task=task_id,
+            session=session_id,
+            depth=depth,
+            since=since,
+            restore=restore,
+            max_chars=max_chars,
+            record=at is None,
+            max_tokens=max_tokens,
+        )
+    except AmbiguousResumeError as exc:
+        if as_json:  # a script reads stdout: it gets the candidates there, and exit status 3
+            print_json(exc.to_dict())
+        raise
     if as_json:
         print_json(result.to_dict())
     else:

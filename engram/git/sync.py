@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base.errors import EngramError, UsageError
 from ..base.layout import CONFIG_FILE, EVENT_SUFFIX, EVENTS_DIR
+from ..base.wording import first_few
 from ..storage.store import Store
 
 if TYPE_CHECKING:
@@ -104,6 +105,14 @@ def _split_identity(actor: str) -> tuple[str, str]:
 
     sig = signature(actor)
     return sig.name, sig.email
+
+
+def all_git_said(done: subprocess.CompletedProcess[str]) -> str:
+    """All of git's stderr folded to one line, for a failure whose every word may matter (the
+    files named after "the following files:")."""
+    lines = [line.strip() for line in (done.stderr or "").splitlines() if line.strip()]
+    said = " ".join(line.removeprefix("error: ").removeprefix("fatal: ") for line in lines)
+    return said or f"git exited with status {done.returncode}"
 
 
 def why_failed(done: subprocess.CompletedProcess[str]) -> str:
@@ -307,10 +316,56 @@ def merge(
             f"changed; merge by hand (`git merge {target.remote}/{target.remote_branch}` in "
             f"{store.work_tree}), then run `engram sync`"
         )
+    changed, untracked = in_the_way(repo, theirs, fast_forward=ahead == 0)
+    if changed or untracked:
+        fixes = []
+        if changed:
+            fixes.append(f"commit or stash your changes to {first_few(changed)}")
+        if untracked:
+            fixes.append(f"move away the untracked {first_few(untracked)}")
+        raise SyncError(
+            f"could not merge {target.remote}/{target.remote_branch}: it would overwrite work "
+            f"you have not committed; {', and '.join(fixes)}, then run `engram sync` again; "
+            "nothing was changed"
+        )
     raise SyncError(
-        f"could not merge {target.remote}/{target.remote_branch} ({why_failed(done)}); "
+        f"could not merge {target.remote}/{target.remote_branch} ({all_git_said(done)}); "
         "nothing was changed"
     )
+
+
+def in_the_way(
+    repo: pygit2.Repository, theirs: pygit2.Oid, *, fast_forward: bool
+) -> tuple[list[str], list[str]]:
+    """What of the user's uncommitted work makes git refuse to merge `theirs`: files changed
+    (in the work tree or the index) that the merge changes too, or for a merge that is not a
+    fast-forward anything staged (git wants the index as HEAD has it); and untracked files
+    the merge would create. Read from the repository rather than from git's English."""
+    import pygit2
+    from pygit2.enums import FileStatus
+
+    their_tree = repo[theirs].peel(pygit2.Tree)
+    base = None if repo.head_is_unborn else repo.merge_base(repo.head.target, theirs)
+    if base is None:
+        diff = their_tree.diff_to_tree(swap=True)  # all of theirs is new here
+    else:
+        diff = repo[base].peel(pygit2.Tree).diff_to_tree(their_tree)
+    touched = {path for d in diff.deltas for path in (d.old_file.path, d.new_file.path)}
+    staged = (
+        FileStatus.INDEX_NEW
+        | FileStatus.INDEX_MODIFIED
+        | FileStatus.INDEX_DELETED
+        | FileStatus.INDEX_RENAMED
+        | FileStatus.INDEX_TYPECHANGE
+    )
+    changed, untracked = [], []
+    for path, flags in sorted(repo.status(untracked_files="all", ignored=False).items()):
+        if flags == FileStatus.WT_NEW:
+            if path in touched:
+                untracked.append(path)
+        elif path in touched or (flags & staged and not fast_forward):
+            changed.append(path)
+    return changed, untracked
 
 
 def changed_and_removed(store: Store, conflicted: list[str]) -> list[str] | None:
@@ -372,7 +427,7 @@ def push(store: Store, repo: pygit2.Repository, target: Target) -> int:
         if ahead == 0:
             return 0
     else:
-        ahead = sum(1 for _ in repo.walk(local))
+        ahead = _new_to_the_remote(repo, local, target.remote)
     args = ["push", "--quiet", "--porcelain"]
     if not target.has_upstream:
         args.append("--set-upstream")
@@ -387,6 +442,20 @@ def push(store: Store, repo: pygit2.Repository, target: Target) -> int:
             "here and go out with the next `engram sync`"
         )
     return ahead
+
+
+def _new_to_the_remote(repo: pygit2.Repository, local: pygit2.Oid | str, remote: str) -> int:
+    """The commits of `local` that none of `remote`'s branches holds (as the last fetch saw
+    them): what creating a branch there sends. A new branch made from main sends only its own
+    commits, not main's history again."""
+    walker = repo.walk(local)
+    prefix = f"refs/remotes/{remote}/"
+    for name in repo.references:
+        if name.startswith(prefix):
+            found = repo.references[name].resolve().target
+            if not isinstance(found, str):  # resolved: an Oid
+                walker.hide(found)
+    return sum(1 for _ in walker)
 
 
 # -- clone ---------------------------------------------------------------------------------------

@@ -10,10 +10,11 @@ Events (entity: the task id):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..base.errors import UsageError, quote
 from ..base.vocab import PROGRESS_STATUS, TASK_STATUS
 from ..storage import events as ev
 from . import plans
@@ -250,6 +251,37 @@ def check_status(status: str) -> str:
     return TASK_STATUS.one_of(status)
 
 
+def ancestors(task: Task, parent_of: Callable[[str], Task | None]) -> list[Task]:
+    """`task` and the tasks above it, nearest first (`parent_of` finds a parent by id, None
+    when it is unknown). Stops at a task met already: an update refuses to make a cycle, but
+    two clones that each put one task under the other make one when merged, and no reader may
+    walk it for ever."""
+    chain: list[Task] = []
+    seen: set[str] = set()
+    current: Task | None = task
+    while current is not None and current.id not in seen:
+        seen.add(current.id)
+        chain.append(current)
+        current = parent_of(current.parent) if current.parent else None
+    return chain
+
+
+def check_parent(task: Task, parent: Task, parent_of: Callable[[str], Task | None]) -> str:
+    """The id of `parent` if `task` may be put under it: not itself, nor any task already
+    under it (at any depth), which would make a cycle."""
+    if parent.id == task.id:
+        raise UsageError("a task cannot be its own parent")
+    chain = ancestors(parent, parent_of)
+    if task.id in [t.id for t in chain]:
+        between = chain[1 : [t.id for t in chain].index(task.id)]
+        via = f" (through {', '.join(quote(t.name) for t in between)})" if between else ""
+        raise UsageError(
+            f"{quote(parent.name)} is under {quote(task.name)} already{via}: a task cannot "
+            "be under its own subtask"
+        )
+    return parent.id
+
+
 def check_progress_status(status: str) -> str:
     return PROGRESS_STATUS.one_of(status)
 
@@ -271,4 +303,15 @@ def describe(event: ev.Event) -> str:
     return event.kind
 
 
-__all__ = ["Task", "Progress", "Failure", "fold", "fold_state", "STATUSES", "ACTIVE", "describe"]
+__all__ = [
+    "Task",
+    "Progress",
+    "Failure",
+    "fold",
+    "fold_state",
+    "ancestors",
+    "check_parent",
+    "STATUSES",
+    "ACTIVE",
+    "describe",
+]

@@ -28,6 +28,7 @@ class Resume:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "ambiguous": False,  # as `AmbiguousResumeError.to_dict` has it: one key to test
             "task": self.task,
             "truncated": self.truncated,
             "confidence": self.confidence,

@@ -47,6 +47,20 @@ class AmbiguousResumeError(EngramError):
             ),
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """For `resume --json`: a script that gets no resume still gets JSON, with every
+        candidate to choose from (most recently changed first) and how to choose."""
+        return {
+            "ambiguous": True,
+            "task": None,
+            "error": self.problem,
+            "hint": self.fix.cli if self.fix else None,
+            "candidates": [
+                {"id": t.id, "name": t.name, "status": t.status, "updated": t.updated_at}
+                for t in self.candidates
+            ],
+        }
+
 
 @dataclass(frozen=True)
 class EarlierFailure:
@@ -192,9 +206,7 @@ class Continuity:
             changes["status"] = tasks.check_status(status)
         if parent is not None:
             parent_task = self.workspace.find_task(parent, items=False)[1]
-            if parent_task.id == task.id:
-                raise UsageError("a task cannot be its own parent")
-            changes["parent"] = parent_task.id
+            changes["parent"] = tasks.check_parent(task, parent_task, self._task_by_id)
         if tags is not None:
             changes["tags"] = list(checks.tags(tags))
         current = task.to_dict()
@@ -203,6 +215,16 @@ class Continuity:
             raise UsageError("nothing to change: give a new name, goal, status, parent or tags")
         self.workspace.emit(store, "task.updated", {"task": task.id, **changes})
         return self.workspace.find_task(task.id)[1]
+
+    def _task_by_id(self, ident: str) -> tasks.Task | None:
+        """A task by its full id, in whichever store holds it, without its progress."""
+        for store in self.workspace.stores():
+            found: list[tasks.Task] = self.workspace.projection(store).tasks(
+                ids=[ident], items=False
+            )
+            if found:
+                return found[0]
+        return None
 
     def tasks(
         self,
