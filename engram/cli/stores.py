@@ -367,7 +367,7 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool, as_j
     if check:
         from ..api import IndexState
 
-        states = engram.index_state(reach=True)
+        states = engram.index_state(thorough=True)
         if as_json:
             print_json(as_json_value(states))
         else:
