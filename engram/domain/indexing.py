@@ -85,7 +85,7 @@ class IndexState:
     projection: str  # current | behind | damaged (found only by a thorough check)
     text_index: str  # current | behind | missing | damaged
     text_pending: int
-    vector_index: str  # off | current | behind | missing | damaged
+    vector_index: str  # off | unused | current | behind | missing | damaged
     vector_pending: int
     vector_model: str | None
     model: str
@@ -94,6 +94,9 @@ class IndexState:
     current: bool
     healthy: bool
     reindex_stopped: bool = False  # an `engram reindex` began and did not finish
+    # Why `model` names no model this Engram can run (recall then goes by words only; the
+    # vector index is unused): `engram.search.models.choice`.
+    model_problem: str | None = None
 
 
 StoreIndexState = IndexState | MissingReadModel
@@ -260,6 +263,7 @@ class Indexes:
         """
         import json
 
+        from ..search.models.choice import model_problem
         from ..search.reachability import unreachable_note
 
         out: list[StoreIndexState] = []
@@ -292,6 +296,7 @@ class Indexes:
                 pass
             settings = self.workspace.settings(store)
             model = settings["search.model"]
+            unusable = None if model == "off" else model_problem(model)
             behind: list[str] = []
             broken: list[str] = []
             if stale:
@@ -344,6 +349,8 @@ class Indexes:
                 vector_index=(
                     "off"
                     if model == "off"
+                    else "unused"
+                    if unusable
                     else "missing"
                     if identity is None or not (cache / layout.VECTOR_INDEX).exists()
                     else "damaged"
@@ -360,6 +367,7 @@ class Indexes:
                 current=not behind and not broken,
                 healthy=not broken,
                 reindex_stopped=stopped,
+                model_problem=unusable,
             )
             if self.workspace.cached_projection(store) is None:
                 proj.close()
