@@ -52,9 +52,13 @@ PID_MOST = 2**31 - 1  # the largest process id (`engram session start --pid`) an
 _KINDS = {int: "a whole number", float: "a number", bool: "true or false", str: "text"}
 
 
-# What a cached parse of config.yaml was checked against: parsed again when the settings change.
+# What a cached parse of config.yaml was checked against: parsed again when the settings, or the
+# form of its warnings (`_WARNINGS`), change.
+_WARNINGS = 2  # 2: a setting's warning names its line
 _SCHEMA = hashlib.blake2b(
-    repr([(s.key, s.type.__name__, s.minimum, s.maximum) for s in SETTINGS.values()]).encode(),
+    repr(
+        [_WARNINGS, *[(s.key, s.type.__name__, s.minimum, s.maximum) for s in SETTINGS.values()]]
+    ).encode(),
     digest_size=8,
 ).hexdigest()
 
