@@ -50,10 +50,14 @@ def test_settings_are_parsed_again_only_when_config_yaml_changes(home_store: Eng
     kept.write_text("{not json")
     assert run_engram("config", "get", "commit.every_events").stdout == "7\n"
     config.write_text(config.read_text().replace("every_events: 7", "every_events: lots"))
+    line = config.read_text().splitlines().index("  every_events: lots") + 1
     for _ in range(2):  # a bad edit is still caught, parsed or kept: said, and left out
         done = run_engram("config", "get", "commit.every_events")
         assert done.returncode == 0 and done.stdout == "20\n"
-        assert "config.yaml: commit.every_events must be a whole number, not 'lots'" in done.stderr
+        assert (
+            f"config.yaml: line {line}: commit.every_events must be a whole number, not 'lots'"
+            in done.stderr
+        )
 
 
 def test_python_dash_m_engram_works() -> None:

@@ -168,7 +168,8 @@ def test_age_orders_recall_but_never_hides_a_memory(home_store: Engram) -> None:
 
 def test_without_the_model_recall_works_on_words_and_says_so_once(home_store: Engram) -> None:
     pg = home_store.remember("Use Postgres for the job queue")
-    home_store.config_set("search.model", "nobody/no-such-model")
+    config = home_store.personal.root / "config.yaml"  # set by hand: config set refuses it
+    config.write_text(config.read_text().replace("model: builtin", "model: nobody/no-such-model"))
     engram = Engram()
     hits = engram.recall("postgres queue")
     assert [h.memory.id for h in hits] == [pg.id]

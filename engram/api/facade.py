@@ -489,17 +489,19 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
         """
         return self._indexes.refresh_indexes(stores=stores, progress=progress)
 
-    def index_state(self, *, reach: bool = False) -> list[maintenance.StoreIndexState]:
+    def index_state(self, *, thorough: bool = False) -> list[maintenance.StoreIndexState]:
         """Whether each store's caches are current, without changing anything.
 
         `current`: every cache has caught up with the files. `healthy`: nothing needs a rebuild.
         A cache that is merely behind is so by design and catches up on its own: the read model
         reads changed files on the next command, the word index takes changes on the next
         search, and the vector index saves changes in batches (`search.vector_flush`) while
-        searches score the unsaved ones. Only a missing or unreadable cache (or, with `reach`,
-        vectors the graph cannot reach: `engram doctor --fix`) makes a store unhealthy.
+        searches score the unsaved ones. Only a missing or damaged cache (damaged as `engram
+        doctor` finds it) makes a store unhealthy; `thorough` (`reindex --check`) also reads the
+        SQLite caches through and looks for vectors the graph cannot reach (`engram doctor
+        --fix`).
         """
-        return self._indexes.index_state(reach=reach)
+        return self._indexes.index_state(thorough=thorough)
 
     def stats(self, *, now: datetime | None = None) -> list[maintenance.StoreStatistics]:
         """Counts by kind, scope and store, average strength, and index freshness."""

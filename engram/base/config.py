@@ -52,9 +52,13 @@ PID_MOST = 2**31 - 1  # the largest process id (`engram session start --pid`) an
 _KINDS = {int: "a whole number", float: "a number", bool: "true or false", str: "text"}
 
 
-# What a cached parse of config.yaml was checked against: parsed again when the settings change.
+# What a cached parse of config.yaml was checked against: parsed again when the settings, or the
+# form of its warnings (`_WARNINGS`), change.
+_WARNINGS = 2  # 2: a setting's warning names its line
 _SCHEMA = hashlib.blake2b(
-    repr([(s.key, s.type.__name__, s.minimum, s.maximum) for s in SETTINGS.values()]).encode(),
+    repr(
+        [_WARNINGS, *[(s.key, s.type.__name__, s.minimum, s.maximum) for s in SETTINGS.values()]]
+    ).encode(),
     digest_size=8,
 ).hexdigest()
 
@@ -89,22 +93,7 @@ def parse_value(key: str, text: str) -> Any:
             raise UsageError(f"{key} takes a number, not {quote(text)}") from None
     else:
         value = text
-    value = check_value(key, value)
-    if key == "search.model":
-        _check_model_folder(value)
-    return value
-
-
-def _check_model_folder(value: str) -> None:
-    """`engram config set search.model PATH` checks the folder on this machine (a file read from
-    git is only checked for its shape: the folder may exist on another machine only)."""
-    from .models import ModelFolderError, describe_folder, is_local_model
-
-    if is_local_model(value):
-        try:
-            describe_folder(Path(value).expanduser())
-        except ModelFolderError as exc:
-            raise UsageError(f"search.model: {exc}") from None
+    return check_value(key, value)
 
 
 def check_value(key: str, value: Any) -> Any:
@@ -209,15 +198,24 @@ def _yaml_scalar(value: Any) -> str:
     return str(value)
 
 
-def _flatten(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """(dotted key, value) pairs. A mapping goes deeper only where settings do, so that an
-    unknown key is reported as such (and an alias that refers to itself ends)."""
+def _flatten(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any, int | None]]:
+    """(dotted key, value, line from 1 or None) triples. A mapping goes deeper only where
+    settings do, so that an unknown key is reported as such (and an alias that refers to itself
+    ends)."""
     for name, value in tree.items():
         key = f"{prefix}{name}"
         if isinstance(value, Mapping) and any(k.startswith(key + ".") for k in SETTINGS):
             yield from _flatten(value, key + ".")
         else:
-            yield key, value
+            yield key, value, _line_of(tree, name)
+
+
+def _line_of(tree: Mapping[str, Any], name: Any) -> int | None:
+    """The line (from 1) of `name` in the file ruamel read `tree` from, if it says."""
+    try:
+        return int(tree.lc.key(name)[0]) + 1  # type: ignore[attr-defined]
+    except (AttributeError, KeyError, TypeError, IndexError):
+        return None
 
 
 class ConfigFile:
@@ -299,65 +297,113 @@ class ConfigRead:
     warnings: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One thing in a config.yaml that is left out: what is wrong (`what`, and in `text` as the
+    one line every command warns with, which also says where), the line it is on (from 1; None
+    when unknown), and the `engram config set` command that puts a good value in its place (None
+    when only an edit of the file will do)."""
+
+    what: str
+    where: str
+    line: int | None = None
+    command: str | None = None
+    whole: bool = False  # the whole file is left out
+
+    @property
+    def text(self) -> str:
+        if self.whole:
+            return f"{self.where} {self.what}"
+        return (
+            f"{self.where}: line {self.line}: {self.what}"
+            if self.line
+            else f"{self.where}: {self.what}"
+        )
+
+
 def read_config(data: bytes, *, where: str = CONFIG_FILE, project: bool = False) -> ConfigRead:
     """The settings a config.yaml's bytes set, flattened to dotted keys, each checked as
     `engram config set` checks it. A committed file is input from whoever pushed it: a value
     that fails (an unknown key, the wrong type, out of its range, a model of the wrong shape)
-    is left out with a one-line warning that names the setting, its range and the fix, and so
-    is, in a project's file (`project`), a setting only the user's own configuration may set
-    (`personal_only`). A file that is not YAML is left out whole, with a warning. Never fatal:
-    the other settings, and every command, go on."""
+    is left out with a one-line warning that names the setting, its line, its range and the
+    fix, and so is, in a project's file (`project`), a setting only the user's own configuration
+    may set (`personal_only`). A file that is not YAML is left out whole, with a warning. Never
+    fatal: the other settings, and every command, go on."""
+    values, problems = _read(data, where, project)
+    return ConfigRead(values, tuple(p.text for p in problems))
+
+
+def config_problems(
+    data: bytes, *, where: str = CONFIG_FILE, project: bool = False
+) -> list[ConfigProblem]:
+    """What `read_config` leaves out of a config.yaml, and where (`engram doctor` reports it)."""
+    return _read(data, where, project)[1]
+
+
+def _read(data: bytes, where: str, project: bool) -> tuple[dict[str, Any], list[ConfigProblem]]:
+    ignored = "so its settings are ignored; fix it by hand or restore it with git"
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return ConfigRead(
-            {},
-            (
-                f"{where} is not valid UTF-8, so its settings are ignored; fix "
-                "it by hand or restore it with git",
-            ),
-        )
+        return {}, [ConfigProblem(f"is not valid UTF-8, {ignored}", where, whole=True)]
     try:
         with warnings.catch_warnings():  # e.g. a reused anchor: the errors below say enough
             warnings.simplefilter("ignore")
             tree = _yaml().load(text) or {}
     except Exception as exc:  # ruamel raises many types; all mean the same to a user
-        return ConfigRead(
-            {},
-            (
-                f"{where} is not valid YAML ({exc.__class__.__name__}), so its "
-                "settings are ignored; fix it by hand or restore it with git",
-            ),
-        )
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = getattr(mark, "line", None)
+        if isinstance(line, int):  # a file cut short is found wrong past its last line
+            line = min(line + 1, max(len(text.splitlines()), 1))
+        at = f" at line {line}" if line else ""
+        return {}, [
+            ConfigProblem(
+                f"is not valid YAML ({exc.__class__.__name__}{at}), {ignored}",
+                where,
+                line,
+                whole=True,
+            )
+        ]
     if not isinstance(tree, Mapping):
-        return ConfigRead(
-            {},
-            (
-                f"{where} must hold a mapping of settings, so its settings are "
-                "ignored; fix it by hand or restore it with git",
-            ),
-        )
+        return {}, [
+            ConfigProblem(f"must hold a mapping of settings, {ignored}", where, 1, whole=True)
+        ]
     values: dict[str, Any] = {}
-    problems: list[str] = []
-    fix = "engram config set --project" if project else "engram config set"
-    for key, value in _flatten(tree):
+    problems: list[ConfigProblem] = []
+    command = "engram config set --project" if project else "engram config set"
+    for key, value, line in _flatten(tree):
         if key not in SETTINGS:
             problems.append(
-                f"{where}: unknown setting {quote(key)} is ignored; see every "
-                "setting with `engram config list`"
+                ConfigProblem(
+                    f"unknown setting {quote(key)} is ignored; see every setting with "
+                    "`engram config list`",
+                    where,
+                    line,
+                )
             )
         elif project and personal_only(key, value):
             problems.append(
-                f"{where}: {key} is ignored in a project's configuration (anyone "
-                f"who can push could set it); set it in yours: engram config set "
-                f"{key} VALUE"
+                ConfigProblem(
+                    f"{key} is ignored in a project's configuration (anyone who can push could "
+                    f"set it); set it in yours: engram config set {key} VALUE",
+                    where,
+                    line,
+                    f"engram config set {key} VALUE",
+                )
             )
         else:
             try:
                 values[key] = check_value(key, value)
             except UsageError as exc:
-                problems.append(f"{where}: {exc}; the value is ignored (fix: {fix} {key} VALUE)")
-    return ConfigRead(values, tuple(problems))
+                problems.append(
+                    ConfigProblem(
+                        f"{exc}; the value is ignored (fix: {command} {key} VALUE)",
+                        where,
+                        line,
+                        f"{command} {key} VALUE",
+                    )
+                )
+    return values, problems
 
 
 def parse_config(data: bytes, *, where: str = CONFIG_FILE) -> dict[str, Any]:

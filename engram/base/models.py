@@ -31,6 +31,11 @@ def check_model_setting(value: str) -> None:
     """The shape of a `search.model` value (any machine); raises ValueError with the fix."""
     if value in (BUILTIN, OFF) or is_local_model(value):
         return
+    if not value.strip():
+        raise ValueError(
+            "it is empty; name a model ('builtin', 'off', a model folder or a fastembed "
+            "model): see the models with `engram model list`"
+        )
     if value.startswith(".") or value.count("/") > 1 or "\\" in value:
         raise ValueError(
             f"a model folder must be an absolute path (or start with ~), not "

@@ -377,7 +377,7 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool, as_j
     if check:
         from ..api import IndexState
 
-        states = engram.index_state(reach=True)
+        states = engram.index_state(thorough=True)
         if as_json:
             print_json(as_json_value(states))
         else:
@@ -396,6 +396,11 @@ def reindex(ctx: click.Context, check: bool, project: bool, personal: bool, as_j
                     echo(f"  {reason}")
                 for reason in state.behind:
                     echo(f"  {reason}")
+                if isinstance(state, IndexState) and state.model_problem:
+                    echo(
+                        f"  search.model {state.model!r} cannot be used, so recall goes by "
+                        f"words only: {state.model_problem}"
+                    )
         if not all(state.healthy for state in states):
             ctx.exit(1)
         return
@@ -483,12 +488,20 @@ def stats(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> N
             if index and index.healthy
             else "must be rebuilt (`engram reindex`)"
         )
+        model = (
+            None
+            if full is None
+            else "none: recall by words only"
+            if full.model_problem
+            else full.vector_model or full.model
+        )
         echo(
             f"  indexes: {verdict} "
             f"(text {full.text_index if full else None}, "
-            f"vectors {full.vector_index if full else None}, "
-            f"model {(full.vector_model or full.model) if full else None})"
+            f"vectors {full.vector_index if full else None}, model {model})"
         )
+        if full and full.model_problem:
+            echo(f"  search.model {full.model!r} cannot be used: {full.model_problem}")
 
 
 def register(main: click.Group) -> None:

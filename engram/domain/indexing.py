@@ -11,6 +11,7 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..base import layout
 from ..base.errors import EngramError
@@ -19,6 +20,9 @@ from ..readmodel.projection import Projection
 from ..storage.reindexing import reindexing, stopped_reindex
 from ..storage.store import Store
 from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from .doctor.cache_checks import DamagedCache
 
 
 @dataclass(frozen=True)
@@ -78,10 +82,10 @@ class IndexState:
 
     store: str
     path: str
-    projection: str  # current | behind
-    text_index: str  # current | behind | missing
+    projection: str  # current | behind | damaged (found only by a thorough check)
+    text_index: str  # current | behind | missing | damaged
     text_pending: int
-    vector_index: str  # off | current | behind | missing
+    vector_index: str  # off | unused | current | behind | missing | damaged
     vector_pending: int
     vector_model: str | None
     model: str
@@ -90,6 +94,9 @@ class IndexState:
     current: bool
     healthy: bool
     reindex_stopped: bool = False  # an `engram reindex` began and did not finish
+    # Why `model` names no model this Engram can run (recall then goes by words only; the
+    # vector index is unused): `engram.search.models.choice`.
+    model_problem: str | None = None
 
 
 StoreIndexState = IndexState | MissingReadModel
@@ -240,19 +247,23 @@ class Indexes:
             totals["reused"] += report.reused
         return IndexRefresh(**totals, seconds=round(time.perf_counter() - started, 3))
 
-    def index_state(self, *, reach: bool = False) -> list[StoreIndexState]:
+    def index_state(self, *, thorough: bool = False) -> list[StoreIndexState]:
         """Whether each store's caches are current, without changing anything.
 
         `current`: every cache has caught up with the files. `healthy`: nothing needs a rebuild.
         A cache that is merely behind is so by design and catches up on its own: the read model
         reads changed files on the next command, the word index takes changes on the next
         search, and the vector index saves changes in batches (`search.vector_flush`) while
-        searches score the unsaved ones. Only a missing or unreadable cache, which the next
-        command must rebuild from scratch, makes a store unhealthy; with `reach`, so do vectors
-        the graph cannot reach (`engram.search.reachability`).
+        searches score the unsaved ones. Only a missing or damaged cache, which must be rebuilt
+        from scratch, makes a store unhealthy: damaged as `engram doctor` finds it, by the same
+        check (`damaged_caches`). That check costs a stat of each index file; with `thorough`
+        (`reindex --check`) it also reads the SQLite databases through (`PRAGMA quick_check`:
+        damage inside a page shows only to a read of that page), and vectors the graph cannot
+        reach make a store unhealthy too (`engram.search.reachability`).
         """
         import json
 
+        from ..search.models.choice import model_problem
         from ..search.reachability import unreachable_note
 
         out: list[StoreIndexState] = []
@@ -277,6 +288,7 @@ class Indexes:
             dirty_text = proj.dirty_count("text")
             dirty_vec = proj.dirty_count("vec")
             text_ok = (cache / layout.TEXT_INDEX_DIR / "meta.json").exists()
+            damaged = {d.path.name: d for d in _damaged(store, thorough)}
             identity = None
             try:
                 identity = json.loads((cache / layout.VECTOR_META).read_text()).get("identity")
@@ -284,12 +296,15 @@ class Indexes:
                 pass
             settings = self.workspace.settings(store)
             model = settings["search.model"]
-            behind, broken = [], []
+            unusable = None if model == "off" else model_problem(model)
+            behind: list[str] = []
+            broken: list[str] = []
             if stale:
                 behind.append(
                     "event files changed since the read model read them (the next "
                     "command reads them)"
                 )
+            broken.extend(f"{d.what} {d.why}" for d in damaged.values())
             if not text_ok:
                 broken.append("word index missing")
             elif dirty_text:
@@ -305,7 +320,7 @@ class Indexes:
             if model != "off":
                 if identity is None:
                     broken.append("vector index missing")
-                elif reach and (
+                elif thorough and (
                     note := unreachable_note(cache, settings["search.exact_below"], store.kind)
                 ):
                     broken.append(note)
@@ -318,9 +333,15 @@ class Indexes:
             entry = IndexState(
                 store=store.kind,
                 path=str(store.root),
-                projection="behind" if stale else "current",
+                projection="damaged"
+                if layout.PROJECTION_DB in damaged
+                else "behind"
+                if stale
+                else "current",
                 text_index="missing"
                 if not text_ok
+                else "damaged"
+                if layout.TEXT_INDEX_DIR in damaged
                 else "behind"
                 if dirty_text or stale
                 else "current",
@@ -328,8 +349,12 @@ class Indexes:
                 vector_index=(
                     "off"
                     if model == "off"
+                    else "unused"
+                    if unusable
                     else "missing"
-                    if identity is None
+                    if identity is None or not (cache / layout.VECTOR_INDEX).exists()
+                    else "damaged"
+                    if layout.VECTOR_INDEX in damaged
                     else "behind"
                     if dirty_vec or stale
                     else "current"
@@ -342,8 +367,21 @@ class Indexes:
                 current=not behind and not broken,
                 healthy=not broken,
                 reindex_stopped=stopped,
+                model_problem=unusable,
             )
             if self.workspace.cached_projection(store) is None:
                 proj.close()
             out.append(entry)
         return out
+
+
+def _damaged(store: Store, thorough: bool) -> list[DamagedCache]:
+    """`damaged_caches` of a store (doctor's check), confirmed under the index lock: what is
+    found without it may be an index caught between writing its file and its record. Imported
+    here, not at the top: the doctor's modules are only needed to check."""
+    from .doctor.cache_checks import cache_lock, damaged_caches
+
+    if not damaged_caches(store, deep=thorough):
+        return []
+    with cache_lock(store):
+        return damaged_caches(store, deep=thorough)

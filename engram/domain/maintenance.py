@@ -361,6 +361,14 @@ class Maintenance:
                 f"project's (anyone who can push could change it); set it without "
                 f"--project"
             )
+        if key == "search.model":
+            # Only here, where a person sets it, is the model looked for on this machine: a
+            # file read from git may name a folder only another machine has (doctor says so).
+            from ..search.models.choice import model_problem
+
+            problem = model_problem(str(value))
+            if problem:
+                raise UsageError(f"search.model: {problem}")
         with store.lock():
             store.config_file.set(key, value)
         self.workspace.commit_store(store, subject=f"engram: config {key} = {value}")

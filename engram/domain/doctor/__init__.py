@@ -11,9 +11,10 @@ It looks at everything a crash, a bad merge, a full disk or a hand edit can leav
 - derived state in `<git-dir>/engram/`: damaged or missing caches, damaged bookkeeping files,
   vectors the vector index's graph cannot reach (memories no search by meaning returns);
 - the disk: a read-only or full file system;
-- the store's own files: config.yaml, README.md, .gitattributes (and Engram's lines in it), and
-  every git attribute that would change an event file's bytes (a re-encoding, `ident`, a
-  filter, line-ending conversion), wherever it is set;
+- the store's own files: config.yaml (and what in it every command leaves out: not YAML, an
+  unknown key, a value out of its range; a `search.model` no model answers to), README.md,
+  .gitattributes (and Engram's lines in it), and every git attribute that would change an event
+  file's bytes (a re-encoding, `ident`, a filter, line-ending conversion), wherever it is set;
 - memories whose cited files changed since they were written (a note: `engram stale`);
 - the commands Engram installed (MCP client configs, Claude Code hooks, git hooks) that still
   run `python -m engram…` from the working directory, with the command that rewrites them.
@@ -46,6 +47,7 @@ from ...storage.store import Store
 from .attribute_checks import check_attributes
 from .cache_checks import check_caches, check_local_state, damaged_caches
 from .citation_checks import check_citations
+from .config_checks import check_config, check_model
 from .entry_checks import check_entries
 from .event_checks import Scan, check_events, scan
 from .git_checks import check_git, check_lost
@@ -123,6 +125,8 @@ def diagnose(engram: Host, store: Store) -> list[Finding]:
     out: list[Finding] = []
     checks = (
         check_layout,
+        check_config,
+        check_model,
         check_links,
         check_disk,
         check_locks,

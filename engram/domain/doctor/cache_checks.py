@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -70,26 +71,60 @@ def cache_lock(store: Store) -> contextlib.AbstractContextManager[Any]:
     return held()
 
 
-def damaged_caches(store: Store) -> list[tuple[Path, str, Level]]:
-    """(file or directory, what is wrong, how much it matters) for every cache that the next
-    use would rebuild: a warning when damaged, a note when saved by an earlier version."""
+@dataclass(frozen=True)
+class DamagedCache:
+    """A cache that must be rebuilt: where it is, what it is for people, what is wrong with it,
+    how much that matters, and what rebuilds it when nothing runs the fix first."""
+
+    path: Path
+    what: str  # "read model", "word index", ...
+    why: str
+    level: Level
+    heals: str
+
+
+# What rebuilds each cache by itself. SQLite shows damage inside a page only to a read of that
+# page, so a damaged database is rebuilt by the read that meets it, which may never come.
+_HEALS = {
+    layout.PROJECTION_DB: (
+        "read model",
+        "only a read that meets the damaged part rebuilds it from the event files by itself",
+    ),
+    layout.EMBEDDINGS_DB: (
+        "embedding cache",
+        "only a read that meets the damaged part starts it again by itself (texts are then "
+        "embedded again)",
+    ),
+    layout.TEXT_INDEX_DIR: ("word index", "the next search rebuilds it from the read model"),
+    layout.VECTOR_INDEX: (
+        "vector index",
+        "the next search by meaning rebuilds it from the embedding cache",
+    ),
+}
+
+
+def damaged_caches(store: Store, *, deep: bool = True) -> list[DamagedCache]:
+    """Every cache that must be rebuilt: damaged (a warning) or saved by an earlier version (a
+    note). The search indexes are checked against what their last save recorded (a stat of
+    each file: cheap enough for `stats`); with `deep`, the SQLite databases are read through
+    by `PRAGMA quick_check` too (`doctor`, `reindex --check`)."""
     from ...search.text import STAMP, intact
     from ...search.vectors import file_stamp
 
     cache = layout.cache_dir(store.local_dir)
-    out: list[tuple[Path, str, Level]] = []
+    found: list[tuple[Path, str, Level]] = []
     for name, table in ((layout.PROJECTION_DB, "meta"), (layout.EMBEDDINGS_DB, "vectors")):
         path = cache / name
-        if path.is_file() and path.stat().st_size:
+        if deep and path.is_file() and path.stat().st_size:
             problem = _sqlite_problem(path, table)
             if problem:
-                out.append((path, f"damaged ({problem})", "warning"))
+                found.append((path, f"damaged ({problem})", "warning"))
     text = cache / layout.TEXT_INDEX_DIR
     if text.is_dir() and any(text.iterdir()) and not intact(text):
         if (text / STAMP).exists():
-            out.append((text, "damaged: its files are not those its last save wrote", "warning"))
+            found.append((text, "damaged: its files are not those its last save wrote", "warning"))
         else:
-            out.append((text, "saved by an earlier version of Engram", "note"))
+            found.append((text, "saved by an earlier version of Engram", "note"))
     index, meta_path = cache / layout.VECTOR_INDEX, cache / layout.VECTOR_META
     if index.exists() or meta_path.exists():
         try:
@@ -97,14 +132,21 @@ def damaged_caches(store: Store) -> list[tuple[Path, str, Level]]:
         except (OSError, orjson.JSONDecodeError):
             meta = None
         if isinstance(meta, dict) and meta.get("complete") and "file" not in meta:
-            out.append((index, "saved by an earlier version of Engram", "note"))
+            found.append((index, "saved by an earlier version of Engram", "note"))
+        elif not index.exists():
+            found.append((index, f"missing beside its record {meta_path.name}", "warning"))
         elif not (
             isinstance(meta, dict)
             and meta.get("complete")
             and meta.get("file") == file_stamp(index)
         ):
-            out.append((index, "damaged: it does not match what its last save recorded", "warning"))
-    return out
+            found.append(
+                (index, "damaged: it does not match what its last save recorded", "warning")
+            )
+    return [
+        DamagedCache(path, _HEALS[path.name][0], why, level, _HEALS[path.name][1])
+        for path, why, level in found
+    ]
 
 
 def check_caches(engram: Host, store: Store) -> list[Finding]:
@@ -121,21 +163,22 @@ def check_caches(engram: Host, store: Store) -> list[Finding]:
     out = [
         Finding(
             "cache",
-            level,
-            f"the cache {path.name} is {why}; the next use rebuilds it from the event files",
+            found.level,
+            f"the cache {found.path.name} is {found.why}; {found.heals}",
             f"{reindex} (`engram doctor --fix {flag(store)}` runs it)",
-            path=str(path),
+            path=str(found.path),
             auto=True,
         )
-        for path, why, level in damaged
+        for found in damaged
     ]
+    said = {found.path.name for found in damaged}
     missing = [
         name
         for name, wanted in (
             (layout.TEXT_INDEX_DIR, True),
             (layout.VECTOR_INDEX, engram.settings(store)["search.model"] != "off"),
         )
-        if wanted and not (cache / name).exists()
+        if wanted and name not in said and not (cache / name).exists()
     ]
     if missing:
         out.append(

@@ -197,7 +197,8 @@ def _remove_leftovers(store: Store) -> list[str]:
 def _rebuild_caches(reopen: Callable[[Store], Fresh], store: Store) -> list[str]:
     removed = []
     with cache_lock(store):
-        for path, _, _ in damaged_caches(store):
+        for found in damaged_caches(store):
+            path = found.path
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
             else:
