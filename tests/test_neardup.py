@@ -246,3 +246,53 @@ def test_the_mcp_note_says_what_differs_and_how_to_replace_it(home_store: Engram
     note = remembered(result).note
     assert f"the new text differs from {first.id[:8]} in a number: 9100 -> 9200" in note
     assert "memory_forget" in note and "replace_with" in note
+
+
+def test_the_same_text_of_another_kind_or_scope_is_added_not_reinforced(home_store: Engram) -> None:
+    text = "Retry failed uploads three times with exponential backoff"
+    first = cli("remember", text, "--kind", "convention", "--scope", "backend")
+    old = first.output.split()[1]
+    done = cli("remember", text, "--kind", "gotcha", "--scope", "frontend", "--tag", "web")
+    assert done.output.startswith("remembered ")
+    new = done.output.split()[1]
+    assert f"possible contradiction: {old}" in done.output
+    assert (
+        f"{old} is a convention of scope backend; the new memory is a gotcha of scope frontend"
+        in done.output
+    )
+    assert [h.memory.id[:8] for h in Engram().recall("retry uploads", scope="frontend")] == [new]
+    assert [h.memory.id[:8] for h in Engram().recall("retry uploads", kinds=["gotcha"])] == [new]
+    # The same kind and scope still folds.
+    again = Engram().remember(text + ".", kind="gotcha", scope="frontend")
+    assert again.duplicate and again.id[:8] == new
+
+
+def test_consolidate_merges_within_one_scope_and_keeps_the_validity_all_members_have(
+    home_store: Engram,
+) -> None:
+    text = "Run the linter before pushing"
+    backend = home_store.remember(text, scope="backend", check_duplicates=False)
+    frontend = home_store.remember(text + ".", scope="frontend", check_duplicates=False)
+    assert Engram().consolidate(similarity=0.85) == []
+    # Within one scope: the latest end when every member has one ...
+    a = home_store.remember(
+        "Use the staging VPN for the demo", scope="ops", valid_until="2099-01-01"
+    )
+    b = home_store.remember(
+        "Use the staging VPN for the demo.",
+        scope="ops",
+        valid_until="2099-06-01",
+        check_duplicates=False,
+    )
+    [plan] = Engram().consolidate(similarity=0.85, apply=True)
+    merged = Engram().get(plan.merged_into)
+    assert set(merged.supersedes) == {a.id, b.id} and merged.scope == "ops"
+    assert merged.valid_until is not None and merged.valid_until.startswith("2099-06-01")
+    assert [h.memory.id for h in Engram().recall("staging VPN demo", scope="ops")] == [merged.id]
+    # ... and none when a member holds with no end.
+    c = home_store.remember("Deploys wait for the canary", valid_until="2099-01-01")
+    d = home_store.remember("Deploys wait for the canary!", check_duplicates=False)
+    [plan] = Engram().consolidate(similarity=0.85, apply=True)
+    assert set(Engram().get(plan.merged_into).supersedes) == {c.id, d.id}
+    assert Engram().get(plan.merged_into).valid_until is None
+    assert {backend.id, frontend.id} <= {m.id for m in Engram().memories()}

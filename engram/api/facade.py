@@ -230,12 +230,14 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
     ) -> Remembered:
         """Store a memory durably (fsynced before this returns).
 
-        A near-duplicate of an active memory reinforces that memory instead of adding a new one
-        (`duplicate` is then True and `memory` is the existing one; the `memory.reinforced`
-        event keeps the text given here). Close but different ones come back in `related`, as
-        possible contradictions to supersede explicitly. However similar, a memory that says a
-        different number, version, identifier, path, URL, date, quoted text or the opposite is
-        not a duplicate: the new text is added and `differs_from(id)` says what differs.
+        A near-duplicate of an active memory of the same kind and scope reinforces that memory
+        instead of adding a new one (`duplicate` is then True and `memory` is the existing one;
+        the `memory.reinforced` event keeps the text given here). Close but different ones come
+        back in `related`, as possible contradictions to supersede explicitly, and so does the
+        same text of another kind or scope. However similar, a memory that says a different
+        number, version, identifier, path, URL, date, quoted text or the opposite, or puts
+        another content word in place of one (supported -> deprecated), is not a duplicate: the
+        new text is added and `differs_from(id)` says what differs.
 
         Written to the personal store inside a git repository, the memory belongs to that
         project (its root commit, `engram.git.identity`) and is recalled only there, unless

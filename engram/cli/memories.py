@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +15,9 @@ from ..base.results import as_json as as_json_value
 from .backlog import embed_backlog
 from .common import at_option, json_option, open_engram, print_json, read_text, store_options
 from .receipts import echo_receipt, with_receipts
+
+if TYPE_CHECKING:
+    from ..model.memories import Memory
 
 # -- memories -----------------------------------------------------------------------------------
 
@@ -199,12 +202,20 @@ def remember(
             from ..search.neardup import describe as describe_differences
 
             echo(f"    the new text differs from {short} in {describe_differences(found)}")
+        elif (other.kind, other.scope) != (memory.kind, memory.scope):
+            echo(f"    {short} is {_place(other)}; the new memory is {_place(memory)}")
         echo(f"    if {short} is now wrong, replace it: engram remember ... --supersedes {short}")
     if result.uncompared:
         echo(
             f"  not compared with {result.uncompared:,} memories that have no vector yet "
             "(a bulk write being embedded; `engram reindex` embeds them now)"
         )
+
+
+def _place(memory: Memory) -> str:
+    """`a convention of scope backend`: where a near-duplicate of another place is found."""
+    article = "an" if memory.kind[0] in "aeiou" else "a"
+    return f"{article} {memory.kind}" + (f" of scope {memory.scope}" if memory.scope else "")
 
 
 @click.command()

@@ -48,9 +48,12 @@ def consolidate(
     """Find clusters of near-duplicate memories; with `apply`, merge each into one.
 
     A merge is events only: a new memory (the longest text of the cluster, the union of its
-    tags, the highest importance) that supersedes every member. Nothing is deleted. Memories
-    that say a different number, version, path, ... (`neardup.differences`) are never put in
-    one cluster, however similar: merging them would keep one value and drop the other.
+    tags, the highest importance, the validity every member has) that supersedes every
+    member. Nothing is deleted. A cluster holds memories of one kind, one scope and (in the
+    personal store) one project only, so the merged memory is found by the same filters as
+    each member. Memories that say a different number, version, path, word, ...
+    (`neardup.differences`) are never put in one cluster, however similar: merging them
+    would keep one value and drop the other.
     """
     import numpy as np
 
@@ -101,7 +104,7 @@ def consolidate(
             for offset, row in enumerate(block):
                 i = start + offset
                 for j in np.nonzero(row >= threshold)[0]:
-                    if j > i and active[i].kind == active[int(j)].kind:
+                    if j > i and _place(active[i]) == _place(active[int(j)]):
                         a, b = find(i), find(int(j))
                         if a != b and agree(a, b):
                             parent[a] = b
@@ -130,9 +133,27 @@ def consolidate(
     return plans
 
 
+def _place(memory: mem.Memory) -> tuple[str, str | None, str | None, str | None]:
+    """Where a memory is found: only memories of one place are merged."""
+    return memory.kind, memory.scope, memory.project, memory.project_remote
+
+
+def _window(group: list[mem.Memory]) -> tuple[str | None, str | None]:
+    """The validity the merged memory may claim for all its members: from the earliest
+    `valid_from` and until the latest `valid_until` when every member has one, and open on a
+    side where any member is open (a member without an end holds with no end)."""
+    starts = [m.valid_from for m in group if m.valid_from]
+    ends = [m.valid_until for m in group if m.valid_until]
+    return (
+        min(starts, key=ev.parse_time) if len(starts) == len(group) else None,
+        max(ends, key=ev.parse_time) if len(ends) == len(group) else None,
+    )
+
+
 def _merge(workspace: Workspace, store: Store, group: list[mem.Memory], plan: MergePlan) -> str:
     new_id = ev.new_entity_id()
     keeper = max(group, key=lambda m: (len(m.content), m.importance, m.updated_clock))
+    valid_from, valid_until = _window(group)
     data: dict[str, Any] = {
         "memory": new_id,
         "content": plan.content,
@@ -141,10 +162,13 @@ def _merge(workspace: Workspace, store: Store, group: list[mem.Memory], plan: Me
         "scope": keeper.scope,
         "source": keeper.source,
         "importance": plan.importance,
-        "valid_from": None,
-        "valid_until": None,
+        "valid_from": valid_from,
+        "valid_until": valid_until,
         "supersedes": [m.id for m in group],
     }
+    for field in ("project", "project_remote"):
+        if getattr(keeper, field) is not None:
+            data[field] = getattr(keeper, field)
     if keeper.task:
         data["task"] = keeper.task
     items = [("memory.created", data)]

@@ -28,6 +28,7 @@ def near(
     *,
     kind: str,
     tags: Sequence[str],
+    scope: str | None = None,
     project: Mapping[str, Any] | None = None,
 ) -> tuple[
     tuple[mem.Memory, float] | None, list[tuple[mem.Memory, float, tuple[Difference, ...]]], int
@@ -38,8 +39,13 @@ def near(
 
     A memory is a near-duplicate when it is as similar as `remember.duplicate_similarity`
     (or the same text but for case, punctuation and spacing) and says the same facts: a
-    correction ("100 requests per second" -> "1000") is as similar as a rewording to the
-    model, and folding it would keep the wrong value and drop the right one.
+    correction ("100 requests per second" -> "1000", "supported" -> "deprecated") is as
+    similar as a rewording to the model, and folding it would keep the wrong value and drop
+    the right one.
+
+    Only a memory of the same kind and scope is reinforced: folded into a `convention` of
+    scope `backend`, a `gotcha` of scope `frontend` could be found by neither filter. The same
+    text of another kind or scope is added, and the other memory comes back as related.
 
     In the personal store, a memory for every project reinforces only one for every project,
     and one of a project (`project`, its payload's `project` and `project_remote`) only one
@@ -58,7 +64,7 @@ def near(
     near = search.nearest(embedder, vector[0], limit=8, skip=waiting)
     found = proj.memories_by_id([i for i, _ in near])
     now = ev.utc_now()
-    related = []
+    related: list[tuple[mem.Memory, float, tuple[Difference, ...]]] = []
     for memory_id, similarity in near:
         memory = found.get(memory_id)
         if memory is None or memory.status != "active" or not memory.valid_at(now):
@@ -70,6 +76,9 @@ def near(
             continue
         found_differences = differences(memory.content, content)
         if close and not found_differences:
+            if (memory.kind, memory.scope) != (kind, scope):
+                related.append((memory, similarity, ()))
+                continue
             if same_reach(store, memory, project or {}):
                 return (memory, similarity), [], len(waiting)
             continue  # the same, for another project: neither a duplicate nor different

@@ -93,11 +93,12 @@ def add_memory_tools(server: MCPServer) -> None:
         about the code with file and line citations, use discovery_record.
 
         Side effects: appends an event to the store (durable when this returns; committed to
-        git in batches). A near-duplicate of an active memory reinforces that memory instead of
-        adding one (`duplicate` is then true). Close but different memories come back in
-        `related`: if one is now wrong, retire it with memory_forget. Content that looks like a
-        credential is refused unless redact is true. Paths it names that git tracks are pinned
-        to their blob ids, so later reads say when that code changed (`freshness`)."""
+        git in batches). A near-duplicate of an active memory of the same kind and scope
+        reinforces that memory instead of adding one (`duplicate` is then true). Close but
+        different memories come back in `related`: if one is now wrong, retire it with
+        memory_forget. Content that looks like a credential is refused unless redact is true.
+        Paths it names that git tracks are pinned to their blob ids, so later reads say when
+        that code changed (`freshness`)."""
         task_id = task
         return runtime_of(ctx).run(
             "memory_remember",
@@ -370,10 +371,10 @@ def add_memory_tools(server: MCPServer) -> None:
             ),
         ] = None,
     ) -> ConsolidateResult:
-        """Find clusters of near-duplicate memories of the same kind; with apply=true, merge
-        each into one memory (the longest text, all tags, the highest importance) that
-        supersedes its members. Run it without apply first and read the clusters. For one
-        wrong memory, use memory_forget.
+        """Find clusters of near-duplicate memories of the same kind and scope; with
+        apply=true, merge each into one memory (the longest text, all tags, the highest
+        importance) that supersedes its members. Run it without apply first and read the
+        clusters. For one wrong memory, use memory_forget.
 
         Side effects with apply=true: supersede events (the members' histories stay). Loads
         the embedding model (a few seconds the first time)."""

@@ -4,8 +4,10 @@ A sentence embedding scores "The API rate limit is 100 requests per second" and 
 0.96: to the model they say the same thing, but to whoever reads the memory the number is the
 point. So a near-duplicate only folds into an existing memory when `differences(old, new)` finds
 nothing: no number, unit, version, identifier, name, path, URL, address, date or quoted text that
-one says and the other does not, no negation one has and the other lacks, and no word swapped for
-its opposite (enable/disable, before/after, staging/production, ...).
+one says and the other does not, no negation one has and the other lacks, no word swapped for its
+opposite (enable/disable, before/after, staging/production, ...), and no content word replaced by
+another (supported/deprecated, likes/dislikes, pnpm/yarn: `engram.search.claims`), which catches
+the opposites no list holds.
 
 The comparison ignores what a rewording changes: case, punctuation, spacing, quoting and code
 spans (`pytest -x` and pytest -x), small number words (three and 3), thousands separators, the
@@ -22,6 +24,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .claims import replaced
+
 # What a difference is about, with the article a message puts before it, in the order messages
 # list them.
 WHAT: dict[str, str] = {
@@ -37,6 +41,7 @@ WHAT: dict[str, str] = {
     "negation": "a negation",
     "opposite": "an opposite word",
     "quoted text": "quoted text",
+    "word": "a word",
 }
 
 
@@ -85,6 +90,12 @@ def differences(old: str, new: str) -> tuple[Difference, ...]:
         gone, added = a.missing_from(b, "quoted text"), b.missing_from(a, "quoted text")
         if gone or added:
             found.append(Difference("quoted text", gone, added))
+    if not found:
+        # A content word replaced by another (supported -> deprecated, pnpm -> yarn) changes
+        # the claim; it counts last, as the items above say more precisely what changed.
+        gone, added = replaced(a.word_list, b.word_list)
+        if gone:
+            found.append(Difference("word", gone, added))
     found.sort(key=lambda d: list(WHAT).index(d.what))
     return tuple(found)
 
@@ -386,6 +397,7 @@ class _Text:
         words = _WORD.findall(" ".join(rest).casefold())
         self.negations = tuple(sorted(w for w in words if w in _NEGATIONS or w.endswith("n't")))
         self.words = frozenset(words)
+        self.word_list = [w for w in words if w not in _NEGATIONS and not w.endswith("n't")]
         self._tokens = _tokens(_normal(text))
         self._spaced = " " + " ".join(self._tokens) + " "
         self._at: dict[str, list[int]] = {}
