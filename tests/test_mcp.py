@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import click
 import pytest
-from conftest import ACTOR, cli, git, make_repo
+from conftest import ACTOR, cli, git, make_repo, run_engram
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import Implementation, ListRootsResult, Root
@@ -934,6 +934,45 @@ def test_without_a_store_the_server_says_how_to_start_and_recovers(tmp_path: Pat
             assert (await call(client, "memory_stats"))["runtime"]["session"]
 
     run(scenario)
+
+
+def test_a_running_server_finds_a_project_store_made_after_it_started(tmp_path: Path) -> None:
+    """`engram init --project` while the server runs: the next call reads it, with no restart."""
+    bare = make_repo(tmp_path / "bare")
+
+    async def scenario() -> None:
+        async with connect(bare) as client:
+            message = await fail(client, "memory_list")
+            assert "engram init --project" in message
+            assert run_engram("init", "--project", cwd=bare).returncode == 0
+            assert (await call(client, "memory_list"))["memories"] == []
+            stored = await call(client, "memory_remember", content="The store came later")
+            assert stored["memory"]["store"] == "project"
+
+    run(scenario)
+    with Engram(cwd=bare, use="project") as engram:
+        assert [m.content for m in engram.memories()] == ["The store came later"]
+
+
+def test_a_project_store_made_after_the_server_started_takes_the_writes(tmp_path: Path) -> None:
+    """With a personal store already there, writes go to the project store once it exists,
+    as they would after a restart: never silently on to the personal store."""
+    Engram().init()
+    late = make_repo(tmp_path / "late")
+
+    async def scenario() -> None:
+        async with connect(late) as client:
+            before = await call(client, "memory_remember", content="Written before the project")
+            assert before["memory"]["store"] == "personal"
+            assert run_engram("init", "--project", cwd=late).returncode == 0
+            after = await call(client, "memory_remember", content="Written after the project")
+            assert after["memory"]["store"] == "project"
+            stores = [s["store"] for s in (await call(client, "memory_stats"))["stores"]]
+            assert stores == ["project", "personal"]
+
+    run(scenario)
+    with Engram(cwd=late, use="project") as engram:
+        assert [m.content for m in engram.memories()] == ["Written after the project"]
 
 
 def test_a_server_started_outside_the_project_works_in_the_clients_roots(

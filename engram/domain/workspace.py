@@ -13,6 +13,7 @@ import shlex
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -24,8 +25,8 @@ from ..base.config import (
     check_value,
     engram_home,
     find_foreign_store,
-    find_project_store,
     find_work_tree,
+    project_store_at,
 )
 from ..base.errors import (
     AmbiguousIdError,
@@ -88,8 +89,8 @@ class Workspace:
         # The actor given to the constructor: it wins over the settings (see `actor`).
         self.given_actor: str | None = check_value("actor", actor) if actor is not None else None
         self.personal = Store(engram_home(), "personal")
-        project_root = find_project_store(self.cwd)
-        self.project = Store(project_root, "project") if project_root else None
+        self._top = find_work_tree(self.cwd)  # where the project store is looked for
+        self._project: Store | None = None
         self._projections: dict[Path, Projection] = {}
         self._searches: dict[Path, StoreSearch] = {}
         self._settings: tuple[tuple[Any, ...], Settings] | None = None
@@ -101,7 +102,7 @@ class Workspace:
         # What the commit policy reads as "now" (`commit.every_seconds`); a test may set it.
         self.clock: Callable[[], float] = time.time
         # Another tool's `.engram/` where a project store would be: named, never read as ours.
-        self.foreign = find_foreign_store(self.cwd) if project_root is None else None
+        self.foreign = find_foreign_store(self.cwd) if self.project is None else None
         if self.foreign is not None and use == "both":
             self.warnings.append(f"{self.foreign_note()}; Engram uses the personal store here")
 
@@ -168,6 +169,19 @@ class Workspace:
         return here is None or here.owns(memory.project, memory.project_remote)
 
     # -- stores ------------------------------------------------------------------------------
+
+    @property
+    def project(self) -> Store | None:
+        """The project store, looked for again (a stat) while there is none: a long-running
+        server finds the store `engram init --project` made after it started."""
+        if self._project is None and self._top is not None:
+            root = project_store_at(self._top)
+            self._project = Store(root, "project") if root is not None else None
+        return self._project
+
+    @project.setter
+    def project(self, store: Store | None) -> None:
+        self._project, self._top = store, None  # made, or as at a commit: not looked for again
 
     def project_store(self) -> Store:
         if self.foreign is not None and self.project is None:
@@ -564,10 +578,8 @@ class Workspace:
             return
         state.pending = 0
         state.pending_since = 0.0
-        try:
+        with suppress(OSError):  # only the batching count; the commit is made
             state.save(store)
-        except OSError:
-            pass  # only the batching count; the commit is made
 
     def compact_if_due(self, store: Store, repo: git.StoreRepo) -> None:
         """Fold the months with `compact.files` committed event files or more (under the lock)."""
