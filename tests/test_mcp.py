@@ -1197,9 +1197,11 @@ def test_install_claude_project_says_it_awaits_approval_and_approves_for_this_us
 
 
 def test_install_claude_in_two_scopes_says_which_to_keep(
-    repo: Path, with_mcp_commands: Any
+    repo: Path, with_mcp_commands: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = Path(os.environ["HOME"])
+    # `engram` on the PATH, as a project's config needs it (else a warning says so too).
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     alone = cli("mcp", "install", "claude", "--hooks", cwd=repo)
     assert alone.exit_code == 0 and "warning" not in alone.output
     both = cli("mcp", "install", "claude", "--project", "--hooks", cwd=repo)
