@@ -681,6 +681,17 @@ def test_bad_arguments_and_library_errors_read_as_tools_and_parameters(repo: Pat
                     {"content": "x", "citations": []},
                     "citations: needs at least 1 item(s)",
                 ),
+                (
+                    "memory_remember",
+                    {"content": "x", "kidn": "decision"},
+                    (
+                        "kidn: not a parameter of memory_remember (did you mean kind?); it takes "
+                        "content, kind, tags, scope, importance, source, task, valid_until, "
+                        "redact, cite"
+                    ),
+                ),
+                ("memory_consolidate", {"apply": "yes"}, "apply: 'yes' is not true or false"),
+                ("memory_list", {"limit": "5"}, "limit: '5' is not a whole number"),
             ]
             for tool, arguments, expected in schema:
                 message = await fail(client, tool, **arguments)
