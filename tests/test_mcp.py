@@ -754,6 +754,56 @@ def test_bad_arguments_and_library_errors_read_as_tools_and_parameters(repo: Pat
     assert "--since 'yesterday-ish' is not a date" in since.stderr
 
 
+def test_messages_name_parameters_defaults_fit_the_repository_and_retired_stays_retired(
+    tmp_path: Path,
+) -> None:
+    """In a repository whose default branch is master: memory_diff's default compares with it;
+    a refused citation names the parameter `cite`; a memory already expired when written is
+    said to be; a superseded memory is not forgotten again."""
+    repo = tmp_path / "old-style"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    (repo / "README.md").write_text("a project\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "initial")
+    Engram(cwd=repo).init(project=True)
+    git(repo, "switch", "-q", "-c", "feature")
+
+    async def scenario() -> None:
+        async with connect(repo) as client:
+            diff = await call(client, "memory_diff")
+            assert diff["range"] == "master...HEAD"
+            message = await fail(client, "memory_remember", content="x", cite=["nosuch.py"])
+            assert "cite nosuch.py: not a file git tracks" in message
+            assert "--cite" not in message
+            expired = await call(client, "memory_remember", content="Old", valid_until="2001-01-01")
+            assert [w for w in expired["warnings"] if "expired already" in w] == [
+                "the memory is valid until 2001-01-01, which has passed: it is expired already, "
+                "and recall and lists leave it out (give a later date, or none)"
+            ]
+            old = await call(client, "memory_remember", content="The API listens on port 8080")
+            old_id = old["memory"]["id"]
+            new = await call(
+                client, "memory_forget", id=old_id, replace_with="The API listens on port 9090"
+            )
+            message = await fail(client, "memory_forget", id=old_id, reason="wrong")
+            by = new["replacement"]["id"][:8]
+            assert f"is superseded already (by {by})" in message
+            assert f"memory_forget id={by}" in message
+            assert "superseded already" in await fail(
+                client, "memory_forget", id=old_id, replace_with="port 7070"
+            )
+
+    run(scenario)
+    with Engram(cwd=repo) as engram:
+        assert "memory.forgotten" not in [event.kind for _, event in engram.log()]
+    # The command line says it in its words.
+    done = cli("remember", "Older", "--valid-until", "2001-01-01", cwd=repo)
+    assert done.exit_code == 0 and "expired already" in done.stderr
+    cited = cli("remember", "x", "--cite", "nosuch.py", cwd=repo)
+    assert cited.exit_code == 2 and "--cite nosuch.py: not a file git tracks" in cited.stderr
+
+
 def test_scopes_limit_what_a_connection_may_do(repo: Path) -> None:
     async def scenario() -> None:
         async with connect(repo, "--scopes", "memory:read") as client:
@@ -955,6 +1005,9 @@ def test_a_running_server_finds_a_project_store_made_after_it_started(tmp_path: 
         async with connect(bare) as client:
             message = await fail(client, "memory_list")
             assert "engram init --project" in message
+            # A write says the same: either store would take it.
+            message = await fail(client, "memory_remember", content="Not yet")
+            assert "engram init` (personal) or `engram init --project`" in message
             assert run_engram("init", "--project", cwd=bare).returncode == 0
             assert (await call(client, "memory_list"))["memories"] == []
             stored = await call(client, "memory_remember", content="The store came later")

@@ -46,7 +46,7 @@ from ..readmodel.projection import Projection
 from ..storage import events as ev
 from ..storage import set_aside
 from ..storage.local import WriterState
-from ..storage.store import Store, StoreKind, git_c, require
+from ..storage.store import NO_STORE, Store, StoreKind, git_c, require
 from .messages import commit_message
 
 if TYPE_CHECKING:
@@ -200,10 +200,7 @@ class Workspace:
             return [self.project_store()]
         found = [s for s in (self.project, self.personal) if s is not None and s.exists()]
         if not found:
-            raise NoStoreError(
-                "no Engram store yet; run `engram init` (personal) or "
-                "`engram init --project` (inside a git repository)"
-            )
+            raise NoStoreError(NO_STORE)
         return found
 
     def write_store(self) -> Store:
@@ -218,6 +215,8 @@ class Workspace:
             return self.project
         if self.use == "project":
             return self.project_store()
+        if self.foreign is None and not self.personal.exists():
+            raise NoStoreError(NO_STORE)  # either store would take the write
         return require(self.personal, "personal")
 
     def settings(self, store: Store | None = None) -> Settings:
