@@ -76,7 +76,11 @@ def render() -> str:
         "and connect it: [mcp.md](mcp.md). Every tool returns structured content (its output "
         "schema is published in `tools/list`) plus the same JSON as text; lists are cut to "
         f"about {OUTPUT_CHARS:,} characters of JSON and then say `truncated: true`. Errors come "
-        "back as tool errors (`isError: true`) whose text says what to change.",
+        "back as tool errors (`isError: true`) whose text says what to change. Arguments are "
+        "taken as given or refused: a name that is not a parameter is an error naming the "
+        "closest parameter and all of them (the schemas say `additionalProperties: false`), "
+        'and a boolean or a number must be one: `"yes"` or `1` is not true, `"5"` or '
+        "`true` not a number (a whole number such as `5.0` is taken where an integer is due).",
         "",
         "| tool | what | read-only | destructive | idempotent |",
         "|---|---|---|---|---|",

@@ -513,3 +513,49 @@ def test_an_installation_isolated_mode_cannot_import_gets_p_and_still_skips_the_
         timeout=120,
     )
     assert mine.stdout.strip() == "-I" and ran(marker) == [], mine.stderr
+
+
+def test_a_project_entry_whose_engram_is_not_on_path_is_named_at_install_and_by_doctor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project's config runs `engram` by name: installed from a virtual environment that is
+    not activated, the client could not start it. The installer and the doctor both say so,
+    with the fix; and a user's entry whose installation is gone is named too."""
+    repo = make_repo(tmp_path / "repo")
+    Engram(cwd=repo).init(project=True)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    done = cli("mcp", "install", "claude", "--project", "--hooks", "--approve", cwd=repo)
+    assert done.exit_code == 0, done.output
+    warned = [line for line in done.stderr.splitlines() if "not on PATH" in line]
+    assert len(warned) == 1, done.stderr
+    assert "activate the virtual environment" in warned[0]
+    assert "pipx install engram" in warned[0]
+    found = {(Path(f["path"]).name, f["level"], f["fix"]) for f in entry_findings(repo)}
+    fix = next(iter(found))[2]
+    assert found == {(".mcp.json", "warning", fix), ("settings.json", "warning", fix)}
+    assert fix.startswith("activate the virtual environment Engram is installed in")
+    shown = cli("doctor", cwd=repo)
+    assert "`engram` by name, which is not on PATH here" in shown.stdout
+    assert shown.exit_code != 0
+
+    # With `engram` on the PATH (as it is once the fix is made), nothing is said.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "engram").write_text("#!/bin/sh\n")
+    (bin_dir / "engram").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    again = cli("mcp", "install", "claude", "--project", "--hooks", cwd=repo)
+    assert again.exit_code == 0 and "not on PATH" not in again.output
+    assert entry_findings(repo) == []
+
+    # A user's entry runs an installation by its path: once it is gone, the doctor says so.
+    assert cli("mcp", "install", "claude", cwd=repo).exit_code == 0
+    user = Path(os.environ["HOME"]) / ".claude.json"
+    data = json.loads(user.read_text())
+    data["mcpServers"]["engram"]["command"] = str(tmp_path / "gone" / "bin" / "engram")
+    user.write_text(json.dumps(data))
+    gone = [f for f in entry_findings(repo) if Path(f["path"]).name == ".claude.json"]
+    assert [(f["level"], f["fix"]) for f in gone] == [
+        ("warning", "`engram mcp install claude` from the installation to use rewrites it")
+    ]
+    assert "which is not there any more" in gone[0]["message"]

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import click
 import pytest
-from conftest import ACTOR, cli, git, make_repo
+from conftest import ACTOR, cli, git, make_repo, run_engram
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import Implementation, ListRootsResult, Root
@@ -681,6 +681,17 @@ def test_bad_arguments_and_library_errors_read_as_tools_and_parameters(repo: Pat
                     {"content": "x", "citations": []},
                     "citations: needs at least 1 item(s)",
                 ),
+                (
+                    "memory_remember",
+                    {"content": "x", "kidn": "decision"},
+                    (
+                        "kidn: not a parameter of memory_remember (did you mean kind?); it takes "
+                        "content, kind, tags, scope, importance, source, task, valid_until, "
+                        "redact, cite"
+                    ),
+                ),
+                ("memory_consolidate", {"apply": "yes"}, "apply: 'yes' is not true or false"),
+                ("memory_list", {"limit": "5"}, "limit: '5' is not a whole number"),
             ]
             for tool, arguments, expected in schema:
                 message = await fail(client, tool, **arguments)
@@ -741,6 +752,56 @@ def test_bad_arguments_and_library_errors_read_as_tools_and_parameters(repo: Pat
     assert "no task with id 'no-such-task'; list them with `engram task list`" in missing.stderr
     since = cli("recall", "queue", "--since", "yesterday-ish", cwd=repo)
     assert "--since 'yesterday-ish' is not a date" in since.stderr
+
+
+def test_messages_name_parameters_defaults_fit_the_repository_and_retired_stays_retired(
+    tmp_path: Path,
+) -> None:
+    """In a repository whose default branch is master: memory_diff's default compares with it;
+    a refused citation names the parameter `cite`; a memory already expired when written is
+    said to be; a superseded memory is not forgotten again."""
+    repo = tmp_path / "old-style"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    (repo / "README.md").write_text("a project\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "initial")
+    Engram(cwd=repo).init(project=True)
+    git(repo, "switch", "-q", "-c", "feature")
+
+    async def scenario() -> None:
+        async with connect(repo) as client:
+            diff = await call(client, "memory_diff")
+            assert diff["range"] == "master...HEAD"
+            message = await fail(client, "memory_remember", content="x", cite=["nosuch.py"])
+            assert "cite nosuch.py: not a file git tracks" in message
+            assert "--cite" not in message
+            expired = await call(client, "memory_remember", content="Old", valid_until="2001-01-01")
+            assert [w for w in expired["warnings"] if "expired already" in w] == [
+                "the memory is valid until 2001-01-01, which has passed: it is expired already, "
+                "and recall and lists leave it out (give a later date, or none)"
+            ]
+            old = await call(client, "memory_remember", content="The API listens on port 8080")
+            old_id = old["memory"]["id"]
+            new = await call(
+                client, "memory_forget", id=old_id, replace_with="The API listens on port 9090"
+            )
+            message = await fail(client, "memory_forget", id=old_id, reason="wrong")
+            by = new["replacement"]["id"][:8]
+            assert f"is superseded already (by {by})" in message
+            assert f"memory_forget id={by}" in message
+            assert "superseded already" in await fail(
+                client, "memory_forget", id=old_id, replace_with="port 7070"
+            )
+
+    run(scenario)
+    with Engram(cwd=repo) as engram:
+        assert "memory.forgotten" not in [event.kind for _, event in engram.log()]
+    # The command line says it in its words.
+    done = cli("remember", "Older", "--valid-until", "2001-01-01", cwd=repo)
+    assert done.exit_code == 0 and "expired already" in done.stderr
+    cited = cli("remember", "x", "--cite", "nosuch.py", cwd=repo)
+    assert cited.exit_code == 2 and "--cite nosuch.py: not a file git tracks" in cited.stderr
 
 
 def test_scopes_limit_what_a_connection_may_do(repo: Path) -> None:
@@ -948,6 +1009,48 @@ def test_a_server_with_an_invalid_engram_session_says_so_and_writes_nothing(repo
     run(scenario)
     assert {p: p.read_bytes() for p in (repo / ".engram").rglob("*.jsonl")} == files
     assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_running_server_finds_a_project_store_made_after_it_started(tmp_path: Path) -> None:
+    """`engram init --project` while the server runs: the next call reads it, with no restart."""
+    bare = make_repo(tmp_path / "bare")
+
+    async def scenario() -> None:
+        async with connect(bare) as client:
+            message = await fail(client, "memory_list")
+            assert "engram init --project" in message
+            # A write says the same: either store would take it.
+            message = await fail(client, "memory_remember", content="Not yet")
+            assert "engram init` (personal) or `engram init --project`" in message
+            assert run_engram("init", "--project", cwd=bare).returncode == 0
+            assert (await call(client, "memory_list"))["memories"] == []
+            stored = await call(client, "memory_remember", content="The store came later")
+            assert stored["memory"]["store"] == "project"
+
+    run(scenario)
+    with Engram(cwd=bare, use="project") as engram:
+        assert [m.content for m in engram.memories()] == ["The store came later"]
+
+
+def test_a_project_store_made_after_the_server_started_takes_the_writes(tmp_path: Path) -> None:
+    """With a personal store already there, writes go to the project store once it exists,
+    as they would after a restart: never silently on to the personal store."""
+    Engram().init()
+    late = make_repo(tmp_path / "late")
+
+    async def scenario() -> None:
+        async with connect(late) as client:
+            before = await call(client, "memory_remember", content="Written before the project")
+            assert before["memory"]["store"] == "personal"
+            assert run_engram("init", "--project", cwd=late).returncode == 0
+            after = await call(client, "memory_remember", content="Written after the project")
+            assert after["memory"]["store"] == "project"
+            stores = [s["store"] for s in (await call(client, "memory_stats"))["stores"]]
+            assert stores == ["project", "personal"]
+
+    run(scenario)
+    with Engram(cwd=late, use="project") as engram:
+        assert [m.content for m in engram.memories()] == ["Written after the project"]
 
 
 def test_a_server_started_outside_the_project_works_in_the_clients_roots(
@@ -1172,9 +1275,11 @@ def test_install_claude_project_says_it_awaits_approval_and_approves_for_this_us
 
 
 def test_install_claude_in_two_scopes_says_which_to_keep(
-    repo: Path, with_mcp_commands: Any
+    repo: Path, with_mcp_commands: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = Path(os.environ["HOME"])
+    # `engram` on the PATH, as a project's config needs it (else a warning says so too).
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     alone = cli("mcp", "install", "claude", "--hooks", cwd=repo)
     assert alone.exit_code == 0 and "warning" not in alone.output
     both = cli("mcp", "install", "claude", "--project", "--hooks", cwd=repo)

@@ -58,13 +58,15 @@ def diff_store(store: Store, text: str) -> Review:
     )
 
 
-def diff(engram: Engram, text: str) -> list[Review]:
+def diff(engram: Engram, text: str | None) -> list[Review]:
     """What the range `text` (`A..B`, `A...B`, or `A` for `A..HEAD`) changed in the stores
     `engram` reads: the project store unless told `--personal`, as git reads the range in
-    that store's repository."""
-    text = well_formed(text, "RANGE")
-    if not text.strip():
-        raise UsageError("RANGE is empty; give A..B, A...B or one revision")
+    that store's repository. None: what this branch changed since it left the repository's
+    default branch (`ranges.default_base`), a pull request's view."""
+    if text is not None:
+        text = well_formed(text, "RANGE")
+        if not text.strip():
+            raise UsageError("RANGE is empty; give A..B, A...B or one revision")
     stores: Sequence[Store]
     if engram.use == "personal":
         stores = [engram.personal]
@@ -78,4 +80,7 @@ def diff(engram: Engram, text: str) -> list[Review]:
         stores = [engram.personal]
     if not stores[0].exists():
         raise UsageError(f"the {stores[0].kind} store does not exist yet: `engram init` makes it")
-    return [diff_store(store, text) for store in stores]
+    return [
+        diff_store(store, text if text is not None else f"{ranges.default_base(store)}...HEAD")
+        for store in stores
+    ]

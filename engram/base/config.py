@@ -33,6 +33,7 @@ from .places import find_foreign_store as find_foreign_store
 from .places import find_project_store as find_project_store
 from .places import find_work_tree as find_work_tree
 from .places import foreign_store as foreign_store
+from .places import project_store_at as project_store_at
 from .settings import PERSONAL_ONLY as PERSONAL_ONLY
 from .settings import SAFE_MODELS as SAFE_MODELS
 from .settings import SETTINGS as SETTINGS

@@ -24,6 +24,7 @@ import functools
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -58,6 +59,28 @@ def console_script() -> Path | None:
     if script.is_file() and os.access(script, os.X_OK):
         return script
     return None
+
+
+def startable(program: str) -> bool:
+    """Whether an entry's program starts here: a path to an executable, or a name this PATH
+    finds (`shutil.which`), as a client or git looks it up."""
+    return shutil.which(program) is not None
+
+
+def not_on_path_fix() -> str:
+    """What puts `engram` on the PATH, where an entry runs it by name and the PATH lacks it
+    (Engram installed in a virtual environment that is not activated, say)."""
+    script = console_script()
+    link = (
+        f"link this installation's script into a folder on PATH (`ln -s {shlex.quote(str(script))} "
+        "~/.local/bin/engram`)"
+        if script is not None
+        else "put the folder of Engram's `engram` script on PATH"
+    )
+    return (
+        "activate the virtual environment Engram is installed in before you start the client, "
+        f"install Engram with pipx (`pipx install engram`), or {link}"
+    )
 
 
 @functools.cache

@@ -28,8 +28,11 @@ def find_work_tree(start: Path) -> Path | None:
 
 def find_project_store(start: Path) -> Path | None:
     top = find_work_tree(start)
-    if top is None:
-        return None
+    return project_store_at(top) if top is not None else None
+
+
+def project_store_at(top: Path) -> Path | None:
+    """The project store at the top of the work tree `top`: a stat when there is none."""
     root = top / PROJECT_DIR
     if root.is_dir() and root.resolve() != engram_home().resolve() and foreign_store(root) is None:
         return root

@@ -249,7 +249,7 @@ def mcp_install(
     """Add Engram to CLIENT's MCP configuration, keeping everything else in it."""
     from ..base.config import find_work_tree
     from ..base.errors import EngramError
-    from ..mcp.install import approved, claude_notes, install
+    from ..mcp.install import approved, claude_notes, install, not_on_path
 
     if hooks and client != "claude":
         raise click.UsageError("--hooks is for Claude Code (claude) only")
@@ -291,7 +291,8 @@ def mcp_install(
         echo(f"{verb} {change.path}: {change.what}")
         if dry_run:
             echo(change.text)
-    for note in notes:
+    unreachable = not_on_path(project=project)
+    for note in [*notes, *([unreachable] if unreachable else [])]:
         echo(note, err=note.startswith("warning:"))
     if not dry_run:
         echo(_next_steps(client, find_work_tree(cwd) if project else None, changes))

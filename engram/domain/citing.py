@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import validation
 from ..base.config import find_work_tree
-from ..base.errors import UsageError
+from ..base.errors import UsageError, parameter
 from ..model.freshness import MAX_CITATIONS, Citation, well_formed_path
 
 if TYPE_CHECKING:
@@ -55,6 +55,12 @@ def candidates(text: str) -> list[tuple[str, int | None, str | None]]:
     return found
 
 
+def _refused(problem: str) -> UsageError:
+    """An explicit citation refused: `--cite …` to the command line, `cite …` to an agent (the
+    MCP parameter of the same meaning)."""
+    return UsageError(problem, mcp_problem=problem.replace("--cite", parameter("--cite")))
+
+
 def parse_cite(value: str) -> tuple[str, int | None, str | None]:
     """An explicit citation, `path`, `path:line` or `path::symbol`, checked."""
     text = str(value or "").strip()
@@ -62,7 +68,7 @@ def parse_cite(value: str) -> tuple[str, int | None, str | None]:
     if "::" in text:
         text, symbol = text.split("::", 1)
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]{0,199}", symbol):
-            raise UsageError(
+            raise _refused(
                 f"--cite {value!r}: {symbol!r} is not a symbol name; cite "
                 "path::name (a function, class or variable)"
             )
@@ -70,12 +76,15 @@ def parse_cite(value: str) -> tuple[str, int | None, str | None]:
         text, number = text.rsplit(":", 1)
         line = int(number)
         if not 1 <= line <= 10_000_000:
-            raise UsageError(f"--cite {value!r}: lines count from 1")
-    path = validation.path(text, what="--cite path", limit=1024)
+            raise _refused(f"--cite {value!r}: lines count from 1")
+    try:
+        path = validation.path(text, what="--cite path", limit=1024)
+    except UsageError as exc:
+        raise _refused(str(exc)) from None
     while path.startswith("./"):
         path = path[2:]
     if not well_formed_path(path):
-        raise UsageError(f"--cite {value!r} must name a file inside the repository, not in .git")
+        raise _refused(f"--cite {value!r} must name a file inside the repository, not in .git")
     return path, line, symbol
 
 
@@ -105,7 +114,7 @@ def pin(workspace: Workspace, content: str, explicit: Sequence[str] = ()) -> dic
     top = work_tree(workspace)
     if top is None:
         if wanted:
-            raise UsageError(
+            raise _refused(
                 f"{workspace.cwd} is not inside a git repository; --cite names "
                 "files a repository tracks, so run Engram from inside one"
             )
@@ -142,7 +151,7 @@ def _pinned(
     blob = code.blob(path)
     if blob is None:
         if explicit:
-            raise UsageError(
+            raise _refused(
                 f"--cite {path}: not a file git tracks at HEAD ({head[:8]}); cite "
                 "a committed file (untracked and ignored files are never cited)"
             )
@@ -152,11 +161,11 @@ def _pinned(
     lines = code.lines(path) or []
     if line is not None and line > len(lines):
         if explicit:
-            raise UsageError(f"--cite {path}:{line}: {path} has {len(lines)} lines at HEAD")
+            raise _refused(f"--cite {path}:{line}: {path} has {len(lines)} lines at HEAD")
         line = None
     if symbol is not None and not has_symbol(lines, symbol):
         if explicit:
-            raise UsageError(
+            raise _refused(
                 f"--cite {path}::{symbol}: {symbol!r} is not in {path} at HEAD; "
                 "cite a name the file holds"
             )

@@ -15,7 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..base.config import LIST_LIMIT, RECALL_K, check_count
-from ..base.errors import UsageError
+from ..base.errors import Fix, UsageError
 from ..base.validation import Checks, well_formed
 from ..model import memories as mem
 from ..storage import events as ev
@@ -210,6 +210,11 @@ class Memories:
         items = [("memory.created", data)]
         items += [("memory.superseded", {"memory": m.id, "by": data["memory"]}) for _, m in old]
         created = self.workspace.emit_many(store, items)[0]
+        if data["valid_until"] and ev.parse_time(data["valid_until"]) <= ev.utc_now():
+            self.workspace.warn(
+                f"the memory is valid until {data['valid_until'][:10]}, which has passed: it is "
+                "expired already, and recall and lists leave it out (give a later date, or none)"
+            )
         memory = mem.fold([created])
         assert memory is not None
         return Remembered(
@@ -290,6 +295,15 @@ class Memories:
         )
         if current.status == "forgotten":
             raise UsageError(f"memory {current.id[:8]} is already forgotten")
+        if current.status == "superseded":  # retired already, as memory_forget's replace_with says
+            by = (current.superseded_by or "")[:8]
+            raise UsageError(
+                f"memory {current.id[:8]} is superseded already (by {by}) and no longer recalled",
+                Fix(
+                    f"if {by} is wrong too, forget that one (`engram forget {by}`)",
+                    f"if {by} is wrong too, forget that one (memory_forget id={by})",
+                ),
+            )
         self.workspace.emit(store, "memory.forgotten", {"memory": current.id, "reason": reason})
         return self.workspace.find_memory(current.id)[1]
 

@@ -13,6 +13,7 @@ import shlex
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -24,8 +25,8 @@ from ..base.config import (
     check_value,
     engram_home,
     find_foreign_store,
-    find_project_store,
     find_work_tree,
+    project_store_at,
 )
 from ..base.errors import (
     AmbiguousIdError,
@@ -46,7 +47,7 @@ from ..readmodel.projection import Projection
 from ..storage import events as ev
 from ..storage import set_aside
 from ..storage.local import WriterState
-from ..storage.store import Store, StoreKind, git_c, require
+from ..storage.store import NO_STORE, Store, StoreKind, git_c, require
 from .messages import commit_message
 
 if TYPE_CHECKING:
@@ -94,8 +95,8 @@ class Workspace:
         # The actor given to the constructor: it wins over the settings (see `actor`).
         self.given_actor: str | None = check_value("actor", actor) if actor is not None else None
         self.personal = Store(engram_home(), "personal")
-        project_root = find_project_store(self.cwd)
-        self.project = Store(project_root, "project") if project_root else None
+        self._top = find_work_tree(self.cwd)  # where the project store is looked for
+        self._project: Store | None = None
         self._projections: dict[Path, Projection] = {}
         self._searches: dict[Path, StoreSearch] = {}
         self._settings: tuple[tuple[Any, ...], Settings] | None = None
@@ -107,7 +108,7 @@ class Workspace:
         # What the commit policy reads as "now" (`commit.every_seconds`); a test may set it.
         self.clock: Callable[[], float] = time.time
         # Another tool's `.engram/` where a project store would be: named, never read as ours.
-        self.foreign = find_foreign_store(self.cwd) if project_root is None else None
+        self.foreign = find_foreign_store(self.cwd) if self.project is None else None
         if self.foreign is not None and use == "both":
             self.warnings.append(f"{self.foreign_note()}; Engram uses the personal store here")
 
@@ -175,6 +176,19 @@ class Workspace:
 
     # -- stores ------------------------------------------------------------------------------
 
+    @property
+    def project(self) -> Store | None:
+        """The project store, looked for again (a stat) while there is none: a long-running
+        server finds the store `engram init --project` made after it started."""
+        if self._project is None and self._top is not None:
+            root = project_store_at(self._top)
+            self._project = Store(root, "project") if root is not None else None
+        return self._project
+
+    @project.setter
+    def project(self, store: Store | None) -> None:
+        self._project, self._top = store, None  # made, or as at a commit: not looked for again
+
     def project_store(self) -> Store:
         if self.foreign is not None and self.project is None:
             self.drop_foreign_warning()
@@ -192,10 +206,7 @@ class Workspace:
             return [self.project_store()]
         found = [s for s in (self.project, self.personal) if s is not None and s.exists()]
         if not found:
-            raise NoStoreError(
-                "no Engram store yet; run `engram init` (personal) or "
-                "`engram init --project` (inside a git repository)"
-            )
+            raise NoStoreError(NO_STORE)
         return found
 
     def write_store(self) -> Store:
@@ -210,6 +221,8 @@ class Workspace:
             return self.project
         if self.use == "project":
             return self.project_store()
+        if self.foreign is None and not self.personal.exists():
+            raise NoStoreError(NO_STORE)  # either store would take the write
         return require(self.personal, "personal")
 
     def settings(self, store: Store | None = None) -> Settings:
@@ -572,10 +585,8 @@ class Workspace:
             return
         state.pending = 0
         state.pending_since = 0.0
-        try:
+        with suppress(OSError):  # only the batching count; the commit is made
             state.save(store)
-        except OSError:
-            pass  # only the batching count; the commit is made
 
     def compact_if_due(self, store: Store, repo: git.StoreRepo) -> None:
         """Fold the months with `compact.files` committed event files or more (under the lock)."""

@@ -56,6 +56,26 @@ def split(text: str) -> tuple[str, str, bool]:
     return left or "HEAD", right or "HEAD", symmetric
 
 
+def default_base(store: Store) -> str:
+    """The branch a pull request of the store's repository goes into: the one origin's HEAD
+    names (the local branch of that name if there is one), else main, else master."""
+    repo = open_repository(store.work_tree)
+    origin = repo.references.get("refs/remotes/origin/HEAD")
+    target = origin.target if origin is not None else None
+    named = [target.removeprefix("refs/remotes/origin/")] if isinstance(target, str) else []
+    for branch in [*named, "main", "master"]:
+        for ref, name in (
+            (f"refs/heads/{branch}", branch),
+            (f"refs/remotes/origin/{branch}", f"origin/{branch}"),
+        ):
+            if repo.references.get(ref) is not None:
+                return name
+    raise UsageError(
+        "this repository has neither main nor master, and origin names no default branch; "
+        "give the range to compare, such as develop...HEAD"
+    )
+
+
 def _commit(repo: Any, rev: str, text: str) -> Any:
     import pygit2
 

@@ -376,6 +376,18 @@ def server_command(*, project: bool, agent: str) -> tuple[str, list[str]]:
     return command[0], command[1:]
 
 
+def not_on_path(*, project: bool) -> str | None:
+    """A warning when a project's config runs `engram` by name (`server_command`) and this
+    PATH does not find it: the client would fail to start the server and the hooks."""
+    if not project or entries.startable("engram"):
+        return None
+    return (
+        "warning: `engram` is not on PATH here, and a project's config runs it by name (it is "
+        "shared, so it names no path of this machine), so the client cannot start the server "
+        f"or its hooks: {entries.not_on_path_fix()}"
+    )
+
+
 def hook_command(event: str, *, project: bool) -> str:
     """The command of a Claude Code hook: `engram` on the PATH in a project's settings, this
     installation's Python with -I in a user's."""

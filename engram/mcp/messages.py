@@ -4,14 +4,18 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..base.errors import EngramError, quote
+
+# The names an argument model takes at a place in the arguments (`tools.known_fields`).
+Known = Callable[[tuple[int | str, ...]], list[str]]
 
 _CLI_WORDS = (
     ("with --task ID", "with task=<id>"),
@@ -64,11 +68,23 @@ _TYPES = {
 }
 
 
-def _wrong(error: Any) -> str:
+def _unknown(loc: tuple[int | str, ...], tool: str, known: Known | None) -> str:
+    """An argument no parameter (or a field no object) has, with the closest known name and
+    all of them."""
+    names = known(loc) if known is not None else []
+    close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    takes = f"; it takes {', '.join(names) or 'none'}" if known is not None else ""
+    return f"not a {'field here' if len(loc) > 1 else f'parameter of {tool}'}{hint}{takes}"
+
+
+def _wrong(error: Any, tool: str, known: Known | None) -> str:
     """What pydantic found wrong with one argument, in plain words."""
     kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
     if kind == "missing":
         return "required"
+    if kind == "extra_forbidden":
+        return _unknown(tuple(error["loc"]), tool, known)
     if kind == "literal_error":
         allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         return f"{_shown(value)} is not one of {', '.join(allowed)}"
@@ -88,16 +104,19 @@ def _wrong(error: Any) -> str:
         return f"needs at least {ctx.get('min_length')} item(s)"
     if kind == "too_long":
         return f"holds {ctx.get('actual_length')} items; at most {ctx.get('max_length')}"
-    if kind == "extra_forbidden":
-        return "not a parameter of this tool"
     base = kind.split("_", 1)[0]
     if base in _TYPES and kind.endswith(("_type", "_parsing", "_from_float", "_attributes_type")):
         return f"{_shown(value)} is not {_TYPES[base]}"
     return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
-def invalid_arguments(error: ValidationError) -> str:
+def invalid_arguments(
+    error: ValidationError, *, tool: str = "the tool", known: Known | None = None
+) -> str:
     """Arguments that failed the input schema, as one line that names each parameter, what
-    was wrong and what is allowed: `kind: 'nonsense' is not one of fact, decision, ...`."""
-    found = [f"{_where(e['loc'])}: {_wrong(e)}" for e in error.errors(include_url=False)]
+    was wrong and what is allowed: `kind: 'nonsense' is not one of fact, decision, ...`; an
+    unknown name with the closest of the names `known` gives for its place, and all of them."""
+    found = [
+        f"{_where(e['loc'])}: {_wrong(e, tool, known)}" for e in error.errors(include_url=False)
+    ]
     return "; ".join(dict.fromkeys(found))

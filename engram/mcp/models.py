@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..base import vocab
 
@@ -435,6 +435,8 @@ class ReportResult(Result):
 
 
 class CitationIn(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")  # as the tools' arguments (`tools`)
+
     path: Annotated[
         str,
         Field(

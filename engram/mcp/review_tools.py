@@ -69,13 +69,15 @@ def add_review_tools(server: MCPServer) -> None:
     def memory_diff(
         ctx: Context,
         range: Annotated[
-            str,
+            str | None,
             Field(
                 description="As git reads it: main...HEAD (what this branch "
                 "changed since it left main: a pull request's "
-                "view), A..B, or A alone for A..HEAD."
+                "view), A..B, or A alone for A..HEAD. Default: "
+                "<default branch>...HEAD, the branch origin's HEAD "
+                "names, else main, else master."
             ),
-        ] = "main...HEAD",
+        ] = None,
         store: Annotated[
             Literal["project", "personal"],
             Field(description="The store whose history is compared."),
@@ -102,7 +104,7 @@ def add_review_tools(server: MCPServer) -> None:
             text = markdown(reviews)
             notes = [note for r in reviews for note in r.notes]
             return DiffResult(
-                range=range,
+                range=reviews[0].range if reviews else range or "",
                 markdown=text[:DIFF_CHARS],
                 markdown_truncated=len(text) > DIFF_CHARS,
                 stores=[as_json(r.to_dict()) for r in reviews],

@@ -52,6 +52,7 @@ from .review_tools import add_review_tools
 from .runtime import ROOTS_WAIT_SECONDS, Runtime, root_folders
 from .session_tools import add_discovery_tools, add_prompts, add_session_tools
 from .task_tools import add_task_tools
+from .tools import known_fields, strict, whole
 
 if TYPE_CHECKING:
     from .http import HttpAuth
@@ -89,10 +90,17 @@ class EngramServer(MCPServer):
     """The SDK's server, with arguments that fail a tool's input schema reported in plain
     words (the SDK passes on pydantic's own report, with links and every input)."""
 
+    def add_tool(self, fn: Any, *args: Any, **kwargs: Any) -> None:
+        """The SDK's tool, with its arguments checked strictly (`tools.strict`)."""
+        super().add_tool(fn, *args, **kwargs)
+        added = self._tool_manager.get_tool(kwargs.get("name") or fn.__name__)
+        assert added is not None
+        strict(added)
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         await _locate(context)
         try:
-            return await super().call_tool(name, arguments, context)
+            return await super().call_tool(name, whole(arguments), context)
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(exc, UnexpectedToolError):
@@ -100,9 +108,14 @@ class EngramServer(MCPServer):
             # Error text may quote what the caller or a store gave: bidi and other invisible
             # characters in it are shown as escapes, never passed to the agent raw.
             if isinstance(cause, ValidationError):
-                raise ToolError(
-                    hidden_shown(f"Error executing tool {name}: {invalid_arguments(cause)}")
-                ) from cause
+                found = self._tool_manager.get_tool(name)
+                model = found.fn_metadata.arg_model if found is not None else None
+                problem = invalid_arguments(
+                    cause,
+                    tool=name,
+                    known=(lambda loc: known_fields(model, loc)) if model is not None else None,
+                )
+                raise ToolError(hidden_shown(f"Error executing tool {name}: {problem}")) from cause
             raise ToolError(hidden_shown(str(exc))) from cause
 
     async def get_prompt(self, name: str, arguments: Any = None, context: Any = None) -> Any:

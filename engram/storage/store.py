@@ -582,6 +582,12 @@ class Store:
         return sorted(seen.values(), key=lambda e: e.sort_key), problems
 
 
+NO_STORE = (  # where either store would do
+    "no Engram store yet; run `engram init` (personal) or `engram init --project` (inside a "
+    "git repository)"
+)
+
+
 def require(store: Store | None, kind: StoreKind) -> Store:
     if store is None or not store.exists():
         if kind == "project":

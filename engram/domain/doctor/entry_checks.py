@@ -1,17 +1,23 @@
 """The doctor's check of the commands Engram installed: MCP servers in clients' configs, Claude
-Code hooks and git hooks that still run `python -m engram…` from the working directory.
+Code hooks and git hooks that still run `python -m engram…` from the working directory, or whose
+program cannot be started here.
 
 Such an entry (written by older versions) imports an `engram/` package or an `engram.py` from
 the directory the client or git starts it in, so a cloned repository can run its own code
 through it. Each is named with the command that rewrites it (`engram.base.entries` says how
-entries run now). A project store's check reads the repository's own configs and hooks; the
-user's configs go with the personal store (or with the project store when the personal one is
-not examined).
+entries run now). An entry whose program this PATH does not find (a project's config runs
+`engram` by name; a user's runs an installation by its path, which may have moved since) leaves
+the client unable to start the server or the hooks: a warning that says how to put `engram` on
+the PATH, or which command writes the entry again. A project store's check reads the
+repository's own configs and hooks; the user's configs go with the personal store (or with the
+project store when the personal one is not examined).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,7 +57,98 @@ def check_entries(engram: Host, store: Store) -> list[Finding]:
             Finding("entries", "error", f"{where} {WHY}", fix, path=str(path))
             for path, where, fix in _stale_entries(root, project=project)
         ]
+        out += [
+            Finding("entries", "warning", what, fix, path=str(path))
+            for path, what, fix in _unstartable(root, project=project)
+        ]
     return out
+
+
+def _unstartable(root: Path, *, project: bool) -> Iterator[tuple[Path, str, str]]:
+    """(file, what cannot start, the fix) for each of Engram's servers and Claude Code hooks
+    under `root` whose program this PATH does not find: a project's config runs `engram` by
+    name, a user's runs an installation by its path, which may have moved since."""
+    scope = " --project" if project else ""
+    configs = entries.PROJECT_CONFIGS if project else entries.USER_CONFIGS
+    for client, rel in configs.items():
+        path = root / rel
+        data = _read(path) or {}
+        table = data.get("mcp_servers" if path.suffix == ".toml" else "mcpServers")
+        for name, entry in table.items() if isinstance(table, dict) else ():
+            words = _words(entry)
+            if words and _runs_engram(words) and not entries.startable(words[0]):
+                option = "" if name == "engram" else f" --name {name}"
+                yield (
+                    path,
+                    *_not_found(f"MCP server {name!r} runs", words[0], client, scope + option),
+                )
+    for rel in (entries.CLAUDE_SETTINGS, entries.CLAUDE_LOCAL_SETTINGS):
+        path = root / rel
+        data = _read(path) or {}
+        hooks = data.get("hooks")
+        missing = sorted(
+            {
+                words[0]
+                for groups in (hooks.values() if isinstance(hooks, dict) else ())
+                for command in _commands(groups)
+                for words in [_shell_words(command)]
+                if words and _runs_engram(words) and not entries.startable(words[0])
+            }
+        )
+        for program in missing:
+            yield (
+                path,
+                *_not_found(
+                    "Engram's Claude Code hooks run", program, "claude", " --hooks" + scope
+                ),
+            )
+
+
+def _not_found(what: str, program: str, client: str, options: str) -> tuple[str, str]:
+    """The message and fix for an entry (`what` says what runs) whose program cannot be
+    started here."""
+    if Path(program).name == program:
+        return (
+            f"{what} `{program}` by name, which is not on PATH here: the client cannot start it",
+            entries.not_on_path_fix(),
+        )
+    return (
+        f"{what} {program}, which is not there any more (Engram moved or was removed): "
+        "the client cannot start it",
+        f"`engram mcp install {client}{options}` from the installation to use rewrites it",
+    )
+
+
+def _words(entry: object) -> list[str]:
+    """An MCP server entry's program and arguments."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+        return []
+    args = entry.get("args")
+    return (
+        [entry["command"], *(a for a in args if isinstance(a, str))]
+        if isinstance(args, list)
+        else [entry["command"]]
+    )
+
+
+def _shell_words(command: str) -> list[str]:
+    """A hook's shell command as words, from its program on (variables set before it left out)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # an unclosed quote: read it word by word
+        words = command.split()
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
+        words = words[1:]
+    return words
+
+
+def _runs_engram(words: list[str]) -> bool:
+    """Whether a command runs Engram: its `engram` script, or a Python with `-m engram…`."""
+    name = Path(words[0]).name
+    return name in ("engram", "engram.exe") or any(
+        re.fullmatch(r"engram(\.hooks)?", word) and words[at - 1].endswith("m")
+        for at, word in enumerate(words[1:], 1)
+    )
 
 
 def _personal_examined(engram: Host) -> bool:
@@ -129,14 +226,9 @@ def _read(path: Path) -> dict[str, Any] | None:
 def _servers(table: object) -> Iterator[tuple[str, dict[str, Any]]]:
     """The MCP servers of a config's server table that run `python -m engram…` unprotected."""
     for name, entry in table.items() if isinstance(table, dict) else ():
-        if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+        words = _words(entry)
+        if not words or not isinstance(entry, dict):
             continue
-        args = entry.get("args")
-        words = (
-            [entry["command"], *(a for a in args if isinstance(a, str))]
-            if isinstance(args, list)
-            else [entry["command"]]
-        )
         env = entry.get("env") if isinstance(entry.get("env"), dict) else None
         if entries.runs_from_cwd(words, env):
             yield str(name), entry
