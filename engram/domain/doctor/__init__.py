@@ -17,7 +17,8 @@ It looks at everything a crash, a bad merge, a full disk or a hand edit can leav
 - memories whose cited files changed since they were written (a note: `engram stale`);
 - a project's `.engram` that is a symbolic link, which every command refuses (`refused`);
 - the commands Engram installed (MCP client configs, Claude Code hooks, git hooks) that still
-  run `python -m engram…` from the working directory, with the command that rewrites them.
+  run `python -m engram…` from the working directory, and Engram's entries in a project's
+  configs that are not exactly as Engram writes them, with the command that rewrites them.
 
 Diagnosis repairs nothing (it writes a probe file, removed at once, to learn whether the disk
 takes writes, and brings the read model and the ledger of lost events up to date, as any read
