@@ -90,13 +90,22 @@ def server_entries(root: Path, *, project: bool) -> dict[str, tuple[str, list[st
 
 
 def start_server(
-    command: str, args: list[str], cwd: Path, client: str, label: str
+    command: str,
+    args: list[str],
+    cwd: Path,
+    client: str,
+    label: str,
+    *,
+    environment: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Start the entry as the client does (its command and args, in the project) through the
-    SDK's stdio client; remember something and read the stats back."""
+    """Start the entry as the client does (its command and args, in the project, with the
+    client's environment) through the SDK's stdio client; remember something and read the
+    stats back."""
 
     async def scenario() -> dict[str, Any]:
-        params = StdioServerParameters(command=command, args=args, env=env(), cwd=cwd)
+        params = StdioServerParameters(
+            command=command, args=args, env=environment or env(), cwd=cwd
+        )
         async with Client(
             params, client_info=Implementation(name=client, version="1.0"), read_timeout_seconds=120
         ) as session:

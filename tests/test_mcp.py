@@ -1124,11 +1124,12 @@ def test_install_claude_merges_user_and_project_config(
     os.chmod(home / ".claude.json", 0o600)
     result = cli("mcp", "install", "claude")
     assert result.exit_code == 0, result.output
+    assert "dropped env (Engram writes its entry in full)" in result.output
     data = json.loads((home / ".claude.json").read_text())
     assert data["numStartups"] == 12 and data["projects"] == {"/somewhere": {"allowedTools": []}}
     assert data["mcpServers"]["other"] == {"command": "other-server"}
     entry = data["mcpServers"]["engram"]
-    assert entry["env"] == {"X": "1"} and entry["type"] == "stdio"
+    assert set(entry) == {"type", "command", "args"} and entry["type"] == "stdio"
     assert entry["args"][-3:] == ["serve", "--agent", "claude-code"]
     assert (home / ".claude.json").stat().st_mode & 0o777 == 0o600
     before = (home / ".claude.json").read_text()
@@ -1207,7 +1208,8 @@ def test_install_cursor_and_codex(repo: Path, with_mcp_commands: Any) -> None:
     assert data["model"] == "o4-mini" and data["profiles"]["deep"]["notes"] == "[not a table]\n"
     assert data["mcp_servers"]["other"] == {"command": "other", "args": ["--flag"]}
     engram_entry = data["mcp_servers"]["engram"]
-    assert engram_entry["env"] == {"ENGRAM_HOME": "/data/engram"}
+    assert set(engram_entry) == {"command", "args"}  # its env subtable dropped, and said
+    assert "dropped env" in result.output
     assert engram_entry["args"][-3:] == ["serve", "--agent", "codex"]
     assert cli("mcp", "install", "codex").exit_code == 0
     assert config.read_text() == text  # idempotent

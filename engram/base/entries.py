@@ -15,7 +15,9 @@ entry Engram writes (MCP configs, Claude Code hooks, git hooks, the refresh a gi
 `runs_from_cwd` and `shell_runs_from_cwd` recognise the entries older versions wrote (`python -m
 engram…` without `-I` or `-P`) so that the doctor names them and the installers replace them.
 The files where clients keep their MCP servers are named here once, for the installer and the
-doctor alike.
+doctor alike, and so is the whole of each entry Engram writes there (`server_entry`,
+`hook_entry`): a repository's committed config decides what its client runs, so every key of
+Engram's entry is Engram's, and the doctor names one that is not as written.
 """
 
 from __future__ import annotations
@@ -44,6 +46,54 @@ PROJECT_CONFIGS = {
 }
 CLAUDE_SETTINGS = Path(".claude") / "settings.json"
 CLAUDE_LOCAL_SETTINGS = Path(".claude") / "settings.local.json"
+
+# What each client is called when Engram's server is told who starts it (`serve --agent`).
+AGENTS = {"claude": "claude-code", "cursor": "cursor", "codex": "codex"}
+HOOK_TIMEOUT_SECONDS = 30
+
+# Variables that change which program, or which Python code, a command runs: set by a project
+# for the processes its client starts (`env` of `.claude/settings.json`), they would make
+# Engram's own entries run the repository's code.
+_RUN_VARIABLES = re.compile(r"PATH|PYTHON[A-Z_]*|LD_[A-Z_]+|DYLD_[A-Z_]+|BASH_ENV|ENV|VIRTUAL_ENV")
+
+
+def server_entry(client: str, command: str, args: Sequence[str]) -> dict[str, object]:
+    """Engram's MCP server entry for `client`, in full. Every key of it is Engram's: an
+    installation writes exactly this, dropping whatever else the entry held (`env`, `cwd`,
+    `envFile`, `url`, `headers`...), any of which a cloned repository could plant to change
+    what the client runs."""
+    entry: dict[str, object] = {"command": command, "args": list(args)}
+    return {"type": "stdio", **entry} if client == "claude" else entry
+
+
+def project_server_entry(client: str) -> dict[str, object]:
+    """The entry `engram mcp install CLIENT --project` writes: `engram` on the PATH."""
+    return server_entry(client, "engram", ["serve", "--agent", AGENTS[client]])
+
+
+def hook_entry(command: str) -> dict[str, object]:
+    """One of Engram's Claude Code hooks, in full (as `server_entry`)."""
+    return {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_SECONDS}
+
+
+def hook_name(command: object) -> str | None:
+    """The name of the Engram hook (`session-start`, `capture`...) a Claude Code hook's command
+    runs, or None if it runs none."""
+    if not isinstance(command, str):
+        return None
+    found = _HOOK.search(command)
+    return found.group(1) if found else None
+
+
+_HOOK = re.compile(r"(?:engram\.hooks|engram mcp hook) ([a-z][a-z-]*)")
+
+
+def run_variables(env: object) -> list[str]:
+    """The variables of a client's settings `env` that change what a command runs."""
+    if not isinstance(env, Mapping):
+        return []
+    return sorted(str(k) for k in env if _RUN_VARIABLES.fullmatch(str(k)))
+
 
 _PYTHON = re.compile(r"(?:python|pypy)[0-9.]*w?(?:\.exe)?|py(?:\.exe)?", re.IGNORECASE)
 _MODULE = re.compile(r"engram(?:\.[A-Za-z_][A-Za-z0-9_]*)*")

@@ -127,6 +127,30 @@ class NoStoreError(EngramError):
     exit_code = 2
 
 
+class LinkedStoreError(EngramError):
+    """A project's `.engram` is a symbolic link. Through it a cloned repository could make
+    Engram read, write and commit another directory (a sibling repository's memories), so
+    Engram works in no store there, for reads as for writes, until it is a real folder."""
+
+    exit_code = 2
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.why = (
+            "a symbolic link: Engram never uses a project store through a link, which can "
+            "point into another repository"
+        )
+        super().__init__(
+            f"{path} is {self.why}",
+            Fix(
+                f"remove it (`git rm {path.name}`, or `rm {path.name}` if it is not committed) "
+                "and run `engram init --project`",
+                f"ask the user to remove {path.name} (`git rm {path.name}`) and run "
+                "`engram init --project`",
+            ),
+        )
+
+
 class SecretError(UsageError):
     """Content holds something that looks like a credential. The secret itself is never kept."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .errors import LinkedStoreError
 from .layout import CONFIG_FILE, EVENTS_DIR, PROJECT_DIR
 
 
@@ -27,16 +28,31 @@ def find_work_tree(start: Path) -> Path | None:
 
 
 def find_project_store(start: Path) -> Path | None:
+    """The project store of the repository holding `start`, or None. Refuses (LinkedStoreError)
+    a `.engram` that is a symbolic link: every command finds its project store here, so none
+    reads or writes through one."""
     top = find_work_tree(start)
     return project_store_at(top) if top is not None else None
 
 
 def project_store_at(top: Path) -> Path | None:
-    """The project store at the top of the work tree `top`: a stat when there is none."""
+    """The project store at the top of the work tree `top`: a stat when there is none. A
+    `.engram` that is a symbolic link is refused (LinkedStoreError)."""
+    root = linked_store(top)
+    if root is not None:
+        raise LinkedStoreError(root)
     root = top / PROJECT_DIR
     if root.is_dir() and root.resolve() != engram_home().resolve() and foreign_store(root) is None:
         return root
     return None
+
+
+def linked_store(top: Path) -> Path | None:
+    """The `.engram` at the top of the work tree `top` when it is a symbolic link (to anywhere,
+    or to nothing), else None. `top` itself is resolved (`find_work_tree`), so the link is the
+    one component inside the work tree that could lead Engram out of it."""
+    root = top / PROJECT_DIR
+    return root if root.is_symlink() else None
 
 
 GO_ENGRAM = "the Go engram (github.com/Gentleman-Programming/engram)"

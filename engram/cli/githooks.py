@@ -17,14 +17,16 @@ from pathlib import Path
 from ..base.config import PROJECT_DIR, engram_home
 from ..base.entries import child_command
 from ..base.layout import CONFIG_FILE, HOOKS_LOG
+from ..base.places import linked_store
 from ..git.hooks import staged_problems
 from ..storage.store import Store
 
 
 def store_here() -> Store | None:
-    """The store of the repository git runs this hook in, if it has one."""
+    """The store of the repository git runs this hook in, if it has one (never a `.engram`
+    that is a symbolic link: every command refuses it, and a hook does nothing there)."""
     top = Path(os.environ.get("GIT_WORK_TREE") or Path.cwd())
-    if (top / PROJECT_DIR / CONFIG_FILE).exists():
+    if linked_store(top) is None and (top / PROJECT_DIR / CONFIG_FILE).exists():
         return Store(top / PROJECT_DIR, "project")
     if (top / CONFIG_FILE).exists() and top.resolve() == engram_home().resolve():
         return Store(top, "personal")

@@ -233,8 +233,16 @@ def verify(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> 
 @click.pass_context
 def doctor(ctx: click.Context, fix: bool, project: bool, personal: bool, as_json: bool) -> None:
     """Find what is wrong with the stores and the command that fixes each. Exit 1 if anything."""
-    engram = open_engram(ctx, project, personal)
-    report = engram.doctor(fix=fix)
+    from ..base.errors import LinkedStoreError
+
+    try:
+        engram = open_engram(ctx, project, personal)
+    except LinkedStoreError as exc:  # no store opens: the link is the one finding
+        from ..domain.doctor import refused
+
+        report = refused(exc)
+    else:
+        report = engram.doctor(fix=fix)
     if as_json:
         print_json(as_json_value(report))
     else:

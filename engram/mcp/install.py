@@ -8,10 +8,14 @@ Each client keeps its MCP servers in its own file and format:
 | Cursor | `~/.cursor/mcp.json` (`mcpServers`) | `.cursor/mcp.json` |
 | Codex | `~/.codex/config.toml` (`[mcp_servers.<name>]`) | `.codex/config.toml` |
 
-Installing merges: only Engram's own entry is added or updated (keeping any `env` or other keys
-it already has); everything else in the file stays as it was. A file that cannot be read as its
-format is refused, never overwritten. Claude Code's hooks (`--hooks`) go to its settings file,
-`~/.claude/settings.json` or `.claude/settings.json`, merged the same way.
+Installing merges: only Engram's own entry is added or replaced; everything else in the file
+stays as it was. Engram's entry is written in full (`entries.server_entry`): every key of it is
+Engram's, and whatever else it held (`env`, `cwd`, `envFile`, `url`, `headers`...) is dropped and
+named, since a cloned repository could plant any of them to make the client run its own code
+(`PYTHONPATH=.`, a `PATH` that finds its own `engram`). A file that cannot be read as its format
+is refused, never overwritten. Claude Code's hooks (`--hooks`) go to its settings file,
+`~/.claude/settings.json` or `.claude/settings.json`, merged the same way: each of Engram's hooks
+is written in full, and an `env` there that changes what runs is warned about (`claude_notes`).
 
 A user's entries run this installation by its console script's path, or by its Python with
 `-I` (`engram.base.entries`): never a plain `python -m engram`, which would import an `engram`
@@ -19,7 +23,8 @@ package from the project directory the client starts it in. Installing rewrites 
 older entries (the server and, for Claude Code, hooks that ran `python -m engram.hooks`).
 
 Claude Code asks each person to approve a project's servers (`.mcp.json`) before it starts them;
-`--approve` records that approval for the person installing, as Claude Code does, in
+`--approve` records that approval for the person installing (only with the entry it has just
+written in full, never one a repository wrote), as Claude Code does, in
 `enabledMcpjsonServers` of `.claude/settings.local.json` (per person, and kept out of git in
 `.git/info/exclude`: Claude Code stops honouring an approval that is committed). The
 installer also says when Engram is configured for Claude Code in more than one scope (user,
@@ -49,7 +54,7 @@ from ..base.files import atomic_write
 from ..base.vocab import one_of_message
 from .toml_table import set_toml_table
 
-AGENTS = {"claude": "claude-code", "cursor": "cursor", "codex": "codex"}
+AGENTS = entries.AGENTS
 HOOKS = {
     "SessionStart": "session-start",
     "PreCompact": "precompact",
@@ -60,7 +65,7 @@ HOOKS = {
 }
 # The tools whose calls a hook is for (Claude Code's `matcher`); the others run for every call.
 MATCHERS = {"PostToolUse": "Edit|Write|MultiEdit|NotebookEdit|Bash", "PostToolUseFailure": "Bash"}
-HOOK_TIMEOUT_SECONDS = 30
+HOOK_TIMEOUT_SECONDS = entries.HOOK_TIMEOUT_SECONDS
 
 AGENT_INSTRUCTIONS = """\
 ## Memory and continuity (Engram)
@@ -116,20 +121,15 @@ def install(
     command, args = server_command(project=project, agent=AGENTS[client])
     changes = []
     path = (root / entries.PROJECT_CONFIGS[client]) if root else home / entries.USER_CONFIGS[client]
-    if client == "claude":
-        changes.append(
-            _json_server(path, name, {"type": "stdio", "command": command, "args": args})
-        )
-    elif client == "cursor":
-        changes.append(_json_server(path, name, {"command": command, "args": args}))
-    else:
-        changes.append(_toml_server(path, name, {"command": command, "args": args}))
+    write_server = _toml_server if client == "codex" else _json_server
+    changes.append(write_server(path, name, entries.server_entry(client, command, args)))
     settings = (root or home) / entries.CLAUDE_SETTINGS
     if hooks or (client == "claude" and _stale_hooks(settings)):
         # Hooks an older version wrote run from the working directory: those are rewritten
         # with the server, --hooks or not (without it, none is added).
         changes.append(_claude_hooks(settings, project=project, add=hooks))
     if approve and root is not None:
+        _approvable(root / entries.CLAUDE_SETTINGS)
         changes.append(_approval(root / LOCAL_SETTINGS, name))
     if client == "claude" and root is not None and (approve or (root / LOCAL_SETTINGS).exists()):
         kept_out = _excluded(root)
@@ -337,6 +337,8 @@ def claude_notes(
             f"warns about the conflict. Keep the {keep} entry (it is this "
             f"repository's) and remove the other: {how}"
         )
+    if root is not None:
+        notes += _env_notes(root / entries.CLAUDE_SETTINGS)
     user_hooks = home / ".claude" / "settings.json"
     if (
         root is not None
@@ -349,6 +351,40 @@ def claude_notes(
             f"keep the project's and remove them from {user_hooks}"
         )
     return notes
+
+
+def _approvable(settings: Path) -> None:
+    """Refuses (before anything is written) to approve a server that Claude Code would start
+    with a variable the project's settings set to change what it runs (`PYTHONPATH=.`)."""
+    found = _run_variables(settings)
+    if found:
+        raise UsageError(
+            f"{settings} sets {', '.join(found)} in `env` for every command Claude Code runs, "
+            "so Engram's server would run this repository's code: nothing was changed; "
+            "remove them from its `env`, then run this again"
+        )
+
+
+def _env_notes(settings: Path) -> list[str]:
+    """A warning when the project's Claude Code settings set such a variable."""
+    found = _run_variables(settings)
+    if not found:
+        return []
+    return [
+        f"warning: {settings} sets {', '.join(found)} in `env` for every command Claude Code "
+        "runs, Engram's server and hooks included, so they could run this repository's code: "
+        "remove them from its `env` (and commit that)"
+    ]
+
+
+def _run_variables(settings: Path) -> list[str]:
+    """The variables a Claude Code settings file sets in `env`, for every command Claude Code
+    runs (Engram's server and hooks too), that change what runs (`entries.run_variables`)."""
+    try:
+        data, _ = _read_json(settings)
+    except UsageError:
+        return []
+    return entries.run_variables(data.get("env"))
 
 
 def _project_root(cwd: Path) -> Path:
@@ -431,9 +467,15 @@ def _json_server(path: Path, name: str, entry: dict[str, Any]) -> Change:
     if not isinstance(servers, dict):
         raise UsageError(f"{path}: mcpServers is not an object; fix it by hand")
     old = servers.get(name)
-    servers[name] = {**(old if isinstance(old, dict) else {}), **entry}
+    servers[name] = dict(entry)
     what = f"MCP server {name!r} " + ("updated" if old is not None else "added")
-    return Change(path, what, existed, _dump_json(data))
+    return Change(path, what + _dropped(old, entry), existed, _dump_json(data))
+
+
+def _dropped(old: object, entry: Mapping[str, Any]) -> str:
+    """What writing `entry` in full drops of the entry it replaces, said in one clause."""
+    keys = sorted(str(k) for k in old if k not in entry) if isinstance(old, dict) else []
+    return f"; dropped {', '.join(keys)} (Engram writes its entry in full)" if keys else ""
 
 
 def _claude_hooks(path: Path, *, project: bool, add: bool = True) -> Change:
@@ -443,6 +485,8 @@ def _claude_hooks(path: Path, *, project: bool, add: bool = True) -> Change:
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: hooks is not an object; fix it by hand")
+    dropped: set[str] = set()
+    replaced = 0  # commands of Engram's hooks that were not the one it writes
     for event, name in HOOKS.items():
         command = hook_command(name, project=project)
         groups = hooks.setdefault(event, []) if add else hooks.get(event, [])
@@ -456,30 +500,28 @@ def _claude_hooks(path: Path, *, project: bool, add: bool = True) -> Change:
             if isinstance(h, dict) and _is_ours(h.get("command"), name)
         ]
         if ours:
-            for hook in ours:
-                hook.update(type="command", command=command, timeout=HOOK_TIMEOUT_SECONDS)
+            for hook in ours:  # in full: a key or a command around ours is not kept
+                dropped |= {str(k) for k in hook if k not in entries.hook_entry(command)}
+                replaced += hook.get("command") != command
+                hook.clear()
+                hook.update(entries.hook_entry(command))
         elif add:
             matcher = {"matcher": MATCHERS[event]} if event in MATCHERS else {}
-            groups.append(
-                {
-                    **matcher,
-                    "hooks": [
-                        {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_SECONDS}
-                    ],
-                }
-            )
+            groups.append({**matcher, "hooks": [entries.hook_entry(command)]})
     what = (
         f"Claude Code hooks {', '.join(HOOKS)}"
         if add
         else "Engram's Claude Code hooks rewritten (they ran `python -m engram.hooks` without -I)"
     )
+    changed = [f"dropped {', '.join(sorted(dropped))}"] if dropped else []
+    changed += [f"replaced {replaced} other command(s)"] if replaced and add else []
+    if changed:
+        what += f"; Engram's hooks written in full ({'; '.join(changed)})"
     return Change(path, what, existed, _dump_json(data))
 
 
 def _is_ours(command: Any, name: str) -> bool:
-    return isinstance(command, str) and bool(
-        re.search(rf"(engram\.hooks|engram mcp hook) {re.escape(name)}\b", command)
-    )
+    return entries.hook_name(command) == name
 
 
 # -- TOML ---------------------------------------------------------------------------------------
@@ -511,10 +553,9 @@ def _toml_server(path: Path, name: str, entry: dict[str, Any]) -> Change:
     if not isinstance(servers, dict):
         raise UsageError(f"{path}: mcp_servers is not a table; fix it by hand")
     old = servers.get(name)
-    merged = {**(old if isinstance(old, dict) else {}), **entry}
-    new_text = set_toml_table(text, ("mcp_servers", name), merged, where=path)
+    new_text = set_toml_table(text, ("mcp_servers", name), entry, where=path)
     what = f"MCP server {name!r} " + ("updated" if old is not None else "added")
-    return Change(path, what, existed, new_text)
+    return Change(path, what + _dropped(old, entry), existed, new_text)
 
 
 # -- writing -------------------------------------------------------------------------------------

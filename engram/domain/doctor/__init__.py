@@ -16,8 +16,10 @@ It looks at everything a crash, a bad merge, a full disk or a hand edit can leav
   .gitattributes (and Engram's lines in it), and every git attribute that would change an event
   file's bytes (a re-encoding, `ident`, a filter, line-ending conversion), wherever it is set;
 - memories whose cited files changed since they were written (a note: `engram stale`);
+- a project's `.engram` that is a symbolic link, which every command refuses (`refused`);
 - the commands Engram installed (MCP client configs, Claude Code hooks, git hooks) that still
-  run `python -m engram…` from the working directory, with the command that rewrites them.
+  run `python -m engram…` from the working directory, and Engram's entries in a project's
+  configs that are not exactly as Engram writes them, with the command that rewrites them.
 
 Diagnosis repairs nothing (it writes a probe file, removed at once, to learn whether the disk
 takes writes, and brings the read model and the ledger of lost events up to date, as any read
@@ -39,8 +41,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeGuard
 
-from ...base.errors import NoStoreError
-from ...base.layout import CONFIG_FILE, EVENTS_DIR
+from ...base.errors import LinkedStoreError, NoStoreError
+from ...base.layout import CONFIG_FILE, EVENTS_DIR, PROJECT_DIR
 from ...git.recovery import git_lock_files, recover_interrupted_commit
 from ...storage import events as ev
 from ...storage.store import Store
@@ -120,6 +122,17 @@ def run(
     return DoctorReport(ok=all(r.ok for r in reports), stores=tuple(r.result() for r in reports))
 
 
+def refused(error: LinkedStoreError) -> DoctorReport:
+    """The verdict where no facade opens because the project's `.engram` is a symbolic link
+    (`engram.base.places.find_project_store` refuses it): that one finding, with its fix."""
+    fix = error.fix.cli if error.fix else ""
+    finding = Finding(
+        "store-link", "error", f"{PROJECT_DIR} is {error.why}", fix, path=str(error.path)
+    )
+    diagnosis = StoreDiagnosis("project", str(error.path), False, (finding,), ())
+    return DoctorReport(ok=False, stores=(diagnosis,))
+
+
 def diagnose(engram: Host, store: Store) -> list[Finding]:
     """Every finding for one store."""
     out: list[Finding] = []
@@ -183,6 +196,7 @@ __all__ = [
     "diagnose",
     "git_lock_files",
     "recover_interrupted_commit",
+    "refused",
     "repair",
     "restore_command",
     "run",

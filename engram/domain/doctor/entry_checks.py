@@ -1,6 +1,7 @@
 """The doctor's check of the commands Engram installed: MCP servers in clients' configs, Claude
 Code hooks and git hooks that still run `python -m engram…` from the working directory, or whose
-program cannot be started here.
+program cannot be started here, and Engram's entries in a project's configs that are not as
+Engram writes them.
 
 Such an entry (written by older versions) imports an `engram/` package or an `engram.py` from
 the directory the client or git starts it in, so a cloned repository can run its own code
@@ -11,6 +12,12 @@ the client unable to start the server or the hooks: a warning that says how to p
 the PATH, or which command writes the entry again. A project store's check reads the
 repository's own configs and hooks; the user's configs go with the personal store (or with the
 project store when the personal one is not examined).
+
+A project's configs are committed, so a teammate's push (or the repository cloned) can change
+Engram's entry after it was installed: add an `env` with `PYTHONPATH=.`, a `cwd`, another
+command. Each of Engram's entries there must be exactly what `engram mcp install … --project`
+writes (`engram.base.entries.server_entry`, `hook_entry`), and the project's Claude Code
+settings must not set, for every command Claude Code runs, a variable that changes what runs.
 """
 
 from __future__ import annotations
@@ -61,7 +68,101 @@ def check_entries(engram: Host, store: Store) -> list[Finding]:
             Finding("entries", "warning", what, fix, path=str(path))
             for path, what, fix in _unstartable(root, project=project)
         ]
+    if store.kind == "project":
+        out += [
+            Finding("entries", "error", message, fix, path=str(path))
+            for path, message, fix in _changed_entries(store.work_tree)
+        ]
     return out
+
+
+CHANGED = (
+    "its client runs what the entry says, and a push can change it to run the repository's own code"
+)
+
+
+def _changed_entries(root: Path) -> Iterator[tuple[Path, str, str]]:
+    """(file, what differs and why it matters, the fix) for each of Engram's entries in the
+    repository `root`'s configs that is not exactly what `engram mcp install … --project`
+    writes (those that run `python -m engram` unprotected are named by `_stale_entries`), and
+    for an `env` in its Claude Code settings that changes what they run."""
+    for client, rel in entries.PROJECT_CONFIGS.items():
+        path = root / rel
+        data = _read(path)
+        if data is None:
+            continue
+        table = data.get("mcp_servers" if path.suffix == ".toml" else "mcpServers")
+        stale = {name for name, _ in _servers(table)}
+        expected = entries.project_server_entry(client)
+        for name, entry in table.items() if isinstance(table, dict) else ():
+            if name in stale or entry == expected or not _engram_server(name, entry):
+                continue
+            option = "" if name == "engram" else f" --name {name}"
+            yield (
+                path,
+                f"MCP server {name!r} is not as Engram writes it "
+                f"({_difference(entry, expected)}): {CHANGED}",
+                f"`engram mcp install {client} --project{option}` writes it again in full; "
+                "then commit it",
+            )
+    path = root / entries.CLAUDE_SETTINGS
+    data = _read(path)
+    if data is None:
+        return
+    hooks = data.get("hooks")
+    changed = sorted(
+        {
+            f"{event} ({_difference(hook, entries.hook_entry(f'engram mcp hook {name}'))})"
+            for event, groups in (hooks.items() if isinstance(hooks, dict) else ())
+            for hook in _hooks(groups)
+            if (name := entries.hook_name(hook.get("command")))
+            and not entries.shell_runs_from_cwd(str(hook.get("command")))
+            and hook != entries.hook_entry(f"engram mcp hook {name}")
+        }
+    )
+    if changed:
+        yield (
+            path,
+            f"Engram's Claude Code hook(s) {', '.join(changed)} are not as Engram writes "
+            f"them: {CHANGED}",
+            "`engram mcp install claude --hooks --project` writes them again in full; "
+            "then commit it",
+        )
+    variables = entries.run_variables(data.get("env"))
+    if variables:
+        yield (
+            path,
+            f"its `env` sets {', '.join(variables)} for every command Claude Code runs, "
+            "Engram's server and hooks included, which could make them run the repository's "
+            "own code",
+            f"remove {', '.join(variables)} from `env` in {entries.CLAUDE_SETTINGS} and "
+            "commit that",
+        )
+
+
+def _engram_server(name: str, entry: object) -> bool:
+    """Whether a server entry is Engram's: named `engram`, or running `engram serve`."""
+    if name == "engram":
+        return True
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+        return False
+    args = entry.get("args")
+    return Path(entry["command"]).name in ("engram", "engram.exe") and (
+        isinstance(args, list) and args[:1] == ["serve"]
+    )
+
+
+def _difference(entry: object, expected: dict[str, object]) -> str:
+    """How an entry differs from the one Engram writes, in a few words."""
+    if not isinstance(entry, dict):
+        return "not an object"
+    extra = sorted(str(k) for k in entry if k not in expected)
+    other = sorted(k for k in expected if k in entry and entry[k] != expected[k])
+    missing = sorted(k for k in expected if k not in entry)
+    parts = [f"{', '.join(extra)} added"] if extra else []
+    parts += [f"{', '.join(other)} changed"] if other else []
+    parts += [f"{', '.join(missing)} missing"] if missing else []
+    return "; ".join(parts)
 
 
 def _unstartable(root: Path, *, project: bool) -> Iterator[tuple[Path, str, str]]:
@@ -234,10 +335,17 @@ def _servers(table: object) -> Iterator[tuple[str, dict[str, Any]]]:
             yield str(name), entry
 
 
-def _commands(groups: object) -> Iterator[str]:
-    """The commands of a Claude Code hook event's groups."""
+def _hooks(groups: object) -> Iterator[dict[str, Any]]:
+    """The hooks of a Claude Code hook event's groups."""
     for group in groups if isinstance(groups, list) else ():
         hooks = group.get("hooks") if isinstance(group, dict) else None
         for hook in hooks if isinstance(hooks, list) else ():
-            if isinstance(hook, dict) and isinstance(hook.get("command"), str):
-                yield hook["command"]
+            if isinstance(hook, dict):
+                yield hook
+
+
+def _commands(groups: object) -> Iterator[str]:
+    """The commands of a Claude Code hook event's groups."""
+    for hook in _hooks(groups):
+        if isinstance(hook.get("command"), str):
+            yield hook["command"]
