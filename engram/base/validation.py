@@ -23,6 +23,7 @@ Every limit is listed in docs/limits.md.
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -111,6 +112,13 @@ def session_id(value: Any, what: str = "session id") -> str:
             "'.', '_' or '-', starting with a letter or digit"
         )
     return text
+
+
+def chosen_session(given: str | None) -> str | None:
+    """The session events are written under: `given` (checked), else `$ENGRAM_SESSION`'s."""
+    if given is not None:
+        return session_id(given)
+    return session_from_env(os.environ.get("ENGRAM_SESSION"))
 
 
 def session_from_env(value: str | None) -> str | None:

@@ -38,8 +38,7 @@ from ..base.errors import (
     UsageError,
     quote,
 )
-from ..base.validation import Checks, name_key, reference, session_from_env, well_formed
-from ..base.validation import session_id as check_session
+from ..base.validation import Checks, chosen_session, name_key, reference, well_formed
 from ..model import memories as mem
 from ..model import tasks
 from ..readmodel import fold
@@ -87,11 +86,7 @@ class Workspace:
     ) -> None:
         self.cwd = Path(cwd) if cwd is not None else Path.cwd()
         self.use: Use = use
-        self.session = (  # ENGRAM_SESSION: empty is none (as if unset), invalid is refused
-            check_session(session)
-            if session is not None
-            else session_from_env(os.environ.get("ENGRAM_SESSION"))
-        )
+        self.session = chosen_session(session)  # ENGRAM_SESSION's: empty is none, bad refused
         # The actor given to the constructor: it wins over the settings (see `actor`).
         self.given_actor: str | None = check_value("actor", actor) if actor is not None else None
         self.personal = Store(engram_home(), "personal")
@@ -539,7 +534,7 @@ class Workspace:
             )
         ):
             self.reset_batch(store)  # nothing substantive waits (git may have taken it)
-            return CommitResult(store.kind, None, 0, pending.refused, pending.unreadable)
+            return CommitResult(store.kind, None, 0, *pending.problems)
         for attempt in (1, 2):
             try:
                 oid = repo.commit(
@@ -573,9 +568,7 @@ class Workspace:
         self.reset_batch(store)
         if oid is not None:
             self.compact_if_due(store, repo)
-        return CommitResult(
-            store.kind, oid, len(pending.events), pending.refused, pending.unreadable
-        )
+        return CommitResult(store.kind, oid, len(pending.events), *pending.problems)
 
     @staticmethod
     def reset_batch(store: Store) -> None:

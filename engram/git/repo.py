@@ -119,6 +119,11 @@ class Pending:
     def events(self) -> list[ev.Event]:
         return [e for change in self.changes for e in change.new_events]
 
+    @property
+    def problems(self) -> tuple[list[str], list[str]]:
+        """The files refused and those held back (`refused`, `unreadable`), as a commit says."""
+        return self.refused, self.unreadable
+
 
 class StoreRepo:
     def __init__(self, store: Store) -> None:
