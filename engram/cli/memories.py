@@ -71,11 +71,22 @@ def memory_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def _memory_text(memory: Any, *, many_stores: bool, fresh: Any = None) -> str:
     tags = "  " + " ".join(f"#{t}" for t in memory.tags) if memory.tags else ""
     where = f"  ({memory.store})" if many_stores else ""
-    state = "  [forgotten]" if memory.status == "forgotten" else ""
+    state = retired_mark(memory)
     return (
         f"{memory.id[:8]}  {memory.kind:<10} {local_time(memory.updated_at)[:10]}  "
         f"{memory.summary()}{tags}{where}{state}{freshness_mark(fresh)}"
     )
+
+
+def retired_mark(memory: Any) -> str:
+    """`  [forgotten]`, or `  [superseded by <id8>]` (`  [superseded]` when the event did not say
+    by what), so that a retired memory `--all` brings back is never taken for a current one."""
+    if memory.status == "forgotten":
+        return "  [forgotten]"
+    if memory.status == "superseded":
+        by = memory.superseded_by
+        return f"  [superseded by {by[:8]}]" if by else "  [superseded]"
+    return ""
 
 
 def freshness_mark(fresh: Any) -> str:
@@ -253,10 +264,7 @@ def get(
         ("id", memory.id),
         ("kind", memory.kind),
         ("store", memory.store),
-        (
-            "status",
-            memory.status + (f" ({memory.forgotten_reason})" if memory.forgotten_reason else ""),
-        ),
+        ("status", _status_text(memory)),
         ("tags", ", ".join(memory.tags) or "-"),
         ("scope", memory.scope or "-"),
         ("source", memory.source),
@@ -276,6 +284,15 @@ def get(
         echo(f"{'cites:':<12}{file.describe()}")
     echo()
     echo(memory.content)
+
+
+def _status_text(memory: Any) -> str:
+    """The status line of `get`: why it was forgotten, or the memory that replaced it."""
+    if memory.forgotten_reason:
+        return f"{memory.status} ({memory.forgotten_reason})"
+    if memory.status == "superseded" and memory.superseded_by:
+        return f"superseded by {memory.superseded_by}"
+    return str(memory.status)
 
 
 @click.command()
@@ -360,7 +377,8 @@ def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "--all",
             "include_all",
             is_flag=True,
-            help="Include forgotten memories and those outside their validity window.",
+            help="Include forgotten and superseded memories (marked so) and those outside "
+            "their validity window.",
         ),
     ]
     for option in reversed(options):
