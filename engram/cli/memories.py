@@ -124,8 +124,9 @@ def with_freshness(memory: Any, fresh: Any) -> dict[str, Any]:
     "cite",
     multiple=True,
     metavar="PATH",
-    help="A tracked file it is about (PATH, PATH:LINE or PATH::SYMBOL); repeat. Paths "
-    "its text names are found as well.",
+    help="A tracked file it is about (PATH, PATH:LINE or PATH::SYMBOL), relative to the "
+    "current directory or absolute inside the repository; repeat. Paths its text names "
+    "(from the repository's top) are found as well.",
 )
 @click.option(
     "--global",
@@ -177,6 +178,7 @@ def remember(
         redact=redact,
         everywhere=everywhere,
         cite=cite,
+        relative_to=ctx.obj["cwd"],
     )
     if as_json:
         print_json(with_receipts(engram, result.to_dict()))
@@ -201,7 +203,8 @@ def remember(
     echo(f"remembered {memory.id[:8]} ({memory.kind}, {memory.store} store{belongs})")
     echo_receipt(engram)
     if memory.citations:
-        echo("  cites " + ", ".join(c["path"] for c in memory.citations) + " (as at HEAD)")
+        files = dict.fromkeys(c["path"] for c in memory.citations)  # a file once, in order
+        echo("  cites " + ", ".join(files) + " (as at HEAD)")
     for other, similarity in result.related:
         short = other.id[:8]
         echo(f"  possible contradiction: {short} (similarity {similarity:.2f}) {other.summary(50)}")
