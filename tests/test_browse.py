@@ -35,6 +35,7 @@ def stores(home_store: Engram) -> Engram:
 
 def write_page(tmp_path: Path, *args: str) -> str:
     out = tmp_path / "page" / "memories.html"
+    out.parent.mkdir(exist_ok=True)
     result = cli("browse", "--html", str(out), *args)
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith(f"wrote {out} (3 memories, 1 tasks, 1 handoffs)")
@@ -73,6 +74,31 @@ def test_the_page_holds_every_memory_task_and_handoff_and_loads_nothing(
         assert re.search(
             rf'<select data-filter="{name}">.*?<option value="{value}">', page, re.DOTALL
         ), name
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("browse", "--html", "OUT"),
+        ("timeline", "TASK", "--html", "OUT"),
+        ("export", "OUT"),
+        ("export", "--format", "markdown", "OUT"),
+    ],
+)
+def test_a_missing_folder_is_refused_not_created(
+    stores: Engram, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    task = stores.tasks()[0].id
+    typo = tmp_path / "reprots" / "2026"
+    out = typo / "out"
+    args = [{"OUT": str(out), "TASK": task}.get(a, a) for a in command]
+    result = cli(*args)
+    assert result.exit_code == 2
+    assert result.output == f"error: {typo} does not exist; create it first\n"
+    assert not (tmp_path / "reprots").exists()  # nothing written, no folder made
+    typo.mkdir(parents=True)
+    assert cli(*args).exit_code == 0  # a Markdown export makes its own directory, OUT
+    assert out.exists()
 
 
 def test_store_text_is_escaped(home_store: Engram, tmp_path: Path) -> None:

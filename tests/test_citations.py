@@ -64,7 +64,8 @@ def test_paths_a_memory_names_are_pinned_and_untracked_ones_are_not(repo: Path) 
     refused = cli("remember", "the env file", "--cite", "secret.env", cwd=repo)
     assert refused.exit_code == 2 and "not a file git tracks" in refused.output
     for wrong, words in (
-        ("../outside.py", "inside the repository"),
+        ("../outside.py", "is outside the repository"),
+        ("/etc/passwd", "is outside the repository"),
         ("payments/retry.py::nowhere", "is not in payments/retry.py"),
         ("payments/retry.py:99", "has 3 lines"),
         (".git/config", "not in .git"),
@@ -75,6 +76,62 @@ def test_paths_a_memory_names_are_pinned_and_untracked_ones_are_not(repo: Path) 
 
     done = cli("remember", "migrations first", "--cite", "scripts/migrate.sh:2", cwd=repo)
     assert done.exit_code == 0 and "cites scripts/migrate.sh" in done.output
+
+
+def test_cite_on_the_command_line_is_relative_to_the_current_directory(repo: Path) -> None:
+    here = repo / "payments"
+    done = cli("remember", "retries back off", "--cite", "retry.py::retry", cwd=here)
+    assert done.exit_code == 0, done.output
+    assert "cites payments/retry.py" in done.output
+    absolute = cli(
+        "remember", "migrations run first", "--cite", str(repo / "scripts/migrate.sh"), cwd=here
+    )
+    assert absolute.exit_code == 0 and "cites scripts/migrate.sh" in absolute.output
+    outside = cli("remember", "a fact", "--cite", "../../x.py", cwd=here)
+    assert outside.exit_code == 2
+    assert outside.output.strip() == (
+        f"error: --cite '../../x.py' is outside the repository ({repo}); cite a file inside it"
+    )
+    cited = {
+        m.content: [c["path"] for c in m.citations] for m in Engram(cwd=repo).memories()
+    }  # stored relative to the repository's top, whatever directory named them
+    assert cited == {
+        "retries back off": ["payments/retry.py"],
+        "migrations run first": ["scripts/migrate.sh"],
+    }
+    # The MCP tool and the library keep paths relative to the top (test_the_mcp_tools_...).
+    refused = cli("remember", "a fact", "--cite", "retry.py", cwd=repo)
+    assert refused.exit_code == 2 and "not a file git tracks" in refused.output
+
+
+def test_a_file_is_cited_once_in_its_most_precise_form(repo: Path) -> None:
+    done = cli(
+        "remember",
+        "payments/retry.py retries; see payments/retry.py:2",
+        "--cite",
+        "payments/retry.py::retry",
+        "--json",
+        cwd=repo,
+    )
+    citations = json.loads(done.output)["citations"]
+    assert [(c["path"], c.get("line"), c.get("symbol")) for c in citations] == [
+        ("payments/retry.py", None, "retry"),
+        ("payments/retry.py", 2, None),
+    ]  # the whole file the text names adds nothing to these
+    shown = cli(
+        "remember", "scripts/migrate.sh runs them", "--cite", "scripts/migrate.sh:2", cwd=repo
+    )
+    assert "  cites scripts/migrate.sh (as at HEAD)" in shown.output.splitlines()
+    twice = cli(
+        "remember",
+        "the loop runs three times",
+        "--cite",
+        "payments/retry.py::retry",
+        "--cite",
+        "payments/retry.py:2",
+        cwd=repo,
+    )
+    assert "  cites payments/retry.py (as at HEAD)" in twice.output.splitlines()
 
 
 def test_edits_renames_and_deletions_mark_memories_and_lower_them(repo: Path) -> None:

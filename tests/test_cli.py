@@ -172,6 +172,14 @@ def test_config_set_keeps_comments_and_commits(home_store: Engram) -> None:
     assert cli("config", "set", "commit.every_events", "0").exit_code == 2
 
 
+def test_config_set_prints_the_value_as_get_does(home_store: Engram) -> None:
+    for given, shown in (("yes", "true"), ("off", "false"), ("7", "7")):
+        key = "commit.every_events" if given == "7" else "commit.auto"
+        assert cli("config", "set", key, given).stdout == f"{key} = {shown}\n"
+        assert cli("config", "get", key).stdout == f"{shown}\n"
+        assert f"{key} = {shown}    # " in cli("config", "list").stdout
+
+
 def test_project_settings_override_personal_ones(tmp_path: Path, home_store: Engram) -> None:
     repo = make_repo(tmp_path / "repo")
     Engram(cwd=repo).init(project=True)

@@ -299,6 +299,7 @@ def test_export_then_import_gives_back_the_same_events(
 ) -> None:
     task_id = _native_history(home_store)
     out = tmp_path / "out" / "engram.jsonl"
+    out.parent.mkdir()
     result = cli("export", str(out))
     assert result.exit_code == 0 and "exported" in result.stdout
     exported = out.read_bytes()

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from conftest import make_repo
+from conftest import cli, make_repo
 
 from engram.api import Engram
 from engram.base.errors import AmbiguousIdError, NotFoundError, UsageError
@@ -35,6 +36,31 @@ def test_remember_then_get_returns_every_field(home_store: Engram) -> None:
     assert got.tags == ("db", "tests", "ci")
     assert got.valid_from == "2026-01-01T00:00:00.000000Z"
     assert got.store == "personal" and got.version == 1 and got.status == "active"
+
+
+def test_superseded_memories_are_marked_with_what_replaced_them(home_store: Engram) -> None:
+    old = home_store.remember("Use MySQL for the job queue", kind="decision").memory
+    new = home_store.remember(
+        "Use Postgres for the job queue", kind="decision", supersedes=[old.id]
+    ).memory
+    gone = home_store.remember("The queue runs on Redis", kind="fact").memory
+    home_store.forget(gone.id, reason="no longer")
+    mark = f"[superseded by {new.id[:8]}]"
+    for command in (("list", "--all"), ("recall", "--all", "queue")):
+        lines = {line[:8]: line for line in cli(*command).stdout.splitlines()}
+        assert lines[old.id[:8]].endswith(mark), command
+        assert lines[gone.id[:8]].endswith("[forgotten]"), command
+        assert "[" not in lines[new.id[:8]], command
+    for command in (
+        ("list", "--all"),
+        ("recall", "--all", "queue"),
+        ("recall", "--all", "queue", "--full"),
+    ):
+        found = {m["id"]: m for m in json.loads(cli(*command, "--json").stdout)}
+        assert found[old.id]["status"] == "superseded", command
+        assert found[old.id]["superseded_by"] == new.id, command
+        assert found[new.id]["status"] == "active", command
+    assert f"status:     superseded by {new.id}" in cli("get", old.id[:8]).stdout.splitlines()
 
 
 def test_update_and_forget_are_new_events_and_history_keeps_every_version(

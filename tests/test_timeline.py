@@ -104,6 +104,7 @@ def test_json_timeline_has_items_and_sessions(history: str) -> None:
 
 def test_html_timeline_is_one_self_contained_file(history: str, tmp_path: Path) -> None:
     out = tmp_path / "page" / "timeline.html"
+    out.parent.mkdir()
     result = cli("timeline", history, "--html", str(out))
     assert result.exit_code == 0, result.stderr
     assert list(out.parent.iterdir()) == [out]

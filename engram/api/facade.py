@@ -227,6 +227,7 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
         check_duplicates: bool | None = None,
         everywhere: bool = False,
         cite: Sequence[str] = (),
+        relative_to: Path | None = None,
     ) -> Remembered:
         """Store a memory durably (fsynced before this returns).
 
@@ -241,7 +242,9 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
 
         Written to the personal store inside a git repository, the memory belongs to that
         project (its root commit, `engram.git.identity`) and is recalled only there, unless
-        `everywhere`. `cite` names tracked files it is about (`engram.domain.citing`).
+        `everywhere`. `cite` names tracked files it is about (`engram.domain.citing`), relative
+        to the repository's top, or to the directory `relative_to` when given (as a command
+        line's are to its current directory).
         """
         return self._memories.remember(
             content,
@@ -259,6 +262,7 @@ class Engram(CitationReads, ContinuityCalls, ReceiptReads):
             check_duplicates=check_duplicates,
             everywhere=everywhere,
             cite=cite,
+            relative_to=relative_to,
         )
 
     def update(

@@ -2,12 +2,16 @@
 
 Every write that replaces a file by rename goes through `atomic_write`, so that a crash leaves
 the old file or the new one, never a mix, and no temporary file stays behind after an error.
+A file written where a person said (`export`, `browse --html`) goes only into a folder that
+exists (`folder_exists`): a typo in a path is refused, not made into folders.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from .errors import UsageError
 
 
 def fsync_dir(path: Path) -> None:
@@ -17,6 +21,16 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def folder_exists(target: Path) -> None:
+    """Refuse (UsageError) an output `target` whose folder does not exist, as most tools do:
+    creating the missing folders would turn a mistyped path into a tree of them."""
+    folder = target.parent
+    if not folder.exists():
+        raise UsageError(f"{folder} does not exist; create it first")
+    if not folder.is_dir():
+        raise UsageError(f"{folder} is not a directory; give a path inside a directory")
 
 
 def temp_path(path: Path, *, hidden: bool = False) -> Path:

@@ -14,6 +14,14 @@ from .common import json_option, open_engram, print_json
 # -- settings -----------------------------------------------------------------------------------
 
 
+def _shown(value: object) -> str:
+    """A setting's value as config.yaml spells it (`true`, `null`), so that list, get and set
+    print one value one way."""
+    if value is None:
+        return "null"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 @click.group()
 def config() -> None:
     """Read and change settings (config.yaml in a store; comments are kept)."""
@@ -31,14 +39,7 @@ def config_list(ctx: click.Context, personal: bool, as_json: bool) -> None:
         print_json(as_json_value(rows))
         return
     for row in rows:
-        value = (
-            "null"
-            if row.value is None
-            else str(row.value).lower()
-            if isinstance(row.value, bool)
-            else row.value
-        )
-        echo(f"{row.key} = {value}    # {row.origin}")
+        echo(f"{row.key} = {_shown(row.value)}    # {row.origin}")
 
 
 @config.command(name="get")
@@ -49,7 +50,7 @@ def config_get(ctx: click.Context, key: str, personal: bool) -> None:
     """Print one setting's effective value here."""
     engram = open_engram(ctx, personal=personal)
     value = engram.config_get(key)
-    echo("null" if value is None else str(value).lower() if isinstance(value, bool) else value)
+    echo(_shown(value))
 
 
 @config.command(name="set")
@@ -65,7 +66,7 @@ def config_set(ctx: click.Context, key: str, value: str, project: bool) -> None:
     """Change a setting in a store's config.yaml (and commit it)."""
     engram = open_engram(ctx, project=project)
     stored = engram.config_set(key, value)
-    echo(f"{key} = {stored}")
+    echo(f"{key} = {_shown(stored)}")
 
 
 def register(main: click.Group) -> None:

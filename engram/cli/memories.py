@@ -14,10 +14,11 @@ from ..base.display import echo, local_time
 from ..base.results import as_json as as_json_value
 from .backlog import embed_backlog
 from .common import at_option, json_option, open_engram, print_json, read_text, store_options
+from .memory_lines import memory_text, place, status_text, with_freshness
 from .receipts import echo_receipt, with_receipts
 
 if TYPE_CHECKING:
-    from ..model.memories import Memory
+    pass
 
 # -- memories -----------------------------------------------------------------------------------
 
@@ -71,31 +72,6 @@ def memory_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def _memory_text(memory: Any, *, many_stores: bool, fresh: Any = None) -> str:
-    tags = "  " + " ".join(f"#{t}" for t in memory.tags) if memory.tags else ""
-    where = f"  ({memory.store})" if many_stores else ""
-    state = "  [forgotten]" if memory.status == "forgotten" else ""
-    return (
-        f"{memory.id[:8]}  {memory.kind:<10} {local_time(memory.updated_at)[:10]}  "
-        f"{memory.summary()}{tags}{where}{state}{freshness_mark(fresh)}"
-    )
-
-
-def freshness_mark(fresh: Any) -> str:
-    """`  [stale: changed]` for a memory whose cited files changed; `  [cites: unknown]` when
-    this clone cannot say; nothing for a fresh one or one that cites nothing."""
-    if fresh is None or fresh.state == "fresh":
-        return ""
-    return f"  [cites: {fresh.state}]" if fresh.state == "unknown" else f"  [stale: {fresh.state}]"
-
-
-def with_freshness(memory: Any, fresh: Any) -> dict[str, Any]:
-    data: dict[str, Any] = memory.to_dict()
-    if fresh is not None:
-        data["freshness"] = fresh.to_dict()
-    return data
-
-
 @click.command()
 @click.argument("text")
 @memory_options
@@ -116,8 +92,9 @@ def with_freshness(memory: Any, fresh: Any) -> dict[str, Any]:
     "cite",
     multiple=True,
     metavar="PATH",
-    help="A tracked file it is about (PATH, PATH:LINE or PATH::SYMBOL); repeat. Paths "
-    "its text names are found as well.",
+    help="A tracked file it is about (PATH, PATH:LINE or PATH::SYMBOL), relative to the "
+    "current directory or absolute inside the repository; repeat. Paths its text names "
+    "(from the repository's top) are found as well.",
 )
 @click.option(
     "--global",
@@ -169,6 +146,7 @@ def remember(
         redact=redact,
         everywhere=everywhere,
         cite=cite,
+        relative_to=ctx.obj["cwd"],
     )
     if as_json:
         print_json(with_receipts(engram, result.to_dict()))
@@ -193,7 +171,8 @@ def remember(
     echo(f"remembered {memory.id[:8]} ({memory.kind}, {memory.store} store{belongs})")
     echo_receipt(engram)
     if memory.citations:
-        echo("  cites " + ", ".join(c["path"] for c in memory.citations) + " (as at HEAD)")
+        files = dict.fromkeys(c["path"] for c in memory.citations)  # a file once, in order
+        echo("  cites " + ", ".join(files) + " (as at HEAD)")
     for other, similarity in result.related:
         short = other.id[:8]
         echo(f"  possible contradiction: {short} (similarity {similarity:.2f}) {other.summary(50)}")
@@ -203,19 +182,13 @@ def remember(
 
             echo(f"    the new text differs from {short} in {describe_differences(found)}")
         elif (other.kind, other.scope) != (memory.kind, memory.scope):
-            echo(f"    {short} is {_place(other)}; the new memory is {_place(memory)}")
+            echo(f"    {short} is {place(other)}; the new memory is {place(memory)}")
         echo(f"    if {short} is now wrong, replace it: engram remember ... --supersedes {short}")
     if result.uncompared:
         echo(
             f"  not compared with {result.uncompared:,} memories that have no vector yet "
             "(a bulk write being embedded; `engram reindex` embeds them now)"
         )
-
-
-def _place(memory: Memory) -> str:
-    """`a convention of scope backend`: where a near-duplicate of another place is found."""
-    article = "an" if memory.kind[0] in "aeiou" else "a"
-    return f"{article} {memory.kind}" + (f" of scope {memory.scope}" if memory.scope else "")
 
 
 @click.command()
@@ -264,10 +237,7 @@ def get(
         ("id", memory.id),
         ("kind", memory.kind),
         ("store", memory.store),
-        (
-            "status",
-            memory.status + (f" ({memory.forgotten_reason})" if memory.forgotten_reason else ""),
-        ),
+        ("status", status_text(memory)),
         ("tags", ", ".join(memory.tags) or "-"),
         ("scope", memory.scope or "-"),
         ("source", memory.source),
@@ -371,7 +341,8 @@ def filter_options(func: Callable[..., Any]) -> Callable[..., Any]:
             "--all",
             "include_all",
             is_flag=True,
-            help="Include forgotten memories and those outside their validity window.",
+            help="Include forgotten and superseded memories (marked so) and those outside "
+            "their validity window.",
         ),
     ]
     for option in reversed(options):
@@ -419,7 +390,7 @@ def list_(
         return
     many = len(engram.stores()) > 1
     for memory in found:
-        echo(_memory_text(memory, many_stores=many, fresh=fresh.get(memory.id)))
+        echo(memory_text(memory, many_stores=many, fresh=fresh.get(memory.id)))
     if not found:
         echo("no memories" + (" match" if kinds or tags or scope else " yet"))
 
@@ -523,7 +494,7 @@ def recall(
         else {}
     )
     for hit in hits:
-        echo(_memory_text(hit.memory, many_stores=many, fresh=hit.freshness))
+        echo(memory_text(hit.memory, many_stores=many, fresh=hit.freshness))
         if hit.memory.id in detail:
             echo(f"          (cited files: {detail[hit.memory.id].describe()})")
         if explain:

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..base.display import visible
 from ..base.errors import UsageError
-from ..base.files import atomic_write
+from ..base.files import atomic_write, folder_exists
 from .continuity import checkpoints as cp
 from .timeline_html import CSS as TIMELINE_CSS
 
@@ -66,9 +66,9 @@ class Browse:
 
 
 def write_page(target: Path, page: str, *, force: bool = False) -> None:
-    """Write an HTML page to `target`. An existing file, or a symbolic link (even one that
-    points nowhere), is replaced only with `force`, and then the link itself is replaced: what
-    it points to is never written."""
+    """Write an HTML page to `target`, in a folder that exists (`folder_exists`). An existing
+    file, or a symbolic link (even one that points nowhere), is replaced only with `force`, and
+    then the link itself is replaced: what it points to is never written."""
     if target.is_dir() and not target.is_symlink():
         raise UsageError(f"{target} is a directory; give the file to write")
     if target.is_symlink() and not force:
@@ -78,7 +78,7 @@ def write_page(target: Path, page: str, *, force: bool = False) -> None:
         )
     if target.exists() and not force:
         raise UsageError(f"{target} exists; choose another name or pass --force to replace it")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    folder_exists(target)
     atomic_write(target, page, durable=False, hidden=True)
 
 

@@ -4,7 +4,10 @@ A memory's text is read for what looks like a path (`payments/retry.py`, `script
 also as `path:line` or `path::symbol`; each that names a file committed at HEAD of the work tree
 the memory is written in is recorded in the `memory.created` (or `memory.updated`) event with
 the commit and its blob id (`engram.model.freshness.Citation`). Explicit citations (`--cite`,
-the MCP `cite` parameter) must each name such a file, else the write is refused.
+the MCP `cite` parameter) must each name such a file, else the write is refused. On the command
+line an explicit path is relative to the current directory, as git takes one (`from_directory`);
+the MCP tool's, like the paths found in the text, are relative to the repository's top. A file is
+cited once in the form that says most (`_most_precise`).
 
 Only git's committed trees are read (a tree lookup per path; a blob only for an explicit line or
 symbol): nothing outside the repository, and never an untracked or ignored file. Outside a git
@@ -13,6 +16,7 @@ repository, or before its first commit, nothing is cited.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,8 +65,12 @@ def _refused(problem: str) -> UsageError:
     return UsageError(problem, mcp_problem=problem.replace("--cite", parameter("--cite")))
 
 
-def parse_cite(value: str) -> tuple[str, int | None, str | None]:
-    """An explicit citation, `path`, `path:line` or `path::symbol`, checked."""
+def parse_cite(
+    value: str, *, top: Path | None = None, here: Path | None = None
+) -> tuple[str, int | None, str | None]:
+    """An explicit citation, `path`, `path:line` or `path::symbol`, checked. Its path is
+    relative to the repository's top, or to the directory `here` when given (`from_directory`,
+    which needs the work tree `top`)."""
     text = str(value or "").strip()
     symbol = line = None
     if "::" in text:
@@ -78,6 +86,8 @@ def parse_cite(value: str) -> tuple[str, int | None, str | None]:
         if not 1 <= line <= 10_000_000:
             raise _refused(f"--cite {value!r}: lines count from 1")
     try:
+        if here is not None and top is not None:
+            text = from_directory(top, here, validation.well_formed(text, "--cite path").strip())
         path = validation.path(text, what="--cite path", limit=1024)
     except UsageError as exc:
         raise _refused(str(exc)) from None
@@ -86,6 +96,26 @@ def parse_cite(value: str) -> tuple[str, int | None, str | None]:
     if not well_formed_path(path):
         raise _refused(f"--cite {value!r} must name a file inside the repository, not in .git")
     return path, line, symbol
+
+
+def from_directory(top: Path, here: Path, text: str) -> str:
+    """A cited path given on the command line, taken as git takes one: relative to `here` (the
+    current directory, or -C's) when that is inside the work tree `top`, else to `top`; an
+    absolute one must lead into the work tree. It comes back relative to `top`, `/`-separated.
+    Symbolic links are followed only above `top` (a link to the repository, the real path of
+    the current directory); inside it only what git tracks is ever cited."""
+    if not text:
+        return text
+    top_real = top.resolve()
+    base = here.resolve()
+    if not base.is_relative_to(top_real):
+        base = top_real
+    given = Path(text)
+    full = Path(os.path.normpath(given if given.is_absolute() else base / given))
+    for ancestor in (*reversed(full.parents), full):
+        if ancestor.resolve() == top_real:
+            return full.relative_to(ancestor).as_posix()
+    raise UsageError(f"--cite {text!r} is outside the repository ({top}); cite a file inside it")
 
 
 def work_tree(workspace: Workspace) -> Path | None:
@@ -105,13 +135,21 @@ def has_symbol(lines: Sequence[str], symbol: str) -> bool:
     return any(pattern.search(line) for line in lines)
 
 
-def pin(workspace: Workspace, content: str, explicit: Sequence[str] = ()) -> dict[str, Any]:
+def pin(
+    workspace: Workspace,
+    content: str,
+    explicit: Sequence[str] = (),
+    *,
+    relative_to: Path | None = None,
+) -> dict[str, Any]:
     """`{"citations": [...]}` for the event of a memory with `content`, or `{}` when it cites
-    nothing. A wrong explicit citation is refused (UsageError) before anything is written."""
-    wanted = [parse_cite(value) for value in explicit]
-    if len(wanted) > MAX_CITATIONS:
-        raise UsageError(f"{len(wanted)} citations; give at most {MAX_CITATIONS}")
+    nothing. A wrong explicit citation is refused (UsageError) before anything is written.
+    Explicit paths are relative to the repository's top, or to the directory `relative_to`
+    when given (as a command line's are to its current directory)."""
+    if len(explicit) > MAX_CITATIONS:
+        raise UsageError(f"{len(explicit)} citations; give at most {MAX_CITATIONS}")
     top = work_tree(workspace)
+    wanted = [parse_cite(value, top=top, here=relative_to) for value in explicit]
     if top is None:
         if wanted:
             raise _refused(
@@ -140,7 +178,16 @@ def pin(workspace: Workspace, content: str, explicit: Sequence[str] = ()) -> dic
         found = _pinned(code, path, line, symbol, explicit=False)
         if found is not None:
             pinned.setdefault(found.label, found)
-    return {"citations": [c.to_dict() for c in pinned.values()]} if pinned else {}
+    kept = _most_precise(list(pinned.values()))
+    return {"citations": [c.to_dict() for c in kept]} if kept else {}
+
+
+def _most_precise(citations: list[Citation]) -> list[Citation]:
+    """`citations` without a whole file also cited at a line or a symbol: one citation pins the
+    file's blob as well as the other, so `src/db.py` named in the text adds nothing to
+    `--cite src/db.py::connect`."""
+    precise = {c.path for c in citations if c.line is not None or c.symbol is not None}
+    return [c for c in citations if c.label != c.path or c.path not in precise]
 
 
 def _pinned(

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..base.display import md, md_code, md_lines
 from ..base.errors import UsageError
-from ..base.files import atomic_write
+from ..base.files import atomic_write, folder_exists
 from ..model.memories import MEMORY_KINDS
 from ..storage import events as ev
 from .continuity import checkpoints as cp
@@ -51,7 +51,7 @@ def write_jsonl(target: Path, events: Iterable[ev.Event], *, force: bool = False
         raise UsageError(f"{target} is a directory; give a file name such as engram.jsonl")
     if target.exists() and not force:
         raise UsageError(f"{target} exists; choose another name or pass --force to replace it")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    folder_exists(target)
     atomic_write(target, b"".join(event.to_line() for event in events), durable=False, hidden=True)
 
 
@@ -64,6 +64,7 @@ def write_markdown(
         raise UsageError(
             f"{target} is not empty; choose a new directory or pass --force to write into it"
         )
+    folder_exists(target)  # the directory itself is made, never the folders above it
     files: dict[Path, str] = {}
     many = len(stores) > 1
     index = ["# Engram export", ""]

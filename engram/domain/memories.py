@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.config import LIST_LIMIT, RECALL_K, check_count
@@ -103,6 +104,7 @@ class Memories:
         check_duplicates: bool | None = None,
         everywhere: bool = False,
         cite: Sequence[str] = (),
+        relative_to: Path | None = None,
     ) -> Remembered:
         """Store a memory durably (fsynced before this returns).
 
@@ -135,7 +137,7 @@ class Memories:
             "valid_until": _moment(valid_until, "--valid-until"),
         }
         mem.check_window(data["valid_from"], data["valid_until"])
-        data.update(citing.pin(self.workspace, content, cite))  # the tracked files it names
+        data.update(citing.pin(self.workspace, content, cite, relative_to=relative_to))
         here = self.workspace.here() if store.kind == "personal" and not everywhere else None
         if here is not None and here.root is not None:
             data["project"] = here.root

@@ -110,6 +110,13 @@ class Hit:
                 "summary": self.memory.summary(),
                 "tags": list(self.memory.tags),
                 "store": self.memory.store,
+                # A retired memory (`--all`) says so even in the short form.
+                "status": self.memory.status,
+                **(
+                    {"superseded_by": self.memory.superseded_by}
+                    if self.memory.superseded_by
+                    else {}
+                ),
             }
         )
         if self.freshness is not None:
