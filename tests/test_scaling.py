@@ -68,6 +68,7 @@ class Synthetic:
         # 1 ms apart, from `clock` or so as to end before now
         self.clock = clock if clock is not None else time.time_ns() // 1000 - 2 * count * 1000
         self.lines: list[bytes] = []
+        self.carried: dict[str, dict[str, list[str]]] = {}
 
     def add(self, kind: str, data: dict[str, Any]) -> None:
         self.clock += 1000
@@ -149,6 +150,11 @@ class Synthetic:
         )
 
     def checkpoint(self, task: str, seq: int) -> None:
+        # As a handoff is written: what is done and must hold carries over, with one item more;
+        # the plan is new.
+        carried = self.carried.setdefault(task, {})
+        for name in ("completed", "must_not_redo", "must_preserve"):
+            carried[name] = [*carried.get(name, ()), self.sentence()]
         self.add(
             "checkpoint.saved",
             {
@@ -160,16 +166,9 @@ class Synthetic:
                 "summary": self.sentence(),
                 **{
                     name: [self.sentence() for _ in range(3)]
-                    for name in (
-                        "completed",
-                        "in_progress",
-                        "blocked",
-                        "next",
-                        "must_not_redo",
-                        "must_preserve",
-                        "open_questions",
-                    )
+                    for name in ("in_progress", "blocked", "next", "open_questions")
                 },
+                **{name: list(items) for name, items in carried.items()},
                 "working_set": {
                     "files": [{"path": p, "commit": None} for p in WORKING_SET],
                     "commands": ["make test"],
