@@ -173,10 +173,38 @@ def _setting(key: str) -> Setting:
         ) from None
 
 
+class AliasInConfig(Exception):
+    """A config.yaml uses a YAML alias (`*name`). A settings file has no need of one, and a few
+    nested aliases expand to billions of values (an alias bomb), so none is followed."""
+
+    def __init__(self, name: str, line: int) -> None:
+        super().__init__(name, line)
+        self.name = name
+        self.line = line
+
+    def words(self, where: str) -> str:
+        return (
+            f"{where}:{self.line}: YAML alias {quote('*' + self.name)} is not allowed in a "
+            "config file"
+        )
+
+
 def _yaml() -> YAML:
     from ruamel.yaml import YAML  # ~35 ms to import: only when a file must be parsed
+    from ruamel.yaml.composer import Composer
+    from ruamel.yaml.events import AliasEvent
+
+    class NoAliases(Composer):
+        """Refuses an alias where it meets it, before a value is built from it."""
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.parser.check_event(AliasEvent):
+                event = self.parser.peek_event()
+                raise AliasInConfig(str(event.anchor), event.start_mark.line + 1)
+            return super().compose_node(parent, index)
 
     yaml = YAML()  # round-trip: keeps comments, order and style
+    yaml.Composer = NoAliases
     yaml.indent(mapping=2, sequence=4, offset=2)
     return yaml
 
@@ -211,7 +239,7 @@ def _yaml_scalar(value: Any) -> str:
 
 def _flatten(tree: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
     """(dotted key, value) pairs. A mapping goes deeper only where settings do, so that an
-    unknown key is reported as such (and an alias that refers to itself ends)."""
+    unknown key is reported as such."""
     for name, value in tree.items():
         key = f"{prefix}{name}"
         if isinstance(value, Mapping) and any(k.startswith(key + ".") for k in SETTINGS):
@@ -265,6 +293,10 @@ class ConfigFile:
         text = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
         try:
             tree = yaml.load(text) if text.strip() else None
+        except AliasInConfig as exc:
+            raise UsageError(
+                f"{exc.words(str(self.path))}; write the value out in full, then set it again"
+            ) from None
         except Exception as exc:  # ruamel raises many types; all mean the same to a user
             raise UsageError(
                 f"{self.path} is not valid YAML ({exc.__class__.__name__}); fix "
@@ -321,6 +353,14 @@ def read_config(data: bytes, *, where: str = CONFIG_FILE, project: bool = False)
         with warnings.catch_warnings():  # e.g. a reused anchor: the errors below say enough
             warnings.simplefilter("ignore")
             tree = _yaml().load(text) or {}
+    except AliasInConfig as exc:
+        return ConfigRead(
+            {},
+            (
+                f"{exc.words(where)}, so its settings are ignored; write the value out in "
+                "full, or restore the file with git",
+            ),
+        )
     except Exception as exc:  # ruamel raises many types; all mean the same to a user
         return ConfigRead(
             {},

@@ -49,7 +49,7 @@ from ..base.layout import (  # noqa: F401 (HANDOFFS_DIR: named here for the stor
     TRACKED,
     local_dir,
 )
-from . import attributes, gitdir, ledger, lines
+from . import attributes, gitdir, ledger, lines, shapes
 from . import events as ev
 from .local import StoreLock, WriterState, lines_before, unwritable
 
@@ -172,7 +172,9 @@ class Store:
             kept: Path | None = self.local_dir / CONFIG_PARSED
             if not self.local_dir.is_dir():
                 kept = None
-            read = self.config_file.load(kept, project=self.kind == "project")
+            read = shapes.config_read(self) or self.config_file.load(
+                kept, project=self.kind == "project"
+            )
             cached = (
                 stamp,
                 Layer(read.values, origin=f"{self.kind} store ({path})", warnings=read.warnings),
@@ -257,6 +259,8 @@ class Store:
         """Create the committed skeleton files that are missing, and bring a .gitattributes
         without Engram's lines for event files up to date (`engram.storage.attributes`);
         return the names of the files written."""
+        for name in shapes.misshapen(self):
+            shapes.refuse(self, name)
         self.root.mkdir(parents=True, exist_ok=True)
         self.events_dir.mkdir(exist_ok=True)
         created = []
@@ -339,6 +343,7 @@ class Store:
                 f"(`{git_c(self)} rm -- {shlex.quote(self.repo_path(link))}`, "
                 "then commit) and try again"
             )
+        shapes.refuse_write(self, path)
         data = b"".join(raw) if raw is not None else b"".join(event.to_line() for event in batch)
         new_file = not path.exists()
         if new_file:
@@ -474,7 +479,7 @@ class Store:
         """Is the file exactly as this writer left it? Repairs a crash's leftovers on the way."""
         try:
             size = path.stat().st_size
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # a file where a folder was: refused
             return False
         if size < state.size or not self._tail_matches(path, state):
             return False
