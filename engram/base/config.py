@@ -163,10 +163,38 @@ def _setting(key: str) -> Setting:
         ) from None
 
 
+class AliasInConfig(Exception):
+    """A config.yaml uses a YAML alias (`*name`). A settings file has no need of one, and a few
+    nested aliases expand to billions of values (an alias bomb), so none is followed."""
+
+    def __init__(self, name: str, line: int) -> None:
+        super().__init__(name, line)
+        self.name = name
+        self.line = line
+
+    def words(self, where: str) -> str:
+        return (
+            f"{where}:{self.line}: YAML alias {quote('*' + self.name)} is not allowed in a "
+            "config file"
+        )
+
+
 def _yaml() -> YAML:
     from ruamel.yaml import YAML  # ~35 ms to import: only when a file must be parsed
+    from ruamel.yaml.composer import Composer
+    from ruamel.yaml.events import AliasEvent
+
+    class NoAliases(Composer):
+        """Refuses an alias where it meets it, before a value is built from it."""
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.parser.check_event(AliasEvent):
+                event = self.parser.peek_event()
+                raise AliasInConfig(str(event.anchor), event.start_mark.line + 1)
+            return super().compose_node(parent, index)
 
     yaml = YAML()  # round-trip: keeps comments, order and style
+    yaml.Composer = NoAliases
     yaml.indent(mapping=2, sequence=4, offset=2)
     return yaml
 
@@ -264,6 +292,10 @@ class ConfigFile:
         text = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
         try:
             tree = yaml.load(text) if text.strip() else None
+        except AliasInConfig as exc:
+            raise UsageError(
+                f"{exc.words(str(self.path))}; write the value out in full, then set it again"
+            ) from None
         except Exception as exc:  # ruamel raises many types; all mean the same to a user
             raise UsageError(
                 f"{self.path} is not valid YAML ({exc.__class__.__name__}); fix "
@@ -310,9 +342,12 @@ class ConfigProblem:
     line: int | None = None
     command: str | None = None
     whole: bool = False  # the whole file is left out
+    said: str | None = None  # the line, when it says where in its own words
 
     @property
     def text(self) -> str:
+        if self.said:
+            return self.said
         if self.whole:
             return f"{self.where} {self.what}"
         return (
@@ -351,6 +386,12 @@ def _read(data: bytes, where: str, project: bool) -> tuple[dict[str, Any], list[
         with warnings.catch_warnings():  # e.g. a reused anchor: the errors below say enough
             warnings.simplefilter("ignore")
             tree = _yaml().load(text) or {}
+    except AliasInConfig as exc:
+        fix = (
+            "so its settings are ignored; write the value out in full, or restore the file with git"
+        )
+        said = f"{exc.words(where)}, {fix}"
+        return {}, [ConfigProblem(said, where, exc.line, whole=True, said=said)]
     except Exception as exc:  # ruamel raises many types; all mean the same to a user
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = getattr(mark, "line", None)

@@ -14,7 +14,7 @@ gives the MCP wording of that part in `mcp_problem`.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -27,10 +27,57 @@ def quote(value: object, width: int = 40) -> str:
     never any part of a credential in it (that shows as [REDACTED:type])."""
     from .secrets import redacted  # its patterns compile on import: only when quoting
 
-    text = redacted(value if isinstance(value, str) else str(value))
+    if isinstance(value, str):
+        text = redacted(value)
+    else:
+        pieces: list[str] = []
+        _brief(value, pieces, width + 1, redacted)
+        text = "".join(pieces)
     if len(text) > width:
         text = text[: width - 1] + "…"
     return repr(text)
+
+
+def _brief(value: object, pieces: list[str], budget: int, redact: Callable[[str], str]) -> int:
+    """Append to `pieces` the start of `value`'s text, at most about `budget` characters of it,
+    and return what is left of the budget. A list or a mapping read from a file can be huge
+    (a YAML alias bomb expands to billions of items): it is never turned into text whole, only
+    as far as the quotation shows."""
+    if budget <= 0:
+        return 0
+    if isinstance(value, str | bytes | int | float | bool) or value is None:
+        try:  # inside a list or mapping, text shows as Python shows it: quoted
+            text = repr(redact(value)) if isinstance(value, str) else repr(value)
+        except ValueError:  # an int too long to turn into text
+            text = "a very long number"
+        pieces.append(text[:budget])
+        return budget - min(len(text), budget)
+    if isinstance(value, Mapping):
+        opening, closing, items = "{", "}", iter(value.items())
+    elif isinstance(value, Iterable) and isinstance(value, Sized):
+        opening, closing, items = "[", "]", iter(value)
+    else:
+        text = f"<{type(value).__name__}>"
+        pieces.append(text[:budget])
+        return budget - min(len(text), budget)
+    pieces.append(opening)
+    budget -= 1
+    first = True
+    for item in items:
+        if budget <= 0:
+            return 0
+        if not first:
+            pieces.append(", ")
+            budget -= 2
+        first = False
+        if isinstance(value, Mapping):
+            key, item = item
+            budget = _brief(key, pieces, budget, redact)
+            pieces.append(": ")
+            budget -= 2
+        budget = _brief(item, pieces, budget, redact)
+    pieces.append(closing)
+    return budget - 1
 
 
 def parameter(option: str) -> str:

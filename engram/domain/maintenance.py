@@ -22,6 +22,7 @@ from ..base.config import (
 )
 from ..base.errors import GitError, UsageError
 from ..storage import events as ev
+from ..storage import shapes
 from ..storage.local import WriterState
 from ..storage.store import Store, require
 from .indexing import Indexes
@@ -338,7 +339,7 @@ class Maintenance:
         """Re-read every event file of the selected stores from disk; report all damage."""
         from .verify import verify_store
 
-        reports = tuple(verify_store(store) for store in self.workspace.stores())
+        reports = tuple(verify_store(store, shapes_too=True) for store in self.workspace.stores())
         return VerifyReport(ok=all(r.ok for r in reports), stores=reports)
 
     # -- settings ----------------------------------------------------------------------------
@@ -361,6 +362,7 @@ class Maintenance:
                 f"project's (anyone who can push could change it); set it without "
                 f"--project"
             )
+        shapes.refuse_write(store, store.config_file.path)
         if key == "search.model":
             # Only here, where a person sets it, is the model looked for on this machine: a
             # file read from git may name a folder only another machine has (doctor says so).

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ..git.compact import is_compacted
-from ..storage import lines, set_aside
+from ..storage import lines, set_aside, shapes
 from ..storage.store import Problem, Store
 
 
@@ -42,7 +42,10 @@ class VerifyReport:
 _PATH_RE = re.compile(r"^events/\d{4}/(0[1-9]|1[0-2])/[a-z0-9][a-z0-9-]*\.jsonl$")
 
 
-def verify_store(store: Store) -> StoreVerification:
+def verify_store(store: Store, *, shapes_too: bool = False) -> StoreVerification:
+    """Every event line of the store re-read, and its symbolic links; with `shapes_too`, also
+    its own paths of the wrong kind (`engram.storage.shapes`: the doctor has a check of its own
+    for them, with the fix)."""
     problems: list[Problem] = []
     seen: dict[str, tuple[bytes, str, int]] = {}
     lines_read = events_ok = duplicates = 0
@@ -115,6 +118,8 @@ def verify_store(store: Store) -> StoreVerification:
                 "a symbolic link inside the store (not followed: what it points to is not read)",
             )
         )
+    for rel in shapes.misshapen(store) if shapes_too else ():
+        problems.append(Problem(rel, 0, "error", shapes.problem(store, rel)))
     return StoreVerification(
         store=store.kind,
         path=str(store.root),

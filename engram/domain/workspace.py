@@ -9,7 +9,6 @@ across stores, and the write path: events appended, then committed in batches. T
 from __future__ import annotations
 
 import os
-import shlex
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -44,9 +43,9 @@ from ..model import tasks
 from ..readmodel import fold
 from ..readmodel.projection import Projection
 from ..storage import events as ev
-from ..storage import set_aside
+from ..storage import set_aside, shapes
 from ..storage.local import WriterState
-from ..storage.store import NO_STORE, Store, StoreKind, git_c, require
+from ..storage.store import NO_STORE, Store, StoreKind, require
 from .messages import commit_message
 
 if TYPE_CHECKING:
@@ -276,12 +275,8 @@ class Workspace:
         """
         proj = self.open_projection(store)
         proj.refresh()
-        for link in sorted({*store.symlinks, *store.top_links()}):
-            self.warn(
-                f"{store.root / link} is a symbolic link inside the store; it is not "
-                f"followed, and what it points to is not read; remove it "
-                f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)"
-            )
+        for text in shapes.layout_warnings(store):
+            self.warn(text)
         aside = set_aside.load(store)
         for problem in proj.problems():
             if problem.severity == "error" and set_aside.hides(
@@ -354,18 +349,24 @@ class Workspace:
 
     # -- ids ---------------------------------------------------------------------------------
 
-    def resolve(self, ident: str, *, what: str = "memory") -> list[tuple[Store, str, str]]:
+    def resolve(
+        self, ident: str, *, what: str = "memory", short_ok: bool = False
+    ) -> list[tuple[Store, str, str]]:
         """The records whose id is `ident` or starts with it, as (store, full id, kind): the
-        exact match alone when there is one. `what` is a kind of record, or "any"."""
+        exact match alone when there is one. `what` is a kind of record, or "any". An id
+        shorter than a prefix may be (a record another writer made, `t1`) is found only
+        exactly; otherwise it is refused as too short (or, with `short_ok`, matches nothing)."""
         ident = reference(ident, "id" if what == "any" else f"{what} id")
-        if len(ident) < MIN_PREFIX:
-            raise UsageError(f"id {ident!r} is too short; give at least {MIN_PREFIX} characters")
         found: list[tuple[Store, str, str]] = []
         for store in self.stores():
             for full, kind in self.projection(store).match_ids(ident):
                 if what == "any" or kind == what:
                     found.append((store, full, kind))
         exact = [f for f in found if f[1].lower() == ident.lower()]
+        if len(ident) < MIN_PREFIX and not exact:
+            if short_ok:
+                return []
+            raise UsageError(f"id {ident!r} is too short; give at least {MIN_PREFIX} characters")
         return exact or found
 
     def find_memory(self, ident: str) -> tuple[Store, mem.Memory]:
@@ -394,10 +395,9 @@ class Workspace:
             ),
         )
         found: list[tuple[Store, Projection, tasks.Task]] = []
-        if len(ident) >= 4:
-            for store, full, _ in self.resolve(ident, what="task"):
-                proj = self.projection(store)
-                found += [(store, proj, t) for t in proj.tasks(ids=[full], items=False)]
+        for store, full, _ in self.resolve(ident, what="task", short_ok=True):
+            proj = self.projection(store)
+            found += [(store, proj, t) for t in proj.tasks(ids=[full], items=False)]
         if not found:
             key = name_key(ident)
             for store in self.stores():

@@ -21,6 +21,9 @@ from . import plans
 
 STATUSES = TASK_STATUS.names
 ACTIVE = tuple(term.name for term in TASK_STATUS.terms if term.data["active"])
+# A status none of these (from another writer, or a later version of Engram) is taken as work
+# not finished: a task nobody closed stays in sight rather than vanish from `engram task list`.
+CLOSED = tuple(name for name in STATUSES if name not in ACTIVE)
 PROGRESS_STATUSES = PROGRESS_STATUS.names
 
 
@@ -95,7 +98,7 @@ class Task:
 
     @property
     def active(self) -> bool:
-        return self.status in ACTIVE
+        return self.status not in CLOSED
 
 
 def fold(events: Sequence[ev.Event]) -> Task | None:
@@ -313,5 +316,6 @@ __all__ = [
     "check_parent",
     "STATUSES",
     "ACTIVE",
+    "CLOSED",
     "describe",
 ]

@@ -60,16 +60,7 @@ def add_events(
         if existing is not None:
             if existing[0] == body:
                 continue
-            db.execute(
-                "INSERT INTO problems VALUES (?, ?, 'error', ?)",
-                (
-                    rel,
-                    number,
-                    f"event id {event.id} appears elsewhere with different "
-                    "content; of the two, every clone reads the one whose bytes "
-                    "sort first",
-                ),
-            )
+            _conflict(db, event.id, (rel, number), loses=existing[0] < body)
             if existing[0] < body:
                 continue
             # The same choice whatever order the files are read in.
@@ -77,6 +68,27 @@ def add_events(
             if existing[1]:
                 report.removed(existing[1])
         insert(db, event, report, body)
+
+
+def _conflict(db: sqlite3.Connection, event_id: str, here: tuple[str, int], *, loses: bool) -> None:
+    """Note two lines with one id and different content, under the line that loses: of the two,
+    every clone reads the one whose bytes sort first, so the warning that says a line is
+    skipped must name the one that is (`here`, just read, or the one read before it)."""
+    other = db.execute(
+        "SELECT file, line FROM sources WHERE id=? AND NOT (file=? AND line=?) "
+        "ORDER BY file, line LIMIT 1",
+        (event_id, *here),
+    ).fetchone()
+    there = (other[0], other[1]) if other is not None else here
+    skipped, kept = (here, there) if loses or other is None else (there, here)
+    db.execute(
+        "INSERT INTO problems VALUES (?, ?, 'error', ?)",
+        (
+            *skipped,
+            f"event id {event_id} is also at {kept[0]}:{kept[1]} with different content; "
+            "every clone reads the one whose bytes sort first, that one",
+        ),
+    )
 
 
 def insert(

@@ -49,9 +49,10 @@ from ..base.layout import (  # noqa: F401 (HANDOFFS_DIR: named here for the stor
     TRACKED,
     local_dir,
 )
-from . import attributes, gitdir, ledger, lines
+from . import attributes, gitdir, ledger, lines, shapes
 from . import events as ev
 from .local import StoreLock, WriterState, lines_before, unwritable
+from .shapes import git_c as git_c  # named here for the store's users
 
 StoreKind = Literal["personal", "project"]
 
@@ -96,11 +97,6 @@ class Chunk:
     consumed: int = 0  # byte offset just past the last complete line
     lines: int = 0  # complete lines up to `consumed`
     tail: bytes = b""  # the last complete line, for detecting rewrites later
-
-
-def git_c(store: Store) -> str:
-    """`git -C <work tree>`: a printed git command that works wherever the user stands."""
-    return f"git -C {shlex.quote(str(store.work_tree))}"
 
 
 def _slug(text: str, limit: int = 20) -> str:
@@ -172,7 +168,9 @@ class Store:
             kept: Path | None = self.local_dir / CONFIG_PARSED
             if not self.local_dir.is_dir():
                 kept = None
-            read = self.config_file.load(kept, project=self.kind == "project")
+            read = shapes.config_read(self) or self.config_file.load(
+                kept, project=self.kind == "project"
+            )
             cached = (
                 stamp,
                 Layer(read.values, origin=f"{self.kind} store ({path})", warnings=read.warnings),
@@ -257,6 +255,8 @@ class Store:
         """Create the committed skeleton files that are missing, and bring a .gitattributes
         without Engram's lines for event files up to date (`engram.storage.attributes`);
         return the names of the files written."""
+        for name in shapes.misshapen(self):
+            shapes.refuse(self, name)
         self.root.mkdir(parents=True, exist_ok=True)
         self.events_dir.mkdir(exist_ok=True)
         created = []
@@ -340,6 +340,7 @@ class Store:
                 f"(`{git_c(self)} rm -- {shlex.quote(self.repo_path(link))}`, "
                 "then commit) and try again"
             )
+        shapes.refuse_write(self, path)
         data = b"".join(raw) if raw is not None else b"".join(event.to_line() for event in batch)
         new_file = not path.exists()
         if new_file:
@@ -475,7 +476,7 @@ class Store:
         """Is the file exactly as this writer left it? Repairs a crash's leftovers on the way."""
         try:
             size = path.stat().st_size
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # a file where a folder was: refused
             return False
         if size < state.size or not self._tail_matches(path, state):
             return False

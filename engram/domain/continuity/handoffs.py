@@ -22,6 +22,7 @@ from ...base.files import atomic_write
 from ...base.vocab import CHECKPOINT_REASON
 from ...model import tasks
 from ...storage import events as ev
+from ...storage import shapes
 from ...storage.store import git_c
 from ..capture.service import add_to_package
 from ..workspace import Workspace
@@ -289,6 +290,14 @@ class Checkpoints:
                 f"{store.root / link} is a symbolic link inside the store: "
                 f"the handoff's Markdown was not written through it; remove it "
                 f"(`{git_c(store)} rm -- {shlex.quote(store.repo_path(link))}`)"
+            )
+            return path
+        in_the_way = shapes.in_the_way(store, path)
+        if in_the_way is not None:  # a file `handoffs` a clone brought: the same, and say so
+            what = "the handoff is saved as an event, but its Markdown was not written"
+            self.workspace.warnings.append(
+                f"{shapes.problem(store, in_the_way, what=what)}; "
+                f"fix: {shapes.fix(store, in_the_way)}"
             )
             return path
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -234,12 +234,15 @@ class Continuity:
     ) -> list[tasks.Task]:
         for status in statuses:
             tasks.check_status(status)
-        wanted = statuses or (() if include_closed else tasks.ACTIVE)
-        out = [
-            t
-            for store in self.workspace.stores()
-            for t in self.workspace.projection(store).tasks(statuses=wanted)
-        ]
+        out: list[tasks.Task] = []
+        for store in self.workspace.stores():
+            proj = self.workspace.projection(store)
+            if statuses or include_closed:
+                out += proj.tasks(statuses=statuses)
+                continue
+            # Every task not closed, one of a status no known one too (`Task.active`).
+            shown = [t.id for t in proj.tasks(items=False) if t.active]
+            out += proj.tasks(ids=shown) if shown else []
         return sorted(out, key=lambda t: (t.updated_clock, t.id), reverse=True)
 
     def progress(

@@ -64,7 +64,14 @@ from .report import (
     StoreReport,
     restore_command,
 )
-from .store_checks import check_disk, check_layout, check_links, check_locks, check_temp_files
+from .store_checks import (
+    check_disk,
+    check_layout,
+    check_links,
+    check_locks,
+    check_shapes,
+    check_temp_files,
+)
 from .vector_checks import check_vectors
 
 # -- which stores -------------------------------------------------------------------------------
@@ -141,6 +148,7 @@ def diagnose(engram: Host, store: Store) -> list[Finding]:
         check_config,
         check_model,
         check_links,
+        check_shapes,
         check_disk,
         check_locks,
         check_temp_files,

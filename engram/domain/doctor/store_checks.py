@@ -14,6 +14,7 @@ from pathlib import Path
 from ...base import layout
 from ...git.recovery import git_lock_files, open_by, process_alive, temp_files
 from ...storage import events as ev
+from ...storage import shapes
 from ...storage.store import Store
 from .report import HOLD_SECONDS, MIN_FREE_BYTES, SKELETON, Finding, Host, flag, git_c
 
@@ -281,4 +282,13 @@ def check_links(engram: Host, store: Store) -> list[Finding]:
             path=link,
         )
         for link in store.links()
+    ]
+
+
+def check_shapes(engram: Host, store: Store) -> list[Finding]:
+    """A folder where the store keeps a file, or a file where it keeps a folder (a clone can
+    bring either): reads go on without it, writes under it refuse."""
+    return [
+        Finding("shape", "error", shapes.problem(store, rel), shapes.fix(store, rel), path=rel)
+        for rel in shapes.misshapen(store)
     ]
