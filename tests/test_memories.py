@@ -221,3 +221,16 @@ def test_writes_go_to_the_project_store_and_reads_cover_both(
     assert [m.id for m in Engram(cwd=repo, use="project").memories()] == [shared.id]
     assert [m.id for m in Engram(cwd=repo, use="personal").memories()] == [personal.id]
     assert Engram(cwd=repo).get(personal.id[:6]).store == "personal"
+
+
+def test_an_update_that_ends_a_memory_in_the_past_says_it_is_expired(home_store: Engram) -> None:
+    memory = home_store.remember("The staging database is Postgres 14").memory
+    home_store.warnings.clear()
+    home_store.update(memory.id, valid_until="2001-01-01")
+    assert [w for w in home_store.warnings if "expired already" in w] == [
+        "the memory is valid until 2001-01-01, which has passed: it is expired already, "
+        "and recall and lists leave it out (give a later date, or none)"
+    ]
+    home_store.warnings.clear()
+    home_store.update(memory.id, valid_until="2999-01-01")
+    assert not [w for w in home_store.warnings if "expired already" in w]

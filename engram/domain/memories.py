@@ -212,11 +212,7 @@ class Memories:
         items = [("memory.created", data)]
         items += [("memory.superseded", {"memory": m.id, "by": data["memory"]}) for _, m in old]
         created = self.workspace.emit_many(store, items)[0]
-        if data["valid_until"] and ev.parse_time(data["valid_until"]) <= ev.utc_now():
-            self.workspace.warn(
-                f"the memory is valid until {data['valid_until'][:10]}, which has passed: it is "
-                "expired already, and recall and lists leave it out (give a later date, or none)"
-            )
+        self._warn_if_expired(data["valid_until"])
         memory = mem.fold([created])
         assert memory is not None
         return Remembered(
@@ -285,7 +281,16 @@ class Memories:
         if not changes:
             raise UsageError("nothing to change: give new text or a changed option")
         self.workspace.emit(store, "memory.updated", {"memory": current.id, **changes})
+        self._warn_if_expired(changes.get("valid_until"))
         return self.workspace.find_memory(current.id)[1]
+
+    def _warn_if_expired(self, valid_until: str | None) -> None:
+        """Say so when a memory is written with an end already past: it is kept, unseen."""
+        if valid_until and ev.parse_time(valid_until) <= ev.utc_now():
+            self.workspace.warn(
+                f"the memory is valid until {valid_until[:10]}, which has passed: it is "
+                "expired already, and recall and lists leave it out (give a later date, or none)"
+            )
 
     def forget(self, memory_id: str, *, reason: str) -> mem.Memory:
         """Retire a memory with a reason (a tombstone event). Its history stays readable."""
