@@ -78,3 +78,22 @@ def find_foreign_store(start: Path) -> tuple[Path, str] | None:
         return None
     what = foreign_store(top / PROJECT_DIR)
     return (top / PROJECT_DIR, what) if what else None
+
+
+def repo_relative(top: Path, here: Path, text: str) -> str | None:
+    """A path given on the command line, taken as git takes one: relative to `here` (the
+    current directory, or -C's) when that is inside the work tree `top`, else to `top`; an
+    absolute one must lead into the work tree. It comes back relative to `top`, `/`-separated;
+    None when it leads out of the work tree. Symbolic links are followed only above `top` (a
+    link to the repository, the real path of the current directory): inside it, the caller
+    decides."""
+    top_real = top.resolve()
+    base = here.resolve()
+    if not base.is_relative_to(top_real):
+        base = top_real
+    given = Path(text)
+    full = Path(os.path.normpath(given if given.is_absolute() else base / given))
+    for ancestor in (*reversed(full.parents), full):
+        if ancestor.resolve() == top_real:
+            return full.relative_to(ancestor).as_posix()
+    return None

@@ -16,7 +16,6 @@ repository, or before its first commit, nothing is cited.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..base import validation
 from ..base.config import find_work_tree
 from ..base.errors import UsageError, parameter
+from ..base.places import repo_relative
 from ..model.freshness import MAX_CITATIONS, Citation, well_formed_path
 
 if TYPE_CHECKING:
@@ -99,23 +99,16 @@ def parse_cite(
 
 
 def from_directory(top: Path, here: Path, text: str) -> str:
-    """A cited path given on the command line, taken as git takes one: relative to `here` (the
-    current directory, or -C's) when that is inside the work tree `top`, else to `top`; an
-    absolute one must lead into the work tree. It comes back relative to `top`, `/`-separated.
-    Symbolic links are followed only above `top` (a link to the repository, the real path of
-    the current directory); inside it only what git tracks is ever cited."""
+    """A cited path given on the command line, taken as git takes one (`repo_relative`); inside
+    the work tree only what git tracks is ever cited."""
     if not text:
         return text
-    top_real = top.resolve()
-    base = here.resolve()
-    if not base.is_relative_to(top_real):
-        base = top_real
-    given = Path(text)
-    full = Path(os.path.normpath(given if given.is_absolute() else base / given))
-    for ancestor in (*reversed(full.parents), full):
-        if ancestor.resolve() == top_real:
-            return full.relative_to(ancestor).as_posix()
-    raise UsageError(f"--cite {text!r} is outside the repository ({top}); cite a file inside it")
+    found = repo_relative(top, here, text)
+    if found is None:
+        raise UsageError(
+            f"--cite {text!r} is outside the repository ({top}); cite a file inside it"
+        )
+    return found
 
 
 def work_tree(workspace: Workspace) -> Path | None:

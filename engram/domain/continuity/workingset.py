@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ...base.errors import EngramError, UsageError
+from ...base.places import repo_relative
 from ...base.validation import Checks, well_formed
 from .checkpoints import check_files
 
@@ -37,26 +38,18 @@ def _tracked(top: Path) -> Any:
 
 
 def from_directory(top: Path, here: Path, entry: str) -> str:
-    """A working-set file named on the command line, as git takes a path: relative to `here`
-    (the current directory, or -C's) when that is inside the work tree `top`, else to `top`;
-    absolute, it must lead into the work tree. It comes back relative to `top`, `/`-separated,
-    with an `@commit` after it kept. Symbolic links are followed only above `top` (a link to the
-    repository, the real path of the current directory): inside it `check_files` refuses them."""
+    """A working-set file named on the command line, taken as git takes a path
+    (`repo_relative`), with an `@commit` after it kept; inside the work tree `check_files`
+    refuses symbolic links."""
     text = well_formed(entry, "working-set file").strip()
     if not text:
         return entry
-    top_real = top.resolve()
-    base = here.resolve()
-    if not base.is_relative_to(top_real):
-        base = top_real
-    given = Path(text)
-    full = Path(os.path.normpath(given if given.is_absolute() else base / given))
-    for ancestor in (*reversed(full.parents), full):
-        if ancestor.resolve() == top_real:
-            return full.relative_to(ancestor).as_posix()
-    raise UsageError(
-        f"working-set file {text!r} is outside the repository ({top}); name a file inside it"
-    )
+    found = repo_relative(top, here, text)
+    if found is None:
+        raise UsageError(
+            f"working-set file {text!r} is outside the repository ({top}); name a file inside it"
+        )
+    return found
 
 
 def names_file(top: Path) -> Callable[[str], bool]:
