@@ -29,13 +29,14 @@ def test_putting_a_task_under_its_own_subtask_is_refused_at_any_depth(project: P
     done = run_engram("task", "update", a, "--parent", b, cwd=project)
     assert done.returncode == 2
     assert done.stderr == (
-        "error: 'Login form' is under 'Auth' already: a task cannot be under its own subtask\n"
+        "error: 'Login form' is under 'Auth' already: a task cannot be under its own subtask "
+        "(an empty parent takes a task out from under its own)\n"
     )
     done = run_engram("task", "update", "Auth", "--parent", "Form tests", cwd=project)
     assert done.returncode == 2
     assert done.stderr == (
         "error: 'Form tests' is under 'Auth' already (through 'Login form'): a task cannot be "
-        "under its own subtask\n"
+        "under its own subtask (an empty parent takes a task out from under its own)\n"
     )
     done = run_engram("task", "update", a, "--parent", a, cwd=project)
     assert done.returncode == 2 and "cannot be its own parent" in done.stderr
@@ -45,6 +46,11 @@ def test_putting_a_task_under_its_own_subtask_is_refused_at_any_depth(project: P
     assert run_engram("task", "update", c, "--parent", d, cwd=project).returncode == 0
     assert run_engram("task", "update", d, "--parent", b, cwd=project).returncode == 0
     assert _parent(project, d) == b
+    # An empty parent takes a task out from under its own; then it may go anywhere.
+    assert run_engram("task", "update", b, "--parent", "", cwd=project).returncode == 0
+    assert _parent(project, b) is None
+    assert run_engram("task", "update", a, "--parent", b, cwd=project).returncode == 0
+    assert _parent(project, a) == b
 
 
 def test_a_cycle_merged_from_two_clones_stops_no_reader(tmp_path: Path) -> None:

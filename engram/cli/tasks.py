@@ -101,7 +101,9 @@ def task_show(ctx: click.Context, ident: str, project: bool, personal: bool, as_
 @click.option("--name", default=None)
 @click.option("--goal", default=None)
 @click.option("--status", default=None, type=click.Choice(TASK_STATUS.names))
-@click.option("--parent", default=None)
+@click.option(
+    "--parent", default=None, help="The parent task (id or name); '' makes it a top-level task."
+)
 @click.option("--tag", "tags", multiple=True, help="Replace the tags; repeatable.")
 @store_options
 @json_option

@@ -112,7 +112,9 @@ def add_task_tools(server: MCPServer) -> None:
         status: Annotated[
             TaskStatus | None, Field(description="New status: done or abandoned closes the task.")
         ] = None,
-        parent: Annotated[str | None, Field(description="New parent task.")] = None,
+        parent: Annotated[
+            str | None, Field(description='New parent task; "" makes it a top-level task.')
+        ] = None,
         tags: Annotated[
             list[str] | None, Field(description="New tags, replacing the old ones.")
         ] = None,

@@ -280,7 +280,7 @@ def check_parent(task: Task, parent: Task, parent_of: Callable[[str], Task | Non
         via = f" (through {', '.join(quote(t.name) for t in between)})" if between else ""
         raise UsageError(
             f"{quote(parent.name)} is under {quote(task.name)} already{via}: a task cannot "
-            "be under its own subtask"
+            "be under its own subtask (an empty parent takes a task out from under its own)"
         )
     return parent.id
 

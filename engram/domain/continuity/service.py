@@ -204,7 +204,9 @@ class Continuity:
             changes["goal"] = checks.text(goal, field="goal")
         if status is not None:
             changes["status"] = tasks.check_status(status)
-        if parent is not None:
+        if parent is not None and not parent.strip():
+            changes["parent"] = None  # out from under its parent: a top-level task again
+        elif parent is not None:
             parent_task = self.workspace.find_task(parent, items=False)[1]
             changes["parent"] = tasks.check_parent(task, parent_task, self._task_by_id)
         if tags is not None:
