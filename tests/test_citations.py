@@ -205,6 +205,33 @@ def test_edits_renames_and_deletions_mark_memories_and_lower_them(repo: Path) ->
     assert set(stale_json(repo)) == {migrate.id}
 
 
+def test_confirming_keeps_the_files_cited_with_cite_and_follows_their_moves(repo: Path) -> None:
+    engram = Engram(cwd=repo)
+    cited = ["payments/retry.py::retry", "scripts/migrate.sh", "docs/setup.md"]
+    memory = engram.remember("deploys retry, then migrate", cite=cited).memory
+    git(repo, "mv", "scripts/migrate.sh", "scripts/db-migrate.sh")
+    (repo / "payments/retry.py").write_text(RETRY.replace("3", "5"))
+    git(repo, "rm", "-q", "docs/setup.md")
+    commit(repo, "Move, edit and remove what the memory cites")
+    assert stale_json(repo)[memory.id]["freshness"]["state"] == "missing"
+
+    # The confirmation `engram stale` offers: the same text, pinned again at HEAD.
+    result = cli("update", memory.id[:8], memory.content, cwd=repo)
+    assert result.exit_code == 0, result.output
+    head = git(repo, "rev-parse", "HEAD").strip()
+    pinned = engram.get(memory.id).citations
+    assert [(c["path"], c.get("symbol"), c["commit"]) for c in pinned] == [
+        ("payments/retry.py", "retry", head),
+        ("scripts/db-migrate.sh", None, head),
+    ]
+    assert stale_json(repo) == {}
+
+    # A corrected text keeps them too, and adds what it names.
+    engram.update(memory.id, "deploys retry (see README.md), then migrate")
+    paths = [c["path"] for c in engram.get(memory.id).citations]
+    assert paths == ["payments/retry.py", "scripts/db-migrate.sh", "README.md"]
+
+
 def test_a_shallow_clone_answers_unknown(repo: Path, tmp_path: Path) -> None:
     engram = Engram(cwd=repo)
     memory = engram.remember("payments/retry.py retries three times").memory

@@ -146,7 +146,7 @@ def test_a_branch_diff_lists_each_change_by_author(branches: dict[str, Any]) -> 
     stat = cli("diff", "main...feature", "--stat", cwd=repo)
     assert stat.stdout == (
         "project\tmain...feature\tmemories 2 added, 1 updated, "
-        "1 superseded, 1 forgotten; 1 task changed; 1 handoff\n"
+        "1 superseded, 1 forgotten; 1 task changed; 1 progress; 1 failure; 1 handoff\n"
     )
 
 

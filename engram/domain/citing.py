@@ -17,7 +17,7 @@ repository, or before its first commit, nothing is cited.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from ..base import validation
 from ..base.config import find_work_tree
 from ..base.errors import UsageError, parameter
 from ..base.places import repo_relative
-from ..model.freshness import MAX_CITATIONS, Citation, well_formed_path
+from ..model.freshness import MAX_CITATIONS, Citation, citations_of, well_formed_path
 
 if TYPE_CHECKING:
     from ..git.citations import CodeAt
@@ -134,11 +134,13 @@ def pin(
     explicit: Sequence[str] = (),
     *,
     relative_to: Path | None = None,
+    keep: Sequence[Citation] = (),
 ) -> dict[str, Any]:
     """`{"citations": [...]}` for the event of a memory with `content`, or `{}` when it cites
     nothing. A wrong explicit citation is refused (UsageError) before anything is written.
     Explicit paths are relative to the repository's top, or to the directory `relative_to`
-    when given (as a command line's are to its current directory)."""
+    when given (as a command line's are to its current directory). `keep` (an updated memory's
+    `given` citations) are pinned again where HEAD has them (`_carried`)."""
     if len(explicit) > MAX_CITATIONS:
         raise UsageError(f"{len(explicit)} citations; give at most {MAX_CITATIONS}")
     top = work_tree(workspace)
@@ -160,7 +162,7 @@ def pin(
                 "can be pinned to one"
             )
         return {}
-    pinned: dict[str, Citation] = {}
+    pinned: dict[str, Citation] = {c.label: c for c in _carried(code, keep)}
     for path, line, symbol in wanted:
         found = _pinned(code, path, line, symbol, explicit=True)
         assert found is not None
@@ -173,6 +175,29 @@ def pin(
             pinned.setdefault(found.label, found)
     kept = _most_precise(list(pinned.values()))
     return {"citations": [c.to_dict() for c in kept]} if kept else {}
+
+
+def given(memory_content: str, citations: Iterable[Mapping[str, Any]]) -> list[Citation]:
+    """The citations of a memory that its text does not name: those given with `--cite` (or
+    the MCP `cite`). An update of the text pins again what the new text names, and must keep
+    these, which no text names."""
+    named = {path for path, _, _ in candidates(memory_content)}
+    return [c for c in citations_of(citations) if c.path not in named]
+
+
+def _carried(code: CodeAt, citations: Sequence[Citation]) -> list[Citation]:
+    """`citations` pinned again at HEAD: at their path, or where git's rename detection says
+    the file went; a file gone from HEAD is cited no more, and a line past the file's end or a
+    symbol it no longer holds falls back to the whole file."""
+    found: list[Citation] = []
+    for cited in citations:
+        path = cited.path if code.blob(cited.path) is not None else None
+        path = path or code.renamed(cited.commit, cited.path)
+        if path is not None:
+            pinned = _pinned(code, path, cited.line, cited.symbol, explicit=False)
+            if pinned is not None:
+                found.append(pinned)
+    return found
 
 
 def _most_precise(citations: list[Citation]) -> list[Citation]:

@@ -257,7 +257,10 @@ class Memories:
         changes: dict[str, Any] = {}
         if content is not None:
             changes["content"] = self._checked_content(content, checks, redact)
-            changes["citations"] = citing.pin(self.workspace, content).get("citations", [])
+            kept = citing.given(current.content, current.citations)
+            changes["citations"] = citing.pin(self.workspace, content, keep=kept).get(
+                "citations", []
+            )
         if kind is not None:
             changes["kind"] = mem.check_kind(kind)
         if tags is not None:

@@ -24,7 +24,8 @@ def _plural(count: int, word: str) -> str:
 
 
 def stat_line(review: Review) -> str:
-    """`project  main...feature  3 memories added, 1 updated, 1 forgotten; 1 task; 1 handoff`."""
+    """`project  main...feature  memories 3 added, 1 forgotten; 1 task changed; 2 progress;
+    1 failure; 1 handoff`: every count the Markdown's top line gives, those that are not 0."""
     c = review.counts
     parts = [
         f"{c[f'memories_{what}']} {what}"
@@ -35,6 +36,8 @@ def stat_line(review: Review) -> str:
     rest = [
         _plural(c["tasks_created"], "task") + " created" if c["tasks_created"] else "",
         _plural(c["tasks_changed"], "task") + " changed" if c["tasks_changed"] else "",
+        f"{c['progress']} progress" if c["progress"] else "",
+        _plural(c["failures"], "failure") if c["failures"] else "",
         _plural(c["handoffs"], "handoff") if c["handoffs"] else "",
     ]
     body = "; ".join(filter(None, [memories, *rest])) or "no changes"
