@@ -4,6 +4,7 @@ switches, and the git hooks. Everything through plain git, as a user or a forge 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -324,6 +325,31 @@ def test_hooks_install_keeps_existing_hooks_and_uninstall_restores_them(project:
     assert run_engram("hooks", "uninstall", cwd=project).returncode == 0
     assert own.read_text() == "#!/bin/sh\necho mine\nexit 0\n"
     assert not (hooks / "post-merge").exists()
+
+
+def test_hooks_in_a_committed_hooks_directory_let_a_clone_without_engram_commit(
+    project: Path, tmp_path: Path
+) -> None:
+    """husky and the like commit the hooks directory (`core.hooksPath`): a teammate whose
+    Engram is elsewhere, or missing, still commits, and no hook changes git's exit status."""
+    git(project, "config", "core.hooksPath", ".husky")
+    assert run_engram("hooks", "install", cwd=project).returncode == 0
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "hooks for everyone")
+    (project / "README.md").write_text("edited\n")
+    git(project, "checkout", "--", "README.md")  # post-checkout of a file: status 0
+    teammate = tmp_path / "teammate"
+    git(tmp_path, "clone", "-q", str(project), str(teammate))
+    git(teammate, "config", "core.hooksPath", ".husky")
+    python = os.path.realpath(sys.executable)
+    for hook in (teammate / ".husky").iterdir():  # their Engram is installed elsewhere
+        text = hook.read_text().replace(sys.executable, "/nowhere/bin/python3")
+        hook.write_text(text.replace(python, "/nowhere/bin/python3"))
+    (teammate / "notes.txt").write_text("a teammate's change\n")
+    git(teammate, "add", "notes.txt")
+    assert git_commit(teammate).returncode == 0
+    git(teammate, "switch", "-q", "-c", "feature")
+    git(teammate, "checkout", "--", "notes.txt")
 
 
 def test_pre_commit_hook_refuses_damaged_or_secret_event_lines(project: Path) -> None:

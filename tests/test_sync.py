@@ -547,3 +547,29 @@ def test_a_new_branch_counts_only_the_commits_the_remote_lacks(tmp_path: Path) -
         "project store: created origin/feature, pushed 1 commit to origin/feature\n"
     )
     assert git(first, "rev-parse", "origin/feature") == git(first, "rev-parse", "HEAD")
+
+
+def test_a_push_that_loses_the_race_for_the_remote_branch_merges_and_pushes_again(
+    tmp_path: Path,
+) -> None:
+    """Another clone's push lands while this one's runs: the remote refuses the ref update
+    (`cannot lock ref ...: is at X but expected Y`), and the sync fetches, merges, pushes again."""
+    first, second = _project_clones(tmp_path, {"app.py": "print(1)\n"})
+    (second / "other.py").write_text("theirs\n")
+    git(second, "add", "other.py")
+    git(second, "commit", "-q", "-m", "a teammate's change")
+    git(second, "push", "-q", "origin", "HEAD:refs/heads/theirs")
+    hook = tmp_path / "origin.git" / "hooks" / "pre-receive"
+    hook.write_text(  # the teammate's push lands between this push's check and its update
+        "#!/bin/sh\ncat >/dev/null\n"
+        "if [ ! -e landed ]; then touch landed;\n"
+        "  env -u GIT_QUARANTINE_PATH git update-ref refs/heads/main theirs; fi\n"
+    )
+    hook.chmod(0o755)
+    assert run_engram("remember", "a memory that must reach the remote", cwd=first).returncode == 0
+
+    done = run_engram("sync", cwd=first)
+    assert done.returncode == 0, done.stderr
+    assert "merged origin/main" in done.stdout
+    assert git(first, "rev-parse", "origin/main") == git(first, "rev-parse", "HEAD")
+    assert "a teammate's change" in git(first, "log", "--format=%s", "origin/main")

@@ -11,9 +11,10 @@
   overrides it.
 
 Each hook is a short block between marker lines, placed right after the shebang of the hook
-script (so that an existing script's own `exit` cannot skip it); a script that is not a shell
-script is left alone, and the user is told what to add. `engram hooks uninstall` removes the
-blocks and nothing else.
+script (so that an existing script's own `exit` cannot skip it), which does its work only when
+this installation's Python is there (a committed hooks directory reaches machines without it);
+a script that is not a shell script is left alone, and the user is told what to add. `engram
+hooks uninstall` removes the blocks and nothing else.
 
     <python> -I -m engram.githooks pre-commit|refresh [--background]
 
@@ -27,10 +28,11 @@ version wrote that way; installing again replaces them.
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
-from ..base.entries import shell_command, shell_runs_from_cwd
+from ..base.entries import python_command, shell_command, shell_runs_from_cwd
 from ..base.errors import UsageError
 from ..base.files import atomic_write
 from ..base.layout import EVENT_SUFFIX, EVENTS_DIR
@@ -54,18 +56,27 @@ def hooks_dir(store: Store) -> Path:
     return path if path.is_absolute() else store.work_tree / path
 
 
-def _block(hook: str) -> str:
+def _command(hook: str) -> str:
+    """The line `hook` runs, for a user to add by hand to a hook that is not a shell script."""
     refresh = shell_command("engram.githooks", "refresh", "--background")
     if hook == "pre-commit":
-        body = f"{shell_command('engram.githooks', 'pre-commit')} || exit 1"
-    elif hook == "post-checkout":
-        # Only branch checkouts ($3 = 1), not `git checkout -- file`.
-        body = f'[ "$3" = "1" ] && {refresh} >/dev/null 2>&1'
-    else:
-        body = f"{refresh} >/dev/null 2>&1"
+        return f"{shell_command('engram.githooks', 'pre-commit')} || exit 1"
+    return f"{refresh} >/dev/null 2>&1"
+
+
+def _block(hook: str) -> str:
+    """The block for `hook`. It runs only where this installation's Python is: a hooks directory
+    can be committed (`core.hooksPath` set to `.husky`, say), and a teammate's clone without it
+    must still commit. It ends with status 0 unless it refuses a commit: git returns a
+    post-checkout hook's status as `git checkout`'s own, also for `git checkout -- file`."""
+    python = shlex.quote(python_command("engram.githooks")[0])
+    condition = f"[ -x {python} ]"
+    if hook == "post-checkout":
+        condition = f'[ "$3" = "1" ] && {condition}'  # branch checkouts, not `checkout -- file`
+    body = _command(hook) if hook == "pre-commit" else f"{_command(hook)} || :"
     return (
         f"{BEGIN} (added by `engram hooks install`; `engram hooks uninstall` removes it)\n"
-        f"{body}\n{END}\n"
+        f"if {condition}; then\n  {body}\nfi\n{END}\n"
     )
 
 
@@ -107,7 +118,7 @@ def install(store: Store) -> list[str]:
         if existing and not _is_shell(existing):
             report.append(
                 f"{hook}: left alone ({path} is not a shell script); add "
-                f"`{_block(hook).splitlines()[1]}` to it yourself"
+                f"`{_command(hook)}` to it yourself"
             )
             continue
         if existing:

@@ -434,14 +434,26 @@ def push(store: Store, repo: pygit2.Repository, target: Target) -> int:
     args += [target.remote, f"HEAD:refs/heads/{target.remote_branch}"]
     done = run_git(store.work_tree, *args)
     if done.returncode != 0:
-        text = (done.stdout or "") + (done.stderr or "")
-        if "[rejected]" in text or "non-fast-forward" in text or "fetch first" in text:
+        if _remote_moved(done):
             raise Rejected()
         raise SyncError(
             f"could not push to {target.remote} ({why_failed(done)}); your events are committed "
             "here and go out with the next `engram sync`"
         )
     return ahead
+
+
+def _remote_moved(done: subprocess.CompletedProcess[str]) -> bool:
+    """Whether a push failed because the remote branch moved: before it (`[rejected]`), or while
+    it ran, another clone's push taking the branch first (the remote's `[remote rejected]
+    (failed to update ref)` with `cannot lock ref ...: is at X but expected Y`, or `reference
+    already exists` for a branch both create). A lock file left on the remote is not that."""
+    text = (done.stdout or "") + (done.stderr or "")
+    if "[rejected]" in text or "non-fast-forward" in text or "fetch first" in text:
+        return True
+    return "cannot lock ref" in text and (
+        "but expected" in text or "reference already exists" in text
+    )
 
 
 def _new_to_the_remote(repo: pygit2.Repository, local: pygit2.Oid | str, remote: str) -> int:
