@@ -68,16 +68,17 @@ def repo(project: Path) -> Path:
 def test_agent_killed_with_kill_9_is_resumed_by_another_process(repo: Path) -> None:
     """The scenario of record: A works, records progress and a failure, is killed -9; B in a
     new process resumes with the goal, the failure, must-not-redo and next steps, and the
-    interruption is classified as a crash."""
+    interruption is classified: a tool failure, the last thing A recorded being the failure
+    (a kill after other work is a crash: test_an_agent_killed_after_a_failure_...)."""
     agent, task_id, session_id = start_agent(repo, "kill")
     agent.send_signal(signal.SIGKILL)
     agent.wait(timeout=30)
     text = resume_text(repo)
     assert_recovered(text)
     assert f"task `{task_id}`" in text
-    assert "**crash**" in text
+    assert "**tool_failure**" in text
     session = session_of(repo, session_id)
-    assert session["state"] == "interrupted" and session["reason"] == "crash"
+    assert session["state"] == "interrupted" and session["reason"] == "tool_failure"
     assert session["agent"] == "claude-code"
 
 
@@ -335,6 +336,27 @@ def test_a_closed_session_is_history(repo: Path) -> None:
     engram.session_end(outcome="success")
     with pytest.raises(Exception, match="is ended: it is history"):
         Engram(cwd=repo).session_end(session_id=opened.id)
+
+
+@pytest.mark.parametrize(("last", "reason"), [("failure", "tool_failure"), ("progress", "crash")])
+def test_an_agent_killed_after_a_failure_stopped_on_a_tool_failure(
+    repo: Path, last: str, reason: str
+) -> None:
+    """A failure saves an automatic checkpoint at once: Engram's, not an act of the agent's,
+    so the failure is still the last thing the session did when its process is killed."""
+    agent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        engram = Engram(cwd=repo)
+        opened = engram.session_start(agent="codex", pid=agent.pid)
+        task = engram.task_create("Add OAuth login")
+        engram.progress(task.id, "Register the OAuth app", component="auth")
+        if last == "failure":
+            engram.failure(task.id, "Callback returns 500: state mismatch", component="auth")
+    finally:
+        agent.kill()
+        agent.wait(timeout=30)
+    session = session_of(repo, opened.id)
+    assert (session["state"], session["reason"]) == ("interrupted", reason)
 
 
 def test_an_empty_engram_session_is_no_session_and_its_write_is_committed(repo: Path) -> None:
