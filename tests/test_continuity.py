@@ -338,6 +338,25 @@ def test_a_closed_session_is_history(repo: Path) -> None:
         Engram(cwd=repo).session_end(session_id=opened.id)
 
 
+def test_a_session_opened_outside_the_project_is_kept_and_closed_where_it_lives(
+    repo: Path, home_store: Engram
+) -> None:
+    """An agent opens its session outside any repository (the personal store holds it), then
+    works in the project: its heartbeat and its end go to the store that holds the session,
+    its outcome counts for what it wrote in the project, and that is committed."""
+    opened = home_store.session_start(agent="codex")
+    engram = Engram(cwd=repo)
+    engram.session = opened.id
+    engram.heartbeat(context=0.4)
+    assert not (repo / ".git" / "engram" / "sessions" / f"{opened.id}.json").exists()
+    memory = engram.remember("The job queue lives in Postgres", importance=0.5)
+    closed = engram.session_end(outcome="success")
+    assert (closed.state, closed.outcome) == ("ended", "success")
+    assert session_of(repo, opened.id)["state"] == "ended"
+    assert Engram(cwd=repo).get(memory.id).importance == 0.55
+    assert git(repo, "status", "--porcelain") == ""
+
+
 @pytest.mark.parametrize(("last", "reason"), [("failure", "tool_failure"), ("progress", "crash")])
 def test_an_agent_killed_after_a_failure_stopped_on_a_tool_failure(
     repo: Path, last: str, reason: str
