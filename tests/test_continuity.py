@@ -338,6 +338,17 @@ def test_a_closed_session_is_history(repo: Path) -> None:
         Engram(cwd=repo).session_end(session_id=opened.id)
 
 
+def test_a_closed_session_names_how_to_go_on(repo: Path) -> None:
+    opened = Engram(cwd=repo).session_start(agent="cursor")
+    Engram(cwd=repo).session_end(session_id=opened.id)
+    done = run_engram("session", "heartbeat", cwd=repo, env={"ENGRAM_SESSION": opened.id})
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"error: session {opened.id[:8]} is ended: it is history; open another with "
+        "`engram session start` (and set ENGRAM_SESSION to it)"
+    )
+
+
 def test_a_session_opened_outside_the_project_is_kept_and_closed_where_it_lives(
     repo: Path, home_store: Engram
 ) -> None:

@@ -190,7 +190,11 @@ class Sessions:
     def _open_session(self, session_id: str) -> Session:
         current = self.session_info(session_id)
         if current.state != "open":
-            raise UsageError(f"session {current.id[:8]} is {current.state}: it is history")
+            why = f" ({current.reason})" if current.reason else ""
+            raise UsageError(
+                f"session {current.id[:8]} is {current.state}{why}: it is history; open "
+                "another with `engram session start` (and set ENGRAM_SESSION to it)"
+            )
         return current
 
     def session_info(self, session_id: str) -> Session:
