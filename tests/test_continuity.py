@@ -309,6 +309,27 @@ def test_continuity_scores_a_restore(repo: Path) -> None:
     assert json.loads(result.stdout)["composite"] == bad.composite
 
 
+def test_continuity_between_checkpoints_in_the_wrong_order_names_the_ones_to_give(
+    repo: Path,
+) -> None:
+    engram = Engram(cwd=repo)
+    task = engram.task_create("Add OAuth login")
+    for summary in ("Plan", "Callback done", "Tests written"):
+        engram.handoff(task.id, summary=summary, next=["Ship it"])
+    first = cli("continuity", task.id, "--after", "1", cwd=repo)
+    assert first.exit_code == 2
+    assert first.output.strip() == (
+        "error: checkpoint 1 is the task's first: none before it to compare with; "
+        "give --after a later one (2 to 3)"
+    )
+    swapped = cli("continuity", task.id, "--before", "3", "--after", "2", cwd=repo)
+    assert swapped.exit_code == 2
+    assert swapped.output.strip() == (
+        "error: checkpoint 3 is not older than checkpoint 2; give --before an earlier one "
+        "(1), or --after a later one"
+    )
+
+
 def test_task_commands_and_json(repo: Path) -> None:
     created = json.loads(
         cli("task", "create", "Ship v2", "--goal", "Release 2.0", "--json", cwd=repo).stdout
