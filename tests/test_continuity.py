@@ -68,16 +68,17 @@ def repo(project: Path) -> Path:
 def test_agent_killed_with_kill_9_is_resumed_by_another_process(repo: Path) -> None:
     """The scenario of record: A works, records progress and a failure, is killed -9; B in a
     new process resumes with the goal, the failure, must-not-redo and next steps, and the
-    interruption is classified as a crash."""
+    interruption is classified: a tool failure, the last thing A recorded being the failure
+    (a kill after other work is a crash: test_an_agent_killed_after_a_failure_...)."""
     agent, task_id, session_id = start_agent(repo, "kill")
     agent.send_signal(signal.SIGKILL)
     agent.wait(timeout=30)
     text = resume_text(repo)
     assert_recovered(text)
     assert f"task `{task_id}`" in text
-    assert "**crash**" in text
+    assert "**tool_failure**" in text
     session = session_of(repo, session_id)
-    assert session["state"] == "interrupted" and session["reason"] == "crash"
+    assert session["state"] == "interrupted" and session["reason"] == "tool_failure"
     assert session["agent"] == "claude-code"
 
 
@@ -308,6 +309,27 @@ def test_continuity_scores_a_restore(repo: Path) -> None:
     assert json.loads(result.stdout)["composite"] == bad.composite
 
 
+def test_continuity_between_checkpoints_in_the_wrong_order_names_the_ones_to_give(
+    repo: Path,
+) -> None:
+    engram = Engram(cwd=repo)
+    task = engram.task_create("Add OAuth login")
+    for summary in ("Plan", "Callback done", "Tests written"):
+        engram.handoff(task.id, summary=summary, next=["Ship it"])
+    first = cli("continuity", task.id, "--after", "1", cwd=repo)
+    assert first.exit_code == 2
+    assert first.output.strip() == (
+        "error: checkpoint 1 is the task's first: none before it to compare with; "
+        "give --after a later one (2 to 3)"
+    )
+    swapped = cli("continuity", task.id, "--before", "3", "--after", "2", cwd=repo)
+    assert swapped.exit_code == 2
+    assert swapped.output.strip() == (
+        "error: checkpoint 3 is not older than checkpoint 2; give --before an earlier one "
+        "(1), or --after a later one"
+    )
+
+
 def test_task_commands_and_json(repo: Path) -> None:
     created = json.loads(
         cli("task", "create", "Ship v2", "--goal", "Release 2.0", "--json", cwd=repo).stdout
@@ -335,6 +357,57 @@ def test_a_closed_session_is_history(repo: Path) -> None:
     engram.session_end(outcome="success")
     with pytest.raises(Exception, match="is ended: it is history"):
         Engram(cwd=repo).session_end(session_id=opened.id)
+
+
+def test_a_closed_session_names_how_to_go_on(repo: Path) -> None:
+    opened = Engram(cwd=repo).session_start(agent="cursor")
+    Engram(cwd=repo).session_end(session_id=opened.id)
+    done = run_engram("session", "heartbeat", cwd=repo, env={"ENGRAM_SESSION": opened.id})
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"error: session {opened.id[:8]} is ended: it is history; open another with "
+        "`engram session start` (and set ENGRAM_SESSION to it)"
+    )
+
+
+def test_a_session_opened_outside_the_project_is_kept_and_closed_where_it_lives(
+    repo: Path, home_store: Engram
+) -> None:
+    """An agent opens its session outside any repository (the personal store holds it), then
+    works in the project: its heartbeat and its end go to the store that holds the session,
+    its outcome counts for what it wrote in the project, and that is committed."""
+    opened = home_store.session_start(agent="codex")
+    engram = Engram(cwd=repo)
+    engram.session = opened.id
+    engram.heartbeat(context=0.4)
+    assert not (repo / ".git" / "engram" / "sessions" / f"{opened.id}.json").exists()
+    memory = engram.remember("The job queue lives in Postgres", importance=0.5)
+    closed = engram.session_end(outcome="success")
+    assert (closed.state, closed.outcome) == ("ended", "success")
+    assert session_of(repo, opened.id)["state"] == "ended"
+    assert Engram(cwd=repo).get(memory.id).importance == 0.55
+    assert git(repo, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize(("last", "reason"), [("failure", "tool_failure"), ("progress", "crash")])
+def test_an_agent_killed_after_a_failure_stopped_on_a_tool_failure(
+    repo: Path, last: str, reason: str
+) -> None:
+    """A failure saves an automatic checkpoint at once: Engram's, not an act of the agent's,
+    so the failure is still the last thing the session did when its process is killed."""
+    agent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        engram = Engram(cwd=repo)
+        opened = engram.session_start(agent="codex", pid=agent.pid)
+        task = engram.task_create("Add OAuth login")
+        engram.progress(task.id, "Register the OAuth app", component="auth")
+        if last == "failure":
+            engram.failure(task.id, "Callback returns 500: state mismatch", component="auth")
+    finally:
+        agent.kill()
+        agent.wait(timeout=30)
+    session = session_of(repo, opened.id)
+    assert (session["state"], session["reason"]) == ("interrupted", reason)
 
 
 def test_an_empty_engram_session_is_no_session_and_its_write_is_committed(repo: Path) -> None:

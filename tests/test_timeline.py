@@ -131,6 +131,20 @@ def test_text_is_escaped_in_the_html(home_store: Engram, tmp_path: Path) -> None
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; co" in page
 
 
+def test_bidi_overrides_are_shown_as_escapes_in_the_html(
+    home_store: Engram, tmp_path: Path
+) -> None:
+    """As in the browse page: a right-to-left override in someone's progress note cannot
+    reorder what the page shows around it."""
+    task = home_store.task_create("Pay the invoice")
+    home_store.progress(task.id, "total \u202e0001$ due")
+    out = tmp_path / "t.html"
+    assert cli("timeline", task.id, "--html", str(out)).exit_code == 0
+    page = out.read_text()
+    assert "\u202e" not in page
+    assert "total \\u202e0001$ due" in page
+
+
 def test_an_unknown_task_is_a_one_line_error(home_store: Engram) -> None:
     result = cli("timeline", "nope-not-a-task")
     assert result.exit_code == 2 and result.stderr.count("\n") == 1

@@ -19,18 +19,17 @@ file or through a symbolic link without `force` (as `engram export`), and whole 
 
 from __future__ import annotations
 
-import html
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..base.display import visible
 from ..base.errors import UsageError
 from ..base.files import atomic_write, folder_exists
 from .continuity import checkpoints as cp
 from .timeline_html import CSS as TIMELINE_CSS
+from .timeline_html import escape as _e
 
 FILTERS = ("kind", "tag", "scope", "store", "status")
 
@@ -80,12 +79,6 @@ def write_page(target: Path, page: str, *, force: bool = False) -> None:
         raise UsageError(f"{target} exists; choose another name or pass --force to replace it")
     folder_exists(target)
     atomic_write(target, page, durable=False, hidden=True)
-
-
-def _e(value: Any) -> str:
-    """Store text as data: HTML-escaped, and with the controls and bidi overrides that would
-    hide or reorder it shown as escapes (`\\u202e`), as on a terminal (engram.display)."""
-    return html.escape(visible(str(value)), quote=True)
 
 
 def _utc(stamp: str | None) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from ..base.display import visible
 from ..storage import events as ev
 from .continuity import checkpoints as cp
 from .timeline import CATEGORIES, FIELD_LABELS, Item, Timeline
@@ -119,8 +120,14 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+def escape(value: Any) -> str:
+    """Store text as data: HTML-escaped, and with the controls and bidi overrides that would
+    hide or reorder it shown as escapes (`\\u202e`), as on a terminal (engram.display). The
+    text comes from other people's pushes; the browse page writes its text the same way."""
+    return html.escape(visible(str(value)), quote=True)
+
+
+_e = escape
 
 
 def _utc(stamp: str) -> str:

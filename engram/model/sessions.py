@@ -187,13 +187,20 @@ def classify(
             return "rate_limit", f"rate limit mentioned in {event.kind} {event.id[-8:]}"
         if _OVERFLOW.search(text):
             return "overflow", f"context overflow mentioned in {event.kind} {event.id[-8:]}"
-    if recent and recent[-1].kind == "task.failure":
-        return "tool_failure", f"the last event was a failure ({recent[-1].id[-8:]})"
+    acts = [e for e in recent if not _automatic(e)]
+    if acts and acts[-1].kind == "task.failure":
+        return "tool_failure", f"the last event was a failure ({acts[-1].id[-8:]})"
     if stale_because == "process gone":
         return "crash", "the process ended without closing its session"
     if stale_because.startswith("no heartbeat"):
         return "user_away", f"{stale_because} while the process may still exist"
     return "unknown", stale_because
+
+
+def _automatic(event: ev.Event) -> bool:
+    """A checkpoint Engram saved by itself: it follows from what the agent did (a failure
+    saves one at once) and is no act of the agent's, so it never hides the failure before it."""
+    return event.kind == "checkpoint.saved" and event.data.get("reason") != "handoff"
 
 
 def describe(event: ev.Event) -> str:

@@ -88,25 +88,27 @@ class Sessions:
 
     def heartbeat(self, *, context: float | None = None, session_id: str | None = None) -> None:
         """Say the session is alive (and, optionally, how full its context is, 0..1)."""
-        store = self.workspace.write_store()
+        self.workspace.write_store()  # (refused as any write is, on stores as of a commit)
         session_id = self._session_id(session_id)
         if context is not None and not 0 <= context <= 1:
             raise UsageError("context is the share of the context window in use, 0 to 1")
-        beat = sessions.read_beat(store.local_dir, session_id)
+        store, current = self._session_store(session_id)
+        beat = sessions.read_beat(store.local_dir, current.id)
         if beat is None:  # not opened on this clone: it must at least exist, and be open
-            self._open_session(session_id)
+            self._open_session(current.id)
             beat = {}
-        sessions.write_beat(
-            store.local_dir, session_id, pid=beat.get("pid") or os.getpid(), context=context
-        )
+        # The agent's process, as the session recorded it: this command's own is gone at once.
+        pid = beat.get("pid") or current.pid or os.getpid()
+        sessions.write_beat(store.local_dir, current.id, pid=pid, context=context)
 
     def report_interruption(
         self, reason: str, *, note: str | None = None, session_id: str | None = None
     ) -> None:
         """Say why the session is about to stop; used when its interruption is classified."""
         INTERRUPTION.one_of(reason)
-        store = self.workspace.write_store()
-        session_id = self._open_session(self._session_id(session_id)).id
+        self.workspace.write_store()
+        store, session = self._session_store(self._session_id(session_id))
+        session_id = self._open_session(session.id).id
         data = {"session_id": session_id, "reason": reason}
         if note:
             data["note"] = self.workspace.checks(store).text(
@@ -119,26 +121,40 @@ class Sessions:
     ) -> Session:
         """Close the session; its outcome adjusts the importance of the memories it made or
         relied on (success +0.05, failure -0.05). Commits pending events."""
-        store = self.workspace.write_store()
+        written = self.workspace.write_store()
         session_id = self._session_id(session_id)
         if outcome is not None:
             OUTCOME.one_of(outcome)
-        session_id = self._open_session(session_id).id
-        items: list[tuple[str, dict[str, Any]]] = [
-            ("session.ended", {"session_id": session_id, "outcome": outcome, "how": how})
-        ]
+        home, session = self._session_store(session_id)
+        session_id = self._open_session(session.id).id
+        # The session's events go to the store that holds it; the memories it made or relied
+        # on may be in the other one too (a session opened outside the project, work done in
+        # it), and each store's changes of importance go to that store.
         delta = {"success": 0.05, "failure": -0.05}.get(outcome or "", 0.0)
-        if delta:
-            for memory in self._session_memories(store, session_id):
+        touched = [home.root, written.root]  # and the stores of its memories
+        for store in self.workspace.stores():
+            items: list[tuple[str, dict[str, Any]]] = []
+            if store.root == home.root:
+                items.append(
+                    ("session.ended", {"session_id": session_id, "outcome": outcome, "how": how})
+                )
+            memories = self._session_memories(store, session_id)
+            for memory in memories if delta else ():
                 value = round(min(1.0, max(0.0, memory.importance + delta)), 4)
                 if value != memory.importance:
                     items.append(("memory.updated", {"memory": memory.id, "importance": value}))
-        self.workspace.emit_many(store, items, commit=False)
-        sessions.drop_beat(store.local_dir, session_id)
-        try:
-            self.workspace.commit_store(store)
-        except EngramError as exc:
-            self.workspace.warnings.append(f"session closed; events not committed yet: {exc}")
+            if items:
+                self.workspace.emit_many(store, items, commit=False)
+            if memories:
+                touched.append(store.root)
+        sessions.drop_beat(home.local_dir, session_id)
+        for store in self.workspace.stores():
+            if store.root not in touched:
+                continue
+            try:  # what the session did that still waits
+                self.workspace.commit_store(store)
+            except EngramError as exc:
+                self.workspace.warnings.append(f"session closed; events not committed yet: {exc}")
         if self.workspace.session == session_id:
             self.workspace.session = None
         return self.session_info(session_id)
@@ -174,22 +190,32 @@ class Sessions:
     def _open_session(self, session_id: str) -> Session:
         current = self.session_info(session_id)
         if current.state != "open":
-            raise UsageError(f"session {current.id[:8]} is {current.state}: it is history")
+            why = f" ({current.reason})" if current.reason else ""
+            raise UsageError(
+                f"session {current.id[:8]} is {current.state}{why}: it is history; open "
+                "another with `engram session start` (and set ENGRAM_SESSION to it)"
+            )
         return current
 
     def session_info(self, session_id: str) -> Session:
+        return self._session_store(session_id)[1]
+
+    def _session_store(self, session_id: str) -> tuple[Store, Session]:
+        """A session by id (or unique prefix), and the store that holds it: where its
+        heartbeat is kept and its later events are written, whichever store takes other writes."""
         session_id = check_session_id(session_id)
         for store in self.workspace.stores():
             found = self.workspace.projection(store).sessions(ids=[session_id])
             if found:
-                return found[0]
+                return store, found[0]
         matches = (
             [f for f in self.workspace.resolve(session_id, what="session")]
             if len(session_id) >= 4
             else []
         )
         if len({m[1] for m in matches}) == 1:
-            return self.workspace.projection(matches[0][0]).sessions(ids=[matches[0][1]])[0]
+            store = matches[0][0]
+            return store, self.workspace.projection(store).sessions(ids=[matches[0][1]])[0]
         raise NotFoundError("session", session_id)
 
     def sessions(self, *, states: Sequence[str] = ()) -> list[Session]:

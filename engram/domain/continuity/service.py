@@ -450,8 +450,17 @@ class Continuity:
 
         late = pick(after, saved[-1])
         early = pick(before, saved[saved.index(late) - 1] if saved.index(late) else saved[0])
+        if late is saved[0]:
+            raise UsageError(
+                f"checkpoint {late.seq} is the task's first: none before it to compare with; "
+                f"give --after a later one (2 to {len(saved)})"
+            )
         if early.clock >= late.clock:
-            raise UsageError("the first checkpoint must be older than the second")
+            older = saved.index(late)  # the seqs 1 to this one are older
+            raise UsageError(
+                f"checkpoint {early.seq} is not older than checkpoint {late.seq}; give --before "
+                f"an earlier one ({'1' if older == 1 else f'1 to {older}'}), or --after a later one"
+            )
         failures_before = [f for f in task.failures if f.clock <= early.clock]
         failures_after = [f for f in task.failures if f.clock > early.clock]
         scores = metrics.score(
