@@ -110,3 +110,12 @@ def test_a_damaged_page_of_the_read_model_is_reported_until_it_is_rebuilt() -> N
     assert fixed.exit_code == 0 and "rebuilt the damaged projection.sqlite3" in fixed.stdout
     assert cli("reindex", "--check").exit_code == 0
     assert len(cli("list").stdout.splitlines()) == 2
+
+
+def test_stats_of_a_store_nothing_has_read_yet_says_the_caches_are_not_built() -> None:
+    assert cli("init").exit_code == 0
+    stats = cli("stats")
+    assert "indexes: not built yet (the first read builds them; or `engram reindex`)" in (
+        stats.stdout
+    ), stats.stdout
+    assert "None" not in stats.stdout

@@ -503,11 +503,13 @@ def stats(ctx: click.Context, project: bool, personal: bool, as_json: bool) -> N
             if full.model_problem
             else full.vector_model or full.model
         )
-        echo(
-            f"  indexes: {verdict} "
-            f"(text {full.text_index if full else None}, "
-            f"vectors {full.vector_index if full else None}, model {model})"
-        )
+        if full is None:  # no read model yet: nothing has read the store
+            echo("  indexes: not built yet (the first read builds them; or `engram reindex`)")
+        else:
+            echo(
+                f"  indexes: {verdict} (text {full.text_index}, "
+                f"vectors {full.vector_index}, model {model})"
+            )
         if full and full.model_problem:
             echo(f"  search.model {full.model!r} cannot be used: {full.model_problem}")
 
