@@ -321,6 +321,38 @@ def test_export_then_import_gives_back_the_same_events(
     assert Engram().import_from(out).added == []
 
 
+def test_citations_pinned_files_and_failure_candidates_come_back_unchanged(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a write in a repository adds (a memory's citations, a handoff's pinned blobs, the
+    command a failure is linked to) is part of the events: an export restores byte for byte."""
+    (project / "src").mkdir()
+    (project / "src" / "auth.py").write_text("def login():\n    return True\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "auth")
+    command = {"event": "command", "command": "pytest tests/test_auth.py", "exit_code": 1}
+    captured = json.dumps({**command, "output": "FAILED test_login: callback state mismatch"})
+    assert cli("capture", input=captured + "\n", cwd=project).exit_code == 0
+    with Engram(cwd=project) as engram:
+        task = engram.task_create("Add OAuth login")
+        engram.failure(task.id, "pytest tests/test_auth.py fails: callback state mismatch")
+        engram.handoff(task.id, summary="Callback next", files=["src/auth.py"])
+        memory = engram.remember("The login lives in src/auth.py", cite=["src/auth.py"])
+        engram.update(memory.id, "The login lives in src/auth.py, def login")
+    assert Engram(cwd=project).task(task.id).failures[0].candidate
+    out = tmp_path / "engram.jsonl"
+    assert cli("export", "--project", str(out), cwd=project).exit_code == 0
+    exported = [line for line in out.read_bytes().splitlines() if b"store.created" not in line]
+    assert b'"citations":[{' in out.read_bytes() and b'"blob"' in out.read_bytes()
+    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "elsewhere"))
+    other = Engram()
+    other.init()
+    report = other.import_from(out)
+    assert report.skipped == [] and len(report.added) == len(exported)
+    assert imported_lines(Engram()) == sorted(line + b"\n" for line in exported)
+    assert Engram().get(memory.id).citations[0]["path"] == "src/auth.py"
+
+
 def test_export_refuses_to_overwrite_unless_forced(home_store: Engram, tmp_path: Path) -> None:
     out = tmp_path / "engram.jsonl"
     out.write_text("keep me\n")
@@ -601,6 +633,26 @@ HOSTILE_EXPORT = [  # (line, what the report says of it)
             },
         ),
         "working-set file '/etc/shadow' must be a path inside the repository",
+    ),
+    (
+        lambda: _event(
+            "memory.created",
+            _memory(citations=[{"path": "../../etc/passwd", "commit": "a" * 40, "blob": "b" * 40}]),
+        ),
+        "citation 1 is not a tracked file pinned to a commit and blob id",
+    ),
+    (
+        lambda: _event(
+            "checkpoint.saved",
+            {
+                "task": "t3aaaaaaaaaa",
+                "checkpoint": "c3aaaaaaaaaa",
+                "seq": 1,
+                "reason": "handoff",
+                "working_set": {"files": [{"path": "a.py", "commit": None, "blob": "HEAD"}]},
+            },
+        ),
+        "working-set file 'a.py': blob is not a git id",
     ),
     (
         lambda: _event(
