@@ -153,6 +153,30 @@ def test_mcp_memory_graph_becomes_memories(home_store: Engram) -> None:
     assert {e.data["origin"]["format"] for e in created} == {"mcp-memory"}
 
 
+def test_a_file_saved_on_windows_imports_and_utf16_is_refused_naming_the_conversion(
+    home_store: Engram, tmp_path: Path
+) -> None:
+    """A UTF-8 byte order mark and CRLF line ends (Notepad, PowerShell 7) change nothing; UTF-16
+    (PowerShell 5's `>`) stops the import, with nothing written, naming how to convert it."""
+    text = MCP_MEMORY.read_text(encoding="utf-8").replace("\n", "\r\n")
+    windows = tmp_path / "memory.jsonl"
+    windows.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    result = cli("import", str(windows))
+    assert result.exit_code == 0, result.stderr
+    assert "skipped" not in result.stdout
+    assert "imported 8 events from mcp-memory" in result.stdout
+    assert "Priya: Owns the billing service" in {m.content for m in Engram().memories(limit=None)}
+    before = store_state(home_store)
+    wide = tmp_path / "wide.jsonl"
+    wide.write_bytes(text.encode("utf-16"))
+    for args in ([str(wide)], [str(wide), "--format", "mcp-memory"]):
+        result = cli("import", *args)
+        assert result.exit_code == 2
+        assert result.stderr.startswith(f"error: {wide} is UTF-16 text")
+        assert "nothing was imported" in result.stderr and "iconv -f UTF-16" in result.stderr
+    assert store_state(home_store) == before
+
+
 @pytest.mark.parametrize("fmt", sorted(SOURCES))
 def test_importing_twice_adds_nothing(home_store: Engram, fmt: str) -> None:
     first = home_store.import_from(SOURCES[fmt])
