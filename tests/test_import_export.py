@@ -400,6 +400,8 @@ def test_markdown_export_has_a_file_per_task_and_memories_by_kind(
     home_store: Engram, tmp_path: Path
 ) -> None:
     task_id = _native_history(home_store)
+    home_store.remember("Staging runs on the old VPN", valid_until="2020-01-01", at="2019-06-01")
+    home_store.remember("Deploys freeze over the holidays", valid_from="2999-12-20")
     out = tmp_path / "md"
     result = cli("export", "--format", "markdown", str(out))
     assert result.exit_code == 0, result.stderr
@@ -425,6 +427,9 @@ def test_markdown_export_has_a_file_per_task_and_memories_by_kind(
     assert "## Decisions (1)" in memories and "- Use PKCE for the OAuth flow" in memories
     assert "## Forgotten and superseded (1)" in memories
     assert "forgotten: moved to /oauth/callback" in memories
+    # Out of its validity window, a memory says so: recall leaves it out, the archive does not.
+    assert "happened 2019-06-01 · valid until 2020-01-01 (expired)</sub>" in memories
+    assert "valid from 2999-12-20 (not yet valid)</sub>" in memories
     index = (out / "README.md").read_text()
     assert f"(tasks/{task_file.name})" in index and "(memories.md)" in index
     # A non-empty directory is not written into unless asked.
