@@ -153,6 +153,30 @@ def test_mcp_memory_graph_becomes_memories(home_store: Engram) -> None:
     assert {e.data["origin"]["format"] for e in created} == {"mcp-memory"}
 
 
+def test_a_file_saved_on_windows_imports_and_utf16_is_refused_naming_the_conversion(
+    home_store: Engram, tmp_path: Path
+) -> None:
+    """A UTF-8 byte order mark and CRLF line ends (Notepad, PowerShell 7) change nothing; UTF-16
+    (PowerShell 5's `>`) stops the import, with nothing written, naming how to convert it."""
+    text = MCP_MEMORY.read_text(encoding="utf-8").replace("\n", "\r\n")
+    windows = tmp_path / "memory.jsonl"
+    windows.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    result = cli("import", str(windows))
+    assert result.exit_code == 0, result.stderr
+    assert "skipped" not in result.stdout
+    assert "imported 8 events from mcp-memory" in result.stdout
+    assert "Priya: Owns the billing service" in {m.content for m in Engram().memories(limit=None)}
+    before = store_state(home_store)
+    wide = tmp_path / "wide.jsonl"
+    wide.write_bytes(text.encode("utf-16"))
+    for args in ([str(wide)], [str(wide), "--format", "mcp-memory"]):
+        result = cli("import", *args)
+        assert result.exit_code == 2
+        assert result.stderr.startswith(f"error: {wide} is UTF-16 text")
+        assert "nothing was imported" in result.stderr and "iconv -f UTF-16" in result.stderr
+    assert store_state(home_store) == before
+
+
 @pytest.mark.parametrize("fmt", sorted(SOURCES))
 def test_importing_twice_adds_nothing(home_store: Engram, fmt: str) -> None:
     first = home_store.import_from(SOURCES[fmt])
@@ -321,6 +345,38 @@ def test_export_then_import_gives_back_the_same_events(
     assert Engram().import_from(out).added == []
 
 
+def test_citations_pinned_files_and_failure_candidates_come_back_unchanged(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a write in a repository adds (a memory's citations, a handoff's pinned blobs, the
+    command a failure is linked to) is part of the events: an export restores byte for byte."""
+    (project / "src").mkdir()
+    (project / "src" / "auth.py").write_text("def login():\n    return True\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "auth")
+    command = {"event": "command", "command": "pytest tests/test_auth.py", "exit_code": 1}
+    captured = json.dumps({**command, "output": "FAILED test_login: callback state mismatch"})
+    assert cli("capture", input=captured + "\n", cwd=project).exit_code == 0
+    with Engram(cwd=project) as engram:
+        task = engram.task_create("Add OAuth login")
+        engram.failure(task.id, "pytest tests/test_auth.py fails: callback state mismatch")
+        engram.handoff(task.id, summary="Callback next", files=["src/auth.py"])
+        memory = engram.remember("The login lives in src/auth.py", cite=["src/auth.py"])
+        engram.update(memory.id, "The login lives in src/auth.py, def login")
+    assert Engram(cwd=project).task(task.id).failures[0].candidate
+    out = tmp_path / "engram.jsonl"
+    assert cli("export", "--project", str(out), cwd=project).exit_code == 0
+    exported = [line for line in out.read_bytes().splitlines() if b"store.created" not in line]
+    assert b'"citations":[{' in out.read_bytes() and b'"blob"' in out.read_bytes()
+    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path / "elsewhere"))
+    other = Engram()
+    other.init()
+    report = other.import_from(out)
+    assert report.skipped == [] and len(report.added) == len(exported)
+    assert imported_lines(Engram()) == sorted(line + b"\n" for line in exported)
+    assert Engram().get(memory.id).citations[0]["path"] == "src/auth.py"
+
+
 def test_export_refuses_to_overwrite_unless_forced(home_store: Engram, tmp_path: Path) -> None:
     out = tmp_path / "engram.jsonl"
     out.write_text("keep me\n")
@@ -344,6 +400,8 @@ def test_markdown_export_has_a_file_per_task_and_memories_by_kind(
     home_store: Engram, tmp_path: Path
 ) -> None:
     task_id = _native_history(home_store)
+    home_store.remember("Staging runs on the old VPN", valid_until="2020-01-01", at="2019-06-01")
+    home_store.remember("Deploys freeze over the holidays", valid_from="2999-12-20")
     out = tmp_path / "md"
     result = cli("export", "--format", "markdown", str(out))
     assert result.exit_code == 0, result.stderr
@@ -369,6 +427,9 @@ def test_markdown_export_has_a_file_per_task_and_memories_by_kind(
     assert "## Decisions (1)" in memories and "- Use PKCE for the OAuth flow" in memories
     assert "## Forgotten and superseded (1)" in memories
     assert "forgotten: moved to /oauth/callback" in memories
+    # Out of its validity window, a memory says so: recall leaves it out, the archive does not.
+    assert "happened 2019-06-01 · valid until 2020-01-01 (expired)</sub>" in memories
+    assert "valid from 2999-12-20 (not yet valid)</sub>" in memories
     index = (out / "README.md").read_text()
     assert f"(tasks/{task_file.name})" in index and "(memories.md)" in index
     # A non-empty directory is not written into unless asked.
@@ -601,6 +662,26 @@ HOSTILE_EXPORT = [  # (line, what the report says of it)
             },
         ),
         "working-set file '/etc/shadow' must be a path inside the repository",
+    ),
+    (
+        lambda: _event(
+            "memory.created",
+            _memory(citations=[{"path": "../../etc/passwd", "commit": "a" * 40, "blob": "b" * 40}]),
+        ),
+        "citation 1 is not a tracked file pinned to a commit and blob id",
+    ),
+    (
+        lambda: _event(
+            "checkpoint.saved",
+            {
+                "task": "t3aaaaaaaaaa",
+                "checkpoint": "c3aaaaaaaaaa",
+                "seq": 1,
+                "reason": "handoff",
+                "working_set": {"files": [{"path": "a.py", "commit": None, "blob": "HEAD"}]},
+            },
+        ),
+        "working-set file 'a.py': blob is not a git id",
     ),
     (
         lambda: _event(

@@ -198,6 +198,7 @@ def memories_markdown(memories: Sequence[Any], *, tasks: Mapping[str, str]) -> s
                 about.append(f"scope {md(memory.scope)}")
             if memory.task:
                 about.append(f"task {md(tasks.get(memory.task, memory.task[:8]))}")
+            about += _validity(memory)
             lines.append(f"  <sub>{' · '.join(about)}</sub>")
         lines.append("")
     if not active:
@@ -214,6 +215,20 @@ def memories_markdown(memories: Sequence[Any], *, tasks: Mapping[str, str]) -> s
             lines.append(f"- [{md(memory.kind)}] {md(memory.content)} — {why}")
         lines.append("")
     return "\n".join(lines)
+
+
+def _validity(memory: Any) -> list[str]:
+    """When what a memory says happened, and its validity window, saying so when the window has
+    passed or not begun (recall and lists leave such a memory out; the export keeps it)."""
+    now = ev.utc_now()
+    about = [f"happened {md(memory.at[:10])}"] if memory.at else []
+    if memory.valid_from:
+        later = " (not yet valid)" if ev.parse_time(memory.valid_from) > now else ""
+        about.append(f"valid from {md(memory.valid_from[:10])}{later}")
+    if memory.valid_until:
+        passed = " (expired)" if ev.parse_time(memory.valid_until) <= now else ""
+        about.append(f"valid until {md(memory.valid_until[:10])}{passed}")
+    return about
 
 
 def _plural(count: int, one: str, many: str | None = None) -> str:

@@ -55,6 +55,11 @@ class Citation:
         )
 
 
+def is_oid(value: str) -> bool:
+    """Whether `value` is a full git object id (commit or blob), as citations pin them."""
+    return _OID.match(value) is not None
+
+
 def well_formed_path(path: object) -> bool:
     """A relative, `/`-separated path inside a work tree: no `..`, no `.git`, no control text."""
     if not isinstance(path, str) or not path or len(path) > 1024 or path.startswith("/"):

@@ -56,6 +56,7 @@ from .plan import (
     readable,
     readable_memory,
     slug_name,
+    unmarked,
 )
 
 
@@ -102,9 +103,10 @@ def _head(path: Path, size: int = 4096) -> bytes:
     opener: Any = gzip.open if path.name.endswith(".gz") else open
     try:
         with opener(path, "rb") as handle:
-            return bytes(handle.read(size))
+            head = bytes(handle.read(size))
     except (OSError, EOFError, zlib.error):
         return b""
+    return unmarked(path, head)
 
 
 def _first_object(path: Path, line_bytes: int) -> dict[str, Any] | None:
@@ -113,10 +115,12 @@ def _first_object(path: Path, line_bytes: int) -> dict[str, Any] | None:
 
     try:
         with open(path, "rb") as handle:
-            for _ in range(50):
+            for number in range(50):
                 line = handle.readline(line_bytes + 1)
                 if not line or (len(line) > line_bytes and not line.endswith(b"\n")):
                     return None
+                if number == 0:
+                    line = unmarked(path, line)
                 if line.strip():
                     value = orjson.loads(line)
                     return value if isinstance(value, dict) else None

@@ -29,8 +29,8 @@ from ...base.config import TEXT_SETTING_CHARS
 from ...base.errors import UsageError, quote
 from ...base.validation import COMMIT, check_relative, session_id, well_formed
 from ...base.vocab import one_of_message
+from ...model import freshness, sessions, tasks
 from ...model import memories as mem
-from ...model import sessions, tasks
 from ...storage import events as ev
 from ..continuity import checkpoints as cp
 from .plan import FORMATS, Checker, Input, Plan, Record, derived_event_id
@@ -218,7 +218,7 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
             )
         out = dict(value)
         if "files" in value:
-            out["files"] = check.files(value["files"])
+            out["files"] = _working_files(value["files"], check)
         for key in ("commands", "artifacts"):
             if key in value:
                 out[key] = check.items(value[key], key)
@@ -236,6 +236,9 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
 
     def origin(value: Any, name: str) -> dict[str, Any]:
         return _origin(value, check)
+
+    def citations(value: Any, name: str) -> list[dict[str, Any]]:
+        return _citations(value, check)
 
     def same(value: Any, name: str) -> Any:  # a time, a number: its type is checked on parse
         return value
@@ -258,6 +261,7 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
         "valid_until": same,
         "at": same,
         "task": ident,
+        "citations": citations,
         "origin": origin,
     }
     task: dict[str, Check] = {
@@ -307,6 +311,7 @@ def _fields(check: Checker) -> dict[str, dict[str, Check]]:
             "component": name_,
             "root_cause": text(blank=True),
             "fix": text(blank=True),
+            "candidate": text(blank=True),
             "origin": origin,
         },
         "checkpoint.saved": {
@@ -351,6 +356,46 @@ def _line(value: Any, what: str, check: Checker) -> str:
         raise UsageError(f"{what} {quote(line, 20)} is longer than {TEXT_SETTING_CHARS} characters")
     check.scan(line, what)
     return line
+
+
+def _working_files(value: Any, check: Checker) -> list[dict[str, Any]]:
+    """A checkpoint's working-set files as a handoff pins them: each path and commit checked as
+    a write checks them, with the blob id it had and whether it was uncommitted or missing."""
+    if not isinstance(value, list):
+        raise UsageError("working-set files must be a list")
+    out = check.files(value)
+    pins = {item["path"]: item for item in value if isinstance(item, dict)}
+    for item in out:
+        pinned = pins.get(item["path"], {})
+        blob = pinned.get("blob")
+        if blob is not None:
+            if not (isinstance(blob, str) and freshness.is_oid(blob)):
+                raise UsageError(f"working-set file {quote(item['path'])}: blob is not a git id")
+            item["blob"] = blob
+        for flag in ("uncommitted", "missing"):
+            if pinned.get(flag) is True:
+                item[flag] = True
+    return out
+
+
+def _citations(value: Any, check: Checker) -> list[dict[str, Any]]:
+    """The files a memory cites, each pinned to a commit and blob id, as `--cite` writes them."""
+    if not isinstance(value, list):
+        raise UsageError("citations must be a list")
+    if len(value) > freshness.MAX_CITATIONS:
+        raise UsageError(
+            f"{len(value)} citations, over the limit of {freshness.MAX_CITATIONS} a memory has"
+        )
+    out = []
+    for number, raw in enumerate(value, 1):
+        cited = freshness.citation(raw)
+        if cited is None:
+            raise UsageError(
+                f"citation {number} is not a tracked file pinned to a commit and blob id"
+            )
+        check.scan(cited.label, "citation")
+        out.append(cited.to_dict())
+    return out
 
 
 def _origin(value: Any, check: Checker, depth: int = 1) -> dict[str, Any]:

@@ -38,6 +38,29 @@ _SKIP_CHUNK = 1 << 20  # how much of an over-long line is read at a time, to pas
 KNOWN_VALUES = 10_000  # names and authors whose check is remembered during one import
 LINE_BYTES = SETTINGS["limits.import_line_bytes"].default
 TOTAL_BYTES = SETTINGS["limits.import_bytes"].default
+UTF8_MARK = b"\xef\xbb\xbf"
+# Byte order marks of encodings no format is written in (UTF-32's first: it begins as UTF-16's).
+_WIDE_MARKS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
+def unmarked(path: Path, head: bytes) -> bytes:
+    """`head`, the first bytes of a file, without a UTF-8 byte order mark (Windows tools write
+    one); a `UsageError` that names the conversion when the mark says UTF-16 or UTF-32 (what
+    PowerShell 5's `>` writes), which would otherwise fail line by line."""
+    if head.startswith(UTF8_MARK):
+        return head[len(UTF8_MARK) :]
+    for mark, name in _WIDE_MARKS:
+        if head.startswith(mark):
+            raise UsageError(
+                f"{path} is {name} text, and imports read UTF-8; nothing was imported: convert "
+                f"it first (`iconv -f {name} -t UTF-8 FILE > FILE.utf8`) and import that"
+            )
+    return head
 
 
 @dataclass
@@ -146,7 +169,7 @@ class Input:
                 "bytes)",
             )
             return None
-        return b"".join(parts)
+        return unmarked(path, b"".join(parts))
 
     def _lines(self, path: Path, handle: Any) -> Iterator[tuple[int, bytes]]:
         number = 0
@@ -157,6 +180,8 @@ class Input:
                     return
                 number += 1
                 self._count(path, len(line))
+                if number == 1:
+                    line = unmarked(path, line)
                 if len(line) > self.line_bytes and not line.endswith(b"\n"):
                     self._pass_over(handle, path)
                     self.plan.skip(
